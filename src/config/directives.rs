@@ -1,0 +1,606 @@
+//! The directive table: one row per configuration directive.
+//!
+//! Owns the name, default, one-line summary, argument count, parser and
+//! `CONFIG GET` rendering of every directive, and the three views built on
+//! the table: [`get`] / [`matching`] (what `CONFIG GET` shows) and
+//! [`render`] (the whole configuration as a file that parses back to the
+//! same [`Config`]).
+//!
+//! Invariants: a setter either applies its whole value or leaves the
+//! `Config` untouched and returns a message naming the directive; each
+//! row's `default`, parsed by its own setter, gives `Config::default()`
+//! (tested). Adding a row means adding it to `conf/mithril.conf` and
+//! `man/mithril.conf.5` too (`tests/docs_sync.rs` fails otherwise).
+
+use super::{glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, MAX_THREADS};
+
+/// How a directive's value is shown and written back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Not a setting (`include`): no value to show.
+    Meta,
+    /// Shown as its arguments joined by spaces.
+    Plain,
+    /// A byte count: bytes for `CONFIG GET`, the largest exact unit in files.
+    Size,
+}
+
+type Setter = fn(&mut Config, &[&str]) -> Result<(), String>;
+type Getter = fn(&Config) -> Vec<String>;
+
+/// One configuration directive.
+pub struct Directive {
+    /// The name, lower case (names are matched case-insensitively).
+    pub name: &'static str,
+    /// The default in file syntax (empty for `include` and `cluster-nodes`,
+    /// which have none).
+    pub default: &'static str,
+    /// One line on what the directive does.
+    pub summary: &'static str,
+    /// Whether `CONFIG SET` may change it while the proxy runs.
+    pub runtime_settable: bool,
+    kind: Kind,
+    /// Fewest and most arguments after the name.
+    arity: (usize, usize),
+    setter: Setter,
+    getter: Getter,
+}
+
+impl std::fmt::Debug for Directive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Directive")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Directive {
+    /// Applies `args` (the words after the directive name) to `cfg`. On error
+    /// `cfg` is unchanged and the message names the directive.
+    pub fn set(&self, cfg: &mut Config, args: &[&str]) -> Result<(), String> {
+        let (min, max) = self.arity;
+        let n = args.len();
+        if n < min || n > max {
+            let name = self.name;
+            return Err(match (min, max) {
+                (1, 1) => format!("{name} takes exactly one argument, got {n}"),
+                (_, usize::MAX) => format!("{name} takes at least {min} argument(s), got {n}"),
+                _ => format!("{name} takes {min} to {max} arguments, got {n}"),
+            });
+        }
+        (self.setter)(cfg, args)
+    }
+
+    /// The value as `CONFIG GET` shows it (sizes in bytes, lists joined by
+    /// spaces); `None` for `include`, which is not a setting.
+    pub fn value(&self, cfg: &Config) -> Option<String> {
+        (self.kind != Kind::Meta).then(|| (self.getter)(cfg).join(" "))
+    }
+}
+
+/// Every directive, in the order the documentation presents them.
+pub static DIRECTIVES: &[Directive] = &[
+    Directive {
+        name: "include",
+        default: "",
+        summary: "read another configuration file at this point",
+        runtime_settable: false,
+        kind: Kind::Meta,
+        arity: (1, 1),
+        setter: |_, _| Err("include is only valid inside a configuration file".to_string()),
+        getter: |_| Vec::new(),
+    },
+    Directive {
+        name: "bind",
+        default: "127.0.0.1 -::1",
+        summary: "addresses to listen on; a leading '-' marks one that may fail to bind",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 16),
+        setter: set_bind,
+        getter: |c| c.bind.iter().map(BindAddr::to_string).collect(),
+    },
+    Directive {
+        name: "port",
+        default: "7777",
+        summary: "TCP port to listen on",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.port = number("port", first(a), 1, 65535)? as u16;
+            Ok(())
+        },
+        getter: |c| vec![c.port.to_string()],
+    },
+    Directive {
+        name: "cluster-nodes",
+        default: "",
+        summary: "HOST:PORT seed nodes of the Redis Cluster (required; lines accumulate)",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, usize::MAX),
+        setter: set_cluster_nodes,
+        getter: |c| c.cluster_nodes.clone(),
+    },
+    Directive {
+        name: "threads",
+        default: "0",
+        summary: "worker threads; 0 means one per CPU core",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.threads =
+                resolve_threads(number("threads", first(a), 0, MAX_THREADS as u64)? as usize);
+            Ok(())
+        },
+        getter: |c| vec![c.threads.to_string()],
+    },
+    Directive {
+        name: "maxclients",
+        default: "10000",
+        summary: "most client connections open at once",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.maxclients = number("maxclients", first(a), 1, 1_000_000)? as usize;
+            Ok(())
+        },
+        getter: |c| vec![c.maxclients.to_string()],
+    },
+    Directive {
+        name: "backend-conns",
+        default: "1",
+        summary: "pipelined connections per cluster node per worker",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.backend_conns = number("backend-conns", first(a), 1, 64)? as usize;
+            Ok(())
+        },
+        getter: |c| vec![c.backend_conns.to_string()],
+    },
+    Directive {
+        name: "placement",
+        default: "least-loaded",
+        summary: "how new connections are spread over workers: least-loaded or round-robin",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.placement = first(a).parse::<Placement>()?;
+            Ok(())
+        },
+        getter: |c| vec![c.placement.to_string()],
+    },
+    Directive {
+        name: "topology-refresh-secs",
+        default: "10",
+        summary: "seconds between periodic reloads of the cluster's slot map",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.topology_refresh_secs = number("topology-refresh-secs", first(a), 1, 86_400)?;
+            Ok(())
+        },
+        getter: |c| vec![c.topology_refresh_secs.to_string()],
+    },
+    Directive {
+        name: "connect-timeout",
+        default: "1000",
+        summary: "milliseconds to wait for a TCP connection to a cluster node",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.connect_timeout_ms = number("connect-timeout", first(a), 100, 60_000)?;
+            Ok(())
+        },
+        getter: |c| vec![c.connect_timeout_ms.to_string()],
+    },
+    Directive {
+        name: "proto-max-bulk-len",
+        default: "512mb",
+        summary: "largest bulk string accepted from a client",
+        runtime_settable: false,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.proto_max_bulk_len = size("proto-max-bulk-len", first(a), MB)?;
+            Ok(())
+        },
+        getter: |c| vec![c.proto_max_bulk_len.to_string()],
+    },
+    Directive {
+        name: "query-buffer-limit",
+        default: "1gb",
+        summary: "most bytes buffered from one client before it is disconnected",
+        runtime_settable: false,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.query_buffer_limit = size("query-buffer-limit", first(a), MB)?;
+            Ok(())
+        },
+        getter: |c| vec![c.query_buffer_limit.to_string()],
+    },
+    Directive {
+        name: "tcp-backlog",
+        default: "511",
+        summary: "length of the listen queue for connections not yet accepted",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.tcp_backlog = number("tcp-backlog", first(a), 1, i32::MAX as u64)? as i32;
+            Ok(())
+        },
+        getter: |c| vec![c.tcp_backlog.to_string()],
+    },
+    Directive {
+        name: "tcp-keepalive",
+        default: "300",
+        summary: "TCP keepalive period in seconds for client and cluster connections; 0 is off",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.tcp_keepalive_secs = number("tcp-keepalive", first(a), 0, MAX_KEEPALIVE)?;
+            Ok(())
+        },
+        getter: |c| vec![c.tcp_keepalive_secs.to_string()],
+    },
+    Directive {
+        name: "loglevel",
+        default: "notice",
+        summary: "log verbosity: debug, verbose, notice, warning or nothing",
+        runtime_settable: true,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.loglevel = first(a).parse::<LogLevel>()?;
+            Ok(())
+        },
+        getter: |c| vec![c.loglevel.to_string()],
+    },
+    Directive {
+        name: "logfile",
+        default: "\"\"",
+        summary: "file to log to; empty means standard error",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.logfile = first(a).to_string();
+            Ok(())
+        },
+        getter: |c| vec![c.logfile.clone()],
+    },
+];
+
+const KB: u64 = 1024;
+const MB: u64 = 1024 * KB;
+const GB: u64 = 1024 * MB;
+/// Linux refuses a keepalive idle time above this (`MAX_TCP_KEEPIDLE`).
+const MAX_KEEPALIVE: u64 = 32_767;
+
+/// The directive called `name`, ignoring case.
+pub fn lookup(name: &str) -> Option<&'static Directive> {
+    DIRECTIVES
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(name))
+}
+
+/// The value of directive `name` as `CONFIG GET` shows it; `None` for an
+/// unknown name or `include`.
+pub fn get(cfg: &Config, name: &str) -> Option<String> {
+    lookup(name)?.value(cfg)
+}
+
+/// Every setting whose name matches the Redis glob `glob` (ignoring case),
+/// with its `CONFIG GET` value, in table order.
+pub fn matching(cfg: &Config, glob: &[u8]) -> Vec<(&'static str, String)> {
+    DIRECTIVES
+        .iter()
+        .filter(|d| glob_match(glob, d.name.as_bytes(), true))
+        .filter_map(|d| Some((d.name, d.value(cfg)?)))
+        .collect()
+}
+
+/// The whole configuration as a mithril configuration file, one line per
+/// setting, that parses back to an equal `Config` (`config_file` aside).
+pub fn render(cfg: &Config) -> String {
+    let mut out = format!(
+        "# mithril configuration, written by {}\n",
+        super::cli::version_string()
+    );
+    if let Some(file) = &cfg.config_file {
+        out.push_str(&format!("# read from {}\n", file.display()));
+    }
+    for d in DIRECTIVES {
+        let args = (d.getter)(cfg);
+        match d.kind {
+            Kind::Meta => continue,
+            _ if args.is_empty() => {
+                out.push_str(&format!("# {} (not set)\n", d.name));
+                continue;
+            }
+            Kind::Size => {
+                let words: Vec<String> = args
+                    .iter()
+                    .map(|a| a.parse::<u64>().map_or_else(|_| quote_arg(a), format_size))
+                    .collect();
+                out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
+            }
+            Kind::Plain => {
+                let words: Vec<String> = args.iter().map(|a| quote_arg(a)).collect();
+                out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
+            }
+        }
+    }
+    out
+}
+
+/// Writes `arg` so that the file lexer reads it back unchanged: bare when it
+/// is plain, otherwise in double quotes with escapes.
+fn quote_arg(arg: &str) -> String {
+    let plain = !arg.is_empty()
+        && !arg.starts_with('#')
+        && arg
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b'\'' | b'\\'));
+    if plain {
+        return arg.to_string();
+    }
+    let mut out = String::from("\"");
+    for ch in arg.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_ascii_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The only argument of a one-argument directive (arity is checked first).
+fn first<'a>(args: &[&'a str]) -> &'a str {
+    args.first().copied().unwrap_or("")
+}
+
+/// A whole decimal number in `lo..=hi`.
+fn number(name: &str, value: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{name} must be a number between {lo} and {hi}"));
+    }
+    match value.parse::<u64>() {
+        Ok(n) if (lo..=hi).contains(&n) => Ok(n),
+        _ => Err(format!("{name} must be between {lo} and {hi}")),
+    }
+}
+
+/// Parses a size: digits, then optionally a unit as in redis.conf, any case:
+/// `b` (bytes), `k`/`m`/`g` (powers of 1000), `kb`/`mb`/`gb` (powers of
+/// 1024). `None` when it is not a size or does not fit in 64 bits.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    if number.is_empty() {
+        return None;
+    }
+    let multiplier = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" => 1000,
+        "kb" => KB,
+        "m" => 1000 * 1000,
+        "mb" => MB,
+        "g" => 1000 * 1000 * 1000,
+        "gb" => GB,
+        _ => return None,
+    };
+    number.parse::<u64>().ok()?.checked_mul(multiplier)
+}
+
+/// `yes` or `no`, any case, as redis.conf booleans.
+pub fn parse_bool(text: &str) -> Option<bool> {
+    if text.eq_ignore_ascii_case("yes") {
+        Some(true)
+    } else if text.eq_ignore_ascii_case("no") {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// A size at least `min` bytes and at most `i64::MAX` (Redis's ceiling).
+fn size(name: &str, value: &str, min: u64) -> Result<u64, String> {
+    let n = parse_size(value)
+        .ok_or_else(|| format!("{name} must be a size such as 512mb, 64k or 1048576"))?;
+    if n < min {
+        return Err(format!(
+            "{name} must be at least {} ({min} bytes)",
+            format_size(min)
+        ));
+    }
+    if n > i64::MAX as u64 {
+        return Err(format!("{name} must be at most {} bytes", i64::MAX));
+    }
+    Ok(n)
+}
+
+/// `n` bytes in the largest binary unit that divides it exactly.
+fn format_size(n: u64) -> String {
+    match n {
+        0 => "0".to_string(),
+        _ if n % GB == 0 => format!("{}gb", n / GB),
+        _ if n % MB == 0 => format!("{}mb", n / MB),
+        _ if n % KB == 0 => format!("{}kb", n / KB),
+        _ => n.to_string(),
+    }
+}
+
+fn set_bind(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
+    let mut bind = Vec::with_capacity(args.len());
+    for &arg in args {
+        let (addr, optional) = match arg.strip_prefix('-') {
+            Some(rest) => (rest, true),
+            None => (arg, false),
+        };
+        let entry = BindAddr {
+            addr: addr.to_string(),
+            optional,
+        };
+        if entry.ip().is_none() {
+            return Err(format!(
+                "bind: '{arg}' is not an IP address (write literal addresses, \
+                 '*' for every IPv4 address or '::*' for every IPv6 address)"
+            ));
+        }
+        bind.push(entry);
+    }
+    cfg.bind = bind;
+    Ok(())
+}
+
+fn set_cluster_nodes(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
+    for &arg in args {
+        check_node(arg)?;
+    }
+    for &arg in args {
+        if !cfg.cluster_nodes.iter().any(|n| n == arg) {
+            cfg.cluster_nodes.push(arg.to_string());
+        }
+    }
+    Ok(())
+}
+
+/// Checks a `HOST:PORT` seed: a host name, an IPv4 address or a bracketed
+/// IPv6 address, then a port from 1 to 65535.
+fn check_node(node: &str) -> Result<(), String> {
+    let bad =
+        || format!("cluster-nodes: '{node}' is not HOST:PORT (e.g. 127.0.0.1:7000 or [::1]:7000)");
+    let (host, port) = node.rsplit_once(':').ok_or_else(bad)?;
+    if let Some(inner) = host.strip_prefix('[') {
+        let v6 = inner.strip_suffix(']').ok_or_else(bad)?;
+        v6.parse::<std::net::Ipv6Addr>()
+            .map_err(|_| format!("cluster-nodes: '{node}': '{v6}' is not an IPv6 address"))?;
+    } else if host.contains(':') {
+        return Err(format!(
+            "cluster-nodes: '{node}': write IPv6 addresses in brackets, e.g. [::1]:7000"
+        ));
+    } else {
+        let host_ok = !host.is_empty()
+            && host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        if !host_ok {
+            return Err(bad());
+        }
+    }
+    number("cluster-nodes port", port, 1, 65535).map_err(|e| format!("'{node}': {e}"))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{format_size, parse_bool, parse_size, quote_arg};
+
+    #[test]
+    fn sizes() {
+        let cases: &[(&str, Option<u64>)] = &[
+            ("0", Some(0)),
+            ("100", Some(100)),
+            ("100b", Some(100)),
+            ("100B", Some(100)),
+            ("1k", Some(1000)),
+            ("512k", Some(512_000)),
+            ("1kb", Some(1024)),
+            ("1KB", Some(1024)),
+            ("1Kb", Some(1024)),
+            ("1m", Some(1_000_000)),
+            ("64mb", Some(64 * 1024 * 1024)),
+            ("64MB", Some(64 * 1024 * 1024)),
+            ("1g", Some(1_000_000_000)),
+            ("1gb", Some(1 << 30)),
+            ("2GB", Some(2 << 30)),
+            ("", None),
+            ("mb", None),
+            ("-1", None),
+            ("+1", None),
+            ("1.5gb", None),
+            ("1 gb", None),
+            ("1tb", None),
+            ("1kbb", None),
+            ("18446744073709551615", Some(u64::MAX)),
+            ("18446744073709551616", None),
+            ("17179869184gb", None),
+        ];
+        for &(text, want) in cases {
+            assert_eq!(parse_size(text), want, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn size_formatting_round_trips() {
+        for (n, text) in [
+            (0, "0"),
+            (1000, "1000"),
+            (1024, "1kb"),
+            (1536, "1536"),
+            (512 << 20, "512mb"),
+            (1 << 30, "1gb"),
+            (3 << 30, "3gb"),
+        ] {
+            assert_eq!(format_size(n), text);
+            assert_eq!(parse_size(text), Some(n));
+        }
+    }
+
+    #[test]
+    fn booleans() {
+        assert_eq!(parse_bool("yes"), Some(true));
+        assert_eq!(parse_bool("YES"), Some(true));
+        assert_eq!(parse_bool("no"), Some(false));
+        assert_eq!(parse_bool("No"), Some(false));
+        assert_eq!(parse_bool("true"), None);
+        assert_eq!(parse_bool("1"), None);
+        assert_eq!(parse_bool(""), None);
+    }
+
+    #[test]
+    fn quoting_round_trips_through_the_lexer() {
+        for arg in [
+            "plain",
+            "",
+            "a b",
+            "#hash",
+            "a#b",
+            "quote\"d",
+            "it's",
+            "back\\slash",
+            "tab\there",
+            "nl\n",
+            "ctl\x01",
+            "ünï",
+        ] {
+            let line = format!("x {}", quote_arg(arg));
+            let split = super::super::lex::split_line(line.as_bytes()).unwrap();
+            assert_eq!(
+                split.args,
+                [b"x".to_vec(), arg.as_bytes().to_vec()],
+                "{arg:?} written as {line}"
+            );
+        }
+        assert_eq!(quote_arg("plain"), "plain");
+        assert_eq!(quote_arg(""), "\"\"");
+    }
+}

@@ -1,0 +1,536 @@
+//! Mithril's configuration: the file format, the directive table, the
+//! command line and the `CONFIG GET` view of it all.
+//!
+//! Owns [`Config`], the one value every other part of the daemon reads its
+//! settings from, and the way it is built: defaults, then the file (with its
+//! includes, in order, the last setting of a directive winning except for
+//! `cluster-nodes`, whose lines accumulate), then command-line flags, then
+//! [`validate`] for the checks that span several directives.
+//!
+//! ```text
+//!   defaults ─▶ file, includes read in place ─▶ --port / --bind ─▶ validate ─▶ Config
+//!                  each line: lex ─▶ DIRECTIVES[name].set
+//! ```
+//!
+//! Invariants:
+//! - A directive exists in exactly three places kept in sync by
+//!   `tests/docs_sync.rs`: [`DIRECTIVES`], `conf/mithril.conf` and
+//!   `man/mithril.conf.5`.
+//! - Every error names where it came from (file and line, or the command
+//!   line) and the directive as written; see [`ConfigError`].
+//! - `Config::threads` is never 0 once a `Config` exists: 0 in the file
+//!   means "one per core" and is resolved on the spot.
+//!
+//! Must never: panic on any file content, read files other than the named
+//! file and its includes, touch sockets, or start logging (it runs before
+//! the logger exists).
+
+pub mod cli;
+mod directives;
+mod glob;
+mod lex;
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+pub use directives::{
+    get, lookup, matching, parse_bool, parse_size, render, Directive, DIRECTIVES,
+};
+pub use glob::glob_match;
+
+/// Deepest allowed `include` nesting (the main file is level 0).
+pub const MAX_INCLUDE_DEPTH: usize = 16;
+/// Largest `threads` value, and the cap for "one per core".
+pub const MAX_THREADS: usize = 256;
+
+/// One listen address from `bind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindAddr {
+    /// The address as written, without the leading `-`: a literal IPv4 or
+    /// IPv6 address, `*` (every IPv4 address) or `::*` (every IPv6 address).
+    pub addr: String,
+    /// Written with a leading `-`: start-up skips it when it cannot be bound
+    /// (for instance `::1` on a host without IPv6) instead of failing.
+    pub optional: bool,
+}
+
+impl BindAddr {
+    /// The address to bind: `*` is 0.0.0.0 and `::*` is `::`. `None` only for
+    /// an address that the parser would have refused.
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self.addr.as_str() {
+            "*" => Some(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            "::*" => Some(IpAddr::V6(Ipv6Addr::UNSPECIFIED)),
+            other => other.parse().ok(),
+        }
+    }
+}
+
+impl fmt::Display for BindAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.optional {
+            f.write_str("-")?;
+        }
+        f.write_str(&self.addr)
+    }
+}
+
+/// How the acceptor spreads new connections over the workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// To the worker with the least recent command activity.
+    LeastLoaded,
+    /// To each worker in turn.
+    RoundRobin,
+}
+
+impl Placement {
+    /// The directive's spelling of this value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::LeastLoaded => "least-loaded",
+            Placement::RoundRobin => "round-robin",
+        }
+    }
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Placement {
+    type Err = String;
+
+    /// Case-insensitive, as Redis treats enumerated values.
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Placement::LeastLoaded, Placement::RoundRobin]
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| "placement must be least-loaded or round-robin".to_string())
+    }
+}
+
+/// Log verbosity, with Redis's names for the levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Everything, including per-event tracing.
+    Debug,
+    /// Detailed operational messages.
+    Verbose,
+    /// Start-up, shutdown, topology changes and problems (the default).
+    Notice,
+    /// Problems only.
+    Warning,
+    /// Nothing at all.
+    Nothing,
+}
+
+impl LogLevel {
+    const ALL: [LogLevel; 5] = [
+        LogLevel::Debug,
+        LogLevel::Verbose,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Nothing,
+    ];
+
+    /// The directive's spelling of this level.
+    pub fn name(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Verbose => "verbose",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Nothing => "nothing",
+        }
+    }
+
+    /// The `log` crate filter for this level. Redis has five levels and so
+    /// does `log` (plus Off), so they map one to one, most verbose first:
+    /// debug→Trace, verbose→Debug, notice→Info, warning→Warn, nothing→Off.
+    /// Errors are shown at every level but `nothing`.
+    pub fn to_log_filter(self) -> log::LevelFilter {
+        match self {
+            LogLevel::Debug => log::LevelFilter::Trace,
+            LogLevel::Verbose => log::LevelFilter::Debug,
+            LogLevel::Notice => log::LevelFilter::Info,
+            LogLevel::Warning => log::LevelFilter::Warn,
+            LogLevel::Nothing => log::LevelFilter::Off,
+        }
+    }
+}
+
+impl fmt::Display for LogLevel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for LogLevel {
+    type Err = String;
+
+    /// Case-insensitive, as Redis treats enumerated values.
+    fn from_str(s: &str) -> Result<Self, String> {
+        LogLevel::ALL
+            .into_iter()
+            .find(|l| l.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                "loglevel must be one of debug, verbose, notice, warning, nothing".to_string()
+            })
+    }
+}
+
+/// Every setting of the daemon. Field meanings and limits are documented
+/// once, in `man/mithril.conf.5` and in the [`DIRECTIVES`] table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `bind`: the addresses to listen on.
+    pub bind: Vec<BindAddr>,
+    /// `port`: the TCP port to listen on.
+    pub port: u16,
+    /// `cluster-nodes`: `HOST:PORT` seeds, as written (IPv6 hosts in
+    /// brackets), in order, without repeats.
+    pub cluster_nodes: Vec<String>,
+    /// `threads`: worker threads; already resolved, never 0.
+    pub threads: usize,
+    /// `maxclients`: most client connections open at once.
+    pub maxclients: usize,
+    /// `backend-conns`: pipelined connections per node per worker.
+    pub backend_conns: usize,
+    /// `placement`: how the acceptor picks a worker.
+    pub placement: Placement,
+    /// `topology-refresh-secs`: period of the routine slot-map reload.
+    pub topology_refresh_secs: u64,
+    /// `connect-timeout`: milliseconds allowed for a backend TCP connect.
+    pub connect_timeout_ms: u64,
+    /// `proto-max-bulk-len`: largest bulk string accepted from a client.
+    pub proto_max_bulk_len: u64,
+    /// `query-buffer-limit`: most unprocessed input bytes held per client.
+    pub query_buffer_limit: u64,
+    /// `tcp-backlog`: the listen queue length.
+    pub tcp_backlog: i32,
+    /// `tcp-keepalive`: keepalive idle seconds; 0 turns keepalive off.
+    pub tcp_keepalive_secs: u64,
+    /// `loglevel`: log verbosity.
+    pub loglevel: LogLevel,
+    /// `logfile`: the log file; empty means standard error.
+    pub logfile: String,
+    /// The file the configuration was read from, made absolute (the daemon
+    /// may change directory later); `None` when there was no file.
+    pub config_file: Option<PathBuf>,
+}
+
+/// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
+pub(crate) fn resolve_threads(threads: usize) -> usize {
+    if threads != 0 {
+        return threads;
+    }
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(MAX_THREADS)
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            bind: vec![
+                BindAddr {
+                    addr: "127.0.0.1".to_string(),
+                    optional: false,
+                },
+                BindAddr {
+                    addr: "::1".to_string(),
+                    optional: true,
+                },
+            ],
+            port: 7777,
+            cluster_nodes: Vec::new(),
+            threads: resolve_threads(0),
+            maxclients: 10_000,
+            backend_conns: 1,
+            placement: Placement::LeastLoaded,
+            topology_refresh_secs: 10,
+            connect_timeout_ms: 1000,
+            proto_max_bulk_len: 512 * 1024 * 1024,
+            query_buffer_limit: 1024 * 1024 * 1024,
+            tcp_backlog: 511,
+            tcp_keepalive_secs: 300,
+            loglevel: LogLevel::Notice,
+            logfile: String::new(),
+            config_file: None,
+        }
+    }
+}
+
+/// A configuration problem, from the file, the command line or validation.
+///
+/// Displays as `ORIGIN[:LINE]: ['DIRECTIVE AS WRITTEN': ]MESSAGE`, e.g.
+/// `/etc/mithril/mithril.conf:12: 'port 99999': port must be between 1 and 65535`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    origin: String,
+    line: Option<usize>,
+    text: Option<String>,
+    message: String,
+}
+
+impl ConfigError {
+    /// An error about `origin` as a whole (no line, no directive).
+    pub fn new(origin: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            origin: origin.into(),
+            line: None,
+            text: None,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn at(
+        origin: &str,
+        line: usize,
+        text: Option<&str>,
+        message: impl Into<String>,
+    ) -> Self {
+        ConfigError {
+            origin: origin.to_string(),
+            line: Some(line),
+            text: text.map(str::to_string),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn with_text(mut self, text: impl Into<String>) -> Self {
+        self.text = Some(text.into());
+        self
+    }
+
+    /// The file (or `command line`) the problem is in.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The 1-based line number, for errors inside a file.
+    pub fn line(&self) -> Option<usize> {
+        self.line
+    }
+
+    /// What is wrong, without the location.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.origin)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(text) = &self.text {
+            write!(f, ": '{text}'")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Reads the configuration file at `path` (and its includes) over the
+/// defaults. Does not run [`validate`].
+pub fn parse_file(path: &Path) -> Result<Config, ConfigError> {
+    let mut cfg = Config::default();
+    let mut reader = Reader { stack: Vec::new() };
+    reader.read_file(&mut cfg, path, &path.display().to_string())?;
+    cfg.config_file = Some(std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()));
+    Ok(cfg)
+}
+
+/// Parses configuration text over the defaults; `origin` names it in errors.
+/// Relative `include` paths resolve against the current directory, since
+/// the text has no directory of its own. Does not run [`validate`].
+pub fn parse_str(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    let mut cfg = Config::default();
+    let mut reader = Reader { stack: Vec::new() };
+    reader.read_text(&mut cfg, text.as_bytes(), origin, None, 0)?;
+    Ok(cfg)
+}
+
+/// Walks a file and its includes.
+struct Reader {
+    /// Canonical paths of the files being read, outermost first (cycle check).
+    stack: Vec<PathBuf>,
+}
+
+impl Reader {
+    /// Reads the main file `path`, shown as `shown` in errors.
+    fn read_file(&mut self, cfg: &mut Config, path: &Path, shown: &str) -> Result<(), ConfigError> {
+        let bytes = std::fs::read(path)
+            .map_err(|e| ConfigError::new(shown, format!("cannot read configuration file: {e}")))?;
+        self.read_bytes(cfg, path, &bytes, shown, 0)
+    }
+
+    /// Parses the contents of file `path` at include depth `depth`, with the
+    /// file on the stack of open files for the cycle check.
+    fn read_bytes(
+        &mut self,
+        cfg: &mut Config,
+        path: &Path,
+        bytes: &[u8],
+        shown: &str,
+        depth: usize,
+    ) -> Result<(), ConfigError> {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let dir = path.parent().map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        });
+        self.stack.push(canonical);
+        let result = self.read_text(cfg, bytes, shown, dir, depth);
+        self.stack.pop();
+        result
+    }
+
+    fn read_text(
+        &mut self,
+        cfg: &mut Config,
+        text: &[u8],
+        origin: &str,
+        dir: Option<&Path>,
+        depth: usize,
+    ) -> Result<(), ConfigError> {
+        for (index, raw) in text.split(|&b| b == b'\n').enumerate() {
+            let line = index + 1;
+            let split = lex::split_line(raw)
+                .map_err(|(e, text)| ConfigError::at(origin, line, Some(&text), e.message()))?;
+            let Some((name, args)) = split.args.split_first() else {
+                continue;
+            };
+            let fail = |message: String| ConfigError::at(origin, line, Some(&split.text), message);
+            let name = std::str::from_utf8(name)
+                .map_err(|_| fail("directive name is not valid UTF-8".into()))?;
+            let args = args
+                .iter()
+                .map(|a| std::str::from_utf8(a))
+                .collect::<Result<Vec<&str>, _>>()
+                .map_err(|_| fail(format!("{name}: argument is not valid UTF-8")))?;
+            let Some(directive) = lookup(name) else {
+                return Err(ConfigError::at(
+                    origin,
+                    line,
+                    None,
+                    format!("unknown directive '{name}'"),
+                ));
+            };
+            if directive.name == "include" {
+                self.include(cfg, &args, dir, depth).map_err(|e| match e {
+                    Nested::Here(message) => fail(message),
+                    Nested::Inside(err) => err,
+                })?;
+            } else {
+                directive.set(cfg, &args).map_err(fail)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn include(
+        &mut self,
+        cfg: &mut Config,
+        args: &[&str],
+        dir: Option<&Path>,
+        depth: usize,
+    ) -> Result<(), Nested> {
+        let [target] = args else {
+            return Err(Nested::Here("include takes exactly one path".to_string()));
+        };
+        if target.is_empty() {
+            return Err(Nested::Here("include needs a file name".to_string()));
+        }
+        let target = Path::new(target);
+        let path = match dir {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target.to_path_buf(),
+        };
+        if depth >= MAX_INCLUDE_DEPTH {
+            return Err(Nested::Here(format!(
+                "includes nest deeper than {MAX_INCLUDE_DEPTH} levels"
+            )));
+        }
+        let canonical = std::fs::canonicalize(&path)
+            .map_err(|e| Nested::Here(format!("cannot read {}: {e}", path.display())))?;
+        if self.stack.contains(&canonical) {
+            let chain: Vec<String> = self
+                .stack
+                .iter()
+                .chain(std::iter::once(&canonical))
+                .map(|p| p.display().to_string())
+                .collect();
+            return Err(Nested::Here(format!(
+                "include cycle: {}",
+                chain.join(" -> ")
+            )));
+        }
+        let bytes = std::fs::read(&path)
+            .map_err(|e| Nested::Here(format!("cannot read {}: {e}", path.display())))?;
+        let shown = path.display().to_string();
+        self.read_bytes(cfg, &path, &bytes, &shown, depth + 1)
+            .map_err(Nested::Inside)
+    }
+}
+
+/// An include failure: about the include line itself, or an error already
+/// located inside the included file.
+enum Nested {
+    Here(String),
+    Inside(ConfigError),
+}
+
+/// Checks that span several directives, and the invariants of a `Config`
+/// that code (not the parser) may have built. Run after the file and the
+/// command line have been applied.
+pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
+    let origin = cfg
+        .config_file
+        .as_ref()
+        .map_or_else(|| "configuration".to_string(), |p| p.display().to_string());
+    let fail = |message: String| Err(ConfigError::new(origin.clone(), message));
+    if cfg.cluster_nodes.is_empty() {
+        return fail(
+            "no cluster-nodes given: name at least one node of the Redis Cluster, \
+             e.g. 'cluster-nodes 127.0.0.1:7000'"
+                .to_string(),
+        );
+    }
+    if cfg.bind.is_empty() {
+        return fail("bind names no address to listen on".to_string());
+    }
+    if let Some(bad) = cfg.bind.iter().find(|b| b.ip().is_none()) {
+        return fail(format!("bind: '{}' is not an IP address", bad.addr));
+    }
+    if cfg.port == 0 {
+        return fail("port must be between 1 and 65535".to_string());
+    }
+    if cfg.threads == 0 || cfg.threads > MAX_THREADS {
+        return fail(format!(
+            "threads must be between 1 and {MAX_THREADS} once resolved"
+        ));
+    }
+    if cfg.proto_max_bulk_len > cfg.query_buffer_limit {
+        return fail(format!(
+            "proto-max-bulk-len ({}) is larger than query-buffer-limit ({}): \
+             a bulk string that size could never be received",
+            cfg.proto_max_bulk_len, cfg.query_buffer_limit
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
