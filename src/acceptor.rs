@@ -1,0 +1,281 @@
+//! The acceptor thread: owns the listening sockets, admits connections
+//! against `maxclients`, and places each one on a worker.
+//!
+//! Placement `least-loaded` (the default) picks the worker that ran the
+//! fewest commands in the last 10 ms window, charging each placement made
+//! during the current window as one average connection's worth of load, so
+//! a burst of connects spreads out instead of piling onto the worker that
+//! was idle when the burst began. Ties rotate, so under even load this is
+//! plain rotation. `round-robin` rotates unconditionally.
+//!
+//! Every accepted socket first takes an admission [`Ticket`]; over the
+//! limit it gets Redis's "max number of clients reached" error and is
+//! closed. The ticket travels with the socket and is released when the
+//! session ends, on every path.
+
+use crate::config::Placement;
+use crate::shared::{Accepted, Shared, Ticket, WorkerMsg};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const WINDOW: Duration = Duration::from_millis(10);
+const WAKER: Token = Token(usize::MAX);
+pub const ERR_MAX_CLIENTS: &[u8] = b"-ERR max number of clients reached\r\n";
+
+/// Chooses a worker for each new connection.
+pub struct Placer {
+    mode: Placement,
+    window_start: Instant,
+    /// Commands each worker had run at the start of the current window.
+    base: Vec<u64>,
+    /// Commands each worker ran in the last complete window.
+    load: Vec<u64>,
+    /// Connections placed on each worker in the current window.
+    placed: Vec<u64>,
+    next: usize,
+}
+
+impl Placer {
+    pub fn new(mode: Placement, workers: usize) -> Placer {
+        Placer {
+            mode,
+            window_start: Instant::now(),
+            base: vec![0; workers],
+            load: vec![0; workers],
+            placed: vec![0; workers],
+            next: 0,
+        }
+    }
+
+    /// Pick a worker given each worker's command counter and open sessions.
+    pub fn pick(&mut self, now: Instant, commands: &[u64], sessions: &[usize]) -> usize {
+        let n = self.base.len();
+        if n <= 1 {
+            return 0;
+        }
+        let start = self.next % n;
+        self.next = self.next.wrapping_add(1);
+        if self.mode == Placement::RoundRobin {
+            return start;
+        }
+        let elapsed = now.saturating_duration_since(self.window_start);
+        if elapsed >= WINDOW {
+            // Per-window rate, even if several windows passed unobserved.
+            let windows = (elapsed.as_nanos() / WINDOW.as_nanos()).max(1) as u64;
+            for i in 0..n {
+                let c = commands.get(i).copied().unwrap_or(0);
+                self.load[i] = c.saturating_sub(self.base[i]) / windows;
+                self.base[i] = c;
+                self.placed[i] = 0;
+            }
+            self.window_start = now;
+        }
+        let total_load: u64 = self.load.iter().sum();
+        let conns: usize = sessions.iter().sum();
+        let charge = (total_load / conns.max(1) as u64).max(1);
+        let mut best = start;
+        let mut best_score = u64::MAX;
+        for off in 0..n {
+            let i = (start + off) % n;
+            let score = self.load[i] + self.placed[i] * charge;
+            if score < best_score {
+                best_score = score;
+                best = i;
+            }
+        }
+        self.placed[best] += 1;
+        best
+    }
+}
+
+pub struct Acceptor {
+    shared: Arc<Shared>,
+    listeners: Vec<TcpListener>,
+    poll: Poll,
+    placer: Placer,
+}
+
+impl Acceptor {
+    pub fn new(
+        shared: Arc<Shared>,
+        listeners: Vec<TcpListener>,
+    ) -> io::Result<(Acceptor, Arc<Waker>)> {
+        let poll = Poll::new()?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+        let mut listeners = listeners;
+        for (i, l) in listeners.iter_mut().enumerate() {
+            poll.registry().register(l, Token(i), Interest::READABLE)?;
+        }
+        let placer = Placer::new(shared.config.placement, shared.workers.len());
+        Ok((
+            Acceptor {
+                shared,
+                listeners,
+                poll,
+                placer,
+            },
+            waker,
+        ))
+    }
+
+    pub fn run(mut self) {
+        let mut events = Events::with_capacity(64);
+        let mut commands = vec![0u64; self.shared.workers.len()];
+        let mut sessions = vec![0usize; self.shared.workers.len()];
+        // After EMFILE the listener stays readable but edge-triggered
+        // readiness will not repeat: poll again soon instead.
+        let mut retry_soon = false;
+        loop {
+            let timeout = if retry_soon {
+                Some(Duration::from_millis(50))
+            } else {
+                None
+            };
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    log::error!(target: "mithril::acceptor", "poll failed: {e}");
+                    return;
+                }
+            }
+            if self.shared.shutting_down.load(Ordering::Acquire) {
+                return;
+            }
+            retry_soon = false;
+            for i in 0..self.listeners.len() {
+                loop {
+                    match self.listeners[i].accept() {
+                        Ok((stream, peer)) => {
+                            for (w, slot) in self.shared.workers.iter().enumerate() {
+                                commands[w] = slot.commands.load(Ordering::Relaxed);
+                                sessions[w] = slot.sessions.load(Ordering::Relaxed);
+                            }
+                            self.admit(stream, peer, &commands, &sessions);
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => {
+                            // EMFILE/ENFILE/ENOMEM and friends: back off.
+                            log::warn!(target: "mithril::acceptor", "accept failed: {e}");
+                            retry_soon = true;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn admit(
+        &mut self,
+        stream: mio::net::TcpStream,
+        peer: SocketAddr,
+        commands: &[u64],
+        sessions: &[usize],
+    ) {
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        // SAFETY: the fd comes straight from into_raw_fd, owned once.
+        let std_stream = unsafe { std::net::TcpStream::from_raw_fd(stream.into_raw_fd()) };
+        self.shared
+            .total_connections
+            .fetch_add(1, Ordering::Relaxed);
+        let Some(ticket) = Ticket::acquire(&self.shared.clients, self.shared.config.maxclients)
+        else {
+            reject(std_stream);
+            self.shared
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let mut msg = WorkerMsg::Accept(Accepted {
+            stream: std_stream,
+            peer,
+            ticket,
+        });
+        let first = self.placer.pick(Instant::now(), commands, sessions);
+        let n = self.shared.workers.len();
+        for off in 0..n {
+            let w = (first + off) % n;
+            match self.shared.workers[w].tx.send(msg) {
+                Ok(()) => return,
+                Err(back) => msg = back,
+            }
+        }
+        // Every worker's mailbox is full: refuse rather than queue without
+        // bound. Dropping the message releases the ticket.
+        if let WorkerMsg::Accept(a) = msg {
+            self.shared
+                .rejected_connections
+                .fetch_add(1, Ordering::Relaxed);
+            reject(a.stream);
+        }
+    }
+}
+
+/// Best-effort error line, then close (the socket is non-blocking: a full
+/// buffer just loses the message).
+fn reject(mut s: std::net::TcpStream) {
+    let _ = s.set_nonblocking(true);
+    let _ = s.write(ERR_MAX_CLIENTS);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_load_rotates() {
+        let mut p = Placer::new(Placement::LeastLoaded, 3);
+        let t = Instant::now();
+        let picks: Vec<usize> = (0..6).map(|_| p.pick(t, &[0, 0, 0], &[0, 0, 0])).collect();
+        let mut counts = [0; 3];
+        for w in &picks {
+            counts[*w] += 1;
+        }
+        assert_eq!(counts, [2, 2, 2], "{picks:?}");
+    }
+
+    #[test]
+    fn busy_worker_is_avoided_and_placements_are_charged() {
+        let mut p = Placer::new(Placement::LeastLoaded, 2);
+        let t0 = Instant::now();
+        p.pick(t0, &[0, 0], &[1, 1]);
+        // Next window: worker 0 ran 1000 commands, worker 1 ran 10.
+        let t1 = t0 + WINDOW;
+        let mut on_one = 0;
+        for _ in 0..10 {
+            if p.pick(t1, &[1000, 10], &[1, 1]) == 1 {
+                on_one += 1;
+            }
+        }
+        // Charge per placement = (1010 / 2) = 505: worker 1 takes the first
+        // placements until its charged score passes worker 0's load.
+        assert!((2..10).contains(&on_one), "on_one={on_one}");
+        let mut rr = Placer::new(Placement::RoundRobin, 2);
+        assert_eq!(
+            (rr.pick(t1, &[5, 0], &[0, 0]), rr.pick(t1, &[5, 0], &[0, 0])),
+            (0, 1)
+        );
+    }
+
+    #[test]
+    fn tickets_are_released_once() {
+        let c = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let a = Ticket::acquire(&c, 2).unwrap();
+        let b = Ticket::acquire(&c, 2).unwrap();
+        assert!(Ticket::acquire(&c, 2).is_none());
+        assert_eq!(c.load(Ordering::SeqCst), 2);
+        drop(a);
+        assert_eq!(c.load(Ordering::SeqCst), 1);
+        let r = std::panic::catch_unwind(move || {
+            let _b = b;
+            panic!("unwinding drops the ticket");
+        });
+        assert!(r.is_err());
+        assert_eq!(c.load(Ordering::SeqCst), 0);
+    }
+}

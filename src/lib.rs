@@ -1,0 +1,23 @@
+//! mithril: a Redis Cluster proxy.
+//!
+//! Plain clients see one Redis server; cluster-aware clients see a one-node
+//! cluster that owns all 16384 slots. Behind that face every request is
+//! routed to the node that owns its slot, replies leave in request order,
+//! and redirects are followed without the client seeing them.
+//!
+//! The library exists so tests can reach the pieces; the daemon is
+//! `main.rs`. See DESIGN.md for the thread layout and the loop phases.
+
+pub mod acceptor;
+pub mod admin;
+pub mod backend;
+pub mod command;
+pub mod config;
+pub mod logging;
+pub mod resp;
+pub mod router;
+pub mod server;
+pub mod session;
+pub mod shared;
+pub mod topology;
+pub mod worker;

@@ -1,0 +1,196 @@
+//! Starting and stopping the proxy: the threads of the design card.
+//!
+//! ```text
+//!   main ── bind, first topology, spawn ──► signals   (sigwait: TERM INT HUP)
+//!                                       ├─► topology  (refresher)
+//!                                       ├─► acceptor  (listeners, admission, placement)
+//!                                       └─► worker × N (event loops)
+//!   main joins the workers; they exit after a drain on TERM/INT.
+//! ```
+//!
+//! Signals are blocked in the main thread before any other thread exists,
+//! so every thread inherits the mask and only the signal thread ever sees
+//! them (synchronously, through sigwait).
+
+use crate::acceptor::Acceptor;
+use crate::config::Config;
+use crate::shared::{Padded, Shared, WorkerMsg, WorkerSlot};
+use crate::topology::Refresher;
+use crate::worker::Worker;
+use reactor::signals::{self, SignalSet};
+use reactor::{fabric, EventLoop};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Per-worker mailbox size (connections handed over and control messages).
+const MAILBOX: usize = 4096;
+
+#[derive(Debug)]
+pub struct StartError(pub String);
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
+    let mut out = Vec::new();
+    for b in &cfg.bind {
+        let ip: IpAddr = match b.addr.as_str() {
+            "*" => IpAddr::from([0, 0, 0, 0]),
+            "::*" => "::".parse().map_err(|_| StartError("bad address".into()))?,
+            a => a
+                .parse()
+                .map_err(|_| StartError(format!("bind: '{a}' is not an IP address")))?,
+        };
+        let addr = SocketAddr::new(ip, cfg.port);
+        match reactor::net::listen(addr, cfg.tcp_backlog) {
+            Ok(l) => {
+                log::info!(target: "mithril::server", "listening on {addr}");
+                out.push(l);
+            }
+            Err(e) if b.optional => {
+                log::info!(target: "mithril::server", "skipping optional bind address {addr}: {e}");
+            }
+            Err(e) => return Err(StartError(format!("cannot listen on {addr}: {e}"))),
+        }
+    }
+    if out.is_empty() {
+        return Err(StartError("no address to listen on".into()));
+    }
+    Ok(out)
+}
+
+/// Run the proxy until a shutdown signal; returns the exit code.
+pub fn run(cfg: Config) -> Result<(), StartError> {
+    signals::ignore_sigpipe();
+    let sigset = SignalSet::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+        .map_err(|e| StartError(format!("signals: {e}")))?;
+    sigset
+        .block()
+        .map_err(|e| StartError(format!("signals: {e}")))?;
+
+    log::info!(
+        target: "mithril::server",
+        "mithril {} starting (pid {}, {} worker threads)",
+        env!("CARGO_PKG_VERSION"),
+        std::process::id(),
+        cfg.threads
+    );
+    let listeners = bind_all(&cfg)?;
+
+    let refresher = Refresher::new(
+        cfg.cluster_nodes.clone(),
+        Duration::from_secs(cfg.topology_refresh_secs),
+        Duration::from_millis(cfg.connect_timeout_ms),
+    );
+    if !refresher.refresh_once() {
+        log::warn!(
+            target: "mithril::server",
+            "no node of cluster-nodes answered; serving errors until the cluster is reachable"
+        );
+    }
+    let topology = refresher.handle();
+    let topo_thread = refresher
+        .spawn()
+        .map_err(|e| StartError(format!("topology thread: {e}")))?;
+
+    let mut loops = Vec::new();
+    let mut slots = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..cfg.threads {
+        let el: EventLoop<crate::worker::Timer> =
+            EventLoop::new(1024).map_err(|e| StartError(format!("event loop: {e}")))?;
+        let (tx, rx) = fabric(MAILBOX, el.notifier());
+        slots.push(WorkerSlot {
+            tx,
+            commands: Padded(AtomicU64::new(0)),
+            sessions: Padded(AtomicUsize::new(0)),
+        });
+        receivers.push(rx);
+        loops.push(el);
+    }
+    let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
+    let shared = Arc::new(Shared {
+        config: cfg,
+        topology: topology.clone(),
+        clients: Arc::new(AtomicUsize::new(0)),
+        next_client_id: AtomicU64::new(1),
+        shutting_down: AtomicBool::new(false),
+        workers: slots,
+        started: Instant::now(),
+        rejected_connections: AtomicU64::new(0),
+        total_connections: AtomicU64::new(0),
+    });
+
+    let mut worker_threads = Vec::new();
+    for (id, (mut el, rx)) in loops.into_iter().zip(receivers).enumerate() {
+        let shared = shared.clone();
+        let t = std::thread::Builder::new()
+            .name(format!("worker-{id}"))
+            .spawn(move || {
+                let mut w = Worker::new(id, shared, rx);
+                if let Err(e) = el.run(&mut w) {
+                    log::error!(target: "mithril::worker", "worker {id} event loop failed: {e}");
+                }
+            })
+            .map_err(|e| StartError(format!("worker thread: {e}")))?;
+        worker_threads.push(t);
+    }
+
+    let (acceptor, acceptor_waker) = Acceptor::new(shared.clone(), listeners)
+        .map_err(|e| StartError(format!("acceptor: {e}")))?;
+    let acc_thread = std::thread::Builder::new()
+        .name("acceptor".into())
+        .spawn(move || acceptor.run())
+        .map_err(|e| StartError(format!("acceptor thread: {e}")))?;
+
+    {
+        let shared = shared.clone();
+        let notifiers = notifiers.clone();
+        std::thread::Builder::new()
+            .name("signals".into())
+            .spawn(move || loop {
+                let Ok(sig) = sigset.wait() else { continue };
+                match sig {
+                    libc::SIGHUP => {
+                        log::info!(target: "mithril::server", "SIGHUP: reopening the log file");
+                        if let Err(e) = crate::logging::reopen() {
+                            log::warn!(target: "mithril::server", "cannot reopen the log file: {e}");
+                        }
+                    }
+                    _ => {
+                        if shared.shutting_down.swap(true, Ordering::AcqRel) {
+                            log::warn!(target: "mithril::server", "second shutdown signal: exiting now");
+                            std::process::exit(0);
+                        }
+                        log::info!(target: "mithril::server", "received signal {sig}: shutting down after in-flight requests");
+                        let _ = acceptor_waker.wake();
+                        for (w, n) in shared.workers.iter().zip(&notifiers) {
+                            // A full mailbox cannot refuse a shutdown for
+                            // long: retry until it is taken.
+                            let mut msg = WorkerMsg::Shutdown;
+                            while let Err(back) = w.tx.send(msg) {
+                                msg = back;
+                                std::thread::sleep(Duration::from_millis(1));
+                            }
+                            n.wake_now();
+                        }
+                    }
+                }
+            })
+            .map_err(|e| StartError(format!("signal thread: {e}")))?;
+    }
+
+    for t in worker_threads {
+        let _ = t.join();
+    }
+    let _ = acc_thread.join();
+    topology.stop();
+    let _ = topo_thread.join();
+    log::info!(target: "mithril::server", "mithril stopped");
+    Ok(())
+}

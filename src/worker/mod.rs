@@ -1,0 +1,754 @@
+//! Workers: one event loop per thread, owning its sessions, its backend
+//! connections and its timers. Nothing inside a worker is locked or
+//! atomically counted per request.
+//!
+//! Loop phases (see `reactor::event_loop`):
+//!
+//! ```text
+//!   poll ─► events ─────────────► fabric ─────────────► timers ─► before_sleep
+//!           session: read, scan,   new clients,          connect   flush backends
+//!             dispatch requests    shutdown, topology    timeouts, (≤256 frames per
+//!           backend: read replies, epoch check, leftover  tick       writev), then
+//!             deliver / redirect   reads (budget)                   sessions
+//! ```
+//!
+//! A request is read from the session's socket, cut as a `Bytes` slice,
+//! given a ring slot, queued on a backend's FIFO, and written with every
+//! other request queued on that backend this turn. Its reply comes back as
+//! a slice of the backend's buffer into the ring slot, and leaves in order
+//! with everything else ready for that session at the end of the turn.
+//!
+//! A panic while handling one session's input is caught here, closes that
+//! session only (its admission ticket is released by its drop), is logged,
+//! and the worker goes on serving everyone else.
+
+mod dispatch;
+
+use crate::backend::pool::Pools;
+use crate::backend::{Backend, InFlight, Io, Purpose, Read, State};
+use crate::resp::limits::Limits;
+use crate::router::{self, Redirect};
+use crate::session::{FlushOutcome, ReadOutcome, Session};
+use crate::shared::{Shared, WorkerMsg};
+use crate::topology::Topology;
+use bytes::Bytes;
+use mio::event::Event;
+use mio::Interest;
+use reactor::event_loop::token_for;
+use reactor::{Context, FabricReceiver, GenSlab, Handler, Key, Kind, TimerId};
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub const SESSION: Kind = Kind(1);
+pub const BACKEND: Kind = Kind(2);
+
+/// Bytes read from one client per readiness event before others get a turn.
+const SESSION_READ_BUDGET: usize = 256 * 1024;
+/// Bytes read from one backend per readiness event.
+const BACKEND_READ_BUDGET: usize = 1024 * 1024;
+/// Housekeeping period.
+const TICK: Duration = Duration::from_millis(100);
+/// How long a draining worker waits for in-flight replies at shutdown.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// A request on its way to a backend.
+pub struct Outgoing {
+    pub session: Key,
+    /// The ring slot, when the request already has one (a redirect).
+    pub seq: Option<u64>,
+    pub req: Bytes,
+    /// Redirects followed so far.
+    pub hops: u8,
+    /// Precede it with ASKING on the same connection.
+    pub asking: bool,
+}
+
+impl Outgoing {
+    /// A new request from `session`.
+    pub fn new(session: Key, req: Bytes) -> Outgoing {
+        Outgoing {
+            session,
+            seq: None,
+            req,
+            hops: 0,
+            asking: false,
+        }
+    }
+}
+
+pub enum Timer {
+    Tick,
+    ConnectTimeout(Key),
+}
+
+pub struct Worker {
+    pub id: usize,
+    shared: Arc<Shared>,
+    rx: FabricReceiver<WorkerMsg>,
+    sessions: GenSlab<Session>,
+    backends: GenSlab<Backend>,
+    pools: Pools,
+    topo: Arc<Topology>,
+    limits: Limits,
+    query_limit: usize,
+    keepalive: Option<Duration>,
+    connect_timeout: Duration,
+    dirty_sessions: Vec<Key>,
+    dirty_backends: Vec<Key>,
+    /// Sessions and backends whose read budget ran out with data left.
+    ready_sessions: Vec<Key>,
+    ready_backends: Vec<Key>,
+    /// Argument ranges of the request being dispatched (reused).
+    args: Vec<Range<usize>>,
+    commands: u64,
+    any_master: usize,
+    draining: Option<Instant>,
+    stop: bool,
+    tick_armed: bool,
+}
+
+impl Worker {
+    pub fn new(id: usize, shared: Arc<Shared>, rx: FabricReceiver<WorkerMsg>) -> Worker {
+        let cfg = &shared.config;
+        let limits = Limits {
+            max_bulk_len: cfg.proto_max_bulk_len.min(usize::MAX as u64) as usize,
+            ..Limits::default()
+        };
+        let keepalive =
+            (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
+        let topo = shared.topology.load();
+        let mut pools = Pools::new(cfg.backend_conns, 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1));
+        pools.remap(&topo);
+        Worker {
+            id,
+            query_limit: cfg.query_buffer_limit.min(usize::MAX as u64) as usize,
+            connect_timeout: Duration::from_millis(cfg.connect_timeout_ms),
+            keepalive,
+            limits,
+            rx,
+            sessions: GenSlab::with_capacity(1024),
+            backends: GenSlab::with_capacity(64),
+            pools,
+            topo,
+            dirty_sessions: Vec::with_capacity(1024),
+            dirty_backends: Vec::with_capacity(64),
+            ready_sessions: Vec::new(),
+            ready_backends: Vec::new(),
+            args: Vec::with_capacity(16),
+            commands: 0,
+            any_master: id,
+            draining: None,
+            stop: false,
+            tick_armed: false,
+            shared,
+        }
+    }
+
+    // ----- sessions -------------------------------------------------------
+
+    fn accept(&mut self, cx: &mut Context<'_, Timer>, a: crate::shared::Accepted) {
+        if self.draining.is_some() {
+            return; // dropping `a` closes the socket and releases the ticket
+        }
+        if let Err(e) = a.stream.set_nonblocking(true) {
+            log::debug!(target: "mithril::worker", "worker {}: accepted socket unusable: {e}", self.id);
+            return;
+        }
+        let mut stream = mio::net::TcpStream::from_std(a.stream);
+        let _ = reactor::net::configure(&stream, self.keepalive);
+        let key = self.sessions.vacant_key();
+        if let Err(e) = cx.registry.register(
+            &mut stream,
+            token_for(SESSION, key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            log::warn!(target: "mithril::worker", "worker {}: cannot register a client socket: {e}", self.id);
+            return;
+        }
+        let id = self.shared.new_client_id();
+        let now = cx.now;
+        self.sessions
+            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
+        self.shared.workers[self.id]
+            .sessions
+            .fetch_add(1, Ordering::Relaxed);
+        log::debug!(target: "mithril::worker", "worker {}: client {id} connected from {}", self.id, a.peer);
+    }
+
+    fn close_session(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        if let Some(mut s) = self.sessions.remove(key) {
+            let _ = cx.registry.deregister(&mut s.stream);
+            self.shared.workers[self.id]
+                .sessions
+                .fetch_sub(1, Ordering::Relaxed);
+            log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
+        }
+    }
+
+    #[inline]
+    fn mark_session_dirty(&mut self, key: Key) {
+        if let Some(s) = self.sessions.get_mut(key) {
+            if !s.dirty {
+                s.dirty = true;
+                self.dirty_sessions.push(key);
+            }
+        }
+    }
+
+    /// Queue a reply for `session` at `seq` (dropped if the session is
+    /// gone or the slot was already answered).
+    #[inline]
+    fn deliver(&mut self, session: Key, seq: u64, frame: Bytes) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            if s.ring.fill(seq, frame) && !s.dirty {
+                s.dirty = true;
+                self.dirty_sessions.push(session);
+            }
+        }
+    }
+
+    /// Append an immediate reply for the request being dispatched.
+    #[inline]
+    fn reply(&mut self, key: Key, frame: Bytes) {
+        if let Some(s) = self.sessions.get_mut(key) {
+            let was_empty = s.ring.is_empty();
+            s.ring.push_ready(frame);
+            if was_empty && !s.dirty {
+                s.dirty = true;
+                self.dirty_sessions.push(key);
+            }
+        }
+    }
+
+    /// Read and dispatch, with a panic fence around this one session.
+    fn session_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let r = catch_unwind(AssertUnwindSafe(|| self.session_read(cx, key)));
+        if r.is_err() {
+            let id = self.sessions.get(key).map(|s| s.id).unwrap_or(0);
+            log::error!(
+                target: "mithril::worker",
+                "worker {}: panic while serving client {id}; closing that client (this is a bug)",
+                self.id
+            );
+            self.close_session(cx, key);
+        }
+    }
+
+    fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let draining = self.draining.is_some();
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if s.eof || s.close_after_flush || s.paused || draining {
+            return;
+        }
+        match s.read(SESSION_READ_BUDGET, self.query_limit) {
+            ReadOutcome::Drained | ReadOutcome::Eof => {}
+            ReadOutcome::Budget => self.ready_sessions.push(key),
+            ReadOutcome::Overflow => {
+                log::warn!(
+                    target: "mithril::worker",
+                    "closing client {} ({}): query buffer reached query-buffer-limit",
+                    s.id,
+                    s.peer
+                );
+                self.close_session(cx, key);
+                return;
+            }
+            ReadOutcome::Error(e) => {
+                log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
+                self.close_session(cx, key);
+                return;
+            }
+        }
+        s.last_active = cx.now;
+        self.process_input(cx, key);
+        if self.sessions.get(key).is_some_and(|s| s.finished()) {
+            self.close_session(cx, key);
+        }
+    }
+
+    /// Scan and dispatch every complete request in the read buffer, until
+    /// the ring is full.
+    fn process_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        use crate::resp::request::Scan;
+        loop {
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
+            if s.close_after_flush {
+                s.rbuf.clear();
+                return;
+            }
+            if s.ring.is_full() {
+                s.paused = true;
+                return;
+            }
+            let frame = match s.scanner.scan(&s.rbuf, &self.limits, true) {
+                Scan::Incomplete => {
+                    if let Some(need) = s.scanner.pending_hint() {
+                        // A large argument is on its way: make room once
+                        // instead of growing step by step.
+                        if need > s.rbuf.capacity() && need <= self.query_limit {
+                            let more = need - s.rbuf.len();
+                            s.rbuf.reserve(more);
+                        }
+                    }
+                    return;
+                }
+                Scan::Skip { len } => {
+                    let _ = s.rbuf.split_to(len);
+                    continue;
+                }
+                Scan::Request { len } => {
+                    let frame = s.rbuf.split_to(len).freeze();
+                    self.args.clear();
+                    self.args.extend_from_slice(s.scanner.args());
+                    frame
+                }
+                Scan::Inline { len } => {
+                    let _ = s.rbuf.split_to(len);
+                    let frame = Bytes::from(s.scanner.take_inline_frame());
+                    self.args.clear();
+                    self.args.extend_from_slice(s.scanner.args());
+                    frame
+                }
+                Scan::Error(e) => {
+                    log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer);
+                    s.rbuf.clear();
+                    s.close_after_flush = true;
+                    let reply = e.reply();
+                    self.reply(key, reply);
+                    return;
+                }
+            };
+            self.commands += 1;
+            self.dispatch(cx, key, frame);
+        }
+    }
+
+    fn flush_sessions(&mut self, cx: &mut Context<'_, Timer>) {
+        let mut list = std::mem::take(&mut self.dirty_sessions);
+        for key in list.drain(..) {
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            s.dirty = false;
+            match s.flush() {
+                FlushOutcome::Done | FlushOutcome::Blocked => {}
+                FlushOutcome::Error(e) => {
+                    log::debug!(target: "mithril::worker", "client {} write error: {e}", s.id);
+                    self.close_session(cx, key);
+                    continue;
+                }
+            }
+            if s.finished() || (self.draining.is_some() && s.ring.is_empty()) {
+                self.close_session(cx, key);
+                continue;
+            }
+            // Resume a session that stopped dispatching once half of its
+            // ring has drained.
+            if s.paused && s.ring.len() <= crate::session::ring::MAX_OUTSTANDING / 2 {
+                s.paused = false;
+                self.ready_sessions.push(key);
+            }
+        }
+        if self.dirty_sessions.is_empty() {
+            self.dirty_sessions = list;
+        }
+    }
+
+    // ----- backends -------------------------------------------------------
+
+    #[inline]
+    fn mark_backend_dirty(&mut self, key: Key) {
+        if let Some(b) = self.backends.get_mut(key) {
+            if !b.dirty {
+                b.dirty = true;
+                self.dirty_backends.push(key);
+            }
+        }
+    }
+
+    /// The live connection of `pool` for this session, connecting if
+    /// needed. An error is the reply to give the client.
+    fn backend_for(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+        sticky: usize,
+    ) -> Result<Key, Bytes> {
+        let k = self.pools.slot_key(pool, sticky);
+        if self.backends.contains(k) {
+            return Ok(k);
+        }
+        let addr = self.pools.pools[pool].addr;
+        if self.pools.is_down(pool, cx.now) {
+            let last = &self.pools.pools[pool].last_error;
+            return Err(Bytes::from(format!(
+                "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
+            )));
+        }
+        let mut stream = match reactor::net::connect(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                self.pools.mark_failed(pool, cx.now, e.to_string());
+                return Err(Bytes::from(format!(
+                    "-CLUSTERDOWN mithril: cannot connect to {addr} ({e})\r\n"
+                )));
+            }
+        };
+        let _ = reactor::net::configure(&stream, self.keepalive);
+        let key = self.backends.vacant_key();
+        if let Err(e) = cx.registry.register(
+            &mut stream,
+            token_for(BACKEND, key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return Err(Bytes::from(format!(
+                "-ERR mithril: cannot register a connection to {addr} ({e})\r\n"
+            )));
+        }
+        let now = cx.now;
+        self.backends
+            .insert_with(|k| Backend::new(k, addr, pool, stream, now));
+        self.pools.set_conn(pool, sticky, key);
+        cx.schedule_in(self.connect_timeout, Timer::ConnectTimeout(key));
+        log::debug!(target: "mithril::worker", "worker {}: connecting to {addr}", self.id);
+        Ok(key)
+    }
+
+    /// Queue a request on `pool`. Its ring slot is reserved here unless it
+    /// already has one (a redirect).
+    fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, out: Outgoing) {
+        let Outgoing {
+            session,
+            seq,
+            req,
+            hops,
+            asking,
+        } = out;
+        let Some(s) = self.sessions.get(session) else {
+            return;
+        };
+        let sticky = s.sticky;
+        let bkey = match self.backend_for(cx, pool, sticky) {
+            Ok(k) => k,
+            Err(err) => {
+                match seq {
+                    Some(seq) => self.deliver(session, seq, err),
+                    None => self.reply(session, err),
+                }
+                return;
+            }
+        };
+        let seq = match seq {
+            Some(seq) => seq,
+            None => match self.sessions.get_mut(session) {
+                Some(s) => s.ring.push_pending(),
+                None => return,
+            },
+        };
+        let Some(b) = self.backends.get_mut(bkey) else {
+            return;
+        };
+        if asking {
+            b.enqueue(InFlight {
+                session: Key::NONE,
+                seq: 0,
+                req: Bytes::from_static(router::ASKING),
+                purpose: Purpose::Asking,
+                hops,
+            });
+        }
+        b.enqueue(InFlight {
+            session,
+            seq,
+            req,
+            purpose: Purpose::Client,
+            hops,
+        });
+        self.mark_backend_dirty(bkey);
+    }
+
+    fn backend_event(&mut self, cx: &mut Context<'_, Timer>, key: Key, event: &Event) {
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
+        if b.state == State::Connecting {
+            match b.finish_connect() {
+                Ok(true) => {
+                    let pool = b.pool;
+                    log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
+                    self.pools.mark_ok(pool);
+                    self.mark_backend_dirty(key);
+                }
+                Ok(false) => return,
+                Err(e) => {
+                    self.backend_failed(cx, key, &e.to_string());
+                    return;
+                }
+            }
+        } else if event.is_writable() {
+            self.mark_backend_dirty(key);
+        }
+        if event.is_readable() || event.is_read_closed() || event.is_error() {
+            self.backend_read(cx, key);
+        }
+    }
+
+    fn backend_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
+        let io = b.read(BACKEND_READ_BUDGET);
+        let via = b.addr;
+        loop {
+            let Some(b) = self.backends.get_mut(key) else {
+                return;
+            };
+            match b.next_reply() {
+                Read::Empty => break,
+                Read::Push(_) => continue,
+                Read::Broken(why) => {
+                    self.backend_failed(cx, key, why);
+                    return;
+                }
+                Read::Reply(f, frame, head) => self.on_reply(cx, via, f, frame, head),
+            }
+        }
+        match io {
+            Io::Ok => {}
+            Io::Budget => self.ready_backends.push(key),
+            Io::Closed => self.backend_failed(cx, key, "connection closed by the node"),
+            Io::Error(e) => self.backend_failed(cx, key, &e.to_string()),
+        }
+    }
+
+    fn on_reply(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        via: std::net::SocketAddr,
+        f: InFlight,
+        frame: Bytes,
+        head: u8,
+    ) {
+        if f.purpose == Purpose::Asking {
+            return;
+        }
+        if head == b'-' {
+            if let Some(r) = router::parse_redirect(&frame, via) {
+                self.follow(cx, f, r);
+                return;
+            }
+        }
+        self.deliver(f.session, f.seq, frame);
+    }
+
+    /// Retry a redirected request where the cluster says its slot lives.
+    fn follow(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, r: Redirect) {
+        if f.hops >= router::MAX_HOPS {
+            self.deliver(
+                f.session,
+                f.seq,
+                Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS),
+            );
+            return;
+        }
+        if !self.sessions.contains(f.session) {
+            return; // the client left; nobody is waiting for this answer
+        }
+        match r {
+            Redirect::Moved { slot, addr } => {
+                log::debug!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
+                self.shared.topology.request_refresh();
+                let pool = self.pools.pool_for_addr(addr);
+                self.pools.set_override(slot, pool);
+                let out = Outgoing {
+                    session: f.session,
+                    seq: Some(f.seq),
+                    req: f.req,
+                    hops: f.hops + 1,
+                    asking: false,
+                };
+                self.send_to_pool(cx, pool, out);
+            }
+            Redirect::Ask { slot, addr } => {
+                log::debug!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
+                let pool = self.pools.pool_for_addr(addr);
+                let out = Outgoing {
+                    session: f.session,
+                    seq: Some(f.seq),
+                    req: f.req,
+                    hops: f.hops + 1,
+                    asking: true,
+                };
+                self.send_to_pool(cx, pool, out);
+            }
+        }
+    }
+
+    /// Drop a backend connection and answer everything queued on it.
+    fn backend_failed(&mut self, cx: &mut Context<'_, Timer>, key: Key, reason: &str) {
+        let Some(mut b) = self.backends.remove(key) else {
+            return;
+        };
+        let _ = cx.registry.deregister(b.stream_mut());
+        let addr = b.addr;
+        if b.state == State::Connecting {
+            self.pools.mark_failed(b.pool, cx.now, reason.to_string());
+        }
+        log::warn!(target: "mithril::worker", "worker {}: connection to {addr} failed: {reason}", self.id);
+        self.shared.topology.request_refresh();
+        let lost = Bytes::from(format!(
+            "-ERR mithril: connection to {addr} lost ({reason})\r\n"
+        ));
+        let unsent = Bytes::from(format!(
+            "-CLUSTERDOWN mithril: cannot reach {addr} ({reason})\r\n"
+        ));
+        let drained: Vec<(InFlight, bool)> = b.drain().collect();
+        for (f, sent) in drained {
+            if f.purpose == Purpose::Client {
+                self.deliver(
+                    f.session,
+                    f.seq,
+                    if sent { lost.clone() } else { unsent.clone() },
+                );
+            }
+        }
+    }
+
+    fn flush_backends(&mut self, cx: &mut Context<'_, Timer>) {
+        let mut list = std::mem::take(&mut self.dirty_backends);
+        for key in list.drain(..) {
+            let Some(b) = self.backends.get_mut(key) else {
+                continue;
+            };
+            b.dirty = false;
+            if b.state != State::Connected {
+                continue;
+            }
+            if let Err(e) = b.flush() {
+                self.backend_failed(cx, key, &e.to_string());
+            }
+        }
+        if self.dirty_backends.is_empty() {
+            self.dirty_backends = list;
+        }
+    }
+
+    // ----- housekeeping ---------------------------------------------------
+
+    fn check_topology(&mut self) {
+        let epoch = self.shared.topology.epoch();
+        if epoch != self.pools.epoch {
+            self.topo = self.shared.topology.load();
+            self.pools.remap(&self.topo);
+        }
+    }
+
+    fn begin_drain(&mut self, cx: &mut Context<'_, Timer>) {
+        if self.draining.is_some() {
+            return;
+        }
+        self.draining = Some(cx.now + SHUTDOWN_GRACE);
+        for key in self.sessions.keys() {
+            if self.sessions.get(key).is_some_and(|s| s.ring.is_empty()) {
+                self.close_session(cx, key);
+            }
+        }
+    }
+
+    fn tick(&mut self, cx: &mut Context<'_, Timer>) {
+        if let Some(deadline) = self.draining {
+            if self.sessions.is_empty() || cx.now >= deadline {
+                self.stop = true;
+            }
+        }
+    }
+}
+
+impl Handler for Worker {
+    type Timer = Timer;
+
+    fn on_event(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key, event: &Event) {
+        match kind {
+            SESSION => {
+                if event.is_writable() {
+                    self.mark_session_dirty(key);
+                }
+                if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    self.session_input(cx, key);
+                }
+            }
+            BACKEND => self.backend_event(cx, key, event),
+            _ => {}
+        }
+    }
+
+    fn on_fabric(&mut self, cx: &mut Context<'_, Timer>) {
+        if !self.tick_armed {
+            self.tick_armed = true;
+            cx.schedule_in(TICK, Timer::Tick);
+        }
+        self.check_topology();
+        while let Some(msg) = self.rx.try_recv() {
+            match msg {
+                WorkerMsg::Accept(a) => self.accept(cx, a),
+                WorkerMsg::Shutdown => self.begin_drain(cx),
+            }
+        }
+        if !self.ready_backends.is_empty() {
+            let list = std::mem::take(&mut self.ready_backends);
+            for key in list {
+                self.backend_read(cx, key);
+            }
+        }
+        if !self.ready_sessions.is_empty() {
+            let list = std::mem::take(&mut self.ready_sessions);
+            for key in list {
+                self.session_input(cx, key);
+            }
+        }
+    }
+
+    fn on_timer(&mut self, cx: &mut Context<'_, Timer>, _id: TimerId, data: Timer) {
+        match data {
+            Timer::Tick => {
+                cx.schedule_in(TICK, Timer::Tick);
+                self.tick(cx);
+            }
+            Timer::ConnectTimeout(key) => {
+                if self
+                    .backends
+                    .get(key)
+                    .is_some_and(|b| b.state == State::Connecting)
+                {
+                    self.backend_failed(cx, key, "connect timeout");
+                }
+            }
+        }
+    }
+
+    fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
+        self.flush_backends(cx);
+        self.flush_sessions(cx);
+        self.shared.workers[self.id]
+            .commands
+            .store(self.commands, Ordering::Relaxed);
+        if self.draining.is_some() && self.sessions.is_empty() {
+            self.stop = true;
+        }
+    }
+
+    fn has_pending_work(&self) -> bool {
+        !self.ready_sessions.is_empty() || !self.ready_backends.is_empty() || !self.rx.is_empty()
+    }
+
+    fn keep_running(&self) -> bool {
+        !self.stop
+    }
+}

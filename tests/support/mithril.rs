@@ -1,0 +1,260 @@
+//! Runs the mithril binary for a test: config file, process, log.
+//!
+//! Owns: one mithril process and a temp dir holding `mithril.conf`,
+//! `mithril.log` and `stdio.log` (its stdout and stderr). Invariants: the
+//! process is reaped exactly once (by `stop`, `wait_exit` or `Drop`); the port
+//! recorded is the last `port` line of the config actually written. Never:
+//! signal anything but its own PID.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use super::process::{kill_and_reap, signal_child, spawn_child, terminate_all};
+use super::resp::{Conn, Reply};
+use super::{free_port, make_temp_dir, poll_until, remove_temp_dir, tail_file};
+
+const READY_DEADLINE: Duration = Duration::from_secs(20);
+const STOP_DEADLINE: Duration = Duration::from_secs(10);
+const PORT_ATTEMPTS: usize = 5;
+
+pub struct Mithril {
+    pub port: u16,
+    pub pid: u32,
+    pub conf_path: PathBuf,
+    pub log_path: PathBuf,
+    pub dir: PathBuf,
+    /// stdout and stderr of the process.
+    pub stdio_path: PathBuf,
+    child: Option<Child>,
+    status: Option<ExitStatus>,
+}
+
+enum NotReady {
+    PortInUse,
+    Failed(String),
+}
+
+impl Mithril {
+    /// Writes a config in a fresh temp dir (`bind 127.0.0.1`, a free `port`,
+    /// `cluster-nodes <seeds>`, `logfile <dir>/mithril.log`, `loglevel
+    /// verbose`, then `extra_conf`, whose lines win), starts `bin -c <conf>`
+    /// and waits (20 s) until PING answers PONG. If the port was snatched by
+    /// another process meanwhile, it retries on another port.
+    pub fn start(bin: &Path, seeds: &[String], extra_conf: &str) -> Mithril {
+        let mut m = Mithril::spawn(bin, seeds, extra_conf);
+        for _ in 0..PORT_ATTEMPTS {
+            match m.ready(READY_DEADLINE) {
+                Ok(()) => return m,
+                Err(NotReady::Failed(why)) => panic!("{why}"),
+                Err(NotReady::PortInUse) if last_port(extra_conf).is_some() => {
+                    panic!("mithril: port {} (set in extra_conf) is in use", m.port)
+                }
+                Err(NotReady::PortInUse) => {
+                    let port = free_port();
+                    m.launch(bin, seeds, extra_conf, port);
+                }
+            }
+        }
+        panic!("mithril: every port tried was taken by another process");
+    }
+
+    /// Like `start` but returns at once, without waiting for PING (for tests
+    /// of start-up failures). See `wait_ready` and `wait_exit`.
+    pub fn spawn(bin: &Path, seeds: &[String], extra_conf: &str) -> Mithril {
+        let dir = make_temp_dir();
+        let mut m = Mithril {
+            port: 0,
+            pid: 0,
+            conf_path: dir.join("mithril.conf"),
+            log_path: dir.join("mithril.log"),
+            stdio_path: dir.join("stdio.log"),
+            dir,
+            child: None,
+            status: None,
+        };
+        m.launch(bin, seeds, extra_conf, free_port());
+        m
+    }
+
+    /// (Re)writes the config for `port` and starts the process.
+    fn launch(&mut self, bin: &Path, seeds: &[String], extra_conf: &str, port: u16) {
+        use std::os::unix::process::CommandExt;
+        if let Some(mut old) = self.child.take() {
+            kill_and_reap(&mut old);
+        }
+        let mut conf = format!(
+            "bind 127.0.0.1\nport {port}\ncluster-nodes {}\nlogfile {}\nloglevel verbose\n",
+            seeds.join(" "),
+            conf_word(&self.log_path.display().to_string()),
+        );
+        conf.push_str(extra_conf);
+        if !conf.ends_with('\n') {
+            conf.push('\n');
+        }
+        fs::write(&self.conf_path, &conf)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", self.conf_path.display()));
+        self.port = last_port(&conf).unwrap_or(port);
+        let open = || {
+            File::options()
+                .create(true)
+                .append(true)
+                .open(&self.stdio_path)
+                .unwrap_or_else(|e| panic!("cannot open {}: {e}", self.stdio_path.display()))
+        };
+        let mut cmd = Command::new(bin);
+        cmd.arg("-c")
+            .arg(&self.conf_path)
+            .current_dir(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(open())
+            .stderr(open())
+            .process_group(0);
+        let child =
+            spawn_child(cmd).unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        self.pid = child.id();
+        self.child = Some(child);
+        self.status = None;
+    }
+
+    fn ready(&mut self, timeout: Duration) -> Result<(), NotReady> {
+        let addr = self.addr();
+        let outcome = poll_until(timeout, || {
+            if let Some(status) = self.exit_status() {
+                let text = format!("{}\n{}", self.stdio(), tail_file(&self.log_path, 50));
+                return Some(if text.contains("already in use") {
+                    Err(NotReady::PortInUse)
+                } else {
+                    Err(NotReady::Failed(format!(
+                        "mithril exited ({status}) before answering PING on {addr}:\n{text}"
+                    )))
+                });
+            }
+            let mut c = Conn::try_connect(&addr).ok()?;
+            c.send(&[b"PING"]);
+            match c.try_read_reply(Duration::from_secs(2)).ok()? {
+                Reply::Simple(s) if s == "PONG" => Some(Ok(())),
+                _ => None,
+            }
+        });
+        outcome.unwrap_or_else(|| {
+            Err(NotReady::Failed(format!(
+                "mithril did not answer PING on {addr} within {timeout:?}; log tail:\n{}",
+                tail_file(&self.log_path, 50)
+            )))
+        })
+    }
+
+    /// Waits (20 s) until PING answers PONG; panics with the log otherwise.
+    pub fn wait_ready(&mut self) {
+        match self.ready(READY_DEADLINE) {
+            Ok(()) => {}
+            Err(NotReady::PortInUse) => panic!("mithril: port {} is in use", self.port),
+            Err(NotReady::Failed(why)) => panic!("{why}"),
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn conn(&self) -> Conn {
+        Conn::connect(&self.addr())
+    }
+
+    /// The log file's contents (empty if it does not exist yet).
+    pub fn log(&self) -> String {
+        fs::read(&self.log_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// What the process wrote to stdout and stderr.
+    pub fn stdio(&self) -> String {
+        fs::read(&self.stdio_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Sends `sig` (e.g. `libc::SIGHUP`) to the process if it still runs.
+    pub fn signal(&mut self, sig: libc::c_int) {
+        if self.exit_status().is_none() {
+            if let Some(c) = &self.child {
+                signal_child(c, sig);
+            }
+        }
+    }
+
+    /// The exit status if the process has ended (reaping it), else `None`.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    self.status = Some(st);
+                    self.child = None;
+                }
+            }
+        }
+        self.status
+    }
+
+    /// Waits for the process to end by itself; panics after `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let what = format!("mithril (pid {}) to exit", self.pid);
+        super::wait_until(&what, timeout, || self.exit_status())
+    }
+
+    /// SIGTERM, wait up to 10 s (then SIGKILL), and return the exit code
+    /// (`None` if a signal ended it).
+    pub fn stop(&mut self) -> Option<i32> {
+        if let Some(mut c) = self.child.take() {
+            self.status = terminate_all(&mut [&mut c], STOP_DEADLINE).pop().flatten();
+        }
+        self.status.and_then(|s| s.code())
+    }
+}
+
+impl Drop for Mithril {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            kill_and_reap(&mut c);
+        }
+        if std::thread::panicking() {
+            eprintln!(
+                "--- mithril {} log tail ({}) ---\n{}",
+                self.addr(),
+                self.log_path.display(),
+                tail_file(&self.log_path, 50)
+            );
+            let stdio = self.stdio();
+            if !stdio.trim().is_empty() {
+                eprintln!(
+                    "--- mithril stdout/stderr tail ---\n{}",
+                    tail_file(&self.stdio_path, 20)
+                );
+            }
+        }
+        remove_temp_dir(&self.dir);
+    }
+}
+
+/// The value of the last `port` directive in a config text.
+fn last_port(conf: &str) -> Option<u16> {
+    conf.lines().rev().find_map(|l| {
+        let mut w = l.split_whitespace();
+        match (w.next(), w.next()) {
+            (Some(k), Some(v)) if k.eq_ignore_ascii_case("port") => v.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
+/// A config word, quoted only if it has to be.
+fn conf_word(s: &str) -> String {
+    if s.is_empty() || s.contains(|c: char| c.is_whitespace() || c == '"' || c == '#') {
+        format!("{s:?}")
+    } else {
+        s.to_string()
+    }
+}
