@@ -124,6 +124,7 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
         started: Instant::now(),
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
+        leases: Default::default(),
     });
 
     let mut worker_threads = Vec::new();

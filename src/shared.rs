@@ -73,6 +73,9 @@ pub struct WorkerSlot {
     pub sessions: Padded<AtomicUsize>,
 }
 
+/// Most leased connections (blocking commands) to one node, process-wide.
+pub const MAX_LEASES_PER_NODE: usize = 512;
+
 pub struct Shared {
     pub config: Config,
     pub topology: Arc<TopologyHandle>,
@@ -84,10 +87,31 @@ pub struct Shared {
     pub started: Instant,
     pub rejected_connections: AtomicU64,
     pub total_connections: AtomicU64,
+    /// Leased connections per node (locked only when a lease is opened or
+    /// closed, never per request).
+    pub leases: std::sync::Mutex<std::collections::HashMap<SocketAddr, usize>>,
 }
 
 impl Shared {
     pub fn new_client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Count a new lease to `addr`; false (and nothing counted) at the cap.
+    pub fn lease_opened(&self, addr: SocketAddr) -> bool {
+        let mut m = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(addr).or_insert(0);
+        if *n >= MAX_LEASES_PER_NODE {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    pub fn lease_closed(&self, addr: SocketAddr) {
+        let mut m = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&addr) {
+            *n = n.saturating_sub(1);
+        }
     }
 }

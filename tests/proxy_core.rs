@@ -468,7 +468,7 @@ fn maxclients_refuses_with_redis_error_and_releases_slots() {
     let (_cluster, m) = setup("maxclients 2");
     // The harness's own readiness probe may still hold a slot for a
     // moment: take the two slots as they become free.
-    let mut take_slot = || {
+    let take_slot = || {
         wait_until("a free client slot", Duration::from_secs(10), || {
             let mut d = m.conn();
             d.write_raw(b"PING\r\n").ok()?;

@@ -1,9 +1,9 @@
-//! Backends: pipelined connections from a worker to cluster nodes.
+//! Backends: connections from a worker to cluster nodes.
 //!
 //! ```text
 //!   sessions ──enqueue(InFlight)──► inflight FIFO ──writev (≤256 frames)──► node
 //!                                     │ sent │ unsent │
-//!   sessions ◄── reply (Bytes slice of rbuf) ◄── pop_sent() ◄── rbuf ◄── node
+//!   sessions ◄── reply (Bytes slice of rbuf) ◄── next_reply() ◄── rbuf ◄── node
 //! ```
 //!
 //! A node answers the requests of one connection in the order it received
@@ -12,13 +12,22 @@
 //! sessions cut from their read buffers; the unsent tail of the FIFO is the
 //! write queue, so a request is never copied nor queued twice.
 //!
-//! A backend does socket work only. What a reply means (deliver, follow a
-//! redirect, discard an ASKING acknowledgement) is the worker's decision.
-//! When a backend dies, its whole FIFO is handed back to the worker, which
-//! answers every request in it with an error: nothing waits forever.
+//! Three roles share this type: pooled pipelined connections (most
+//! traffic), leases (one blocking command at a time) and a session's
+//! subscriber connection (every frame it receives belongs to that session;
+//! nothing is paired with requests).
+//!
+//! A backend does socket work only. What a reply means (deliver, fold into
+//! a merge, follow a redirect, drop an ASKING acknowledgement) is the
+//! worker's decision. When a backend dies, its whole FIFO is handed back to
+//! the worker, which answers every request in it with an error: nothing
+//! waits forever.
 
 pub mod pool;
 
+use crate::resp::reply::{ReplyScan, ReplyScanner};
+use crate::resp::Proto;
+use crate::router::Redirect;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 use reactor::writev::{read_into, IoBatch, MAX_IOV};
@@ -29,8 +38,6 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
-use crate::resp::reply::{ReplyScan, ReplyScanner};
-
 const READ_CHUNK: usize = 64 * 1024;
 const MIN_SPARE: usize = 8 * 1024;
 
@@ -39,8 +46,20 @@ const MIN_SPARE: usize = 8 * 1024;
 pub enum Purpose {
     /// A client's request: the reply goes to `session` at `seq`.
     Client,
-    /// An ASKING sent before a redirected request; its +OK is dropped.
+    /// One part of a fanned-out request: folds into the merge at `seq`.
+    Part(u32),
+    /// SCAN on the master with this index: the cursor is rewritten.
+    Scan(u32),
+    /// A whole transaction (MULTI ... EXEC in one frame): every reply but
+    /// the last (EXEC's) is checked for redirects and dropped.
+    Txn,
+    /// A blocking command on a leased connection.
+    Blocking,
+    /// ASKING before a redirected request: its +OK is dropped.
     Asking,
+    /// A connection set-up command (HELLO 3, READONLY): dropped, but an
+    /// error fails the connection.
+    Init,
 }
 
 pub struct InFlight {
@@ -50,6 +69,25 @@ pub struct InFlight {
     pub purpose: Purpose,
     /// Redirects followed so far.
     pub hops: u8,
+    /// Replies this entry still expects (1 except for transactions).
+    pub expect: u32,
+}
+
+impl InFlight {
+    pub fn new(session: Key, seq: u64, req: Bytes, purpose: Purpose) -> InFlight {
+        InFlight { session, seq, req, purpose, hops: 0, expect: 1 }
+    }
+}
+
+/// What a connection is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A pooled, pipelined connection shared by the worker's sessions.
+    Shared,
+    /// A dedicated connection leased to one blocking command at a time.
+    Lease,
+    /// A session's own subscriber connection.
+    Pubsub(Key),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +99,10 @@ pub enum State {
 pub enum Read {
     /// A complete reply frame for the FIFO's head.
     Reply(InFlight, Bytes, u8),
-    /// Out-of-band push frame (RESP3 `>`), not tied to a request.
+    /// A reply for the FIFO's head, which expects more (a transaction).
+    Intermediate(Bytes, u8),
+    /// A frame not tied to a request: a RESP3 push, or anything a
+    /// subscriber connection sends.
     Push(Bytes),
     /// Nothing more buffered.
     Empty,
@@ -81,8 +122,13 @@ pub enum Io {
 pub struct Backend {
     pub key: Key,
     pub addr: SocketAddr,
+    pub role: Role,
+    pub proto: Proto,
+    /// Pool index of a `Role::Shared` connection.
     pub pool: usize,
     pub state: State,
+    /// A redirect seen inside the transaction at the FIFO's head.
+    pub txn_redirect: Option<Redirect>,
     stream: TcpStream,
     fd: RawFd,
     rbuf: BytesMut,
@@ -97,19 +143,16 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub fn new(
-        key: Key,
-        addr: SocketAddr,
-        pool: usize,
-        stream: TcpStream,
-        now: Instant,
-    ) -> Backend {
+    pub fn new(key: Key, addr: SocketAddr, role: Role, proto: Proto, stream: TcpStream, now: Instant) -> Backend {
         let fd = stream.as_raw_fd();
         Backend {
             key,
             addr,
-            pool,
+            role,
+            proto,
+            pool: usize::MAX,
             state: State::Connecting,
+            txn_redirect: None,
             stream,
             fd,
             rbuf: BytesMut::new(),
@@ -133,6 +176,7 @@ impl Backend {
         self.unsent += 1;
     }
 
+    /// Requests queued or awaiting a reply.
     pub fn in_flight(&self) -> usize {
         self.inflight.len()
     }
@@ -163,19 +207,14 @@ impl Backend {
             let start = self.inflight.len() - self.unsent;
             let mut batch = IoBatch::new();
             for (i, f) in self.inflight.range(start..).take(MAX_IOV).enumerate() {
-                let part = if i == 0 {
-                    &f.req[self.woff.min(f.req.len())..]
-                } else {
-                    &f.req[..]
-                };
+                let part = if i == 0 { &f.req[self.woff.min(f.req.len())..] } else { &f.req[..] };
                 batch.push(part);
             }
             let wanted = batch.bytes();
             if wanted == 0 {
-                // Only empty frames: nothing to send for them.
                 self.unsent = 0;
                 self.woff = 0;
-                return Ok(());
+                break;
             }
             let written = match batch.write_to(self.fd) {
                 Ok(n) => n,
@@ -184,7 +223,13 @@ impl Backend {
             };
             self.consume(written);
             if written < wanted {
-                return Ok(());
+                break;
+            }
+        }
+        if let Role::Pubsub(_) = self.role {
+            // Nothing is paired with a subscriber connection's requests.
+            while self.inflight.len() > self.unsent {
+                self.inflight.pop_front();
             }
         }
         Ok(())
@@ -211,7 +256,7 @@ impl Backend {
         let mut total = 0;
         loop {
             if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
-                self.rbuf.reserve(READ_CHUNK);
+                self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
             }
             match read_into(self.fd, self.rbuf.spare_capacity_mut()) {
                 Ok(0) => return Io::Closed,
@@ -229,7 +274,7 @@ impl Backend {
         }
     }
 
-    /// The next complete reply in the read buffer, paired with the request
+    /// The next complete frame in the read buffer, paired with the request
     /// it answers.
     pub fn next_reply(&mut self) -> Read {
         match self.scanner.scan(&self.rbuf) {
@@ -237,11 +282,19 @@ impl Backend {
             ReplyScan::Error(_) => Read::Broken("malformed reply"),
             ReplyScan::Complete { len, head } => {
                 let frame = self.rbuf.split_to(len).freeze();
-                if head == b'>' {
+                if head == b'>' || matches!(self.role, Role::Pubsub(_)) {
                     return Read::Push(frame);
                 }
                 if self.inflight.len() == self.unsent {
                     return Read::Broken("reply without a request");
+                }
+                match self.inflight.front_mut() {
+                    Some(f) if f.expect > 1 => {
+                        f.expect -= 1;
+                        return Read::Intermediate(frame, head);
+                    }
+                    Some(_) => {}
+                    None => return Read::Broken("reply without a request"),
                 }
                 match self.inflight.pop_front() {
                     Some(f) => Read::Reply(f, frame, head),
@@ -251,15 +304,12 @@ impl Backend {
         }
     }
 
-    /// Take every in-flight request (the connection is being dropped).
-    /// Returns them with a flag: true for those that reached the socket.
+    /// Take every in-flight request (the connection is being dropped),
+    /// each with whether it reached the socket.
     pub fn drain(&mut self) -> impl Iterator<Item = (InFlight, bool)> + '_ {
         let sent = self.inflight.len() - self.unsent;
         self.unsent = 0;
         self.woff = 0;
-        self.inflight
-            .drain(..)
-            .enumerate()
-            .map(move |(i, f)| (f, i < sent))
+        self.inflight.drain(..).enumerate().map(move |(i, f)| (f, i < sent))
     }
 }

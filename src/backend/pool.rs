@@ -1,10 +1,12 @@
-//! Per-worker connection pools: one per node address, `backend-conns`
-//! connections each, plus the per-epoch map from shard to pool.
+//! Per-worker connection pools: one per (node address, protocol, replica
+//! mode), `backend-conns` connections each, plus the per-epoch map from
+//! shard to pool.
 //!
 //! A pool that failed to connect is "down" for a backoff period (50 ms
 //! doubling to 2 s, with jitter); requests for it during that time are
 //! answered with an error at once instead of queueing behind a dead node.
 
+use crate::resp::Proto;
 use crate::topology::Topology;
 use reactor::Key;
 use std::collections::HashMap;
@@ -14,10 +16,19 @@ use std::time::{Duration, Instant};
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-pub struct Pool {
+/// What distinguishes one pool from another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PoolKey {
     pub addr: SocketAddr,
-    /// One slot per `backend-conns`; `Key::NONE` (or a stale key) means no
-    /// live connection in that slot.
+    pub proto: Proto,
+    /// Connections to a replica, put in READONLY mode.
+    pub readonly: bool,
+}
+
+pub struct Pool {
+    pub key: PoolKey,
+    /// One slot per `backend-conns`; a stale key means no live connection
+    /// in that slot.
     pub conns: Vec<Key>,
     pub failures: u32,
     pub down_until: Option<Instant>,
@@ -25,37 +36,49 @@ pub struct Pool {
     pub reconnects: u64,
 }
 
+fn proto_index(p: Proto) -> usize {
+    match p {
+        Proto::Resp2 => 0,
+        Proto::Resp3 => 1,
+    }
+}
+
 pub struct Pools {
     pub pools: Vec<Pool>,
-    by_addr: HashMap<SocketAddr, usize>,
-    /// shard index (current topology) → pool index.
-    shard_pool: Vec<usize>,
+    by_key: HashMap<PoolKey, usize>,
+    /// shard (current topology) → master pool, per protocol.
+    shard_master: Vec<[usize; 2]>,
+    /// shard → replica pools, per protocol (only with read splitting).
+    shard_replicas: Vec<Vec<[usize; 2]>>,
     pub epoch: u64,
-    /// Slot → pool learned from MOVED, until the next topology epoch.
-    overrides: HashMap<u16, usize>,
+    /// Slot → master address learned from MOVED, until the next epoch.
+    overrides: HashMap<u16, SocketAddr>,
     conns_per_node: usize,
+    replicas: bool,
     rng: u64,
 }
 
 impl Pools {
-    pub fn new(conns_per_node: usize, seed: u64) -> Pools {
+    pub fn new(conns_per_node: usize, replicas: bool, seed: u64) -> Pools {
         Pools {
             pools: Vec::new(),
-            by_addr: HashMap::new(),
-            shard_pool: Vec::new(),
+            by_key: HashMap::new(),
+            shard_master: Vec::new(),
+            shard_replicas: Vec::new(),
             epoch: u64::MAX,
             overrides: HashMap::new(),
             conns_per_node: conns_per_node.max(1),
+            replicas,
             rng: seed | 1,
         }
     }
 
-    pub fn pool_for_addr(&mut self, addr: SocketAddr) -> usize {
-        if let Some(&i) = self.by_addr.get(&addr) {
+    pub fn pool_for(&mut self, key: PoolKey) -> usize {
+        if let Some(&i) = self.by_key.get(&key) {
             return i;
         }
         self.pools.push(Pool {
-            addr,
+            key,
             conns: vec![Key::NONE; self.conns_per_node],
             failures: 0,
             down_until: None,
@@ -63,50 +86,74 @@ impl Pools {
             reconnects: 0,
         });
         let i = self.pools.len() - 1;
-        self.by_addr.insert(addr, i);
+        self.by_key.insert(key, i);
         i
     }
 
-    /// Rebuild the shard → pool map for a new topology epoch.
+    pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto) -> usize {
+        self.pool_for(PoolKey { addr, proto, readonly: false })
+    }
+
+    /// Rebuild the shard → pool maps for a new topology epoch.
     pub fn remap(&mut self, topo: &Topology) {
-        self.shard_pool.clear();
-        for shard in 0..topo.shards.len() {
-            let pool = match topo.master_of(shard) {
-                Some(n) => self.pool_for_addr(n.addr),
-                None => usize::MAX,
+        self.shard_master.clear();
+        self.shard_replicas.clear();
+        for (i, shard) in topo.shards.iter().enumerate() {
+            let pair = match topo.master_of(i) {
+                Some(n) => [self.master_pool(n.addr, Proto::Resp2), self.master_pool(n.addr, Proto::Resp3)],
+                None => [usize::MAX; 2],
             };
-            self.shard_pool.push(pool);
+            self.shard_master.push(pair);
+            let mut reps = Vec::new();
+            if self.replicas {
+                for &r in &shard.replicas {
+                    let Some(n) = topo.nodes.get(r) else { continue };
+                    if !n.healthy {
+                        continue;
+                    }
+                    reps.push([
+                        self.pool_for(PoolKey { addr: n.addr, proto: Proto::Resp2, readonly: true }),
+                        self.pool_for(PoolKey { addr: n.addr, proto: Proto::Resp3, readonly: true }),
+                    ]);
+                }
+            }
+            self.shard_replicas.push(reps);
         }
         self.overrides.clear();
         self.epoch = topo.epoch;
     }
 
-    /// The pool serving `slot`, as far as this worker knows.
+    /// The master pool serving `slot`, as far as this worker knows.
     #[inline]
-    pub fn pool_for_slot(&self, topo: &Topology, slot: u16) -> Option<usize> {
+    pub fn pool_for_slot(&mut self, topo: &Topology, slot: u16, proto: Proto) -> Option<usize> {
         if !self.overrides.is_empty() {
-            if let Some(&p) = self.overrides.get(&slot) {
-                return Some(p);
+            if let Some(&addr) = self.overrides.get(&slot) {
+                return Some(self.master_pool(addr, proto));
             }
         }
-        let shard = topo.shard_of(slot)?;
-        self.shard_pool
-            .get(shard)
-            .copied()
-            .filter(|&p| p != usize::MAX)
+        self.pool_for_shard(topo.shard_of(slot)?, proto)
     }
 
-    /// The pool of the `n`-th master (for keyless commands).
-    pub fn pool_for_shard(&self, shard: usize) -> Option<usize> {
-        self.shard_pool
-            .get(shard)
-            .copied()
-            .filter(|&p| p != usize::MAX)
+    /// The master pool of shard `shard`.
+    #[inline]
+    pub fn pool_for_shard(&self, shard: usize, proto: Proto) -> Option<usize> {
+        self.shard_master.get(shard).map(|p| p[proto_index(proto)]).filter(|&p| p != usize::MAX)
     }
 
-    pub fn set_override(&mut self, slot: u16, pool: usize) {
+    /// A replica pool of the shard serving `slot` that is not backing off,
+    /// chosen by `sticky`; None when there is none (use the master).
+    pub fn replica_for_slot(&self, topo: &Topology, slot: u16, proto: Proto, sticky: usize, now: Instant) -> Option<usize> {
+        if !self.overrides.is_empty() && self.overrides.contains_key(&slot) {
+            return None; // the map is stale for this slot: go to the master
+        }
+        let reps = self.shard_replicas.get(topo.shard_of(slot)?)?;
+        let n = reps.len();
+        (0..n).map(|i| reps[(sticky + i) % n][proto_index(proto)]).find(|&p| !self.is_down(p, now))
+    }
+
+    pub fn set_override(&mut self, slot: u16, addr: SocketAddr) {
         // Bounded by the number of slots.
-        self.overrides.insert(slot, pool);
+        self.overrides.insert(slot, addr);
     }
 
     #[inline]
@@ -132,8 +179,8 @@ impl Pools {
         self.rng ^= self.rng << 17;
         let p = &mut self.pools[pool];
         p.failures = p.failures.saturating_add(1);
-        let exp = p.failures.min(16) - 1;
-        let base = (BACKOFF_MIN * 2u32.pow(exp.min(6))).min(BACKOFF_MAX);
+        let exp = p.failures.clamp(1, 7) - 1;
+        let base = (BACKOFF_MIN * 2u32.pow(exp)).min(BACKOFF_MAX);
         // Jitter: 75% to 125% of the base.
         let jitter = base.mul_f64(0.75 + (self.rng % 1000) as f64 / 2000.0);
         p.down_until = Some(now + jitter);
@@ -147,5 +194,78 @@ impl Pools {
         }
         p.failures = 0;
         p.down_until = None;
+    }
+
+    /// A pseudo-random number (for RANDOMKEY's master choice).
+    pub fn random(&mut self) -> u64 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        self.rng
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{Node, Role, Shard};
+
+    fn topo() -> Topology {
+        let node = |port: u16, role| Node {
+            id: port.to_string(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            role,
+            healthy: true,
+        };
+        Topology::new(
+            vec![node(7000, Role::Master), node(7001, Role::Master), node(7002, Role::Replica)],
+            vec![
+                Shard { master: 0, replicas: vec![2], ranges: vec![(0, 8191)] },
+                Shard { master: 1, replicas: vec![], ranges: vec![(8192, 16383)] },
+            ],
+        )
+    }
+
+    #[test]
+    fn maps_slots_overrides_and_replicas() {
+        let t = topo();
+        let mut p = Pools::new(2, true, 7);
+        p.remap(&t);
+        let a = p.pool_for_slot(&t, 5, Proto::Resp2).unwrap();
+        assert_eq!(p.pools[a].key.addr.port(), 7000);
+        let a3 = p.pool_for_slot(&t, 5, Proto::Resp3).unwrap();
+        assert_ne!(a, a3);
+        assert_eq!(p.pools[a3].key.proto, Proto::Resp3);
+        let now = Instant::now();
+        let r = p.replica_for_slot(&t, 5, Proto::Resp2, 0, now).unwrap();
+        assert!(p.pools[r].key.readonly);
+        assert_eq!(p.replica_for_slot(&t, 9000, Proto::Resp2, 0, now), None);
+        p.mark_failed(r, now, "down".into());
+        assert!(p.is_down(r, now));
+        assert_eq!(p.replica_for_slot(&t, 5, Proto::Resp2, 0, now), None);
+        p.set_override(5, SocketAddr::from(([127, 0, 0, 1], 7001)));
+        let moved = p.pool_for_slot(&t, 5, Proto::Resp2).unwrap();
+        assert_eq!(p.pools[moved].key.addr.port(), 7001);
+        p.remap(&t);
+        assert_eq!(p.pool_for_slot(&t, 5, Proto::Resp2), Some(a), "a new epoch clears overrides");
+        assert_eq!(p.pools[a].conns.len(), 2);
+    }
+
+    #[test]
+    fn backoff_grows_and_is_bounded() {
+        let t0 = Instant::now();
+        let mut p = Pools::new(1, false, 1);
+        let a = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2);
+        let mut last = Duration::ZERO;
+        for _ in 0..20 {
+            p.mark_failed(a, t0, "x".into());
+            let d = p.pools[a].down_until.unwrap() - t0;
+            assert!(d <= BACKOFF_MAX.mul_f64(1.25));
+            last = d;
+        }
+        assert!(last >= BACKOFF_MAX.mul_f64(0.75));
+        p.mark_ok(a);
+        assert!(!p.is_down(a, t0));
+        assert_eq!(p.pools[a].reconnects, 1);
     }
 }

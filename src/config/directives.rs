@@ -12,7 +12,7 @@
 //! (tested). Adding a row means adding it to `conf/mithril.conf` and
 //! `man/mithril.conf.5` too (`tests/docs_sync.rs` fails otherwise).
 
-use super::{glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, MAX_THREADS};
+use super::{glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, ReadFrom, MAX_THREADS};
 
 /// How a directive's value is shown and written back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,6 +175,19 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         getter: |c| vec![c.placement.to_string()],
+    },
+    Directive {
+        name: "read-from-replicas",
+        default: "no",
+        summary: "where read-only commands may go: no (masters), yes (masters and replicas), prefer-replica",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.read_from_replicas = first(a).parse::<ReadFrom>()?;
+            Ok(())
+        },
+        getter: |c| vec![c.read_from_replicas.to_string()],
     },
     Directive {
         name: "topology-refresh-secs",

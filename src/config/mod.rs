@@ -114,6 +114,45 @@ impl FromStr for Placement {
     }
 }
 
+/// Where read-only commands may go (`read-from-replicas`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReadFrom {
+    /// Always the slot's master.
+    No,
+    /// Spread over the master and its replicas.
+    Yes,
+    /// A replica when one is up, else the master.
+    PreferReplica,
+}
+
+impl ReadFrom {
+    /// The directive's spelling of this value.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadFrom::No => "no",
+            ReadFrom::Yes => "yes",
+            ReadFrom::PreferReplica => "prefer-replica",
+        }
+    }
+}
+
+impl fmt::Display for ReadFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ReadFrom {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [ReadFrom::No, ReadFrom::Yes, ReadFrom::PreferReplica]
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| "read-from-replicas must be no, yes or prefer-replica".to_string())
+    }
+}
+
 /// Log verbosity, with Redis's names for the levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -203,6 +242,8 @@ pub struct Config {
     pub backend_conns: usize,
     /// `placement`: how the acceptor picks a worker.
     pub placement: Placement,
+    /// `read-from-replicas`: where read-only commands may go.
+    pub read_from_replicas: ReadFrom,
     /// `topology-refresh-secs`: period of the routine slot-map reload.
     pub topology_refresh_secs: u64,
     /// `connect-timeout`: milliseconds allowed for a backend TCP connect.
@@ -253,6 +294,7 @@ impl Default for Config {
             maxclients: 10_000,
             backend_conns: 1,
             placement: Placement::LeastLoaded,
+            read_from_replicas: ReadFrom::No,
             topology_refresh_secs: 10,
             connect_timeout_ms: 1000,
             proto_max_bulk_len: 512 * 1024 * 1024,

@@ -23,7 +23,7 @@ use super::num::IntBuf;
 use super::value::Value;
 
 /// The protocol a client speaks (chosen with HELLO).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
 pub enum Proto {
     Resp2,
     Resp3,

@@ -6,7 +6,8 @@
 //!                                            ▼
 //!        ring slot reserved at seq N ◄── local answer / backend reply
 //!                                            │
-//!   client ◄── one writev per turn of the ready front of the ring
+//!   client ◄── out (write queue) ◄── ready front of the ring, and pushes
+//!              one writev per turn      whose barrier has left
 //! ```
 //!
 //! A session owns its socket, its read buffer, its request scanner and its
@@ -24,11 +25,12 @@ pub mod ring;
 use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 use reactor::writev::{read_into, IoBatch, MAX_IOV};
 use reactor::Key;
-use ring::ReplyRing;
+use ring::{ReplyRing, MAX_OUTSTANDING};
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
@@ -58,6 +60,46 @@ pub enum FlushOutcome {
     Error(io::Error),
 }
 
+/// A transaction being queued (between MULTI and EXEC).
+#[derive(Default)]
+pub struct Txn {
+    /// The queued requests, as the client sent them.
+    pub queued: Vec<Bytes>,
+    /// The slot every key must hash to (the first key's).
+    pub slot: Option<u16>,
+    pub bytes: usize,
+    /// An error while queueing: EXEC answers EXECABORT.
+    pub failed: bool,
+}
+
+/// Most channels plus patterns one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 32768;
+/// Most published messages queued toward one slow subscriber before the
+/// proxy stops reading its subscriber connection.
+pub const PUSH_WINDOW: usize = 4096;
+
+/// A subscribed session's state: the mirror of its subscription set and
+/// the ring slots reserved for the confirmations still to come.
+pub struct Subscriptions {
+    /// The subscriber connection (a backend with `Role::Pubsub`).
+    pub conn: Key,
+    pub channels: std::collections::HashSet<Vec<u8>>,
+    pub patterns: std::collections::HashSet<Vec<u8>>,
+    /// Ring slots awaiting confirmations, in the order they will come.
+    pub expect: VecDeque<u64>,
+    /// The last confirmation's slot: pushes received after it may not
+    /// overtake it.
+    pub barrier: u64,
+    /// Reading the subscriber connection is paused (push window full).
+    pub throttled: bool,
+}
+
+impl Subscriptions {
+    pub fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+}
+
 pub struct Session {
     pub key: Key,
     pub id: u64,
@@ -68,8 +110,13 @@ pub struct Session {
     pub rbuf: BytesMut,
     pub scanner: RequestScanner,
     pub ring: ReplyRing,
-    /// Bytes of the ring's front reply already written.
+    /// Replies (and pushes) that may leave, in order; written with writev.
+    out: VecDeque<Bytes>,
+    /// Bytes of `out`'s front already written.
     out_off: usize,
+    out_bytes: usize,
+    /// Out-of-band pushes waiting for their barrier: (seq, frame).
+    pushes: VecDeque<(u64, Bytes)>,
     /// Queued on the worker's flush list this turn.
     pub dirty: bool,
     /// The client half-closed (EOF): no more reads.
@@ -80,6 +127,15 @@ pub struct Session {
     pub paused: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
+    /// A blocking command is outstanding: nothing more is dispatched until
+    /// it is answered (as a blocked Redis client's input waits).
+    pub blocked: bool,
+    /// The lease (dedicated backend) of the outstanding blocking command.
+    pub lease: Key,
+    /// Commands queued between MULTI and EXEC.
+    pub txn: Option<Box<Txn>>,
+    /// Subscriptions and the subscriber connection, once subscribed.
+    pub sub: Option<Box<Subscriptions>>,
     pub proto: Proto,
     pub name: Option<Vec<u8>>,
     pub created: Instant,
@@ -109,12 +165,19 @@ impl Session {
             rbuf: BytesMut::new(),
             scanner: RequestScanner::new(),
             ring: ReplyRing::new(),
+            out: VecDeque::new(),
             out_off: 0,
+            out_bytes: 0,
+            pushes: VecDeque::new(),
             dirty: false,
             eof: false,
             close_after_flush: false,
             paused: false,
             sticky: key.index as usize,
+            blocked: false,
+            lease: Key::NONE,
+            txn: None,
+            sub: None,
             proto: Proto::Resp2,
             name: None,
             created: now,
@@ -156,32 +219,46 @@ impl Session {
         }
     }
 
-    /// Write the ready front of the ring: one `writev` of up to 256 replies
-    /// at a time, until the front is pending or the socket is full.
-    pub fn flush(&mut self) -> FlushOutcome {
+    /// Move what may leave now into the write queue: pushes whose barrier
+    /// has been passed, and the ready front of the ring, in order.
+    fn collect(&mut self) {
         loop {
+            while let Some(&(barrier, _)) = self.pushes.front() {
+                if barrier >= self.ring.base() {
+                    break;
+                }
+                if let Some((_, p)) = self.pushes.pop_front() {
+                    self.out_bytes += p.len();
+                    self.out.push_back(p);
+                }
+            }
+            match self.ring.pop_ready() {
+                Some(r) => {
+                    self.out_bytes += r.len();
+                    self.out.push_back(r);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Write everything that may leave: one `writev` of up to 256 frames at
+    /// a time, until nothing is left or the socket is full.
+    pub fn flush(&mut self) -> FlushOutcome {
+        self.collect();
+        while !self.out.is_empty() {
             let mut batch = IoBatch::new();
-            let mut first = true;
-            for reply in self.ring.ready_front().take(MAX_IOV) {
-                let part = if first {
-                    &reply[self.out_off.min(reply.len())..]
-                } else {
-                    &reply[..]
-                };
-                first = false;
+            for (i, reply) in self.out.iter().take(MAX_IOV).enumerate() {
+                let part = if i == 0 { &reply[self.out_off.min(reply.len())..] } else { &reply[..] };
                 batch.push(part);
             }
-            if batch.is_empty() {
-                // Only empty replies (or none) at the front.
-                while self.ring.front_len() == Some(0) {
-                    self.ring.pop_front();
-                }
-                if !self.ring.front_ready() {
-                    return FlushOutcome::Done;
-                }
-                continue;
-            }
             let wanted = batch.bytes();
+            if wanted == 0 {
+                self.out.clear();
+                self.out_off = 0;
+                self.out_bytes = 0;
+                break;
+            }
             let written = match batch.write_to(self.fd) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FlushOutcome::Blocked,
@@ -192,15 +269,17 @@ impl Session {
                 return FlushOutcome::Blocked;
             }
         }
+        FlushOutcome::Done
     }
 
     fn consume(&mut self, mut n: usize) {
-        while let Some(len) = self.ring.front_len() {
-            let left = len - self.out_off.min(len);
+        self.out_bytes -= n.min(self.out_bytes);
+        while let Some(front) = self.out.front() {
+            let left = front.len() - self.out_off.min(front.len());
             if n >= left {
                 n -= left;
                 self.out_off = 0;
-                self.ring.pop_front();
+                self.out.pop_front();
             } else {
                 self.out_off += n;
                 return;
@@ -208,14 +287,48 @@ impl Session {
         }
     }
 
+    /// Queue an out-of-band push (a published message). It leaves once
+    /// every reply up to `barrier` has left.
+    pub fn push_oob(&mut self, barrier: u64, frame: Bytes) {
+        self.pushes.push_back((barrier, frame));
+    }
+
+    /// Pushes not yet written (queued or in the write queue counts only
+    /// those still waiting for their barrier).
+    pub fn pushes_waiting(&self) -> usize {
+        self.pushes.len()
+    }
+
+    /// Unsent bytes in the write queue.
+    pub fn out_bytes(&self) -> usize {
+        self.out_bytes
+    }
+
+    /// Replies dispatched and not yet written (the ring plus the write
+    /// queue): what the per-session bound counts.
+    #[inline]
+    pub fn outstanding(&self) -> usize {
+        self.ring.len() + self.out.len()
+    }
+
+    #[inline]
+    pub fn at_limit(&self) -> bool {
+        self.outstanding() >= MAX_OUTSTANDING
+    }
+
     /// True when the session has nothing more to do and may be closed:
     /// the client is gone (or asked to go) and every reply was written.
     pub fn finished(&self) -> bool {
-        (self.eof || self.close_after_flush) && self.ring.is_empty()
+        (self.eof || self.close_after_flush) && self.ring.is_empty() && self.out.is_empty()
+    }
+
+    /// Nothing dispatched is waiting to be answered or written.
+    pub fn idle(&self) -> bool {
+        self.ring.is_empty() && self.out.is_empty()
     }
 
     /// Bytes buffered for this session (input plus unsent output).
     pub fn buffered(&self) -> usize {
-        self.rbuf.len() + self.ring.ready_front().map(|b| b.len()).sum::<usize>()
+        self.rbuf.len() + self.out_bytes
     }
 }

@@ -3,18 +3,21 @@
 //! Every request a session dispatches takes the next sequence number and a
 //! slot at the back of the ring. Replies may arrive in any order (different
 //! nodes, redirects, local answers); each is stored in its own slot, and
-//! the session writes only from the front, only while the front slot is
-//! ready. That is the whole ordering guarantee: nothing leaves before
-//! everything dispatched earlier has left.
+//! only the ready front of the ring moves on to the session's write queue.
+//! That is the whole ordering guarantee: nothing leaves before everything
+//! dispatched earlier has left.
 //!
 //! ```text
-//!   base ─► [Ready][Ready][Pending][Ready][Pending] ◄─ base + len = next seq
-//!            └─ flushed ─┘   └ stops here until its reply arrives
+//!   base ─► [Ready][Ready][Pending][Merge][Pending] ◄─ base + len = next seq
+//!            └ to the write queue ┘ └ stops here until its reply arrives
 //! ```
 //!
-//! Bound: [`MAX_OUTSTANDING`] slots. The session stops dispatching (and then
-//! reading) when the ring is full, so a client that pipelines without end
-//! costs a bounded amount of proxy memory.
+//! A fanned-out request holds a [`Merge`] in its slot, which its parts'
+//! replies fold into; the slot becomes ready when the last part is in.
+//!
+//! Bound: [`MAX_OUTSTANDING`] slots (plus queued writes, see the session).
+//! The session stops dispatching (and then reading) when it is reached, so
+//! a client that pipelines without end costs a bounded amount of memory.
 
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -28,6 +31,39 @@ pub enum Slot {
     Pending,
     /// The reply frame, ready to write.
     Ready(Bytes),
+    /// A fanned-out request collecting its parts' replies.
+    Merge(Box<Merge>),
+}
+
+/// How parts' replies fold into one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// Array items placed by key index (MGET).
+    Items,
+    /// Every part must answer +OK (MSET, FLUSHALL).
+    AllOk,
+    /// Integer replies summed (DEL, UNLINK, EXISTS, TOUCH, DBSIZE).
+    Sum,
+}
+
+/// The merge state of one fanned-out request.
+pub struct Merge {
+    pub fold: Fold,
+    /// Parts not answered yet.
+    pub parts_left: u32,
+    /// For `Items`: the positions in the final reply of each part's items.
+    pub part_keys: Vec<Vec<u32>>,
+    /// For `Items`: the reply items by position.
+    pub items: Vec<Bytes>,
+    pub sum: i64,
+    /// The first error any part answered; it becomes the reply.
+    pub error: Option<Bytes>,
+}
+
+impl Merge {
+    pub fn new(fold: Fold, parts: u32) -> Merge {
+        Merge { fold, parts_left: parts, part_keys: Vec::new(), items: Vec::new(), sum: 0, error: None }
+    }
 }
 
 pub struct ReplyRing {
@@ -44,10 +80,7 @@ impl Default for ReplyRing {
 
 impl ReplyRing {
     pub fn new() -> Self {
-        ReplyRing {
-            base: 0,
-            slots: VecDeque::new(),
-        }
+        ReplyRing { base: 0, slots: VecDeque::new() }
     }
 
     #[inline]
@@ -60,15 +93,16 @@ impl ReplyRing {
         self.slots.is_empty()
     }
 
-    #[inline]
-    pub fn is_full(&self) -> bool {
-        self.slots.len() >= MAX_OUTSTANDING
-    }
-
     /// The sequence number the next push gets.
     #[inline]
     pub fn next_seq(&self) -> u64 {
         self.base + self.slots.len() as u64
+    }
+
+    /// Sequence number of the front slot (the next reply to leave).
+    #[inline]
+    pub fn base(&self) -> u64 {
+        self.base
     }
 
     /// Reserve a slot for a dispatched request.
@@ -87,20 +121,34 @@ impl ReplyRing {
         seq
     }
 
-    /// Store the reply for `seq`. Returns true when that made the front of
-    /// the ring ready (the session has something to write). A reply for a
-    /// sequence that is not pending is ignored.
+    /// Reserve a slot that merges several parts' replies.
+    pub fn push_merge(&mut self, merge: Merge) -> u64 {
+        let seq = self.next_seq();
+        self.slots.push_back(Slot::Merge(Box::new(merge)));
+        seq
+    }
+
+    /// Store the reply for `seq` (ending a merge, if it was one). Returns
+    /// true when that made the front of the ring ready. A reply for a slot
+    /// that is already ready, or gone, is ignored.
     #[inline]
     pub fn fill(&mut self, seq: u64, reply: Bytes) -> bool {
-        let Some(idx) = seq.checked_sub(self.base) else {
-            return false;
-        };
+        let Some(idx) = seq.checked_sub(self.base) else { return false };
         match self.slots.get_mut(idx as usize) {
-            Some(slot @ Slot::Pending) => {
+            Some(slot @ (Slot::Pending | Slot::Merge(_))) => {
                 *slot = Slot::Ready(reply);
                 idx == 0
             }
             _ => false,
+        }
+    }
+
+    /// The merge state at `seq`, if that slot is still merging.
+    pub fn merge_mut(&mut self, seq: u64) -> Option<&mut Merge> {
+        let idx = seq.checked_sub(self.base)?;
+        match self.slots.get_mut(idx as usize) {
+            Some(Slot::Merge(m)) => Some(m),
+            _ => None,
         }
     }
 
@@ -109,37 +157,22 @@ impl ReplyRing {
         matches!(self.slots.front(), Some(Slot::Ready(_)))
     }
 
-    /// The ready replies at the front, in order.
-    pub fn ready_front(&self) -> impl Iterator<Item = &Bytes> {
-        self.slots.iter().map_while(|s| match s {
-            Slot::Ready(b) => Some(b),
-            Slot::Pending => None,
-        })
-    }
-
-    /// Drop the front slot (its reply was written).
+    /// Take the front reply if it is ready.
     #[inline]
-    pub fn pop_front(&mut self) {
-        if self.slots.pop_front().is_some() {
-            self.base += 1;
+    pub fn pop_ready(&mut self) -> Option<Bytes> {
+        if !self.front_ready() {
+            return None;
         }
-    }
-
-    /// Length of the front reply, if ready.
-    #[inline]
-    pub fn front_len(&self) -> Option<usize> {
-        match self.slots.front() {
-            Some(Slot::Ready(b)) => Some(b.len()),
+        self.base += 1;
+        match self.slots.pop_front() {
+            Some(Slot::Ready(b)) => Some(b),
             _ => None,
         }
     }
 
     /// Number of slots still waiting for a reply.
     pub fn pending(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| matches!(s, Slot::Pending))
-            .count()
+        self.slots.iter().filter(|s| !matches!(s, Slot::Ready(_))).count()
     }
 }
 
@@ -160,12 +193,11 @@ mod tests {
         assert_eq!((s0, s1, s2), (0, 1, 2));
         assert!(!r.fill(s1, b("b")), "not the front");
         assert!(!r.front_ready());
-        assert_eq!(r.ready_front().count(), 0);
+        assert_eq!(r.pop_ready(), None);
         assert!(r.fill(s0, b("a")), "front became ready");
-        let got: Vec<&[u8]> = r.ready_front().map(|x| &x[..]).collect();
-        assert_eq!(got, vec![&b"a"[..], b"b", b"c"]);
-        r.pop_front();
-        r.pop_front();
+        assert_eq!(r.pop_ready(), Some(b("a")));
+        assert_eq!(r.pop_ready(), Some(b("b")));
+        assert_eq!(r.base(), 2);
         assert_eq!(r.next_seq(), 3);
         let s3 = r.push_pending();
         assert_eq!(s3, 3);
@@ -173,6 +205,20 @@ mod tests {
         assert!(!r.fill(99, b("x")), "unknown sequence ignored");
         assert!(!r.fill(0, b("x")), "already written sequence ignored");
         assert!(!r.fill(2, b("x")), "a ready slot is not overwritten");
-        assert_eq!(r.front_len(), Some(1));
+        assert_eq!(r.pop_ready(), Some(b("c")));
+        assert_eq!(r.pop_ready(), None, "the front is pending");
+    }
+
+    #[test]
+    fn merges_complete_in_place() {
+        let mut r = ReplyRing::new();
+        let m = r.push_merge(Merge::new(Fold::Sum, 2));
+        let p = r.push_pending();
+        r.merge_mut(m).unwrap().sum += 3;
+        assert!(r.merge_mut(p).is_none());
+        assert!(!r.front_ready());
+        assert!(r.fill(m, b(":3\r\n")));
+        assert!(r.merge_mut(m).is_none());
+        assert_eq!(r.pop_ready(), Some(b(":3\r\n")));
     }
 }

@@ -62,7 +62,20 @@ impl Topology {
 
     /// Build from nodes and shards; slot ownership comes from the shards'
     /// ranges (a later shard wins a slot claimed twice).
-    pub fn new(nodes: Vec<Node>, shards: Vec<Shard>) -> Topology {
+    pub fn new(nodes: Vec<Node>, mut shards: Vec<Shard>) -> Topology {
+        // A stable order (by lowest slot, slotless shards last by master
+        // id), whichever node described the cluster: cluster-wide cursors
+        // (SCAN) number the masters in this order.
+        for s in &mut shards {
+            s.ranges.sort_unstable();
+        }
+        shards.sort_by(|a, b| {
+            let ka = a.ranges.first().map(|r| r.0).unwrap_or(u16::MAX);
+            let kb = b.ranges.first().map(|r| r.0).unwrap_or(u16::MAX);
+            let ida = nodes.get(a.master).map(|n| n.id.as_str()).unwrap_or("");
+            let idb = nodes.get(b.master).map(|n| n.id.as_str()).unwrap_or("");
+            ka.cmp(&kb).then_with(|| ida.cmp(idb))
+        });
         let mut slots = vec![NO_SHARD; SLOTS].into_boxed_slice();
         for (i, shard) in shards.iter().enumerate() {
             for &(lo, hi) in &shard.ranges {

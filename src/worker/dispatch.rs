@@ -1,57 +1,86 @@
-//! What a request means: look the command up, check its arity, and send
-//! it where its route says (a node, the proxy itself, or an error).
+//! What a request means: resolve the command, apply the session's state
+//! (transaction, subscribed context), and send it where its route says:
+//! a node, several nodes, a lease, the subscriber connection, or the proxy
+//! itself.
 
 use super::{Outgoing, Timer, Worker};
 use crate::admin::{self, Outcome};
-use crate::command::{self, Args, Route};
+use crate::command::{self, flags, Args, Command, Route};
+use crate::config::ReadFrom;
+use crate::resp::Proto;
 use crate::router;
 use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
+use std::ops::Range;
 
 impl Worker {
     pub(super) fn dispatch(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
-        let args = Args {
-            buf: &frame,
-            ranges: &self.args,
-        };
-        let Some(name) = args.get(0) else { return };
-        let Some(mut cmd) = command::lookup(name) else {
-            let r = command::unknown_command_reply(&args);
-            return self.reply(key, Bytes::from(r));
-        };
-        if !command::arity_ok(cmd, args.len()) {
-            let r = command::wrong_arity_reply(cmd);
-            return self.reply(key, Bytes::from(r));
-        }
-        if !cmd.subcommands.is_empty() && args.len() >= 2 {
-            let sub_name = args.get(1).unwrap_or_default();
-            match command::lookup_sub(cmd, sub_name) {
-                Some(sub) => cmd = sub,
-                None => {
-                    let r = command::unknown_subcommand_reply(cmd, sub_name);
-                    return self.reply(key, Bytes::from(r));
-                }
-            }
-            if !command::arity_ok(cmd, args.len()) {
-                let r = command::wrong_arity_reply(cmd);
+        // Borrow the argument ranges out of the worker for the duration
+        // (moved back after, so the allocation is reused).
+        let ranges = std::mem::take(&mut self.args);
+        self.dispatch_with(cx, key, frame, &ranges);
+        self.args = ranges;
+    }
+
+    fn dispatch_with(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes, ranges: &[Range<usize>]) {
+        let args = Args { buf: &frame, ranges };
+        let cmd = match command::resolve(&args) {
+            Ok(c) => c,
+            Err(rejection) => {
+                let r = rejection.reply(&args);
+                self.txn_flag(key);
                 return self.reply(key, Bytes::from(r));
             }
+        };
+        let Some(s) = self.sessions.get(key) else { return };
+        let plain = s.txn.is_none() && s.sub.is_none();
+        if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, &args) {
+            // The hot path: one key, one slot, one node.
+            let slot = command::first_key(cmd, &args).and_then(|i| args.get(i)).map(key_slot);
+            let read = cmd.flags & flags::READONLY != 0;
+            return match slot {
+                Some(slot) => self.forward_slot(cx, key, slot, read, frame),
+                None => self.forward_any(cx, key, frame),
+            };
+        }
+        // Everything else may hand the frame on while still reading its
+        // arguments: look at them through a second handle.
+        let held = frame.clone();
+        let args = Args { buf: &held, ranges };
+        if s.proto == Proto::Resp2 && s.sub.as_ref().is_some_and(|x| x.count() > 0) && !super::pubsub::allowed_when_subscribed(cmd) {
+            let r = super::pubsub::not_allowed_reply(cmd);
+            return self.reply(key, r);
+        }
+        if s.txn.is_some() && !super::txn::runs_immediately(cmd) {
+            return self.txn_queue(key, cmd, frame, &args);
         }
         match cmd.route {
-            Route::Slot | Route::Fanout(_) => {
+            Route::Slot => {
                 if command::is_blocking_call(cmd, &args) {
-                    return self.reply(key, Bytes::from_static(ERR_BLOCKING_NOT_YET));
+                    return self.blocking(cx, key, cmd, frame, &args);
                 }
                 match command::first_key(cmd, &args).and_then(|i| args.get(i)) {
                     Some(k) => {
                         let slot = key_slot(k);
-                        self.forward_slot(cx, key, slot, frame);
+                        let read = cmd.flags & flags::READONLY != 0;
+                        self.forward_slot(cx, key, slot, read, frame);
                     }
                     None => self.forward_any(cx, key, frame),
                 }
             }
-            Route::AnyMaster => self.forward_any(cx, key, frame),
+            Route::Fanout(kind) => self.fanout(cx, key, cmd, kind, frame, &args),
+            Route::ClusterWide(wide) => self.wide(cx, key, wide, frame, &args),
+            Route::AnyMaster => {
+                if cmd.name.starts_with("pubsub|") {
+                    // Subscribers all live on the pub/sub home node; ask it.
+                    self.forward_pubsub_home(cx, key, frame)
+                } else {
+                    self.forward_any(cx, key, frame)
+                }
+            }
+            Route::Pubsub => self.subscribe(cx, key, cmd, frame, &args),
+            Route::Blocking => self.blocking(cx, key, cmd, frame, &args),
             Route::SlotArg => {
                 let slot = args
                     .get(2)
@@ -59,19 +88,11 @@ impl Worker {
                     .and_then(|s| s.parse::<u16>().ok())
                     .filter(|&s| s < 16384);
                 match slot {
-                    Some(slot) => self.forward_slot(cx, key, slot, frame),
-                    None => self.reply(
-                        key,
-                        Bytes::from_static(b"-ERR Invalid or out of range slot\r\n"),
-                    ),
+                    Some(slot) => self.forward_slot(cx, key, slot, false, frame),
+                    None => self.reply_static(key, b"-ERR Invalid or out of range slot\r\n"),
                 }
             }
-            Route::Local => self.local(cx, key, cmd, frame),
-            Route::Blocking => self.reply(key, Bytes::from_static(ERR_BLOCKING_NOT_YET)),
-            Route::ClusterWide(_) | Route::Pubsub => self.reply(
-                key,
-                Bytes::from_static(b"-ERR mithril: this command is not supported yet\r\n"),
-            ),
+            Route::Local => self.local(cx, key, cmd, frame, &args),
             Route::Unsupported => {
                 let r = command::unknown_command_reply(&args);
                 self.reply(key, Bytes::from(r))
@@ -79,45 +100,67 @@ impl Worker {
         }
     }
 
-    fn forward_slot(&mut self, cx: &mut Context<'_, Timer>, key: Key, slot: u16, frame: Bytes) {
+    /// Send a single-slot request to the node serving `slot` (a replica
+    /// for reads when read splitting applies).
+    pub(super) fn forward_slot(&mut self, cx: &mut Context<'_, Timer>, key: Key, slot: u16, read: bool, frame: Bytes) {
         if self.topo.is_empty() {
-            return self.reply(key, Bytes::from_static(router::ERR_NO_TOPOLOGY));
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
-        match self.pools.pool_for_slot(&self.topo, slot) {
+        let Some(s) = self.sessions.get(key) else { return };
+        let (proto, sticky) = (s.proto, s.sticky);
+        if read && self.read_from != ReadFrom::No {
+            if let Some(pool) = self.pools.replica_for_slot(&self.topo, slot, proto, sticky, cx.now) {
+                // `yes` spreads reads over the master and its replicas;
+                // `prefer-replica` sends them all to replicas.
+                let use_replica = match self.read_from {
+                    ReadFrom::PreferReplica => true,
+                    _ => sticky % 2 == 1,
+                };
+                if use_replica {
+                    return self.send_to_pool(cx, pool, Outgoing::new(key, frame));
+                }
+            }
+        }
+        match self.pools.pool_for_slot(&self.topo, slot, proto) {
             Some(pool) => self.send_to_pool(cx, pool, Outgoing::new(key, frame)),
-            None => self.reply(key, Bytes::from_static(router::ERR_SLOT_UNSERVED)),
+            None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
         }
     }
 
     /// Keyless commands that any master can answer: rotate over masters.
-    fn forward_any(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
+    pub(super) fn forward_any(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
         let n = self.topo.shards.len();
         if n == 0 {
-            return self.reply(key, Bytes::from_static(router::ERR_NO_TOPOLOGY));
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         self.any_master = self.any_master.wrapping_add(1);
-        match self.pools.pool_for_shard(self.any_master % n) {
+        let shard = self.any_master % n;
+        self.forward_shard(cx, key, shard, frame);
+    }
+
+    pub(super) fn forward_shard(&mut self, cx: &mut Context<'_, Timer>, key: Key, shard: usize, frame: Bytes) {
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else { return };
+        match self.pools.pool_for_shard(shard, proto) {
             Some(pool) => self.send_to_pool(cx, pool, Outgoing::new(key, frame)),
-            None => self.reply(key, Bytes::from_static(router::ERR_NO_TOPOLOGY)),
+            None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
     }
 
-    fn local(
-        &mut self,
-        _cx: &mut Context<'_, Timer>,
-        key: Key,
-        cmd: &'static command::Command,
-        frame: Bytes,
-    ) {
-        let args = Args {
-            buf: &frame,
-            ranges: &self.args,
-        };
-        let Some(s) = self.sessions.get_mut(key) else {
-            return;
-        };
-        let outcome = admin::execute(&self.shared, s, cmd, &args);
-        match outcome {
+    fn local(&mut self, cx: &mut Context<'_, Timer>, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+        match cmd.name {
+            "multi" => return self.txn_multi(key),
+            "exec" => return self.txn_exec(cx, key),
+            "discard" => return self.txn_discard(key),
+            "ping" if self.sessions.get(key).is_some_and(|s| s.proto == Proto::Resp2 && s.sub.is_some()) => {
+                let r = super::pubsub::subscribed_ping(args.get(1));
+                return self.reply(key, r);
+            }
+            "reset" => self.reset_state(cx, key),
+            _ => {}
+        }
+        let _ = frame;
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        match admin::execute(&self.shared, s, cmd, args) {
             Outcome::Reply(r) => self.reply(key, r),
             Outcome::ReplyAndClose(r) => {
                 self.reply(key, r);
@@ -127,6 +170,18 @@ impl Worker {
             }
         }
     }
-}
 
-const ERR_BLOCKING_NOT_YET: &[u8] = b"-ERR mithril: blocking commands are not supported yet\r\n";
+    /// RESET: leave any transaction and every subscription (the admin
+    /// handler resets the rest).
+    fn reset_state(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        s.txn = None;
+        if let Some(sub) = s.sub.take() {
+            // Confirmations that will never come now: answer their slots.
+            for seq in sub.expect {
+                s.ring.fill(seq, Bytes::from_static(b"-ERR mithril: subscription cancelled by RESET\r\n"));
+            }
+            self.drop_backend(cx, sub.conn);
+        }
+    }
+}

@@ -18,15 +18,26 @@
 //! a slice of the backend's buffer into the ring slot, and leaves in order
 //! with everything else ready for that session at the end of the turn.
 //!
+//! The routing kinds live in submodules: `dispatch` (what a request
+//! means), `fanout` (per-slot split and merge, cluster-wide commands),
+//! `txn` (MULTI/EXEC), `blocking` (leases), `pubsub` (subscriber
+//! connections).
+//!
 //! A panic while handling one session's input is caught here, closes that
 //! session only (its admission ticket is released by its drop), is logged,
 //! and the worker goes on serving everyone else.
 
+mod blocking;
 mod dispatch;
+mod fanout;
+mod pubsub;
+mod txn;
 
-use crate::backend::pool::Pools;
-use crate::backend::{Backend, InFlight, Io, Purpose, Read, State};
+use crate::backend::pool::{PoolKey, Pools};
+use crate::backend::{Backend, InFlight, Io, Purpose, Read, Role, State};
+use crate::config::ReadFrom;
 use crate::resp::limits::Limits;
+use crate::resp::Proto;
 use crate::router::{self, Redirect};
 use crate::session::{FlushOutcome, ReadOutcome, Session};
 use crate::shared::{Shared, WorkerMsg};
@@ -36,6 +47,8 @@ use mio::event::Event;
 use mio::Interest;
 use reactor::event_loop::token_for;
 use reactor::{Context, FabricReceiver, GenSlab, Handler, Key, Kind, TimerId};
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
@@ -54,27 +67,41 @@ const TICK: Duration = Duration::from_millis(100);
 /// How long a draining worker waits for in-flight replies at shutdown.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
+const HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
+const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
+
 /// A request on its way to a backend.
 pub struct Outgoing {
     pub session: Key,
-    /// The ring slot, when the request already has one (a redirect).
+    /// The ring slot, when the request already has one (a redirect, a
+    /// fan-out part); otherwise one is reserved when it is queued.
     pub seq: Option<u64>,
     pub req: Bytes,
+    pub purpose: Purpose,
     /// Redirects followed so far.
     pub hops: u8,
     /// Precede it with ASKING on the same connection.
     pub asking: bool,
+    /// Replies the request produces (transactions: one per command).
+    pub expect: u32,
 }
 
 impl Outgoing {
-    /// A new request from `session`.
+    /// A new request from `session`, answered by one reply.
     pub fn new(session: Key, req: Bytes) -> Outgoing {
+        Outgoing { session, seq: None, req, purpose: Purpose::Client, hops: 0, asking: false, expect: 1 }
+    }
+
+    fn retry(f: InFlight, asking: bool) -> Outgoing {
+        let expect = if f.purpose == Purpose::Txn { txn::replies_of(&f) } else { 1 };
         Outgoing {
-            session,
-            seq: None,
-            req,
-            hops: 0,
-            asking: false,
+            session: f.session,
+            seq: Some(f.seq),
+            req: f.req,
+            purpose: f.purpose,
+            hops: f.hops.saturating_add(1),
+            asking,
+            expect,
         }
     }
 }
@@ -96,6 +123,7 @@ pub struct Worker {
     query_limit: usize,
     keepalive: Option<Duration>,
     connect_timeout: Duration,
+    read_from: ReadFrom,
     dirty_sessions: Vec<Key>,
     dirty_backends: Vec<Key>,
     /// Sessions and backends whose read budget ran out with data left.
@@ -103,6 +131,8 @@ pub struct Worker {
     ready_backends: Vec<Key>,
     /// Argument ranges of the request being dispatched (reused).
     args: Vec<Range<usize>>,
+    /// Idle leased connections by node and protocol.
+    idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
     commands: u64,
     any_master: usize,
     draining: Option<Instant>,
@@ -113,14 +143,13 @@ pub struct Worker {
 impl Worker {
     pub fn new(id: usize, shared: Arc<Shared>, rx: FabricReceiver<WorkerMsg>) -> Worker {
         let cfg = &shared.config;
-        let limits = Limits {
-            max_bulk_len: cfg.proto_max_bulk_len.min(usize::MAX as u64) as usize,
-            ..Limits::default()
-        };
-        let keepalive =
-            (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
+        let limits =
+            Limits { max_bulk_len: cfg.proto_max_bulk_len.min(usize::MAX as u64) as usize, ..Limits::default() };
+        let keepalive = (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
         let topo = shared.topology.load();
-        let mut pools = Pools::new(cfg.backend_conns, 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1));
+        let read_from = cfg.read_from_replicas;
+        let mut pools =
+            Pools::new(cfg.backend_conns, read_from != ReadFrom::No, 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1));
         pools.remap(&topo);
         Worker {
             id,
@@ -128,6 +157,7 @@ impl Worker {
             connect_timeout: Duration::from_millis(cfg.connect_timeout_ms),
             keepalive,
             limits,
+            read_from,
             rx,
             sessions: GenSlab::with_capacity(1024),
             backends: GenSlab::with_capacity(64),
@@ -138,6 +168,7 @@ impl Worker {
             ready_sessions: Vec::new(),
             ready_backends: Vec::new(),
             args: Vec::with_capacity(16),
+            idle_leases: HashMap::new(),
             commands: 0,
             any_master: id,
             draining: None,
@@ -160,32 +191,31 @@ impl Worker {
         let mut stream = mio::net::TcpStream::from_std(a.stream);
         let _ = reactor::net::configure(&stream, self.keepalive);
         let key = self.sessions.vacant_key();
-        if let Err(e) = cx.registry.register(
-            &mut stream,
-            token_for(SESSION, key),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
+        if let Err(e) = cx.registry.register(&mut stream, token_for(SESSION, key), Interest::READABLE | Interest::WRITABLE)
+        {
             log::warn!(target: "mithril::worker", "worker {}: cannot register a client socket: {e}", self.id);
             return;
         }
         let id = self.shared.new_client_id();
         let now = cx.now;
-        self.sessions
-            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
-        self.shared.workers[self.id]
-            .sessions
-            .fetch_add(1, Ordering::Relaxed);
+        self.sessions.insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
+        self.shared.workers[self.id].sessions.fetch_add(1, Ordering::Relaxed);
         log::debug!(target: "mithril::worker", "worker {}: client {id} connected from {}", self.id, a.peer);
     }
 
     fn close_session(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        if let Some(mut s) = self.sessions.remove(key) {
-            let _ = cx.registry.deregister(&mut s.stream);
-            self.shared.workers[self.id]
-                .sessions
-                .fetch_sub(1, Ordering::Relaxed);
-            log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
+        let Some(mut s) = self.sessions.remove(key) else { return };
+        let _ = cx.registry.deregister(&mut s.stream);
+        self.shared.workers[self.id].sessions.fetch_sub(1, Ordering::Relaxed);
+        // A client that leaves mid-block: close its lease so the node
+        // cancels the block. Its subscriber connection goes too.
+        if self.backends.contains(s.lease) {
+            self.drop_backend(cx, s.lease);
         }
+        if let Some(sub) = s.sub.take() {
+            self.drop_backend(cx, sub.conn);
+        }
+        log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
     }
 
     #[inline]
@@ -214,13 +244,16 @@ impl Worker {
     #[inline]
     fn reply(&mut self, key: Key, frame: Bytes) {
         if let Some(s) = self.sessions.get_mut(key) {
-            let was_empty = s.ring.is_empty();
             s.ring.push_ready(frame);
-            if was_empty && !s.dirty {
+            if s.ring.front_ready() && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(key);
             }
         }
+    }
+
+    fn reply_static(&mut self, key: Key, frame: &'static [u8]) {
+        self.reply(key, Bytes::from_static(frame));
     }
 
     /// Read and dispatch, with a panic fence around this one session.
@@ -239,32 +272,32 @@ impl Worker {
 
     fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         let draining = self.draining.is_some();
-        let Some(s) = self.sessions.get_mut(key) else {
-            return;
-        };
-        if s.eof || s.close_after_flush || s.paused || draining {
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        if s.close_after_flush || draining {
             return;
         }
-        match s.read(SESSION_READ_BUDGET, self.query_limit) {
-            ReadOutcome::Drained | ReadOutcome::Eof => {}
-            ReadOutcome::Budget => self.ready_sessions.push(key),
-            ReadOutcome::Overflow => {
-                log::warn!(
-                    target: "mithril::worker",
-                    "closing client {} ({}): query buffer reached query-buffer-limit",
-                    s.id,
-                    s.peer
-                );
-                self.close_session(cx, key);
-                return;
+        if !s.eof && !s.paused && !s.blocked {
+            match s.read(SESSION_READ_BUDGET, self.query_limit) {
+                ReadOutcome::Drained | ReadOutcome::Eof => {}
+                ReadOutcome::Budget => self.ready_sessions.push(key),
+                ReadOutcome::Overflow => {
+                    log::warn!(
+                        target: "mithril::worker",
+                        "closing client {} ({}): query buffer reached query-buffer-limit",
+                        s.id,
+                        s.peer
+                    );
+                    self.close_session(cx, key);
+                    return;
+                }
+                ReadOutcome::Error(e) => {
+                    log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
+                    self.close_session(cx, key);
+                    return;
+                }
             }
-            ReadOutcome::Error(e) => {
-                log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
-                self.close_session(cx, key);
-                return;
-            }
+            s.last_active = cx.now;
         }
-        s.last_active = cx.now;
         self.process_input(cx, key);
         if self.sessions.get(key).is_some_and(|s| s.finished()) {
             self.close_session(cx, key);
@@ -272,18 +305,19 @@ impl Worker {
     }
 
     /// Scan and dispatch every complete request in the read buffer, until
-    /// the ring is full.
+    /// the session must wait (full ring, blocking command).
     fn process_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         use crate::resp::request::Scan;
         loop {
-            let Some(s) = self.sessions.get_mut(key) else {
-                return;
-            };
+            let Some(s) = self.sessions.get_mut(key) else { return };
             if s.close_after_flush {
                 s.rbuf.clear();
                 return;
             }
-            if s.ring.is_full() {
+            if s.blocked {
+                return;
+            }
+            if s.at_limit() {
                 s.paused = true;
                 return;
             }
@@ -333,9 +367,7 @@ impl Worker {
     fn flush_sessions(&mut self, cx: &mut Context<'_, Timer>) {
         let mut list = std::mem::take(&mut self.dirty_sessions);
         for key in list.drain(..) {
-            let Some(s) = self.sessions.get_mut(key) else {
-                continue;
-            };
+            let Some(s) = self.sessions.get_mut(key) else { continue };
             s.dirty = false;
             match s.flush() {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
@@ -345,15 +377,24 @@ impl Worker {
                     continue;
                 }
             }
-            if s.finished() || (self.draining.is_some() && s.ring.is_empty()) {
+            if s.finished() || (self.draining.is_some() && s.idle()) {
                 self.close_session(cx, key);
                 continue;
             }
             // Resume a session that stopped dispatching once half of its
-            // ring has drained.
-            if s.paused && s.ring.len() <= crate::session::ring::MAX_OUTSTANDING / 2 {
+            // bound has drained.
+            if s.paused && s.outstanding() <= crate::session::ring::MAX_OUTSTANDING / 2 {
                 s.paused = false;
                 self.ready_sessions.push(key);
+            }
+            // A throttled subscriber whose pushes drained: read its
+            // connection again.
+            let waiting = s.pushes_waiting();
+            if let Some(sub) = s.sub.as_mut() {
+                if sub.throttled && waiting < crate::session::PUSH_WINDOW / 2 {
+                    sub.throttled = false;
+                    self.ready_backends.push(sub.conn);
+                }
             }
         }
         if self.dirty_sessions.is_empty() {
@@ -373,78 +414,92 @@ impl Worker {
         }
     }
 
-    /// The live connection of `pool` for this session, connecting if
-    /// needed. An error is the reply to give the client.
-    fn backend_for(
+    /// Open a connection to `addr`, queueing `init` frames (HELLO 3,
+    /// READONLY) ahead of any request. An error is the reply to give.
+    fn open_backend(
         &mut self,
         cx: &mut Context<'_, Timer>,
-        pool: usize,
-        sticky: usize,
+        addr: SocketAddr,
+        role: Role,
+        proto: Proto,
+        readonly: bool,
     ) -> Result<Key, Bytes> {
+        let mut stream = match reactor::net::connect(addr) {
+            Ok(s) => s,
+            Err(e) => return Err(Bytes::from(format!("-CLUSTERDOWN mithril: cannot connect to {addr} ({e})\r\n"))),
+        };
+        let _ = reactor::net::configure(&stream, self.keepalive);
+        let key = self.backends.vacant_key();
+        if let Err(e) = cx.registry.register(&mut stream, token_for(BACKEND, key), Interest::READABLE | Interest::WRITABLE)
+        {
+            return Err(Bytes::from(format!("-ERR mithril: cannot register a connection to {addr} ({e})\r\n")));
+        }
+        let now = cx.now;
+        self.backends.insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
+        if let Some(b) = self.backends.get_mut(key) {
+            if proto == Proto::Resp3 {
+                b.enqueue(InFlight::new(Key::NONE, 0, Bytes::from_static(HELLO3), Purpose::Init));
+            }
+            if readonly {
+                b.enqueue(InFlight::new(Key::NONE, 0, Bytes::from_static(READONLY), Purpose::Init));
+            }
+        }
+        cx.schedule_in(self.connect_timeout, Timer::ConnectTimeout(key));
+        log::debug!(target: "mithril::worker", "worker {}: connecting to {addr} ({role:?}, {proto:?})", self.id);
+        Ok(key)
+    }
+
+    /// The live connection of `pool` for this session, connecting if
+    /// needed. An error is the reply to give the client.
+    fn backend_for(&mut self, cx: &mut Context<'_, Timer>, pool: usize, sticky: usize) -> Result<Key, Bytes> {
         let k = self.pools.slot_key(pool, sticky);
         if self.backends.contains(k) {
             return Ok(k);
         }
-        let addr = self.pools.pools[pool].addr;
+        let PoolKey { addr, proto, readonly } = self.pools.pools[pool].key;
         if self.pools.is_down(pool, cx.now) {
             let last = &self.pools.pools[pool].last_error;
-            return Err(Bytes::from(format!(
-                "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
-            )));
+            return Err(Bytes::from(format!("-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n")));
         }
-        let mut stream = match reactor::net::connect(addr) {
-            Ok(s) => s,
-            Err(e) => {
-                self.pools.mark_failed(pool, cx.now, e.to_string());
-                return Err(Bytes::from(format!(
-                    "-CLUSTERDOWN mithril: cannot connect to {addr} ({e})\r\n"
-                )));
+        match self.open_backend(cx, addr, Role::Shared, proto, readonly) {
+            Ok(key) => {
+                if let Some(b) = self.backends.get_mut(key) {
+                    b.pool = pool;
+                }
+                self.pools.set_conn(pool, sticky, key);
+                Ok(key)
             }
-        };
-        let _ = reactor::net::configure(&stream, self.keepalive);
-        let key = self.backends.vacant_key();
-        if let Err(e) = cx.registry.register(
-            &mut stream,
-            token_for(BACKEND, key),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
-            return Err(Bytes::from(format!(
-                "-ERR mithril: cannot register a connection to {addr} ({e})\r\n"
-            )));
+            Err(e) => {
+                self.pools.mark_failed(pool, cx.now, String::from_utf8_lossy(&e).trim_end().to_string());
+                Err(e)
+            }
         }
-        let now = cx.now;
-        self.backends
-            .insert_with(|k| Backend::new(k, addr, pool, stream, now));
-        self.pools.set_conn(pool, sticky, key);
-        cx.schedule_in(self.connect_timeout, Timer::ConnectTimeout(key));
-        log::debug!(target: "mithril::worker", "worker {}: connecting to {addr}", self.id);
-        Ok(key)
     }
 
-    /// Queue a request on `pool`. Its ring slot is reserved here unless it
-    /// already has one (a redirect).
-    fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, out: Outgoing) {
-        let Outgoing {
-            session,
-            seq,
-            req,
-            hops,
-            asking,
-        } = out;
-        let Some(s) = self.sessions.get(session) else {
-            return;
-        };
-        let sticky = s.sticky;
-        let bkey = match self.backend_for(cx, pool, sticky) {
-            Ok(k) => k,
-            Err(err) => {
-                match seq {
-                    Some(seq) => self.deliver(session, seq, err),
-                    None => self.reply(session, err),
-                }
-                return;
+    /// Answer an outgoing request that could not be sent.
+    fn fail_outgoing(&mut self, cx: &mut Context<'_, Timer>, out: Outgoing, err: Bytes) {
+        match out.seq {
+            Some(seq) => {
+                let f = InFlight { session: out.session, seq, req: out.req, purpose: out.purpose, hops: out.hops, expect: 1 };
+                self.complete(cx, f, err);
             }
-        };
+            None => self.reply(out.session, err),
+        }
+    }
+
+    /// Queue a request on `pool` (a ring slot is reserved unless it has one).
+    fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, out: Outgoing) {
+        let Some(s) = self.sessions.get(out.session) else { return };
+        let sticky = s.sticky;
+        match self.backend_for(cx, pool, sticky) {
+            Ok(bkey) => self.send_on(bkey, out),
+            Err(err) => self.fail_outgoing(cx, out, err),
+        }
+    }
+
+    /// Queue a request on a given connection.
+    fn send_on(&mut self, bkey: Key, out: Outgoing) {
+        let Outgoing { session, seq, req, purpose, hops, asking, expect } = out;
         let seq = match seq {
             Some(seq) => seq,
             None => match self.sessions.get_mut(session) {
@@ -452,38 +507,24 @@ impl Worker {
                 None => return,
             },
         };
-        let Some(b) = self.backends.get_mut(bkey) else {
-            return;
-        };
+        let Some(b) = self.backends.get_mut(bkey) else { return };
         if asking {
-            b.enqueue(InFlight {
-                session: Key::NONE,
-                seq: 0,
-                req: Bytes::from_static(router::ASKING),
-                purpose: Purpose::Asking,
-                hops,
-            });
+            b.enqueue(InFlight::new(Key::NONE, 0, Bytes::from_static(router::ASKING), Purpose::Asking));
         }
-        b.enqueue(InFlight {
-            session,
-            seq,
-            req,
-            purpose: Purpose::Client,
-            hops,
-        });
+        b.enqueue(InFlight { session, seq, req, purpose, hops, expect });
         self.mark_backend_dirty(bkey);
     }
 
     fn backend_event(&mut self, cx: &mut Context<'_, Timer>, key: Key, event: &Event) {
-        let Some(b) = self.backends.get_mut(key) else {
-            return;
-        };
+        let Some(b) = self.backends.get_mut(key) else { return };
         if b.state == State::Connecting {
             match b.finish_connect() {
                 Ok(true) => {
                     let pool = b.pool;
                     log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
-                    self.pools.mark_ok(pool);
+                    if pool != usize::MAX {
+                        self.pools.mark_ok(pool);
+                    }
                     self.mark_backend_dirty(key);
                 }
                 Ok(false) => return,
@@ -501,23 +542,43 @@ impl Worker {
     }
 
     fn backend_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let Some(b) = self.backends.get_mut(key) else {
-            return;
-        };
+        let Some(b) = self.backends.get_mut(key) else { return };
+        if let Role::Pubsub(owner) = b.role {
+            // Backpressure toward a slow subscriber: leave the messages in
+            // the socket (and the node's output buffer) while its window is
+            // full.
+            if let Some(s) = self.sessions.get_mut(owner) {
+                if s.pushes_waiting() >= crate::session::PUSH_WINDOW {
+                    if let Some(sub) = s.sub.as_mut() {
+                        sub.throttled = true;
+                    }
+                    return;
+                }
+            }
+        }
+        let Some(b) = self.backends.get_mut(key) else { return };
         let io = b.read(BACKEND_READ_BUDGET);
         let via = b.addr;
+        let role = b.role;
         loop {
-            let Some(b) = self.backends.get_mut(key) else {
-                return;
-            };
+            let Some(b) = self.backends.get_mut(key) else { return };
             match b.next_reply() {
                 Read::Empty => break,
-                Read::Push(_) => continue,
+                Read::Push(frame) => {
+                    if let Role::Pubsub(owner) = role {
+                        self.pubsub_frame(owner, frame);
+                    }
+                }
+                Read::Intermediate(frame, head) => {
+                    if head == b'-' && b.txn_redirect.is_none() {
+                        b.txn_redirect = router::parse_redirect(&frame, via);
+                    }
+                }
                 Read::Broken(why) => {
                     self.backend_failed(cx, key, why);
                     return;
                 }
-                Read::Reply(f, frame, head) => self.on_reply(cx, via, f, frame, head),
+                Read::Reply(f, frame, head) => self.on_reply(cx, key, via, f, frame, head),
             }
         }
         match io {
@@ -528,16 +589,18 @@ impl Worker {
         }
     }
 
-    fn on_reply(
-        &mut self,
-        cx: &mut Context<'_, Timer>,
-        via: std::net::SocketAddr,
-        f: InFlight,
-        frame: Bytes,
-        head: u8,
-    ) {
-        if f.purpose == Purpose::Asking {
-            return;
+    fn on_reply(&mut self, cx: &mut Context<'_, Timer>, bkey: Key, via: SocketAddr, f: InFlight, frame: Bytes, head: u8) {
+        match f.purpose {
+            Purpose::Asking => return,
+            Purpose::Init => {
+                if head == b'-' {
+                    let why = format!("set-up command failed: {}", String::from_utf8_lossy(&frame).trim_end());
+                    self.backend_failed(cx, bkey, &why);
+                }
+                return;
+            }
+            Purpose::Blocking => self.lease_answered(bkey),
+            _ => {}
         }
         if head == b'-' {
             if let Some(r) = router::parse_redirect(&frame, via) {
@@ -545,88 +608,112 @@ impl Worker {
                 return;
             }
         }
-        self.deliver(f.session, f.seq, frame);
+        if f.purpose == Purpose::Txn {
+            if let Some(r) = self.backends.get_mut(bkey).and_then(|b| b.txn_redirect.take()) {
+                self.follow(cx, f, r);
+                return;
+            }
+        }
+        self.complete(cx, f, frame);
+    }
+
+    /// A request's final reply (or the error replacing it).
+    fn complete(&mut self, _cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
+        match f.purpose {
+            Purpose::Client | Purpose::Txn => self.deliver(f.session, f.seq, frame),
+            Purpose::Part(part) => self.fold_part(f.session, f.seq, part, frame),
+            Purpose::Scan(index) => {
+                let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
+                self.deliver(f.session, f.seq, frame);
+            }
+            Purpose::Blocking => {
+                self.deliver(f.session, f.seq, frame);
+                self.unblock(f.session);
+            }
+            Purpose::Asking | Purpose::Init => {}
+        }
     }
 
     /// Retry a redirected request where the cluster says its slot lives.
     fn follow(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, r: Redirect) {
         if f.hops >= router::MAX_HOPS {
-            self.deliver(
-                f.session,
-                f.seq,
-                Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS),
-            );
+            self.complete(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
         }
-        if !self.sessions.contains(f.session) {
+        let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
             return; // the client left; nobody is waiting for this answer
-        }
-        match r {
+        };
+        let (addr, asking) = match r {
             Redirect::Moved { slot, addr } => {
                 log::debug!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
                 self.shared.topology.request_refresh();
-                let pool = self.pools.pool_for_addr(addr);
-                self.pools.set_override(slot, pool);
-                let out = Outgoing {
-                    session: f.session,
-                    seq: Some(f.seq),
-                    req: f.req,
-                    hops: f.hops + 1,
-                    asking: false,
-                };
-                self.send_to_pool(cx, pool, out);
+                self.pools.set_override(slot, addr);
+                (addr, false)
             }
             Redirect::Ask { slot, addr } => {
                 log::debug!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
-                let pool = self.pools.pool_for_addr(addr);
-                let out = Outgoing {
-                    session: f.session,
-                    seq: Some(f.seq),
-                    req: f.req,
-                    hops: f.hops + 1,
-                    asking: true,
-                };
-                self.send_to_pool(cx, pool, out);
+                (addr, true)
+            }
+        };
+        if f.purpose == Purpose::Blocking {
+            self.lease_redirect(cx, f, addr, asking);
+            return;
+        }
+        let pool = self.pools.master_pool(addr, proto);
+        self.send_to_pool(cx, pool, Outgoing::retry(f, asking));
+    }
+
+    /// Close a connection without answering anything (its requests'
+    /// clients are gone, or it was idle).
+    fn drop_backend(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        if let Some(mut b) = self.backends.remove(key) {
+            let _ = cx.registry.deregister(b.stream_mut());
+            if b.role == Role::Lease {
+                self.shared.lease_closed(b.addr);
             }
         }
     }
 
     /// Drop a backend connection and answer everything queued on it.
     fn backend_failed(&mut self, cx: &mut Context<'_, Timer>, key: Key, reason: &str) {
-        let Some(mut b) = self.backends.remove(key) else {
-            return;
-        };
+        let Some(mut b) = self.backends.remove(key) else { return };
         let _ = cx.registry.deregister(b.stream_mut());
         let addr = b.addr;
-        if b.state == State::Connecting {
+        if b.state == State::Connecting && b.pool != usize::MAX {
             self.pools.mark_failed(b.pool, cx.now, reason.to_string());
+        }
+        if b.role == Role::Lease {
+            self.shared.lease_closed(addr);
+        }
+        if b.role == Role::Lease && b.in_flight() == 0 {
+            // An idle lease the node closed (its `timeout`): nothing lost.
+            log::debug!(target: "mithril::worker", "worker {}: idle lease to {addr} closed: {reason}", self.id);
+            return;
         }
         log::warn!(target: "mithril::worker", "worker {}: connection to {addr} failed: {reason}", self.id);
         self.shared.topology.request_refresh();
-        let lost = Bytes::from(format!(
-            "-ERR mithril: connection to {addr} lost ({reason})\r\n"
-        ));
-        let unsent = Bytes::from(format!(
-            "-CLUSTERDOWN mithril: cannot reach {addr} ({reason})\r\n"
-        ));
+        if let Role::Pubsub(owner) = b.role {
+            // A subscriber that lost its connection lost its
+            // subscriptions: close it rather than let it wait forever.
+            if let Some(s) = self.sessions.get_mut(owner) {
+                s.sub = None;
+            }
+            self.close_session(cx, owner);
+            return;
+        }
+        let lost = Bytes::from(format!("-ERR mithril: connection to {addr} lost ({reason})\r\n"));
+        let unsent = Bytes::from(format!("-CLUSTERDOWN mithril: cannot reach {addr} ({reason})\r\n"));
         let drained: Vec<(InFlight, bool)> = b.drain().collect();
         for (f, sent) in drained {
-            if f.purpose == Purpose::Client {
-                self.deliver(
-                    f.session,
-                    f.seq,
-                    if sent { lost.clone() } else { unsent.clone() },
-                );
-            }
+            let err = if sent { lost.clone() } else { unsent.clone() };
+            self.complete(cx, f, err);
         }
     }
 
     fn flush_backends(&mut self, cx: &mut Context<'_, Timer>) {
         let mut list = std::mem::take(&mut self.dirty_backends);
         for key in list.drain(..) {
-            let Some(b) = self.backends.get_mut(key) else {
-                continue;
-            };
+            let Some(b) = self.backends.get_mut(key) else { continue };
             b.dirty = false;
             if b.state != State::Connected {
                 continue;
@@ -656,7 +743,7 @@ impl Worker {
         }
         self.draining = Some(cx.now + SHUTDOWN_GRACE);
         for key in self.sessions.keys() {
-            if self.sessions.get(key).is_some_and(|s| s.ring.is_empty()) {
+            if self.sessions.get(key).is_some_and(|s| s.idle()) {
                 self.close_session(cx, key);
             }
         }
@@ -722,11 +809,7 @@ impl Handler for Worker {
                 self.tick(cx);
             }
             Timer::ConnectTimeout(key) => {
-                if self
-                    .backends
-                    .get(key)
-                    .is_some_and(|b| b.state == State::Connecting)
-                {
+                if self.backends.get(key).is_some_and(|b| b.state == State::Connecting) {
                     self.backend_failed(cx, key, "connect timeout");
                 }
             }
@@ -736,9 +819,7 @@ impl Handler for Worker {
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
         self.flush_backends(cx);
         self.flush_sessions(cx);
-        self.shared.workers[self.id]
-            .commands
-            .store(self.commands, Ordering::Relaxed);
+        self.shared.workers[self.id].commands.store(self.commands, Ordering::Relaxed);
         if self.draining.is_some() && self.sessions.is_empty() {
             self.stop = true;
         }

@@ -1,0 +1,117 @@
+//! Blocking commands on leased connections.
+//!
+//! A blocking command (BLPOP, BRPOP, BRPOPLPUSH, BZPOPMIN, BZPOPMAX, XREAD
+//! and XREADGROUP with BLOCK) may hold its connection for as long as its
+//! timeout: it never goes on a shared pipelined connection. It takes a
+//! lease — an idle dedicated connection to the slot's master from this
+//! worker's idle list, or a new one, at most 512 per node across the
+//! process — and gives it back when answered. A client that leaves while
+//! blocked has its lease closed instead, so the node cancels the block.
+//!
+//! While the command is outstanding the session dispatches nothing more,
+//! as a blocked Redis client's later input waits: a pipelined LPUSH behind
+//! a BLPOP on the same list must not run first and unblock it.
+
+use super::{Outgoing, Timer, Worker};
+use crate::backend::{InFlight, Purpose, Role};
+use crate::command::{self, Args, Command};
+use crate::router;
+use crate::topology::key_slot;
+use bytes::Bytes;
+use reactor::{Context, Key};
+use std::net::SocketAddr;
+
+/// Most idle leased connections a worker keeps per node.
+const IDLE_LEASES: usize = 16;
+
+impl Worker {
+    pub(super) fn blocking(&mut self, cx: &mut Context<'_, Timer>, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+        let Some(k) = command::first_key(cmd, args).and_then(|i| args.get(i)) else {
+            return self.forward_any(cx, key, frame);
+        };
+        let slot = key_slot(k);
+        if self.topo.is_empty() {
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        }
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else { return };
+        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+            return self.reply_static(key, router::ERR_SLOT_UNSERVED);
+        };
+        let addr = self.pools.pools[pool].key.addr;
+        let out = Outgoing { purpose: Purpose::Blocking, ..Outgoing::new(key, frame) };
+        self.send_on_lease(cx, addr, out);
+    }
+
+    /// Take a lease on `addr` and send `out` on it.
+    fn send_on_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, out: Outgoing) {
+        let Some(proto) = self.sessions.get(out.session).map(|s| s.proto) else { return };
+        let lease = match self.take_lease(cx, addr, proto) {
+            Ok(k) => k,
+            Err(e) => return self.fail_outgoing(cx, out, e),
+        };
+        let session = out.session;
+        if let Some(s) = self.sessions.get_mut(session) {
+            s.blocked = true;
+            s.lease = lease;
+        }
+        self.send_on(lease, out);
+    }
+
+    fn take_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, proto: crate::resp::Proto) -> Result<Key, Bytes> {
+        if let Some(idle) = self.idle_leases.get_mut(&(addr, proto)) {
+            while let Some(k) = idle.pop() {
+                if self.backends.contains(k) {
+                    return Ok(k);
+                }
+            }
+        }
+        if !self.shared.lease_opened(addr) {
+            return Err(Bytes::from(format!(
+                "-ERR mithril: too many blocked clients on {addr} (at most {} per node)\r\n",
+                crate::shared::MAX_LEASES_PER_NODE
+            )));
+        }
+        match self.open_backend(cx, addr, Role::Lease, proto, false) {
+            Ok(k) => Ok(k),
+            Err(e) => {
+                self.shared.lease_closed(addr);
+                Err(e)
+            }
+        }
+    }
+
+    /// A lease's command was answered: the connection goes back to the
+    /// idle list (or is closed when the list is full).
+    pub(super) fn lease_answered(&mut self, lease: Key) {
+        let Some(b) = self.backends.get(lease) else { return };
+        if b.in_flight() > 0 {
+            return; // ASKING leftovers or a retry already queued on it
+        }
+        let slot = (b.addr, b.proto);
+        let idle = self.idle_leases.entry(slot).or_default();
+        idle.retain(|k| self.backends.contains(*k));
+        if idle.len() < IDLE_LEASES {
+            idle.push(lease);
+        } else if let Some(b) = self.backends.remove(lease) {
+            // Dropping the stream closes the socket, which also takes it
+            // out of the poll set.
+            self.shared.lease_closed(b.addr);
+        }
+    }
+
+    /// A blocking command was redirected: follow it on a lease at the
+    /// new node.
+    pub(super) fn lease_redirect(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, addr: SocketAddr, asking: bool) {
+        let out = Outgoing::retry(f, asking);
+        self.send_on_lease(cx, addr, out);
+    }
+
+    /// The blocking command was answered: the session reads on.
+    pub(super) fn unblock(&mut self, session: Key) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            s.blocked = false;
+            s.lease = Key::NONE;
+            self.ready_sessions.push(session);
+        }
+    }
+}

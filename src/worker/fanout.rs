@@ -1,0 +1,330 @@
+//! Requests that need several nodes.
+//!
+//! Fan-out (MGET, MSET, DEL, UNLINK, EXISTS, TOUCH, PFCOUNT): the keys are
+//! grouped by slot — never by node, since a node refuses keys of two slots
+//! in one command — and each group becomes a part, sent in parallel. The
+//! request's ring slot holds a merge state that every part's reply folds
+//! into (MGET items by key position, MSET all-OK, the rest summed); when
+//! the last part is in, the slot becomes one ordinary reply. A redirected
+//! part is retried like any request before it folds. When all keys share
+//! one slot, the original request is forwarded untouched.
+//!
+//! Cross-slot PFCOUNT is folded as a sum, as the spec asks: an upper bound
+//! of the union's cardinality, exact when the HyperLogLogs are disjoint.
+//!
+//! Cluster-wide (DBSIZE, FLUSHALL, SCAN, RANDOMKEY): the same merge for
+//! every master; SCAN walks the masters one after the other with a cursor
+//! that carries the master's index in its top bits.
+
+use super::{Outgoing, Timer, Worker};
+use crate::backend::Purpose;
+use crate::command::{Args, Command, Fanout, Wide};
+use crate::resp::reply::{ReplyScan, ReplyScanner};
+use crate::router;
+use crate::session::ring::{Fold, Merge};
+use crate::topology::key_slot;
+use bytes::Bytes;
+use reactor::{Context, Key};
+
+/// Bits of a SCAN cursor that carry the node's own cursor; the master
+/// index sits above them.
+const CURSOR_BITS: u32 = 52;
+const CURSOR_MASK: u64 = (1 << CURSOR_BITS) - 1;
+
+const ERR_INVALID_CURSOR: &[u8] = b"-ERR invalid cursor\r\n";
+const ERR_BAD_PART: &[u8] = b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
+
+/// Append one bulk argument to a request being built.
+fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(arg.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn header(out: &mut Vec<u8>, n: usize) {
+    out.push(b'*');
+    out.extend_from_slice(n.to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Parse `:<n>\r\n`.
+fn int_reply(frame: &[u8]) -> Option<i64> {
+    let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
+    std::str::from_utf8(body).ok()?.parse().ok()
+}
+
+/// Split an array reply into its items (zero-copy slices of `frame`).
+fn array_items(frame: &Bytes) -> Option<Vec<Bytes>> {
+    let line_end = frame.windows(2).position(|w| w == b"\r\n")?;
+    if frame.first() != Some(&b'*') {
+        return None;
+    }
+    let n: usize = std::str::from_utf8(&frame[1..line_end]).ok()?.parse().ok()?;
+    let mut at = line_end + 2;
+    let mut items = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut sc = ReplyScanner::new();
+        match sc.scan(&frame[at..]) {
+            ReplyScan::Complete { len, .. } => {
+                items.push(frame.slice(at..at + len));
+                at += len;
+            }
+            _ => return None,
+        }
+    }
+    (at == frame.len()).then_some(items)
+}
+
+impl Worker {
+    pub(super) fn fanout(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        kind: Fanout,
+        frame: Bytes,
+        args: &Args,
+    ) {
+        // Keys (and for MSET their values) per argument position.
+        let step = if kind == Fanout::Mset { 2 } else { 1 };
+        let nkeys = (args.len() - 1) / step;
+        let slot_of = |i: usize| key_slot(args.get(1 + i * step).unwrap_or_default());
+        let first = slot_of(0);
+        if (1..nkeys).all(|i| slot_of(i) == first) {
+            // One slot: the node can take the request as it is.
+            let read = kind == Fanout::Mget;
+            return self.forward_slot(cx, key, first, read, frame);
+        }
+        if self.topo.is_empty() {
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        }
+        // Group key indexes by slot, keeping first-seen order.
+        let mut groups: Vec<(u16, Vec<u32>)> = Vec::new();
+        let mut index: std::collections::HashMap<u16, usize> = std::collections::HashMap::new();
+        for i in 0..nkeys {
+            let slot = slot_of(i);
+            let g = *index.entry(slot).or_insert_with(|| {
+                groups.push((slot, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(i as u32);
+        }
+        let name = args.get(0).unwrap_or_default();
+        let fold = match kind {
+            Fanout::Mget => Fold::Items,
+            Fanout::Mset => Fold::AllOk,
+            Fanout::SumIntegers | Fanout::Pfcount => Fold::Sum,
+        };
+        let _ = cmd;
+        let mut merge = Merge::new(fold, groups.len() as u32);
+        if fold == Fold::Items {
+            merge.items = vec![Bytes::new(); nkeys];
+            merge.part_keys = groups.iter().map(|(_, ks)| ks.clone()).collect();
+        }
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        let proto = s.proto;
+        let seq = s.ring.push_merge(merge);
+        for (part, (slot, keys)) in groups.into_iter().enumerate() {
+            let mut req = Vec::with_capacity(32 + keys.len() * 24 * step);
+            header(&mut req, 1 + keys.len() * step);
+            push_bulk(&mut req, name);
+            for &k in &keys {
+                for j in 0..step {
+                    push_bulk(&mut req, args.get(1 + k as usize * step + j).unwrap_or_default());
+                }
+            }
+            let out = Outgoing {
+                seq: Some(seq),
+                purpose: Purpose::Part(part as u32),
+                ..Outgoing::new(key, Bytes::from(req))
+            };
+            match self.pools.pool_for_slot(&self.topo, slot, proto) {
+                Some(pool) => self.send_to_pool(cx, pool, out),
+                None => self.fold_part(key, seq, part as u32, Bytes::from_static(router::ERR_SLOT_UNSERVED)),
+            }
+        }
+    }
+
+    /// Fold one part's reply into the merge at `seq`; the last part turns
+    /// the merge into the reply.
+    pub(super) fn fold_part(&mut self, session: Key, seq: u64, part: u32, frame: Bytes) {
+        let Some(s) = self.sessions.get_mut(session) else { return };
+        let Some(m) = s.ring.merge_mut(seq) else { return };
+        if frame.first() == Some(&b'-') {
+            m.error.get_or_insert(frame);
+        } else {
+            match m.fold {
+                Fold::Sum => match int_reply(&frame) {
+                    Some(n) => m.sum = m.sum.saturating_add(n),
+                    None => {
+                        m.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                    }
+                },
+                Fold::AllOk => {
+                    if &frame[..] != b"+OK\r\n" {
+                        m.error.get_or_insert(frame);
+                    }
+                }
+                Fold::Items => {
+                    let positions = m.part_keys.get(part as usize);
+                    match (array_items(&frame), positions) {
+                        (Some(items), Some(pos)) if items.len() == pos.len() => {
+                            for (item, &p) in items.into_iter().zip(pos.iter()) {
+                                if let Some(slot) = m.items.get_mut(p as usize) {
+                                    *slot = item;
+                                }
+                            }
+                        }
+                        _ => {
+                            m.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                        }
+                    }
+                }
+            }
+        }
+        m.parts_left = m.parts_left.saturating_sub(1);
+        if m.parts_left > 0 {
+            return;
+        }
+        let reply = if let Some(e) = m.error.take() {
+            e
+        } else {
+            match m.fold {
+                Fold::Sum => Bytes::from(format!(":{}\r\n", m.sum)),
+                Fold::AllOk => Bytes::from_static(b"+OK\r\n"),
+                Fold::Items => {
+                    let total: usize = m.items.iter().map(|i| i.len()).sum();
+                    let mut out = Vec::with_capacity(total + 16);
+                    header(&mut out, m.items.len());
+                    for i in &m.items {
+                        out.extend_from_slice(i);
+                    }
+                    Bytes::from(out)
+                }
+            }
+        };
+        self.deliver(session, seq, reply);
+    }
+
+    /// Commands about the whole cluster.
+    pub(super) fn wide(&mut self, cx: &mut Context<'_, Timer>, key: Key, wide: Wide, frame: Bytes, args: &Args) {
+        let masters = self.topo.shards.len();
+        if masters == 0 {
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        }
+        match wide {
+            Wide::Randomkey => {
+                let shard = (self.pools.random() % masters as u64) as usize;
+                self.forward_shard(cx, key, shard, frame)
+            }
+            Wide::Dbsize => self.every_master(cx, key, Fold::Sum, Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n")),
+            Wide::Flushall => self.every_master(cx, key, Fold::AllOk, frame),
+            Wide::Scan => self.scan(cx, key, args),
+        }
+    }
+
+    fn every_master(&mut self, cx: &mut Context<'_, Timer>, key: Key, fold: Fold, req: Bytes) {
+        let masters = self.topo.shards.len();
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        let proto = s.proto;
+        let seq = s.ring.push_merge(Merge::new(fold, masters as u32));
+        for shard in 0..masters {
+            let out = Outgoing { seq: Some(seq), purpose: Purpose::Part(shard as u32), ..Outgoing::new(key, req.clone()) };
+            match self.pools.pool_for_shard(shard, proto) {
+                Some(pool) => self.send_to_pool(cx, pool, out),
+                None => self.fold_part(key, seq, shard as u32, Bytes::from_static(router::ERR_NO_TOPOLOGY)),
+            }
+        }
+    }
+
+    /// SCAN cursor [MATCH p] [COUNT n] [TYPE t]: the master index lives in
+    /// the cursor's top bits, the node's cursor below.
+    fn scan(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+        let cursor = args
+            .get(1)
+            .and_then(|c| std::str::from_utf8(c).ok())
+            .filter(|c| !c.starts_with('+') && !c.starts_with('-'))
+            .and_then(|c| c.parse::<u64>().ok());
+        let Some(cursor) = cursor else { return self.reply_static(key, ERR_INVALID_CURSOR) };
+        let index = (cursor >> CURSOR_BITS) as usize;
+        if index >= self.topo.shards.len() {
+            // A cursor from a larger cluster, or a made-up one: done.
+            return self.reply_static(key, b"*2\r\n$1\r\n0\r\n*0\r\n");
+        }
+        let node_cursor = (cursor & CURSOR_MASK).to_string();
+        let mut req = Vec::with_capacity(64);
+        header(&mut req, args.len());
+        push_bulk(&mut req, b"SCAN");
+        push_bulk(&mut req, node_cursor.as_bytes());
+        for i in 2..args.len() {
+            push_bulk(&mut req, args.get(i).unwrap_or_default());
+        }
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else { return };
+        let out = Outgoing { purpose: Purpose::Scan(index as u32), ..Outgoing::new(key, Bytes::from(req)) };
+        match self.pools.pool_for_shard(index, proto) {
+            Some(pool) => self.send_to_pool(cx, pool, out),
+            None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
+        }
+    }
+}
+
+/// Rewrite a node's SCAN reply: its cursor becomes the proxy's (master
+/// index in the top bits); a finished node hands over to the next master.
+pub(super) fn rewrite_scan_reply(frame: &Bytes, index: u32, masters: usize) -> Bytes {
+    if frame.first() == Some(&b'-') {
+        return frame.clone();
+    }
+    let Some(items) = array_items(frame) else { return Bytes::from_static(ERR_BAD_PART) };
+    let [cursor, keys] = &items[..] else { return Bytes::from_static(ERR_BAD_PART) };
+    let node_cursor = (|| {
+        let body = cursor.strip_prefix(b"$")?;
+        let nl = body.windows(2).position(|w| w == b"\r\n")?;
+        let text = body.get(nl + 2..body.len().checked_sub(2)?)?;
+        std::str::from_utf8(text).ok()?.parse::<u64>().ok()
+    })();
+    let Some(node_cursor) = node_cursor else { return Bytes::from_static(ERR_BAD_PART) };
+    let next: u64 = if node_cursor == 0 {
+        if (index as usize) + 1 < masters {
+            u64::from(index + 1) << CURSOR_BITS
+        } else {
+            0
+        }
+    } else if node_cursor > CURSOR_MASK {
+        return Bytes::from_static(b"-ERR mithril: a node's SCAN cursor is too large to carry\r\n");
+    } else {
+        (u64::from(index) << CURSOR_BITS) | node_cursor
+    };
+    let text = next.to_string();
+    let mut out = Vec::with_capacity(keys.len() + 32);
+    out.extend_from_slice(b"*2\r\n");
+    push_bulk(&mut out, text.as_bytes());
+    out.extend_from_slice(keys);
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_arrays_and_rewrites_cursors() {
+        let f = Bytes::from_static(b"*3\r\n$1\r\na\r\n$-1\r\n*1\r\n:1\r\n");
+        let items = array_items(&f).unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(&items[1][..], b"$-1\r\n");
+        assert_eq!(&items[2][..], b"*1\r\n:1\r\n");
+        assert!(array_items(&Bytes::from_static(b"*2\r\n$1\r\na\r\n")).is_none());
+
+        let r = Bytes::from_static(b"*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
+        let out = rewrite_scan_reply(&r, 2, 3);
+        let expect = format!("*2\r\n${}\r\n{}\r\n*1\r\n$1\r\nk\r\n", ((2u64 << 52) | 17).to_string().len(), (2u64 << 52) | 17);
+        assert_eq!(out, Bytes::from(expect));
+        let done = Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n");
+        let next = rewrite_scan_reply(&done, 0, 3);
+        assert_eq!(next, Bytes::from(format!("*2\r\n$16\r\n{}\r\n*0\r\n", 1u64 << 52)));
+        assert_eq!(rewrite_scan_reply(&done, 2, 3), Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n"));
+        assert_eq!(int_reply(b":-5\r\n"), Some(-5));
+    }
+}

@@ -1,0 +1,166 @@
+//! Transactions: MULTI queues locally, EXEC ships the whole transaction.
+//!
+//! Between MULTI and EXEC the proxy queues each request itself (answering
+//! +QUEUED) and checks that every key hashes to the slot of the first one:
+//! a key elsewhere gets Redis's CROSSSLOT error and dooms the transaction,
+//! as a cluster node does. EXEC sends `MULTI, the requests, EXEC` as one
+//! frame to the slot's master (any master if no command had a key); the
+//! node's replies to MULTI and to each queued request are dropped, and
+//! EXEC's reply is the client's. If a node answers a queued request with a
+//! redirect, its EXEC fails, and the whole transaction is sent again where
+//! the redirect points (after ASKING, for ASK).
+//!
+//! The queue is bounded by `query-buffer-limit` bytes.
+
+use super::{Outgoing, Timer, Worker};
+use crate::backend::{InFlight, Purpose};
+use crate::command::{self, Args, Command, Route};
+use crate::resp::limits::Limits;
+use crate::resp::request::{RequestScanner, Scan};
+use crate::router;
+use crate::session::Txn;
+use crate::topology::key_slot;
+use bytes::Bytes;
+use reactor::{Context, Key};
+
+const MULTI: &[u8] = b"*1\r\n$5\r\nMULTI\r\n";
+const EXEC: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+const QUEUED: &[u8] = b"+QUEUED\r\n";
+const ERR_NESTED: &[u8] = b"-ERR MULTI calls can not be nested\r\n";
+const ERR_EXEC_WITHOUT: &[u8] = b"-ERR EXEC without MULTI\r\n";
+const ERR_DISCARD_WITHOUT: &[u8] = b"-ERR DISCARD without MULTI\r\n";
+const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
+const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+const ERR_TOO_LARGE: &[u8] = b"-ERR mithril: transaction too large (query-buffer-limit)\r\n";
+
+/// Commands that act at once even inside MULTI.
+pub(super) fn runs_immediately(cmd: &Command) -> bool {
+    matches!(cmd.name, "exec" | "discard" | "multi" | "quit" | "reset" | "watch" | "unwatch")
+}
+
+/// How many replies a transaction frame produces (one per request in it).
+pub(super) fn replies_of(f: &InFlight) -> u32 {
+    let mut sc = RequestScanner::new();
+    let limits = Limits { max_bulk_len: usize::MAX / 2, ..Limits::default() };
+    let mut at = 0;
+    let mut n = 0;
+    while at < f.req.len() {
+        match sc.scan(&f.req[at..], &limits, true) {
+            Scan::Request { len } | Scan::Skip { len } | Scan::Inline { len } => {
+                at += len;
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    n.max(1)
+}
+
+impl Worker {
+    /// Mark the session's transaction (if any) as doomed.
+    pub(super) fn txn_flag(&mut self, key: Key) {
+        if let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) {
+            t.failed = true;
+        }
+    }
+
+    pub(super) fn txn_multi(&mut self, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        if s.txn.is_some() {
+            return self.reply_static(key, ERR_NESTED);
+        }
+        s.txn = Some(Box::default());
+        self.reply_static(key, b"+OK\r\n");
+    }
+
+    pub(super) fn txn_discard(&mut self, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        match s.txn.take() {
+            Some(_) => self.reply_static(key, b"+OK\r\n"),
+            None => self.reply_static(key, ERR_DISCARD_WITHOUT),
+        }
+    }
+
+    /// Queue one request of an open transaction.
+    pub(super) fn txn_queue(&mut self, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+        let refusal: Option<&'static [u8]> = match cmd.route {
+            Route::Slot | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => None,
+            Route::Local if matches!(cmd.name, "ping" | "echo" | "time") => None,
+            Route::Unsupported => None,
+            _ => Some(b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n"),
+        };
+        if cmd.route == Route::Unsupported {
+            let r = command::unknown_command_reply(args);
+            self.txn_flag(key);
+            return self.reply(key, Bytes::from(r));
+        }
+        if let Some(r) = refusal {
+            self.txn_flag(key);
+            return self.reply_static(key, r);
+        }
+        let limit = self.query_limit;
+        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) else { return };
+        for i in command::keys(cmd, args) {
+            let slot = key_slot(args.get(i).unwrap_or_default());
+            match t.slot {
+                None => t.slot = Some(slot),
+                Some(s) if s == slot => {}
+                Some(_) => {
+                    t.failed = true;
+                    return self.reply_static(key, CROSSSLOT);
+                }
+            }
+        }
+        if t.bytes + frame.len() > limit {
+            t.failed = true;
+            return self.reply_static(key, ERR_TOO_LARGE);
+        }
+        t.bytes += frame.len();
+        t.queued.push(frame);
+        self.reply_static(key, QUEUED);
+    }
+
+    pub(super) fn txn_exec(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(t) = s.txn.take() else { return self.reply_static(key, ERR_EXEC_WITHOUT) };
+        let Txn { queued, slot, bytes, failed } = *t;
+        if failed {
+            return self.reply_static(key, EXECABORT);
+        }
+        if queued.is_empty() {
+            return self.reply_static(key, b"*0\r\n");
+        }
+        let proto = s.proto;
+        let mut req = Vec::with_capacity(bytes + MULTI.len() + EXEC.len());
+        req.extend_from_slice(MULTI);
+        for q in &queued {
+            req.extend_from_slice(q);
+        }
+        req.extend_from_slice(EXEC);
+        let out = Outgoing {
+            purpose: Purpose::Txn,
+            expect: queued.len() as u32 + 2,
+            ..Outgoing::new(key, Bytes::from(req))
+        };
+        let pool = match slot {
+            Some(slot) => {
+                if self.topo.is_empty() {
+                    return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+                }
+                self.pools.pool_for_slot(&self.topo, slot, proto)
+            }
+            None => {
+                let n = self.topo.shards.len();
+                if n == 0 {
+                    return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+                }
+                self.any_master = self.any_master.wrapping_add(1);
+                self.pools.pool_for_shard(self.any_master % n, proto)
+            }
+        };
+        match pool {
+            Some(pool) => self.send_to_pool(cx, pool, out),
+            None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
+        }
+    }
+}
