@@ -302,7 +302,10 @@ fn free_ports_are_distinct_and_bindable() {
     // checked both binds when it chose them.)
     for p in ports {
         assert!(p < 55535, "port {p} leaves no room for the bus port");
-        assert!((1024..32768 - 10000).contains(&p), "port {p} is outside the non-ephemeral range");
+        assert!(
+            (1024..32768 - 10000).contains(&p),
+            "port {p} is outside the non-ephemeral range"
+        );
     }
 }
 

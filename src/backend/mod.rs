@@ -75,7 +75,14 @@ pub struct InFlight {
 
 impl InFlight {
     pub fn new(session: Key, seq: u64, req: Bytes, purpose: Purpose) -> InFlight {
-        InFlight { session, seq, req, purpose, hops: 0, expect: 1 }
+        InFlight {
+            session,
+            seq,
+            req,
+            purpose,
+            hops: 0,
+            expect: 1,
+        }
     }
 }
 
@@ -143,7 +150,14 @@ pub struct Backend {
 }
 
 impl Backend {
-    pub fn new(key: Key, addr: SocketAddr, role: Role, proto: Proto, stream: TcpStream, now: Instant) -> Backend {
+    pub fn new(
+        key: Key,
+        addr: SocketAddr,
+        role: Role,
+        proto: Proto,
+        stream: TcpStream,
+        now: Instant,
+    ) -> Backend {
         let fd = stream.as_raw_fd();
         Backend {
             key,
@@ -207,7 +221,11 @@ impl Backend {
             let start = self.inflight.len() - self.unsent;
             let mut batch = IoBatch::new();
             for (i, f) in self.inflight.range(start..).take(MAX_IOV).enumerate() {
-                let part = if i == 0 { &f.req[self.woff.min(f.req.len())..] } else { &f.req[..] };
+                let part = if i == 0 {
+                    &f.req[self.woff.min(f.req.len())..]
+                } else {
+                    &f.req[..]
+                };
                 batch.push(part);
             }
             let wanted = batch.bytes();
@@ -310,6 +328,9 @@ impl Backend {
         let sent = self.inflight.len() - self.unsent;
         self.unsent = 0;
         self.woff = 0;
-        self.inflight.drain(..).enumerate().map(move |(i, f)| (f, i < sent))
+        self.inflight
+            .drain(..)
+            .enumerate()
+            .map(move |(i, f)| (f, i < sent))
     }
 }

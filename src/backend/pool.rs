@@ -91,7 +91,11 @@ impl Pools {
     }
 
     pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto) -> usize {
-        self.pool_for(PoolKey { addr, proto, readonly: false })
+        self.pool_for(PoolKey {
+            addr,
+            proto,
+            readonly: false,
+        })
     }
 
     /// Rebuild the shard → pool maps for a new topology epoch.
@@ -100,7 +104,10 @@ impl Pools {
         self.shard_replicas.clear();
         for (i, shard) in topo.shards.iter().enumerate() {
             let pair = match topo.master_of(i) {
-                Some(n) => [self.master_pool(n.addr, Proto::Resp2), self.master_pool(n.addr, Proto::Resp3)],
+                Some(n) => [
+                    self.master_pool(n.addr, Proto::Resp2),
+                    self.master_pool(n.addr, Proto::Resp3),
+                ],
                 None => [usize::MAX; 2],
             };
             self.shard_master.push(pair);
@@ -112,8 +119,16 @@ impl Pools {
                         continue;
                     }
                     reps.push([
-                        self.pool_for(PoolKey { addr: n.addr, proto: Proto::Resp2, readonly: true }),
-                        self.pool_for(PoolKey { addr: n.addr, proto: Proto::Resp3, readonly: true }),
+                        self.pool_for(PoolKey {
+                            addr: n.addr,
+                            proto: Proto::Resp2,
+                            readonly: true,
+                        }),
+                        self.pool_for(PoolKey {
+                            addr: n.addr,
+                            proto: Proto::Resp3,
+                            readonly: true,
+                        }),
                     ]);
                 }
             }
@@ -137,18 +152,30 @@ impl Pools {
     /// The master pool of shard `shard`.
     #[inline]
     pub fn pool_for_shard(&self, shard: usize, proto: Proto) -> Option<usize> {
-        self.shard_master.get(shard).map(|p| p[proto_index(proto)]).filter(|&p| p != usize::MAX)
+        self.shard_master
+            .get(shard)
+            .map(|p| p[proto_index(proto)])
+            .filter(|&p| p != usize::MAX)
     }
 
     /// A replica pool of the shard serving `slot` that is not backing off,
     /// chosen by `sticky`; None when there is none (use the master).
-    pub fn replica_for_slot(&self, topo: &Topology, slot: u16, proto: Proto, sticky: usize, now: Instant) -> Option<usize> {
+    pub fn replica_for_slot(
+        &self,
+        topo: &Topology,
+        slot: u16,
+        proto: Proto,
+        sticky: usize,
+        now: Instant,
+    ) -> Option<usize> {
         if !self.overrides.is_empty() && self.overrides.contains_key(&slot) {
             return None; // the map is stale for this slot: go to the master
         }
         let reps = self.shard_replicas.get(topo.shard_of(slot)?)?;
         let n = reps.len();
-        (0..n).map(|i| reps[(sticky + i) % n][proto_index(proto)]).find(|&p| !self.is_down(p, now))
+        (0..n)
+            .map(|i| reps[(sticky + i) % n][proto_index(proto)])
+            .find(|&p| !self.is_down(p, now))
     }
 
     pub fn set_override(&mut self, slot: u16, addr: SocketAddr) {
@@ -218,10 +245,22 @@ mod tests {
             healthy: true,
         };
         Topology::new(
-            vec![node(7000, Role::Master), node(7001, Role::Master), node(7002, Role::Replica)],
             vec![
-                Shard { master: 0, replicas: vec![2], ranges: vec![(0, 8191)] },
-                Shard { master: 1, replicas: vec![], ranges: vec![(8192, 16383)] },
+                node(7000, Role::Master),
+                node(7001, Role::Master),
+                node(7002, Role::Replica),
+            ],
+            vec![
+                Shard {
+                    master: 0,
+                    replicas: vec![2],
+                    ranges: vec![(0, 8191)],
+                },
+                Shard {
+                    master: 1,
+                    replicas: vec![],
+                    ranges: vec![(8192, 16383)],
+                },
             ],
         )
     }
@@ -247,7 +286,11 @@ mod tests {
         let moved = p.pool_for_slot(&t, 5, Proto::Resp2).unwrap();
         assert_eq!(p.pools[moved].key.addr.port(), 7001);
         p.remap(&t);
-        assert_eq!(p.pool_for_slot(&t, 5, Proto::Resp2), Some(a), "a new epoch clears overrides");
+        assert_eq!(
+            p.pool_for_slot(&t, 5, Proto::Resp2),
+            Some(a),
+            "a new epoch clears overrides"
+        );
         assert_eq!(p.pools[a].conns.len(), 2);
     }
 

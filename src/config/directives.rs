@@ -12,7 +12,9 @@
 //! (tested). Adding a row means adding it to `conf/mithril.conf` and
 //! `man/mithril.conf.5` too (`tests/docs_sync.rs` fails otherwise).
 
-use super::{glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, ReadFrom, MAX_THREADS};
+use super::{
+    glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, ReadFrom, MAX_THREADS,
+};
 
 /// How a directive's value is shown and written back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

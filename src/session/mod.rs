@@ -249,7 +249,11 @@ impl Session {
         while !self.out.is_empty() {
             let mut batch = IoBatch::new();
             for (i, reply) in self.out.iter().take(MAX_IOV).enumerate() {
-                let part = if i == 0 { &reply[self.out_off.min(reply.len())..] } else { &reply[..] };
+                let part = if i == 0 {
+                    &reply[self.out_off.min(reply.len())..]
+                } else {
+                    &reply[..]
+                };
                 batch.push(part);
             }
             let wanted = batch.bytes();

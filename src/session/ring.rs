@@ -62,7 +62,14 @@ pub struct Merge {
 
 impl Merge {
     pub fn new(fold: Fold, parts: u32) -> Merge {
-        Merge { fold, parts_left: parts, part_keys: Vec::new(), items: Vec::new(), sum: 0, error: None }
+        Merge {
+            fold,
+            parts_left: parts,
+            part_keys: Vec::new(),
+            items: Vec::new(),
+            sum: 0,
+            error: None,
+        }
     }
 }
 
@@ -80,7 +87,10 @@ impl Default for ReplyRing {
 
 impl ReplyRing {
     pub fn new() -> Self {
-        ReplyRing { base: 0, slots: VecDeque::new() }
+        ReplyRing {
+            base: 0,
+            slots: VecDeque::new(),
+        }
     }
 
     #[inline]
@@ -133,7 +143,9 @@ impl ReplyRing {
     /// that is already ready, or gone, is ignored.
     #[inline]
     pub fn fill(&mut self, seq: u64, reply: Bytes) -> bool {
-        let Some(idx) = seq.checked_sub(self.base) else { return false };
+        let Some(idx) = seq.checked_sub(self.base) else {
+            return false;
+        };
         match self.slots.get_mut(idx as usize) {
             Some(slot @ (Slot::Pending | Slot::Merge(_))) => {
                 *slot = Slot::Ready(reply);
@@ -172,7 +184,10 @@ impl ReplyRing {
 
     /// Number of slots still waiting for a reply.
     pub fn pending(&self) -> usize {
-        self.slots.iter().filter(|s| !matches!(s, Slot::Ready(_))).count()
+        self.slots
+            .iter()
+            .filter(|s| !matches!(s, Slot::Ready(_)))
+            .count()
     }
 }
 

@@ -25,7 +25,14 @@ use std::net::SocketAddr;
 const IDLE_LEASES: usize = 16;
 
 impl Worker {
-    pub(super) fn blocking(&mut self, cx: &mut Context<'_, Timer>, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+    pub(super) fn blocking(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        frame: Bytes,
+        args: &Args,
+    ) {
         let Some(k) = command::first_key(cmd, args).and_then(|i| args.get(i)) else {
             return self.forward_any(cx, key, frame);
         };
@@ -33,18 +40,25 @@ impl Worker {
         if self.topo.is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
-        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else { return };
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
         let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
         let addr = self.pools.pools[pool].key.addr;
-        let out = Outgoing { purpose: Purpose::Blocking, ..Outgoing::new(key, frame) };
+        let out = Outgoing {
+            purpose: Purpose::Blocking,
+            ..Outgoing::new(key, frame)
+        };
         self.send_on_lease(cx, addr, out);
     }
 
     /// Take a lease on `addr` and send `out` on it.
     fn send_on_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, out: Outgoing) {
-        let Some(proto) = self.sessions.get(out.session).map(|s| s.proto) else { return };
+        let Some(proto) = self.sessions.get(out.session).map(|s| s.proto) else {
+            return;
+        };
         let lease = match self.take_lease(cx, addr, proto) {
             Ok(k) => k,
             Err(e) => return self.fail_outgoing(cx, out, e),
@@ -57,7 +71,12 @@ impl Worker {
         self.send_on(lease, out);
     }
 
-    fn take_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, proto: crate::resp::Proto) -> Result<Key, Bytes> {
+    fn take_lease(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        proto: crate::resp::Proto,
+    ) -> Result<Key, Bytes> {
         if let Some(idle) = self.idle_leases.get_mut(&(addr, proto)) {
             while let Some(k) = idle.pop() {
                 if self.backends.contains(k) {
@@ -83,7 +102,9 @@ impl Worker {
     /// A lease's command was answered: the connection goes back to the
     /// idle list (or is closed when the list is full).
     pub(super) fn lease_answered(&mut self, lease: Key) {
-        let Some(b) = self.backends.get(lease) else { return };
+        let Some(b) = self.backends.get(lease) else {
+            return;
+        };
         if b.in_flight() > 0 {
             return; // ASKING leftovers or a retry already queued on it
         }
@@ -101,7 +122,13 @@ impl Worker {
 
     /// A blocking command was redirected: follow it on a lease at the
     /// new node.
-    pub(super) fn lease_redirect(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, addr: SocketAddr, asking: bool) {
+    pub(super) fn lease_redirect(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        f: InFlight,
+        addr: SocketAddr,
+        asking: bool,
+    ) {
         let out = Outgoing::retry(f, asking);
         self.send_on_lease(cx, addr, out);
     }

@@ -23,8 +23,17 @@ impl Worker {
         self.args = ranges;
     }
 
-    fn dispatch_with(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes, ranges: &[Range<usize>]) {
-        let args = Args { buf: &frame, ranges };
+    fn dispatch_with(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        frame: Bytes,
+        ranges: &[Range<usize>],
+    ) {
+        let args = Args {
+            buf: &frame,
+            ranges,
+        };
         let cmd = match command::resolve(&args) {
             Ok(c) => c,
             Err(rejection) => {
@@ -33,11 +42,15 @@ impl Worker {
                 return self.reply(key, Bytes::from(r));
             }
         };
-        let Some(s) = self.sessions.get(key) else { return };
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
         let plain = s.txn.is_none() && s.sub.is_none();
         if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, &args) {
             // The hot path: one key, one slot, one node.
-            let slot = command::first_key(cmd, &args).and_then(|i| args.get(i)).map(key_slot);
+            let slot = command::first_key(cmd, &args)
+                .and_then(|i| args.get(i))
+                .map(key_slot);
             let read = cmd.flags & flags::READONLY != 0;
             return match slot {
                 Some(slot) => self.forward_slot(cx, key, slot, read, frame),
@@ -48,7 +61,10 @@ impl Worker {
         // arguments: look at them through a second handle.
         let held = frame.clone();
         let args = Args { buf: &held, ranges };
-        if s.proto == Proto::Resp2 && s.sub.as_ref().is_some_and(|x| x.count() > 0) && !super::pubsub::allowed_when_subscribed(cmd) {
+        if s.proto == Proto::Resp2
+            && s.sub.as_ref().is_some_and(|x| x.count() > 0)
+            && !super::pubsub::allowed_when_subscribed(cmd)
+        {
             let r = super::pubsub::not_allowed_reply(cmd);
             return self.reply(key, r);
         }
@@ -72,8 +88,10 @@ impl Worker {
             Route::Fanout(kind) => self.fanout(cx, key, cmd, kind, frame, &args),
             Route::ClusterWide(wide) => self.wide(cx, key, wide, frame, &args),
             Route::AnyMaster => {
-                if cmd.name.starts_with("pubsub|") {
-                    // Subscribers all live on the pub/sub home node; ask it.
+                if cmd.name == "publish" || cmd.name.starts_with("pubsub|") {
+                    // Subscribers all live on the pub/sub home node: publish
+                    // there (the cluster forwards to every node, and the
+                    // count returned is mithril's subscribers) and ask it.
                     self.forward_pubsub_home(cx, key, frame)
                 } else {
                     self.forward_any(cx, key, frame)
@@ -102,14 +120,26 @@ impl Worker {
 
     /// Send a single-slot request to the node serving `slot` (a replica
     /// for reads when read splitting applies).
-    pub(super) fn forward_slot(&mut self, cx: &mut Context<'_, Timer>, key: Key, slot: u16, read: bool, frame: Bytes) {
+    pub(super) fn forward_slot(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        slot: u16,
+        read: bool,
+        frame: Bytes,
+    ) {
         if self.topo.is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
-        let Some(s) = self.sessions.get(key) else { return };
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
         let (proto, sticky) = (s.proto, s.sticky);
         if read && self.read_from != ReadFrom::No {
-            if let Some(pool) = self.pools.replica_for_slot(&self.topo, slot, proto, sticky, cx.now) {
+            if let Some(pool) = self
+                .pools
+                .replica_for_slot(&self.topo, slot, proto, sticky, cx.now)
+            {
                 // `yes` spreads reads over the master and its replicas;
                 // `prefer-replica` sends them all to replicas.
                 let use_replica = match self.read_from {
@@ -138,20 +168,40 @@ impl Worker {
         self.forward_shard(cx, key, shard, frame);
     }
 
-    pub(super) fn forward_shard(&mut self, cx: &mut Context<'_, Timer>, key: Key, shard: usize, frame: Bytes) {
-        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else { return };
+    pub(super) fn forward_shard(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        shard: usize,
+        frame: Bytes,
+    ) {
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
         match self.pools.pool_for_shard(shard, proto) {
             Some(pool) => self.send_to_pool(cx, pool, Outgoing::new(key, frame)),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
     }
 
-    fn local(&mut self, cx: &mut Context<'_, Timer>, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+    fn local(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        frame: Bytes,
+        args: &Args,
+    ) {
         match cmd.name {
             "multi" => return self.txn_multi(key),
             "exec" => return self.txn_exec(cx, key),
             "discard" => return self.txn_discard(key),
-            "ping" if self.sessions.get(key).is_some_and(|s| s.proto == Proto::Resp2 && s.sub.is_some()) => {
+            "ping"
+                if self
+                    .sessions
+                    .get(key)
+                    .is_some_and(|s| s.proto == Proto::Resp2 && s.sub.is_some()) =>
+            {
                 let r = super::pubsub::subscribed_ping(args.get(1));
                 return self.reply(key, r);
             }
@@ -159,7 +209,9 @@ impl Worker {
             _ => {}
         }
         let _ = frame;
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         match admin::execute(&self.shared, s, cmd, args) {
             Outcome::Reply(r) => self.reply(key, r),
             Outcome::ReplyAndClose(r) => {
@@ -174,12 +226,17 @@ impl Worker {
     /// RESET: leave any transaction and every subscription (the admin
     /// handler resets the rest).
     fn reset_state(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         s.txn = None;
         if let Some(sub) = s.sub.take() {
             // Confirmations that will never come now: answer their slots.
             for seq in sub.expect {
-                s.ring.fill(seq, Bytes::from_static(b"-ERR mithril: subscription cancelled by RESET\r\n"));
+                s.ring.fill(
+                    seq,
+                    Bytes::from_static(b"-ERR mithril: subscription cancelled by RESET\r\n"),
+                );
             }
             self.drop_backend(cx, sub.conn);
         }

@@ -32,7 +32,8 @@ const CURSOR_BITS: u32 = 52;
 const CURSOR_MASK: u64 = (1 << CURSOR_BITS) - 1;
 
 const ERR_INVALID_CURSOR: &[u8] = b"-ERR invalid cursor\r\n";
-const ERR_BAD_PART: &[u8] = b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
+const ERR_BAD_PART: &[u8] =
+    b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
 
 /// Append one bulk argument to a request being built.
 fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
@@ -61,7 +62,10 @@ fn array_items(frame: &Bytes) -> Option<Vec<Bytes>> {
     if frame.first() != Some(&b'*') {
         return None;
     }
-    let n: usize = std::str::from_utf8(&frame[1..line_end]).ok()?.parse().ok()?;
+    let n: usize = std::str::from_utf8(&frame[1..line_end])
+        .ok()?
+        .parse()
+        .ok()?;
     let mut at = line_end + 2;
     let mut items = Vec::with_capacity(n);
     for _ in 0..n {
@@ -123,7 +127,9 @@ impl Worker {
             merge.items = vec![Bytes::new(); nkeys];
             merge.part_keys = groups.iter().map(|(_, ks)| ks.clone()).collect();
         }
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         let proto = s.proto;
         let seq = s.ring.push_merge(merge);
         for (part, (slot, keys)) in groups.into_iter().enumerate() {
@@ -132,7 +138,10 @@ impl Worker {
             push_bulk(&mut req, name);
             for &k in &keys {
                 for j in 0..step {
-                    push_bulk(&mut req, args.get(1 + k as usize * step + j).unwrap_or_default());
+                    push_bulk(
+                        &mut req,
+                        args.get(1 + k as usize * step + j).unwrap_or_default(),
+                    );
                 }
             }
             let out = Outgoing {
@@ -142,7 +151,12 @@ impl Worker {
             };
             match self.pools.pool_for_slot(&self.topo, slot, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
-                None => self.fold_part(key, seq, part as u32, Bytes::from_static(router::ERR_SLOT_UNSERVED)),
+                None => self.fold_part(
+                    key,
+                    seq,
+                    part as u32,
+                    Bytes::from_static(router::ERR_SLOT_UNSERVED),
+                ),
             }
         }
     }
@@ -150,8 +164,12 @@ impl Worker {
     /// Fold one part's reply into the merge at `seq`; the last part turns
     /// the merge into the reply.
     pub(super) fn fold_part(&mut self, session: Key, seq: u64, part: u32, frame: Bytes) {
-        let Some(s) = self.sessions.get_mut(session) else { return };
-        let Some(m) = s.ring.merge_mut(seq) else { return };
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let Some(m) = s.ring.merge_mut(seq) else {
+            return;
+        };
         if frame.first() == Some(&b'-') {
             m.error.get_or_insert(frame);
         } else {
@@ -209,7 +227,14 @@ impl Worker {
     }
 
     /// Commands about the whole cluster.
-    pub(super) fn wide(&mut self, cx: &mut Context<'_, Timer>, key: Key, wide: Wide, frame: Bytes, args: &Args) {
+    pub(super) fn wide(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        wide: Wide,
+        frame: Bytes,
+        args: &Args,
+    ) {
         let masters = self.topo.shards.len();
         if masters == 0 {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
@@ -219,7 +244,12 @@ impl Worker {
                 let shard = (self.pools.random() % masters as u64) as usize;
                 self.forward_shard(cx, key, shard, frame)
             }
-            Wide::Dbsize => self.every_master(cx, key, Fold::Sum, Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n")),
+            Wide::Dbsize => self.every_master(
+                cx,
+                key,
+                Fold::Sum,
+                Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"),
+            ),
             Wide::Flushall => self.every_master(cx, key, Fold::AllOk, frame),
             Wide::Scan => self.scan(cx, key, args),
         }
@@ -227,14 +257,25 @@ impl Worker {
 
     fn every_master(&mut self, cx: &mut Context<'_, Timer>, key: Key, fold: Fold, req: Bytes) {
         let masters = self.topo.shards.len();
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         let proto = s.proto;
         let seq = s.ring.push_merge(Merge::new(fold, masters as u32));
         for shard in 0..masters {
-            let out = Outgoing { seq: Some(seq), purpose: Purpose::Part(shard as u32), ..Outgoing::new(key, req.clone()) };
+            let out = Outgoing {
+                seq: Some(seq),
+                purpose: Purpose::Part(shard as u32),
+                ..Outgoing::new(key, req.clone())
+            };
             match self.pools.pool_for_shard(shard, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
-                None => self.fold_part(key, seq, shard as u32, Bytes::from_static(router::ERR_NO_TOPOLOGY)),
+                None => self.fold_part(
+                    key,
+                    seq,
+                    shard as u32,
+                    Bytes::from_static(router::ERR_NO_TOPOLOGY),
+                ),
             }
         }
     }
@@ -247,7 +288,9 @@ impl Worker {
             .and_then(|c| std::str::from_utf8(c).ok())
             .filter(|c| !c.starts_with('+') && !c.starts_with('-'))
             .and_then(|c| c.parse::<u64>().ok());
-        let Some(cursor) = cursor else { return self.reply_static(key, ERR_INVALID_CURSOR) };
+        let Some(cursor) = cursor else {
+            return self.reply_static(key, ERR_INVALID_CURSOR);
+        };
         let index = (cursor >> CURSOR_BITS) as usize;
         if index >= self.topo.shards.len() {
             // A cursor from a larger cluster, or a made-up one: done.
@@ -261,8 +304,13 @@ impl Worker {
         for i in 2..args.len() {
             push_bulk(&mut req, args.get(i).unwrap_or_default());
         }
-        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else { return };
-        let out = Outgoing { purpose: Purpose::Scan(index as u32), ..Outgoing::new(key, Bytes::from(req)) };
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
+        let out = Outgoing {
+            purpose: Purpose::Scan(index as u32),
+            ..Outgoing::new(key, Bytes::from(req))
+        };
         match self.pools.pool_for_shard(index, proto) {
             Some(pool) => self.send_to_pool(cx, pool, out),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
@@ -276,15 +324,21 @@ pub(super) fn rewrite_scan_reply(frame: &Bytes, index: u32, masters: usize) -> B
     if frame.first() == Some(&b'-') {
         return frame.clone();
     }
-    let Some(items) = array_items(frame) else { return Bytes::from_static(ERR_BAD_PART) };
-    let [cursor, keys] = &items[..] else { return Bytes::from_static(ERR_BAD_PART) };
+    let Some(items) = array_items(frame) else {
+        return Bytes::from_static(ERR_BAD_PART);
+    };
+    let [cursor, keys] = &items[..] else {
+        return Bytes::from_static(ERR_BAD_PART);
+    };
     let node_cursor = (|| {
         let body = cursor.strip_prefix(b"$")?;
         let nl = body.windows(2).position(|w| w == b"\r\n")?;
         let text = body.get(nl + 2..body.len().checked_sub(2)?)?;
         std::str::from_utf8(text).ok()?.parse::<u64>().ok()
     })();
-    let Some(node_cursor) = node_cursor else { return Bytes::from_static(ERR_BAD_PART) };
+    let Some(node_cursor) = node_cursor else {
+        return Bytes::from_static(ERR_BAD_PART);
+    };
     let next: u64 = if node_cursor == 0 {
         if (index as usize) + 1 < masters {
             u64::from(index + 1) << CURSOR_BITS
@@ -319,12 +373,22 @@ mod tests {
 
         let r = Bytes::from_static(b"*2\r\n$2\r\n17\r\n*1\r\n$1\r\nk\r\n");
         let out = rewrite_scan_reply(&r, 2, 3);
-        let expect = format!("*2\r\n${}\r\n{}\r\n*1\r\n$1\r\nk\r\n", ((2u64 << 52) | 17).to_string().len(), (2u64 << 52) | 17);
+        let expect = format!(
+            "*2\r\n${}\r\n{}\r\n*1\r\n$1\r\nk\r\n",
+            ((2u64 << 52) | 17).to_string().len(),
+            (2u64 << 52) | 17
+        );
         assert_eq!(out, Bytes::from(expect));
         let done = Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n");
         let next = rewrite_scan_reply(&done, 0, 3);
-        assert_eq!(next, Bytes::from(format!("*2\r\n$16\r\n{}\r\n*0\r\n", 1u64 << 52)));
-        assert_eq!(rewrite_scan_reply(&done, 2, 3), Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n"));
+        assert_eq!(
+            next,
+            Bytes::from(format!("*2\r\n$16\r\n{}\r\n*0\r\n", 1u64 << 52))
+        );
+        assert_eq!(
+            rewrite_scan_reply(&done, 2, 3),
+            Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n")
+        );
         assert_eq!(int_reply(b":-5\r\n"), Some(-5));
     }
 }

@@ -89,11 +89,23 @@ pub struct Outgoing {
 impl Outgoing {
     /// A new request from `session`, answered by one reply.
     pub fn new(session: Key, req: Bytes) -> Outgoing {
-        Outgoing { session, seq: None, req, purpose: Purpose::Client, hops: 0, asking: false, expect: 1 }
+        Outgoing {
+            session,
+            seq: None,
+            req,
+            purpose: Purpose::Client,
+            hops: 0,
+            asking: false,
+            expect: 1,
+        }
     }
 
     fn retry(f: InFlight, asking: bool) -> Outgoing {
-        let expect = if f.purpose == Purpose::Txn { txn::replies_of(&f) } else { 1 };
+        let expect = if f.purpose == Purpose::Txn {
+            txn::replies_of(&f)
+        } else {
+            1
+        };
         Outgoing {
             session: f.session,
             seq: Some(f.seq),
@@ -143,13 +155,19 @@ pub struct Worker {
 impl Worker {
     pub fn new(id: usize, shared: Arc<Shared>, rx: FabricReceiver<WorkerMsg>) -> Worker {
         let cfg = &shared.config;
-        let limits =
-            Limits { max_bulk_len: cfg.proto_max_bulk_len.min(usize::MAX as u64) as usize, ..Limits::default() };
-        let keepalive = (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
+        let limits = Limits {
+            max_bulk_len: cfg.proto_max_bulk_len.min(usize::MAX as u64) as usize,
+            ..Limits::default()
+        };
+        let keepalive =
+            (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
         let topo = shared.topology.load();
         let read_from = cfg.read_from_replicas;
-        let mut pools =
-            Pools::new(cfg.backend_conns, read_from != ReadFrom::No, 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1));
+        let mut pools = Pools::new(
+            cfg.backend_conns,
+            read_from != ReadFrom::No,
+            0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1),
+        );
         pools.remap(&topo);
         Worker {
             id,
@@ -191,22 +209,32 @@ impl Worker {
         let mut stream = mio::net::TcpStream::from_std(a.stream);
         let _ = reactor::net::configure(&stream, self.keepalive);
         let key = self.sessions.vacant_key();
-        if let Err(e) = cx.registry.register(&mut stream, token_for(SESSION, key), Interest::READABLE | Interest::WRITABLE)
-        {
+        if let Err(e) = cx.registry.register(
+            &mut stream,
+            token_for(SESSION, key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
             log::warn!(target: "mithril::worker", "worker {}: cannot register a client socket: {e}", self.id);
             return;
         }
         let id = self.shared.new_client_id();
         let now = cx.now;
-        self.sessions.insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
-        self.shared.workers[self.id].sessions.fetch_add(1, Ordering::Relaxed);
+        self.sessions
+            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
+        self.shared.workers[self.id]
+            .sessions
+            .fetch_add(1, Ordering::Relaxed);
         log::debug!(target: "mithril::worker", "worker {}: client {id} connected from {}", self.id, a.peer);
     }
 
     fn close_session(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let Some(mut s) = self.sessions.remove(key) else { return };
+        let Some(mut s) = self.sessions.remove(key) else {
+            return;
+        };
         let _ = cx.registry.deregister(&mut s.stream);
-        self.shared.workers[self.id].sessions.fetch_sub(1, Ordering::Relaxed);
+        self.shared.workers[self.id]
+            .sessions
+            .fetch_sub(1, Ordering::Relaxed);
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
         if self.backends.contains(s.lease) {
@@ -272,13 +300,24 @@ impl Worker {
 
     fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         let draining = self.draining.is_some();
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         if s.close_after_flush || draining {
             return;
         }
-        if !s.eof && !s.paused && !s.blocked {
+        // A blocked session still reads (a client that leaves mid-block
+        // must be noticed); it only stops dispatching.
+        if !s.eof && !s.paused {
             match s.read(SESSION_READ_BUDGET, self.query_limit) {
-                ReadOutcome::Drained | ReadOutcome::Eof => {}
+                ReadOutcome::Drained => {}
+                ReadOutcome::Eof if s.blocked => {
+                    // Gone mid-block: close now, which closes the lease so
+                    // the node cancels the block.
+                    self.close_session(cx, key);
+                    return;
+                }
+                ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
                     log::warn!(
@@ -309,7 +348,9 @@ impl Worker {
     fn process_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         use crate::resp::request::Scan;
         loop {
-            let Some(s) = self.sessions.get_mut(key) else { return };
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
             if s.close_after_flush {
                 s.rbuf.clear();
                 return;
@@ -367,7 +408,9 @@ impl Worker {
     fn flush_sessions(&mut self, cx: &mut Context<'_, Timer>) {
         let mut list = std::mem::take(&mut self.dirty_sessions);
         for key in list.drain(..) {
-            let Some(s) = self.sessions.get_mut(key) else { continue };
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
             s.dirty = false;
             match s.flush() {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
@@ -426,22 +469,42 @@ impl Worker {
     ) -> Result<Key, Bytes> {
         let mut stream = match reactor::net::connect(addr) {
             Ok(s) => s,
-            Err(e) => return Err(Bytes::from(format!("-CLUSTERDOWN mithril: cannot connect to {addr} ({e})\r\n"))),
+            Err(e) => {
+                return Err(Bytes::from(format!(
+                    "-CLUSTERDOWN mithril: cannot connect to {addr} ({e})\r\n"
+                )))
+            }
         };
         let _ = reactor::net::configure(&stream, self.keepalive);
         let key = self.backends.vacant_key();
-        if let Err(e) = cx.registry.register(&mut stream, token_for(BACKEND, key), Interest::READABLE | Interest::WRITABLE)
-        {
-            return Err(Bytes::from(format!("-ERR mithril: cannot register a connection to {addr} ({e})\r\n")));
+        if let Err(e) = cx.registry.register(
+            &mut stream,
+            token_for(BACKEND, key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return Err(Bytes::from(format!(
+                "-ERR mithril: cannot register a connection to {addr} ({e})\r\n"
+            )));
         }
         let now = cx.now;
-        self.backends.insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
+        self.backends
+            .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
         if let Some(b) = self.backends.get_mut(key) {
             if proto == Proto::Resp3 {
-                b.enqueue(InFlight::new(Key::NONE, 0, Bytes::from_static(HELLO3), Purpose::Init));
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(HELLO3),
+                    Purpose::Init,
+                ));
             }
             if readonly {
-                b.enqueue(InFlight::new(Key::NONE, 0, Bytes::from_static(READONLY), Purpose::Init));
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(READONLY),
+                    Purpose::Init,
+                ));
             }
         }
         cx.schedule_in(self.connect_timeout, Timer::ConnectTimeout(key));
@@ -451,15 +514,26 @@ impl Worker {
 
     /// The live connection of `pool` for this session, connecting if
     /// needed. An error is the reply to give the client.
-    fn backend_for(&mut self, cx: &mut Context<'_, Timer>, pool: usize, sticky: usize) -> Result<Key, Bytes> {
+    fn backend_for(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+        sticky: usize,
+    ) -> Result<Key, Bytes> {
         let k = self.pools.slot_key(pool, sticky);
         if self.backends.contains(k) {
             return Ok(k);
         }
-        let PoolKey { addr, proto, readonly } = self.pools.pools[pool].key;
+        let PoolKey {
+            addr,
+            proto,
+            readonly,
+        } = self.pools.pools[pool].key;
         if self.pools.is_down(pool, cx.now) {
             let last = &self.pools.pools[pool].last_error;
-            return Err(Bytes::from(format!("-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n")));
+            return Err(Bytes::from(format!(
+                "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
+            )));
         }
         match self.open_backend(cx, addr, Role::Shared, proto, readonly) {
             Ok(key) => {
@@ -470,7 +544,11 @@ impl Worker {
                 Ok(key)
             }
             Err(e) => {
-                self.pools.mark_failed(pool, cx.now, String::from_utf8_lossy(&e).trim_end().to_string());
+                self.pools.mark_failed(
+                    pool,
+                    cx.now,
+                    String::from_utf8_lossy(&e).trim_end().to_string(),
+                );
                 Err(e)
             }
         }
@@ -480,7 +558,14 @@ impl Worker {
     fn fail_outgoing(&mut self, cx: &mut Context<'_, Timer>, out: Outgoing, err: Bytes) {
         match out.seq {
             Some(seq) => {
-                let f = InFlight { session: out.session, seq, req: out.req, purpose: out.purpose, hops: out.hops, expect: 1 };
+                let f = InFlight {
+                    session: out.session,
+                    seq,
+                    req: out.req,
+                    purpose: out.purpose,
+                    hops: out.hops,
+                    expect: 1,
+                };
                 self.complete(cx, f, err);
             }
             None => self.reply(out.session, err),
@@ -489,7 +574,9 @@ impl Worker {
 
     /// Queue a request on `pool` (a ring slot is reserved unless it has one).
     fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, out: Outgoing) {
-        let Some(s) = self.sessions.get(out.session) else { return };
+        let Some(s) = self.sessions.get(out.session) else {
+            return;
+        };
         let sticky = s.sticky;
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => self.send_on(bkey, out),
@@ -499,7 +586,15 @@ impl Worker {
 
     /// Queue a request on a given connection.
     fn send_on(&mut self, bkey: Key, out: Outgoing) {
-        let Outgoing { session, seq, req, purpose, hops, asking, expect } = out;
+        let Outgoing {
+            session,
+            seq,
+            req,
+            purpose,
+            hops,
+            asking,
+            expect,
+        } = out;
         let seq = match seq {
             Some(seq) => seq,
             None => match self.sessions.get_mut(session) {
@@ -507,16 +602,32 @@ impl Worker {
                 None => return,
             },
         };
-        let Some(b) = self.backends.get_mut(bkey) else { return };
+        let Some(b) = self.backends.get_mut(bkey) else {
+            return;
+        };
         if asking {
-            b.enqueue(InFlight::new(Key::NONE, 0, Bytes::from_static(router::ASKING), Purpose::Asking));
+            b.enqueue(InFlight::new(
+                Key::NONE,
+                0,
+                Bytes::from_static(router::ASKING),
+                Purpose::Asking,
+            ));
         }
-        b.enqueue(InFlight { session, seq, req, purpose, hops, expect });
+        b.enqueue(InFlight {
+            session,
+            seq,
+            req,
+            purpose,
+            hops,
+            expect,
+        });
         self.mark_backend_dirty(bkey);
     }
 
     fn backend_event(&mut self, cx: &mut Context<'_, Timer>, key: Key, event: &Event) {
-        let Some(b) = self.backends.get_mut(key) else { return };
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
         if b.state == State::Connecting {
             match b.finish_connect() {
                 Ok(true) => {
@@ -542,7 +653,9 @@ impl Worker {
     }
 
     fn backend_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let Some(b) = self.backends.get_mut(key) else { return };
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
         if let Role::Pubsub(owner) = b.role {
             // Backpressure toward a slow subscriber: leave the messages in
             // the socket (and the node's output buffer) while its window is
@@ -556,12 +669,16 @@ impl Worker {
                 }
             }
         }
-        let Some(b) = self.backends.get_mut(key) else { return };
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
         let io = b.read(BACKEND_READ_BUDGET);
         let via = b.addr;
         let role = b.role;
         loop {
-            let Some(b) = self.backends.get_mut(key) else { return };
+            let Some(b) = self.backends.get_mut(key) else {
+                return;
+            };
             match b.next_reply() {
                 Read::Empty => break,
                 Read::Push(frame) => {
@@ -589,12 +706,23 @@ impl Worker {
         }
     }
 
-    fn on_reply(&mut self, cx: &mut Context<'_, Timer>, bkey: Key, via: SocketAddr, f: InFlight, frame: Bytes, head: u8) {
+    fn on_reply(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        bkey: Key,
+        via: SocketAddr,
+        f: InFlight,
+        frame: Bytes,
+        head: u8,
+    ) {
         match f.purpose {
             Purpose::Asking => return,
             Purpose::Init => {
                 if head == b'-' {
-                    let why = format!("set-up command failed: {}", String::from_utf8_lossy(&frame).trim_end());
+                    let why = format!(
+                        "set-up command failed: {}",
+                        String::from_utf8_lossy(&frame).trim_end()
+                    );
                     self.backend_failed(cx, bkey, &why);
                 }
                 return;
@@ -609,7 +737,11 @@ impl Worker {
             }
         }
         if f.purpose == Purpose::Txn {
-            if let Some(r) = self.backends.get_mut(bkey).and_then(|b| b.txn_redirect.take()) {
+            if let Some(r) = self
+                .backends
+                .get_mut(bkey)
+                .and_then(|b| b.txn_redirect.take())
+            {
                 self.follow(cx, f, r);
                 return;
             }
@@ -676,7 +808,9 @@ impl Worker {
 
     /// Drop a backend connection and answer everything queued on it.
     fn backend_failed(&mut self, cx: &mut Context<'_, Timer>, key: Key, reason: &str) {
-        let Some(mut b) = self.backends.remove(key) else { return };
+        let Some(mut b) = self.backends.remove(key) else {
+            return;
+        };
         let _ = cx.registry.deregister(b.stream_mut());
         let addr = b.addr;
         if b.state == State::Connecting && b.pool != usize::MAX {
@@ -701,8 +835,12 @@ impl Worker {
             self.close_session(cx, owner);
             return;
         }
-        let lost = Bytes::from(format!("-ERR mithril: connection to {addr} lost ({reason})\r\n"));
-        let unsent = Bytes::from(format!("-CLUSTERDOWN mithril: cannot reach {addr} ({reason})\r\n"));
+        let lost = Bytes::from(format!(
+            "-ERR mithril: connection to {addr} lost ({reason})\r\n"
+        ));
+        let unsent = Bytes::from(format!(
+            "-CLUSTERDOWN mithril: cannot reach {addr} ({reason})\r\n"
+        ));
         let drained: Vec<(InFlight, bool)> = b.drain().collect();
         for (f, sent) in drained {
             let err = if sent { lost.clone() } else { unsent.clone() };
@@ -713,7 +851,9 @@ impl Worker {
     fn flush_backends(&mut self, cx: &mut Context<'_, Timer>) {
         let mut list = std::mem::take(&mut self.dirty_backends);
         for key in list.drain(..) {
-            let Some(b) = self.backends.get_mut(key) else { continue };
+            let Some(b) = self.backends.get_mut(key) else {
+                continue;
+            };
             b.dirty = false;
             if b.state != State::Connected {
                 continue;
@@ -809,7 +949,11 @@ impl Handler for Worker {
                 self.tick(cx);
             }
             Timer::ConnectTimeout(key) => {
-                if self.backends.get(key).is_some_and(|b| b.state == State::Connecting) {
+                if self
+                    .backends
+                    .get(key)
+                    .is_some_and(|b| b.state == State::Connecting)
+                {
                     self.backend_failed(cx, key, "connect timeout");
                 }
             }
@@ -819,7 +963,9 @@ impl Handler for Worker {
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
         self.flush_backends(cx);
         self.flush_sessions(cx);
-        self.shared.workers[self.id].commands.store(self.commands, Ordering::Relaxed);
+        self.shared.workers[self.id]
+            .commands
+            .store(self.commands, Ordering::Relaxed);
         if self.draining.is_some() && self.sessions.is_empty() {
             self.stop = true;
         }

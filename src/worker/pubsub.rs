@@ -32,7 +32,15 @@ const ERR_TOO_MANY: &[u8] = b"-ERR mithril: too many subscriptions for one clien
 pub(super) fn allowed_when_subscribed(cmd: &Command) -> bool {
     matches!(
         cmd.name,
-        "subscribe" | "psubscribe" | "unsubscribe" | "punsubscribe" | "ssubscribe" | "sunsubscribe" | "ping" | "quit" | "reset"
+        "subscribe"
+            | "psubscribe"
+            | "unsubscribe"
+            | "punsubscribe"
+            | "ssubscribe"
+            | "sunsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
     )
 }
 
@@ -46,7 +54,10 @@ pub(super) fn not_allowed_reply(cmd: &Command) -> Bytes {
 /// PING while subscribed (RESP2): `["pong", message or ""]`.
 pub(super) fn subscribed_ping(msg: Option<&[u8]>) -> Bytes {
     let mut out = Vec::new();
-    Encoder::new(&mut out, Proto::Resp2).array(2).bulk(b"pong").bulk(msg.unwrap_or_default());
+    Encoder::new(&mut out, Proto::Resp2)
+        .array(2)
+        .bulk(b"pong")
+        .bulk(msg.unwrap_or_default());
     Bytes::from(out)
 }
 
@@ -62,20 +73,36 @@ fn frame_kind(frame: &[u8]) -> Option<&[u8]> {
 }
 
 fn is_confirmation(kind: &[u8]) -> bool {
-    matches!(kind, b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe")
+    matches!(
+        kind,
+        b"subscribe" | b"unsubscribe" | b"psubscribe" | b"punsubscribe"
+    )
 }
 
 impl Worker {
     /// (P)SUBSCRIBE / (P)UNSUBSCRIBE.
-    pub(super) fn subscribe(&mut self, cx: &mut Context<'_, Timer>, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+    pub(super) fn subscribe(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        frame: Bytes,
+        args: &Args,
+    ) {
         let patterns = cmd.name.starts_with('p');
         let unsubscribe = cmd.name.contains("unsubscribe");
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         if unsubscribe && s.sub.is_none() {
             // Not subscribed to anything: Redis answers one confirmation
             // with a null channel and a count of 0, per argument (or one).
             let n = (args.len() - 1).max(1);
-            let kind: &[u8] = if patterns { b"punsubscribe" } else { b"unsubscribe" };
+            let kind: &[u8] = if patterns {
+                b"punsubscribe"
+            } else {
+                b"unsubscribe"
+            };
             let proto = s.proto;
             for i in 0..n {
                 let mut out = Vec::new();
@@ -103,14 +130,20 @@ impl Worker {
         }
         if s.sub.is_none() {
             let proto = s.proto;
-            let Some(home) = self.pools.pool_for_shard(0, proto).map(|p| self.pools.pools[p].key.addr) else {
+            let Some(home) = self
+                .pools
+                .pool_for_shard(0, proto)
+                .map(|p| self.pools.pools[p].key.addr)
+            else {
                 return self.reply_static(key, router::ERR_NO_TOPOLOGY);
             };
             let conn = match self.open_backend(cx, home, Role::Pubsub(key), proto, false) {
                 Ok(k) => k,
                 Err(e) => return self.reply(key, e),
             };
-            let Some(s) = self.sessions.get_mut(key) else { return };
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
             s.sub = Some(Box::new(Subscriptions {
                 conn,
                 channels: HashSet::new(),
@@ -120,9 +153,15 @@ impl Worker {
                 throttled: false,
             }));
         }
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         let Some(sub) = s.sub.as_mut() else { return };
-        let set = if patterns { &mut sub.patterns } else { &mut sub.channels };
+        let set = if patterns {
+            &mut sub.patterns
+        } else {
+            &mut sub.channels
+        };
         // How many confirmations the node will send, and the mirror update.
         let confirmations = if unsubscribe && args.len() == 1 {
             let n = set.len().max(1);
@@ -147,14 +186,21 @@ impl Worker {
             }
         }
         if let Some(b) = self.backends.get_mut(conn) {
-            b.enqueue(InFlight::new(key, 0, frame, crate::backend::Purpose::Client));
+            b.enqueue(InFlight::new(
+                key,
+                0,
+                frame,
+                crate::backend::Purpose::Client,
+            ));
             self.mark_backend_dirty(conn);
         }
     }
 
     /// A frame from `owner`'s subscriber connection.
     pub(super) fn pubsub_frame(&mut self, owner: Key, frame: Bytes) {
-        let Some(s) = self.sessions.get_mut(owner) else { return };
+        let Some(s) = self.sessions.get_mut(owner) else {
+            return;
+        };
         let Some(sub) = s.sub.as_mut() else { return };
         let confirmation = frame_kind(&frame).is_some_and(is_confirmation);
         if confirmation {
@@ -176,7 +222,12 @@ impl Worker {
     }
 
     /// PUBSUB subcommands go to the subscribers' home node.
-    pub(super) fn forward_pubsub_home(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
+    pub(super) fn forward_pubsub_home(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        frame: Bytes,
+    ) {
         if self.topo.shards.is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
@@ -190,8 +241,14 @@ mod tests {
 
     #[test]
     fn kinds_of_frames() {
-        assert_eq!(frame_kind(b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n"), Some(&b"subscribe"[..]));
-        assert_eq!(frame_kind(b">3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n"), Some(&b"message"[..]));
+        assert_eq!(
+            frame_kind(b"*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n"),
+            Some(&b"subscribe"[..])
+        );
+        assert_eq!(
+            frame_kind(b">3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n"),
+            Some(&b"message"[..])
+        );
         assert_eq!(frame_kind(b":1\r\n"), None);
         assert!(is_confirmation(b"punsubscribe"));
         assert!(!is_confirmation(b"pmessage"));

@@ -35,13 +35,19 @@ const ERR_TOO_LARGE: &[u8] = b"-ERR mithril: transaction too large (query-buffer
 
 /// Commands that act at once even inside MULTI.
 pub(super) fn runs_immediately(cmd: &Command) -> bool {
-    matches!(cmd.name, "exec" | "discard" | "multi" | "quit" | "reset" | "watch" | "unwatch")
+    matches!(
+        cmd.name,
+        "exec" | "discard" | "multi" | "quit" | "reset" | "watch" | "unwatch"
+    )
 }
 
 /// How many replies a transaction frame produces (one per request in it).
 pub(super) fn replies_of(f: &InFlight) -> u32 {
     let mut sc = RequestScanner::new();
-    let limits = Limits { max_bulk_len: usize::MAX / 2, ..Limits::default() };
+    let limits = Limits {
+        max_bulk_len: usize::MAX / 2,
+        ..Limits::default()
+    };
     let mut at = 0;
     let mut n = 0;
     while at < f.req.len() {
@@ -65,7 +71,9 @@ impl Worker {
     }
 
     pub(super) fn txn_multi(&mut self, key: Key) {
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         if s.txn.is_some() {
             return self.reply_static(key, ERR_NESTED);
         }
@@ -74,7 +82,9 @@ impl Worker {
     }
 
     pub(super) fn txn_discard(&mut self, key: Key) {
-        let Some(s) = self.sessions.get_mut(key) else { return };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         match s.txn.take() {
             Some(_) => self.reply_static(key, b"+OK\r\n"),
             None => self.reply_static(key, ERR_DISCARD_WITHOUT),
@@ -87,7 +97,9 @@ impl Worker {
             Route::Slot | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => None,
             Route::Local if matches!(cmd.name, "ping" | "echo" | "time") => None,
             Route::Unsupported => None,
-            _ => Some(b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n"),
+            _ => Some(
+                b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n",
+            ),
         };
         if cmd.route == Route::Unsupported {
             let r = command::unknown_command_reply(args);
@@ -99,7 +111,9 @@ impl Worker {
             return self.reply_static(key, r);
         }
         let limit = self.query_limit;
-        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) else { return };
+        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) else {
+            return;
+        };
         for i in command::keys(cmd, args) {
             let slot = key_slot(args.get(i).unwrap_or_default());
             match t.slot {
@@ -121,9 +135,18 @@ impl Worker {
     }
 
     pub(super) fn txn_exec(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let Some(s) = self.sessions.get_mut(key) else { return };
-        let Some(t) = s.txn.take() else { return self.reply_static(key, ERR_EXEC_WITHOUT) };
-        let Txn { queued, slot, bytes, failed } = *t;
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let Some(t) = s.txn.take() else {
+            return self.reply_static(key, ERR_EXEC_WITHOUT);
+        };
+        let Txn {
+            queued,
+            slot,
+            bytes,
+            failed,
+        } = *t;
         if failed {
             return self.reply_static(key, EXECABORT);
         }
