@@ -69,6 +69,8 @@ pub struct InFlight {
     pub purpose: Purpose,
     /// Redirects followed so far.
     pub hops: u8,
+    /// TRYAGAIN waits spent so far.
+    pub retries: u8,
     /// Replies this entry still expects (1 except for transactions).
     pub expect: u32,
 }
@@ -81,6 +83,7 @@ impl InFlight {
             req,
             purpose,
             hops: 0,
+            retries: 0,
             expect: 1,
         }
     }
@@ -147,6 +150,9 @@ pub struct Backend {
     woff: usize,
     pub dirty: bool,
     pub since: Instant,
+    /// Last time this connection made progress (a reply arrived, or a
+    /// request was queued on an idle FIFO): `backend-timeout` counts from it.
+    pub progress_at: Instant,
 }
 
 impl Backend {
@@ -176,6 +182,7 @@ impl Backend {
             woff: 0,
             dirty: false,
             since: now,
+            progress_at: now,
         }
     }
 
@@ -186,6 +193,9 @@ impl Backend {
     /// Queue a request; it is written at the end of the loop turn.
     #[inline]
     pub fn enqueue(&mut self, f: InFlight) {
+        if self.inflight.is_empty() {
+            self.progress_at = Instant::now();
+        }
         self.inflight.push_back(f);
         self.unsent += 1;
     }
@@ -193,6 +203,11 @@ impl Backend {
     /// Requests queued or awaiting a reply.
     pub fn in_flight(&self) -> usize {
         self.inflight.len()
+    }
+
+    /// Requests written and not answered yet.
+    pub fn awaiting(&self) -> usize {
+        self.inflight.len() - self.unsent
     }
 
     pub fn has_unsent(&self) -> bool {
@@ -314,6 +329,7 @@ impl Backend {
                     Some(_) => {}
                     None => return Read::Broken("reply without a request"),
                 }
+                self.progress_at = Instant::now();
                 match self.inflight.pop_front() {
                     Some(f) => Read::Reply(f, frame, head),
                     None => Read::Broken("reply without a request"),

@@ -218,6 +218,19 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |c| vec![c.connect_timeout_ms.to_string()],
     },
     Directive {
+        name: "backend-timeout",
+        default: "5000",
+        summary: "milliseconds a node may take to answer before its connection is dropped; 0 = no limit",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.backend_timeout_ms = number("backend-timeout", first(a), 0, 3_600_000)?;
+            Ok(())
+        },
+        getter: |c| vec![c.backend_timeout_ms.to_string()],
+    },
+    Directive {
         name: "proto-max-bulk-len",
         default: "512mb",
         summary: "largest bulk string accepted from a client",

@@ -248,6 +248,8 @@ pub struct Config {
     pub topology_refresh_secs: u64,
     /// `connect-timeout`: milliseconds allowed for a backend TCP connect.
     pub connect_timeout_ms: u64,
+    /// `backend-timeout`: milliseconds a node may take to answer; 0 = no limit.
+    pub backend_timeout_ms: u64,
     /// `proto-max-bulk-len`: largest bulk string accepted from a client.
     pub proto_max_bulk_len: u64,
     /// `query-buffer-limit`: most unprocessed input bytes held per client.
@@ -297,6 +299,7 @@ impl Default for Config {
             read_from_replicas: ReadFrom::No,
             topology_refresh_secs: 10,
             connect_timeout_ms: 1000,
+            backend_timeout_ms: 5000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             query_buffer_limit: 1024 * 1024 * 1024,
             tcp_backlog: 511,

@@ -813,16 +813,14 @@ fn matching_uses_case_insensitive_globs() {
     assert_eq!(names("TCP-*"), ["tcp-backlog", "tcp-keepalive"]);
     assert_eq!(names("*conn*"), ["backend-conns", "connect-timeout"]);
     assert_eq!(names("log*"), ["loglevel", "logfile"]);
-    assert_eq!(
-        names("[bp]*"),
-        [
-            "bind",
-            "port",
-            "backend-conns",
-            "placement",
-            "proto-max-bulk-len"
-        ]
-    );
+    // Computed from the table, so new directives do not break the test.
+    let bp: Vec<&str> = DIRECTIVES
+        .iter()
+        .map(|d| d.name)
+        .filter(|n| n.starts_with('b') || n.starts_with('p'))
+        .collect();
+    assert!(bp.contains(&"bind") && bp.contains(&"port"));
+    assert_eq!(names("[bp]*"), bp);
     assert_eq!(names("include"), Vec::<&str>::new());
     assert_eq!(names("nomatch*"), Vec::<&str>::new());
     assert_eq!(names("*").len(), DIRECTIVES.len() - 1);

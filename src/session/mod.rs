@@ -136,6 +136,18 @@ pub struct Session {
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
+    /// Slots held by requests still being retried or merged (slot →
+    /// holders): a later request on one of them waits, so it cannot run
+    /// before the earlier request's resends.
+    pub gates: std::collections::HashMap<u16, u32>,
+    /// Single-slot requests under TRYAGAIN retry: (seq, slot gated).
+    pub retry_gates: Vec<(u64, u16)>,
+    /// Input processing stopped at a request on a gated slot.
+    pub gate_wait: bool,
+    /// Slots that passed a TRYAGAIN to the client: their multi-key
+    /// commands take the gated fan-out path until the topology changes.
+    pub tainted: Vec<u16>,
+    pub tainted_epoch: u64,
     pub proto: Proto,
     pub name: Option<Vec<u8>>,
     pub created: Instant,
@@ -178,6 +190,11 @@ impl Session {
             lease: Key::NONE,
             txn: None,
             sub: None,
+            gates: std::collections::HashMap::new(),
+            retry_gates: Vec::new(),
+            gate_wait: false,
+            tainted: Vec::new(),
+            tainted_epoch: 0,
             proto: Proto::Resp2,
             name: None,
             created: now,

@@ -58,6 +58,13 @@ pub struct Merge {
     pub sum: i64,
     /// The first error any part answered; it becomes the reply.
     pub error: Option<Bytes>,
+    /// The slots this request gates on its session until it completes.
+    pub gated: Vec<u16>,
+    /// Key-by-key resends not sent yet (at most SPLIT_IN_FLIGHT are in
+    /// flight): (part index, request).
+    pub waiting: std::collections::VecDeque<(u32, Bytes)>,
+    /// Where key-by-key resends go (they follow ASK on their own).
+    pub split_addr: Option<std::net::SocketAddr>,
 }
 
 impl Merge {
@@ -69,6 +76,9 @@ impl Merge {
             items: Vec::new(),
             sum: 0,
             error: None,
+            gated: Vec::new(),
+            waiting: std::collections::VecDeque::new(),
+            split_addr: None,
         }
     }
 }
@@ -150,6 +160,21 @@ impl ReplyRing {
             Some(slot @ (Slot::Pending | Slot::Merge(_))) => {
                 *slot = Slot::Ready(reply);
                 idx == 0
+            }
+            _ => false,
+        }
+    }
+
+    /// Turn the pending slot at `seq` into a merge (a request split after
+    /// it was sent). False if the slot is not pending.
+    pub fn start_merge(&mut self, seq: u64, merge: Merge) -> bool {
+        let Some(idx) = seq.checked_sub(self.base) else {
+            return false;
+        };
+        match self.slots.get_mut(idx as usize) {
+            Some(slot @ Slot::Pending) => {
+                *slot = Slot::Merge(Box::new(merge));
+                true
             }
             _ => false,
         }

@@ -55,6 +55,15 @@ impl Worker {
     }
 
     /// Take a lease on `addr` and send `out` on it.
+    pub(super) fn resend_on_lease(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        out: Outgoing,
+    ) {
+        self.send_on_lease(cx, addr, out)
+    }
+
     fn send_on_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, out: Outgoing) {
         let Some(proto) = self.sessions.get(out.session).map(|s| s.proto) else {
             return;

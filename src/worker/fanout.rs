@@ -96,7 +96,7 @@ impl Worker {
         let nkeys = (args.len() - 1) / step;
         let slot_of = |i: usize| key_slot(args.get(1 + i * step).unwrap_or_default());
         let first = slot_of(0);
-        if (1..nkeys).all(|i| slot_of(i) == first) {
+        if (1..nkeys).all(|i| slot_of(i) == first) && !self.tainted(key, first) {
             // One slot: the node can take the request as it is.
             let read = kind == Fanout::Mget;
             return self.forward_slot(cx, key, first, read, frame);
@@ -131,6 +131,12 @@ impl Worker {
             return;
         };
         let proto = s.proto;
+        // Gate the parts' slots: a later request of this session on one of
+        // them waits until every part (retries included) is in.
+        merge.gated = groups.iter().map(|(slot, _)| *slot).collect();
+        for (slot, _) in &groups {
+            *s.gates.entry(*slot).or_insert(0) += 1;
+        }
         let seq = s.ring.push_merge(merge);
         for (part, (slot, keys)) in groups.into_iter().enumerate() {
             let mut req = Vec::with_capacity(32 + keys.len() * 24 * step);
@@ -152,6 +158,7 @@ impl Worker {
             match self.pools.pool_for_slot(&self.topo, slot, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
                 None => self.fold_part(
+                    cx,
                     key,
                     seq,
                     part as u32,
@@ -163,7 +170,14 @@ impl Worker {
 
     /// Fold one part's reply into the merge at `seq`; the last part turns
     /// the merge into the reply.
-    pub(super) fn fold_part(&mut self, session: Key, seq: u64, part: u32, frame: Bytes) {
+    pub(super) fn fold_part(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        session: Key,
+        seq: u64,
+        part: u32,
+        frame: Bytes,
+    ) {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
@@ -204,8 +218,12 @@ impl Worker {
         }
         m.parts_left = m.parts_left.saturating_sub(1);
         if m.parts_left > 0 {
+            if !m.waiting.is_empty() {
+                self.send_waiting(cx, session, seq);
+            }
             return;
         }
+        let gated = std::mem::take(&mut m.gated);
         let reply = if let Some(e) = m.error.take() {
             e
         } else {
@@ -224,6 +242,9 @@ impl Worker {
             }
         };
         self.deliver(session, seq, reply);
+        if !gated.is_empty() {
+            self.release_gates(session, &gated);
+        }
     }
 
     /// Commands about the whole cluster.
@@ -271,6 +292,7 @@ impl Worker {
             match self.pools.pool_for_shard(shard, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
                 None => self.fold_part(
+                    cx,
                     key,
                     seq,
                     shard as u32,

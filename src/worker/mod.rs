@@ -31,6 +31,7 @@ mod blocking;
 mod dispatch;
 mod fanout;
 mod pubsub;
+mod retry;
 mod txn;
 
 use crate::backend::pool::{PoolKey, Pools};
@@ -80,6 +81,8 @@ pub struct Outgoing {
     pub purpose: Purpose,
     /// Redirects followed so far.
     pub hops: u8,
+    /// TRYAGAIN waits spent so far.
+    pub retries: u8,
     /// Precede it with ASKING on the same connection.
     pub asking: bool,
     /// Replies the request produces (transactions: one per command).
@@ -95,6 +98,7 @@ impl Outgoing {
             req,
             purpose: Purpose::Client,
             hops: 0,
+            retries: 0,
             asking: false,
             expect: 1,
         }
@@ -112,6 +116,7 @@ impl Outgoing {
             req: f.req,
             purpose: f.purpose,
             hops: f.hops.saturating_add(1),
+            retries: f.retries,
             asking,
             expect,
         }
@@ -121,6 +126,8 @@ impl Outgoing {
 pub enum Timer {
     Tick,
     ConnectTimeout(Key),
+    /// A TRYAGAIN wait is over (key into `retrying`).
+    Retry(Key),
 }
 
 pub struct Worker {
@@ -145,6 +152,10 @@ pub struct Worker {
     args: Vec<Range<usize>>,
     /// Idle leased connections by node and protocol.
     idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
+    /// Requests waiting out a TRYAGAIN, and the node to resend them to.
+    retrying: GenSlab<(InFlight, SocketAddr)>,
+    /// A request unanswered this long fails its connection (None: never).
+    backend_timeout: Option<Duration>,
     commands: u64,
     any_master: usize,
     draining: Option<Instant>,
@@ -187,6 +198,9 @@ impl Worker {
             ready_backends: Vec::new(),
             args: Vec::with_capacity(16),
             idle_leases: HashMap::new(),
+            retrying: GenSlab::new(),
+            backend_timeout: (cfg.backend_timeout_ms > 0)
+                .then(|| Duration::from_millis(cfg.backend_timeout_ms)),
             commands: 0,
             any_master: id,
             draining: None,
@@ -264,6 +278,12 @@ impl Worker {
             if s.ring.fill(seq, frame) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
+            }
+            if !s.retry_gates.is_empty() {
+                if let Some(i) = s.retry_gates.iter().position(|g| g.0 == seq) {
+                    let (_, slot) = s.retry_gates.swap_remove(i);
+                    self.release_gates(session, &[slot]);
+                }
             }
         }
     }
@@ -379,6 +399,18 @@ impl Worker {
                     continue;
                 }
                 Scan::Request { len } => {
+                    if !s.gates.is_empty() {
+                        let args = crate::command::Args {
+                            buf: &s.rbuf[..len],
+                            ranges: s.scanner.args(),
+                        };
+                        if retry::gated_for(s, &args) {
+                            // Wait for the gate; the request stays in the
+                            // buffer and is scanned again then.
+                            s.gate_wait = true;
+                            return;
+                        }
+                    }
                     let frame = s.rbuf.split_to(len).freeze();
                     self.args.clear();
                     self.args.extend_from_slice(s.scanner.args());
@@ -530,6 +562,9 @@ impl Worker {
             readonly,
         } = self.pools.pools[pool].key;
         if self.pools.is_down(pool, cx.now) {
+            // Keep asking for the map while a node is down: a failover is
+            // noticed as soon as the cluster has one.
+            self.shared.topology.request_refresh();
             let last = &self.pools.pools[pool].last_error;
             return Err(Bytes::from(format!(
                 "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
@@ -564,6 +599,7 @@ impl Worker {
                     req: out.req,
                     purpose: out.purpose,
                     hops: out.hops,
+                    retries: out.retries,
                     expect: 1,
                 };
                 self.complete(cx, f, err);
@@ -592,6 +628,7 @@ impl Worker {
             req,
             purpose,
             hops,
+            retries,
             asking,
             expect,
         } = out;
@@ -619,6 +656,7 @@ impl Worker {
             req,
             purpose,
             hops,
+            retries,
             expect,
         });
         self.mark_backend_dirty(bkey);
@@ -735,6 +773,10 @@ impl Worker {
                 self.follow(cx, f, r);
                 return;
             }
+            if retry::is_tryagain(&frame) {
+                self.try_again(cx, via, f, frame);
+                return;
+            }
         }
         if f.purpose == Purpose::Txn {
             if let Some(r) = self
@@ -750,10 +792,10 @@ impl Worker {
     }
 
     /// A request's final reply (or the error replacing it).
-    fn complete(&mut self, _cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
+    fn complete(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
         match f.purpose {
             Purpose::Client | Purpose::Txn => self.deliver(f.session, f.seq, frame),
-            Purpose::Part(part) => self.fold_part(f.session, f.seq, part, frame),
+            Purpose::Part(part) => self.fold_part(cx, f.session, f.seq, part, frame),
             Purpose::Scan(index) => {
                 let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
                 self.deliver(f.session, f.seq, frame);
@@ -889,7 +931,30 @@ impl Worker {
         }
     }
 
+    /// Drop connections whose oldest unanswered request passed
+    /// `backend-timeout` (blocking leases and subscribers are exempt).
+    fn check_timeouts(&mut self, cx: &mut Context<'_, Timer>) {
+        let Some(limit) = self.backend_timeout else {
+            return;
+        };
+        let late: Vec<Key> = self
+            .backends
+            .iter()
+            .filter(|(_, b)| {
+                b.role == Role::Shared
+                    && b.state == State::Connected
+                    && b.awaiting() > 0
+                    && cx.now.saturating_duration_since(b.progress_at) > limit
+            })
+            .map(|(k, _)| k)
+            .collect();
+        for k in late {
+            self.backend_failed(cx, k, "backend-timeout: no reply in time");
+        }
+    }
+
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
+        self.check_timeouts(cx);
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {
                 self.stop = true;
@@ -948,6 +1013,7 @@ impl Handler for Worker {
                 cx.schedule_in(TICK, Timer::Tick);
                 self.tick(cx);
             }
+            Timer::Retry(key) => self.retry_now(cx, key),
             Timer::ConnectTimeout(key) => {
                 if self
                     .backends

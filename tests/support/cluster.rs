@@ -40,6 +40,9 @@ pub struct ClusterSpec {
     pub node_timeout_ms: u64,
     /// Extra `redis.conf` lines, appended last (so they win).
     pub extra_redis_conf: Vec<String>,
+    /// Ports to use, node by node (empty: free ports). A port in use is
+    /// then an error, not a reason to pick another.
+    pub ports: Vec<u16>,
 }
 
 impl Default for ClusterSpec {
@@ -49,6 +52,7 @@ impl Default for ClusterSpec {
             replicas_per_master: 0,
             node_timeout_ms: 2000,
             extra_redis_conf: Vec::new(),
+            ports: Vec::new(),
         }
     }
 }
@@ -133,7 +137,7 @@ impl RedisCluster {
             fs::create_dir_all(&node_dir)
                 .unwrap_or_else(|e| panic!("cannot create {}: {e}", node_dir.display()));
             cluster.node_dirs.push(node_dir);
-            let port = free_port();
+            let port = cluster.spec.ports.get(i).copied().unwrap_or_else(free_port);
             let child = cluster.spawn_node(i, port);
             cluster.nodes.push(RedisNode {
                 port,
@@ -256,6 +260,9 @@ impl RedisCluster {
             match self.boot(idx) {
                 Ok(()) => return,
                 Err(BootError::Failed(why)) => panic!("{why}"),
+                Err(BootError::PortInUse) if !self.spec.ports.is_empty() => {
+                    panic!("node {idx}: port {} is in use", self.nodes[idx].port)
+                }
                 Err(BootError::PortInUse) => {
                     // Someone took the port between free_port and bind.
                     if let Some(mut old) = self.children[idx].take() {
@@ -397,6 +404,136 @@ impl RedisCluster {
         wait_until_explained("the cluster to be healthy", timeout, || {
             self.check(&live, false)
         });
+    }
+
+    /// Starts one more node, empty, introduces it to the cluster as a
+    /// master without slots, waits until every node knows it; returns its
+    /// index.
+    pub fn add_master(&mut self) -> usize {
+        let idx = self.nodes.len();
+        let node_dir = self.dir.join(format!("node{idx}"));
+        fs::create_dir_all(&node_dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", node_dir.display()));
+        self.node_dirs.push(node_dir);
+        let port = free_port();
+        let child = self.spawn_node(idx, port);
+        self.nodes.push(RedisNode {
+            port,
+            pid: child.id(),
+            id: String::new(),
+            master_of: None,
+        });
+        self.children.push(Some(child));
+        self.boot_with_port_retries(idx);
+        let id = self.nodes[idx].conn().cmd(&["CLUSTER", "MYID"]);
+        self.nodes[idx].id = id.as_str().to_string();
+        let introducer = (0..idx)
+            .find(|&i| self.is_running(i))
+            .expect("a running node");
+        let p = self.nodes[idx].port.to_string();
+        expect_ok(
+            &self.nodes[introducer]
+                .conn()
+                .cmd(&["CLUSTER", "MEET", "127.0.0.1", &p]),
+            self.nodes[introducer].port,
+        );
+        self.wait_healthy(FORM_DEADLINE);
+        idx
+    }
+
+    /// Moves `slot` to node `to` the way `redis-cli --cluster reshard` does:
+    /// IMPORTING on the target, MIGRATING on the source, MIGRATE the keys
+    /// `batch` at a time, then SETSLOT NODE on the target, the source and
+    /// every other master. Returns the number of keys moved.
+    pub fn migrate_slot(&self, slot: u16, to: usize, batch: usize) -> usize {
+        self.migrate_slot_paced(slot, to, batch, Duration::ZERO)
+    }
+
+    /// `migrate_slot` with a pause after each MIGRATE, so the slot stays
+    /// split between the two nodes for a while (what a large slot does).
+    pub fn migrate_slot_paced(&self, slot: u16, to: usize, batch: usize, pause: Duration) -> usize {
+        // Gossip from an earlier move may still be settling: start from a
+        // slot map every node agrees on.
+        self.wait_healthy(FORM_DEADLINE);
+        let from_port = self.port_for_slot(slot);
+        let from = self
+            .nodes
+            .iter()
+            .find(|n| n.port == from_port)
+            .expect("the slot's owner")
+            .clone();
+        let target = self.nodes[to].clone();
+        if from.id == target.id {
+            return 0;
+        }
+        let s = slot.to_string();
+        expect_ok(
+            &target
+                .conn()
+                .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]),
+            target.port,
+        );
+        expect_ok(
+            &from
+                .conn()
+                .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &target.id]),
+            from.port,
+        );
+        let mut src = from.conn();
+        let tport = target.port.to_string();
+        let count = batch.max(1).to_string();
+        let mut moved = 0;
+        loop {
+            let keys = src.cmd(&["CLUSTER", "GETKEYSINSLOT", &s, &count]);
+            let keys: Vec<String> = match &keys {
+                Reply::Array(Some(k)) => k.iter().map(|k| k.as_str().to_string()).collect(),
+                other => panic!("GETKEYSINSLOT on :{}: {other:?}", from.port),
+            };
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec![
+                "MIGRATE",
+                "127.0.0.1",
+                tport.as_str(),
+                "",
+                "0",
+                "10000",
+                "REPLACE",
+                "KEYS",
+            ];
+            args.extend(keys.iter().map(String::as_str));
+            let r = src.cmd(&args);
+            assert!(
+                matches!(&r, Reply::Simple(s) if s == "OK" || s == "NOKEY"),
+                "MIGRATE on :{}: {r:?}",
+                from.port
+            );
+            moved += keys.len();
+            if !pause.is_zero() {
+                std::thread::sleep(pause);
+            }
+        }
+        expect_ok(
+            &target
+                .conn()
+                .cmd(&["CLUSTER", "SETSLOT", &s, "NODE", &target.id]),
+            target.port,
+        );
+        expect_ok(
+            &from
+                .conn()
+                .cmd(&["CLUSTER", "SETSLOT", &s, "NODE", &target.id]),
+            from.port,
+        );
+        for (i, n) in self.nodes.iter().enumerate() {
+            if self.is_running(i) && n.master_of.is_none() && n.id != from.id && n.id != target.id {
+                let _ = n
+                    .conn()
+                    .cmd(&["CLUSTER", "SETSLOT", &s, "NODE", &target.id]);
+            }
+        }
+        moved
     }
 
     /// Re-reads who is master of whom (after a failover), from a running node.

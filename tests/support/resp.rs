@@ -432,6 +432,20 @@ impl Conn {
         cmds.iter().map(|_| self.read_reply()).collect()
     }
 
+    /// `pipeline` that reports a failure (write error, a reply not arriving
+    /// within 10 s, a closed connection) instead of panicking.
+    pub fn try_pipeline(&mut self, cmds: &[Vec<Vec<u8>>]) -> io::Result<Vec<Reply>> {
+        let mut out = Vec::new();
+        for c in cmds {
+            let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+            out.extend_from_slice(&encode_command(&args));
+        }
+        self.write_raw(&out)?;
+        cmds.iter()
+            .map(|_| self.try_read_reply(IO_TIMEOUT))
+            .collect()
+    }
+
     pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)?;
         self.stream.flush()

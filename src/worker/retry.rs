@@ -1,0 +1,399 @@
+//! TRYAGAIN and slot gates.
+//!
+//! A node answers TRYAGAIN to a multi-key request on a slot that is being
+//! migrated when some of the keys have moved and some have not. The
+//! request is first retried whole after 2, 4, 8, 16, 32 and 64 ms, which
+//! carries it through an atomic migration's handoff with its atomicity
+//! intact. A TRYAGAIN that outlasts the waits means the keys really are
+//! split between the two nodes: a fan-out-family request (MGET, MSET, DEL,
+//! UNLINK, EXISTS, TOUCH, PFCOUNT) is then re-sent key by key with the same
+//! command name (each single-key request follows ASK on its own; at most
+//! SPLIT_IN_FLIGHT at a time) and the replies fold like any fan-out's.
+//!
+//! Ordering. Retries are late by design, so a later request of the same
+//! session on the same slot must not overtake them. Fan-outs gate their
+//! slots from dispatch until they complete; a single-slot request gates
+//! its slot when its first TRYAGAIN arrives, but only if nothing was
+//! dispatched after it — otherwise the TRYAGAIN goes to the client as is,
+//! and the slot is marked so later multi-key commands on it take the gated
+//! fan-out path until the topology changes. A session whose next request
+//! touches a gated slot stops reading requests until the gate opens.
+//!
+//! Replies that are not errors pay nothing for any of this.
+
+use super::{Outgoing, Timer, Worker};
+use crate::backend::{InFlight, Purpose};
+use crate::command::{self, Args, Command, Fanout, Route};
+use crate::resp::limits::Limits;
+use crate::resp::request::{RequestScanner, Scan};
+use crate::session::ring::{Fold, Merge};
+use crate::topology::key_slot;
+use bytes::Bytes;
+use reactor::{Context, Key};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Whole-request retries before splitting (2 ms doubling: 2..64 ms).
+pub(super) const RETRY_WAITS: u8 = 6;
+const FIRST_WAIT: Duration = Duration::from_millis(2);
+/// Key-by-key resends in flight at once for one request.
+pub(super) const SPLIT_IN_FLIGHT: usize = 256;
+
+pub(super) fn is_tryagain(frame: &[u8]) -> bool {
+    frame.starts_with(b"-TRYAGAIN")
+}
+
+/// Whether the request about to be dispatched must wait for a gate of its
+/// session: it names a gated slot, or it is cluster-wide.
+pub(super) fn gated_for(s: &crate::session::Session, args: &Args) -> bool {
+    if s.gates.is_empty() {
+        return false;
+    }
+    let Ok(cmd) = command::resolve(args) else {
+        return false;
+    };
+    match cmd.route {
+        Route::ClusterWide(_) => true,
+        Route::Slot | Route::Fanout(_) | Route::Blocking => command::keys(cmd, args).any(|i| {
+            s.gates
+                .contains_key(&key_slot(args.get(i).unwrap_or_default()))
+        }),
+        _ => false,
+    }
+}
+
+/// A request frame's arguments, re-scanned (only on the retry path).
+struct Parsed {
+    frame: Bytes,
+    ranges: Vec<std::ops::Range<usize>>,
+}
+
+impl Parsed {
+    fn of(frame: &Bytes) -> Option<Parsed> {
+        let mut sc = RequestScanner::new();
+        let limits = Limits {
+            max_bulk_len: usize::MAX / 2,
+            ..Limits::default()
+        };
+        match sc.scan(frame, &limits, true) {
+            Scan::Request { .. } => Some(Parsed {
+                frame: frame.clone(),
+                ranges: sc.args().to_vec(),
+            }),
+            _ => None,
+        }
+    }
+
+    fn args(&self) -> Args<'_> {
+        Args {
+            buf: &self.frame,
+            ranges: &self.ranges,
+        }
+    }
+
+    fn command(&self) -> Option<&'static Command> {
+        command::resolve(&self.args()).ok()
+    }
+
+    fn first_slot(&self) -> Option<u16> {
+        let args = self.args();
+        let cmd = self.command()?;
+        command::first_key(cmd, &args)
+            .and_then(|i| args.get(i))
+            .map(key_slot)
+    }
+}
+
+/// The slot of the first key among the requests in `frames` (a single
+/// request, or a whole MULTI ... EXEC).
+fn first_slot_in(frames: &Bytes) -> Option<u16> {
+    let mut at = 0;
+    while at < frames.len() {
+        let rest = frames.slice(at..);
+        let p = Parsed::of(&rest)?;
+        let len = p.ranges.last().map(|r| r.end + 2)?;
+        if let Some(slot) = p.first_slot() {
+            return Some(slot);
+        }
+        at += len;
+    }
+    None
+}
+
+fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
+    out.push(b'$');
+    out.extend_from_slice(arg.len().to_string().as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The single-key requests of a fan-out-family request, in key order.
+fn split_keys(p: &Parsed, kind: Fanout) -> Vec<Bytes> {
+    let args = p.args();
+    let name = args.get(0).unwrap_or_default();
+    let step = if kind == Fanout::Mset { 2 } else { 1 };
+    let n = (args.len() - 1) / step;
+    (0..n)
+        .map(|i| {
+            let mut out = Vec::with_capacity(48);
+            out.extend_from_slice(format!("*{}\r\n", 1 + step).as_bytes());
+            push_bulk(&mut out, name);
+            for j in 0..step {
+                push_bulk(&mut out, args.get(1 + i * step + j).unwrap_or_default());
+            }
+            Bytes::from(out)
+        })
+        .collect()
+}
+
+fn fold_of(kind: Fanout) -> Fold {
+    match kind {
+        Fanout::Mget => Fold::Items,
+        Fanout::Mset => Fold::AllOk,
+        Fanout::SumIntegers | Fanout::Pfcount => Fold::Sum,
+    }
+}
+
+impl Worker {
+    /// A TRYAGAIN arrived for `f` from the node at `via`.
+    pub(super) fn try_again(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        via: SocketAddr,
+        f: InFlight,
+        frame: Bytes,
+    ) {
+        log::debug!(
+            target: "mithril::worker",
+            "worker {}: TRYAGAIN from {via} ({:?}, wait {})",
+            self.id,
+            f.purpose,
+            f.retries
+        );
+        match f.purpose {
+            Purpose::Part(_) => {
+                // Its fan-out gates the slot already.
+                if f.retries < RETRY_WAITS {
+                    return self.schedule_retry(cx, f, via);
+                }
+                if !self.split_part(cx, via, &f) {
+                    self.complete(cx, f, frame);
+                }
+            }
+            Purpose::Client | Purpose::Txn | Purpose::Blocking => {
+                let Some(s) = self.sessions.get_mut(f.session) else {
+                    return;
+                };
+                if f.retries == 0 {
+                    let last = s.ring.next_seq() == f.seq + 1;
+                    let slot = first_slot_in(&f.req);
+                    match slot {
+                        Some(slot) if last || f.purpose == Purpose::Blocking => {
+                            *s.gates.entry(slot).or_insert(0) += 1;
+                            s.retry_gates.push((f.seq, slot));
+                        }
+                        _ => {
+                            if let Some(slot) = slot {
+                                if !s.tainted.contains(&slot) {
+                                    s.tainted.push(slot);
+                                    s.tainted_epoch = self.pools.epoch;
+                                }
+                            }
+                            return self.complete(cx, f, frame);
+                        }
+                    }
+                }
+                if f.retries < RETRY_WAITS {
+                    return self.schedule_retry(cx, f, via);
+                }
+                if f.purpose == Purpose::Client && self.split_request(cx, via, &f) {
+                    return;
+                }
+                self.complete(cx, f, frame);
+            }
+            _ => self.complete(cx, f, frame),
+        }
+    }
+
+    fn schedule_retry(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, via: SocketAddr) {
+        let wait = FIRST_WAIT * (1u32 << f.retries.min(10));
+        let key = self.retrying.insert((f, via));
+        cx.schedule_in(wait, Timer::Retry(key));
+    }
+
+    /// A retry's wait is over: send it again to the node that asked for it.
+    pub(super) fn retry_now(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some((mut f, via)) = self.retrying.remove(key) else {
+            return;
+        };
+        f.retries += 1;
+        let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
+            return;
+        };
+        let expect = if f.purpose == Purpose::Txn {
+            super::txn::replies_of(&f)
+        } else {
+            1
+        };
+        let out = Outgoing {
+            session: f.session,
+            seq: Some(f.seq),
+            req: f.req,
+            purpose: f.purpose,
+            hops: f.hops,
+            retries: f.retries,
+            asking: false,
+            expect,
+        };
+        if out.purpose == Purpose::Blocking {
+            return self.resend_on_lease(cx, via, out);
+        }
+        let pool = self.pools.master_pool(via, proto);
+        self.send_to_pool(cx, pool, out);
+    }
+
+    /// Split a fan-out part key by key, inside its merge.
+    fn split_part(&mut self, cx: &mut Context<'_, Timer>, via: SocketAddr, f: &InFlight) -> bool {
+        let Purpose::Part(part) = f.purpose else {
+            return false;
+        };
+        let Some(p) = Parsed::of(&f.req) else {
+            return false;
+        };
+        let Some(Route::Fanout(kind)) = p.command().map(|c| c.route) else {
+            return false;
+        };
+        let reqs = split_keys(&p, kind);
+        if reqs.is_empty() {
+            return false;
+        }
+        let Some(s) = self.sessions.get_mut(f.session) else {
+            return true;
+        };
+        let Some(m) = s.ring.merge_mut(f.seq) else {
+            return true;
+        };
+        let positions: Vec<u32> = m.part_keys.get(part as usize).cloned().unwrap_or_default();
+        if m.fold == Fold::Items && positions.len() != reqs.len() {
+            return false;
+        }
+        m.parts_left += reqs.len() as u32 - 1;
+        m.split_addr = Some(via);
+        for (i, r) in reqs.into_iter().enumerate() {
+            let idx = m.part_keys.len() as u32;
+            m.part_keys
+                .push(positions.get(i).map(|&p| vec![p]).unwrap_or_default());
+            m.waiting.push_back((idx, r));
+        }
+        self.send_waiting(cx, f.session, f.seq);
+        true
+    }
+
+    /// Turn a single-slot fan-out-family request into a key-by-key merge.
+    fn split_request(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        via: SocketAddr,
+        f: &InFlight,
+    ) -> bool {
+        let Some(p) = Parsed::of(&f.req) else {
+            return false;
+        };
+        let Some(Route::Fanout(kind)) = p.command().map(|c| c.route) else {
+            return false;
+        };
+        let reqs = split_keys(&p, kind);
+        if reqs.is_empty() {
+            return false;
+        }
+        let mut m = Merge::new(fold_of(kind), reqs.len() as u32);
+        if m.fold == Fold::Items {
+            m.items = vec![Bytes::new(); reqs.len()];
+        }
+        m.split_addr = Some(via);
+        for (i, r) in reqs.into_iter().enumerate() {
+            m.part_keys.push(vec![i as u32]);
+            m.waiting.push_back((i as u32, r));
+        }
+        let Some(s) = self.sessions.get_mut(f.session) else {
+            return true;
+        };
+        // The retry gate moves to the merge: released when it completes.
+        if let Some(i) = s.retry_gates.iter().position(|g| g.0 == f.seq) {
+            let (_, slot) = s.retry_gates.swap_remove(i);
+            m.gated.push(slot);
+        }
+        if !s.ring.start_merge(f.seq, m) {
+            return false;
+        }
+        self.send_waiting(cx, f.session, f.seq);
+        true
+    }
+
+    /// Send key-by-key resends until SPLIT_IN_FLIGHT are out.
+    pub(super) fn send_waiting(&mut self, cx: &mut Context<'_, Timer>, session: Key, seq: u64) {
+        loop {
+            let Some(s) = self.sessions.get_mut(session) else {
+                return;
+            };
+            let proto = s.proto;
+            let Some(m) = s.ring.merge_mut(seq) else {
+                return;
+            };
+            let in_flight = m.parts_left as usize - m.waiting.len();
+            if in_flight >= SPLIT_IN_FLIGHT {
+                return;
+            }
+            let (Some((part, req)), Some(addr)) = (m.waiting.pop_front(), m.split_addr) else {
+                return;
+            };
+            let out = Outgoing {
+                seq: Some(seq),
+                purpose: Purpose::Part(part),
+                // Single keys never get TRYAGAIN; never split them again.
+                retries: RETRY_WAITS,
+                ..Outgoing::new(session, req)
+            };
+            let pool = self.pools.master_pool(addr, proto);
+            self.send_to_pool(cx, pool, out);
+        }
+    }
+
+    /// Release the gates a finished request held; wake the session if its
+    /// input was waiting on one.
+    pub(super) fn release_gates(&mut self, session: Key, slots: &[u16]) {
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        for slot in slots {
+            if let Some(n) = s.gates.get_mut(slot) {
+                *n -= 1;
+                if *n == 0 {
+                    s.gates.remove(slot);
+                }
+            }
+        }
+        if s.gate_wait {
+            s.gate_wait = false;
+            self.ready_sessions.push(session);
+        }
+    }
+
+    /// A multi-key request on a slot that passed a TRYAGAIN to the client
+    /// goes through the (gated) fan-out path even when it is one slot.
+    pub(super) fn tainted(&mut self, key: Key, slot: u16) -> bool {
+        let epoch = self.pools.epoch;
+        let Some(s) = self.sessions.get_mut(key) else {
+            return false;
+        };
+        if s.tainted.is_empty() {
+            return false;
+        }
+        if s.tainted_epoch != epoch {
+            s.tainted.clear();
+            return false;
+        }
+        s.tainted.contains(&slot)
+    }
+}
