@@ -18,6 +18,7 @@
 #![allow(dead_code, unused_imports)]
 
 mod cluster;
+pub mod load;
 mod mithril;
 mod process;
 mod resp;
