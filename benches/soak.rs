@@ -10,7 +10,6 @@
 //! `cargo bench` does not start a ten-minute run). Not part of `make test`.
 
 #[path = "../tests/support/mod.rs"]
-#[allow(dead_code)]
 mod support;
 
 use std::path::Path;
