@@ -84,6 +84,9 @@ pub struct Shared {
     pub started: Instant,
     pub rejected_connections: AtomicU64,
     pub total_connections: AtomicU64,
+    /// What the commands mithril answers itself keep: live CONFIG values,
+    /// the password, the run id and the emulated node's id.
+    pub admin: crate::admin::AdminState,
 }
 
 impl Shared {

@@ -38,6 +38,14 @@ impl Worker {
                 return self.reply(key, Bytes::from(r));
             }
         }
+        // NOAUTH gate (requirepass); also records the command for CLIENT INFO.
+        if !self
+            .sessions
+            .get_mut(key)
+            .is_some_and(|s| admin::admit(s, cmd))
+        {
+            return self.reply(key, Bytes::from_static(admin::ERR_NOAUTH));
+        }
         match cmd.route {
             Route::Slot | Route::Fanout(_) => {
                 if command::is_blocking_call(cmd, &args) {
