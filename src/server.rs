@@ -115,6 +115,7 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
     }
     let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
     let shared = Arc::new(Shared {
+        admin: crate::admin::AdminState::new(&cfg),
         config: cfg,
         topology: topology.clone(),
         clients: Arc::new(AtomicUsize::new(0)),

@@ -90,6 +90,9 @@ pub struct Shared {
     /// Leased connections per node (locked only when a lease is opened or
     /// closed, never per request).
     pub leases: std::sync::Mutex<std::collections::HashMap<SocketAddr, usize>>,
+    /// What the commands mithril answers itself keep: live CONFIG values,
+    /// the password, the run id and the emulated node's id.
+    pub admin: crate::admin::AdminState,
 }
 
 impl Shared {

@@ -1,16 +1,61 @@
 //! Commands the proxy answers itself.
 //!
-//! Each handler gets the session (protocol, name, id) and the shared state
-//! (configuration, topology) and returns the reply frame. Nothing here goes
-//! to a backend and nothing here is on the hot path of routed traffic.
+//! What it owns: the replies to every command the table routes `Local`
+//! (connection commands, AUTH/HELLO/RESET, INFO, CONFIG, CLIENT, COMMAND,
+//! ACL WHOAMI and the one-node CLUSTER face), the NOAUTH gate
+//! ([`admit`]), and [`AdminState`], the bit of live state those commands
+//! keep in `Shared`.
+//!
+//! ```text
+//!   dispatch ── admit(session, cmd) ──► NOAUTH? ── reply
+//!                      │ ok
+//!                      ▼ Route::Local
+//!               execute(shared, session, cmd, args) ──► Outcome (one frame)
+//!                  ├─ auth        AUTH HELLO RESET
+//!                  ├─ client      CLIENT ...          (+ client_info_line)
+//!                  ├─ config_cmd  CONFIG ...
+//!                  ├─ cluster     CLUSTER ...         (one master, all slots)
+//!                  ├─ introspect  COMMAND ...         (from the static table)
+//!                  ├─ getkeys     COMMAND GETKEYS[ANDFLAGS]
+//!                  └─ info        INFO
+//! ```
+//!
+//! Invariants: every reply is exactly one frame, built in the session's
+//! protocol with [`Encoder`], so one handler answers RESP2 and RESP3 the
+//! way Redis 7 does (texts of errors included); a handler touches only its
+//! own session and `Shared`. Nothing here is on the path of routed traffic
+//! except [`admit`], which is one store and one test.
+//!
+//! Never: send anything to a backend, block, or panic on client input.
 
+mod auth;
+mod client;
+mod cluster;
+mod config_cmd;
+mod getkeys;
+mod info;
 mod introspect;
+mod state;
 
-use crate::command::{Args, Command};
+pub use auth::reset_session;
+pub use client::client_info_line;
+pub use state::{password_required, AdminState};
+
+use crate::command::{flags, Args, Command};
 use crate::resp::encode::Encoder;
 use crate::session::Session;
 use crate::shared::Shared;
 use bytes::Bytes;
+
+/// The Redis version mithril reports (HELLO, INFO): it emulates the 7.2
+/// command surface.
+pub const REDIS_VERSION: &str = "7.2.0";
+/// mithril's own version.
+pub const MITHRIL_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The reply to any command but AUTH, HELLO, QUIT and RESET while a client
+/// has not authenticated.
+pub const ERR_NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
 
 pub enum Outcome {
     Reply(Bytes),
@@ -21,11 +66,23 @@ pub enum Outcome {
 const OK: &[u8] = b"+OK\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
 const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
+const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
+const ERR_WATCH: &[u8] = b"-ERR mithril: WATCH and UNWATCH are not supported through the proxy\r\n";
+
+/// The auth gate, run for every command that passed lookup and arity
+/// checks (the order Redis uses): remembers the command for CLIENT INFO
+/// and says whether this session may run it.
+#[inline]
+pub fn admit(s: &mut Session, cmd: &'static Command) -> bool {
+    s.last_cmd = cmd.name;
+    s.authenticated || cmd.flags & flags::NO_AUTH != 0
+}
 
 fn stat(s: &'static [u8]) -> Outcome {
     Outcome::Reply(Bytes::from_static(s))
 }
 
+/// A reply built in the session's protocol.
 fn built(f: impl FnOnce(&mut Encoder<'_>), s: &Session) -> Outcome {
     let mut out = Vec::new();
     f(&mut Encoder::new(&mut out, s.proto));
@@ -33,8 +90,34 @@ fn built(f: impl FnOnce(&mut Encoder<'_>), s: &Session) -> Outcome {
 }
 
 /// Redis's error frame for a message (`msg` without the leading '-').
+/// CR and LF inside are turned into spaces, so client bytes quoted in the
+/// message cannot break the frame.
 pub fn error(msg: &str) -> Outcome {
-    Outcome::Reply(Bytes::from(format!("-{msg}\r\n")))
+    error_bytes(msg.as_bytes())
+}
+
+fn error_bytes(msg: &[u8]) -> Outcome {
+    let mut out = Vec::with_capacity(msg.len() + 3);
+    Encoder::new(&mut out, crate::resp::encode::Proto::Resp2).error(msg);
+    Outcome::Reply(Bytes::from(out))
+}
+
+/// A HELP reply: one status line per entry, as Redis formats them.
+fn help(s: &Session, lines: &[&str]) -> Outcome {
+    built(
+        |e| {
+            e.array(lines.len());
+            for l in lines {
+                e.simple(l.as_bytes());
+            }
+        },
+        s,
+    )
+}
+
+/// The command's name as users write it: `CLIENT SETNAME`.
+fn display_name(cmd: &Command) -> String {
+    cmd.name.replace('|', " ").to_uppercase()
 }
 
 /// Parse an argument as Redis's string2ll does (strict decimal).
@@ -52,7 +135,8 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
 
 pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Args) -> Outcome {
     let arg = |i: usize| args.get(i).unwrap_or_default();
-    match cmd.name {
+    let family = cmd.name.split('|').next().unwrap_or(cmd.name);
+    match family {
         "ping" => match args.len() {
             1 => stat(PONG),
             _ => built(
@@ -75,12 +159,107 @@ pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
             Some(0) => stat(OK),
             Some(_) => error("ERR SELECT is not allowed in cluster mode"),
         },
-        name if name == "command" || name.starts_with("command|") => {
-            introspect::command(shared, s, cmd, args)
+        "time" => time(s),
+        "lolwut" => built(
+            |e| {
+                e.verbatim(
+                    b"txt",
+                    format!("mithril ver. {MITHRIL_VERSION}\n").as_bytes(),
+                );
+            },
+            s,
+        ),
+        // Cluster-client handshakes; the proxy routes every read itself.
+        "asking" | "readonly" | "readwrite" => stat(OK),
+        "watch" | "unwatch" => stat(ERR_WATCH),
+        "auth" => auth::auth(shared, s, args),
+        "hello" => auth::hello(shared, s, args),
+        "reset" => auth::reset(s),
+        "acl" => acl(s, cmd),
+        "client" => client::client(shared, s, cmd, args),
+        "config" => config_cmd::config(shared, s, cmd, args),
+        "cluster" => cluster::cluster(shared, s, cmd, args),
+        "command" => introspect::command(shared, s, cmd, args),
+        "info" => info::info(shared, s, args),
+        _ => error(&format!(
+            "ERR mithril: '{}' is not supported yet",
+            display_name(cmd)
+        )),
+    }
+}
+
+/// TIME: seconds and microseconds of the proxy's clock, as two bulk
+/// strings.
+fn time(s: &Session) -> Outcome {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    built(
+        |e| {
+            e.array(2)
+                .bulk(now.as_secs().to_string().as_bytes())
+                .bulk(now.subsec_micros().to_string().as_bytes());
+        },
+        s,
+    )
+}
+
+/// ACL: the proxy has one user, `default`; users are managed with
+/// `requirepass` in the configuration file, not with ACL commands.
+fn acl(s: &Session, cmd: &Command) -> Outcome {
+    match cmd.name {
+        "acl|whoami" => built(
+            |e| {
+                e.bulk(b"default");
+            },
+            s,
+        ),
+        "acl|help" => help(
+            s,
+            &[
+                "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "WHOAMI",
+                "    Return the name of the user of this connection: always 'default'.",
+                "HELP",
+                "    Print this help.",
+                "mithril has a single user; its password is the requirepass directive of the configuration file.",
+            ],
+        ),
+        _ => error(&format!(
+            "ERR mithril: {} is not supported: the proxy has the single user 'default', \
+             whose password is set with requirepass in the configuration file",
+            display_name(cmd)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_integers() {
+        assert_eq!(parse_i64(b"0"), Some(0));
+        assert_eq!(parse_i64(b"-5"), Some(-5));
+        assert_eq!(parse_i64(b"12"), Some(12));
+        for bad in [
+            &b""[..],
+            b"+1",
+            b"01",
+            b"-0",
+            b"1x",
+            b" 1",
+            b"99999999999999999999",
+        ] {
+            assert_eq!(parse_i64(bad), None, "{bad:?}");
         }
-        _ => Outcome::Reply(Bytes::from(format!(
-            "-ERR mithril: '{}' is not supported yet\r\n",
-            cmd.name.replace('|', " ").to_uppercase()
-        ))),
+    }
+
+    #[test]
+    fn errors_stay_one_line() {
+        let Outcome::Reply(r) = error("ERR a\r\nb") else {
+            panic!()
+        };
+        assert_eq!(&r[..], b"-ERR a  b\r\n");
     }
 }

@@ -7932,7 +7932,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::TRANSACTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Local,
         subcommands: &[],
         doc: Doc {
             summary: "Forget about all watched keys",
@@ -7996,7 +7996,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RO, begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: -1, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (1, -1, 1),
-        route: Route::Unsupported,
+        route: Route::Local,
         subcommands: &[],
         doc: Doc {
             summary: "Watch the given keys to determine execution of the MULTI/EXEC block",

@@ -308,6 +308,53 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         getter: |c| vec![c.logfile.clone()],
     },
+    Directive {
+        name: "requirepass",
+        default: "\"\"",
+        summary: "password clients must give with AUTH before other commands; empty means none",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.requirepass = first(a).to_string();
+            Ok(())
+        },
+        // The real value, so `render` round-trips; CONFIG GET hides it.
+        getter: |c| vec![c.requirepass.clone()],
+    },
+    Directive {
+        name: "cluster-announce-ip",
+        default: "\"\"",
+        summary:
+            "address shown by the emulated CLUSTER replies; empty means the one the client used",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            let ip = first(a);
+            if !ip.is_empty() && ip.parse::<std::net::IpAddr>().is_err() {
+                return Err(format!(
+                    "cluster-announce-ip: '{ip}' is not an IP address (or \"\" for none)"
+                ));
+            }
+            c.cluster_announce_ip = ip.to_string();
+            Ok(())
+        },
+        getter: |c| vec![c.cluster_announce_ip.clone()],
+    },
+    Directive {
+        name: "cluster-announce-port",
+        default: "0",
+        summary: "port shown by the emulated CLUSTER replies; 0 means the one the client used",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.cluster_announce_port = number("cluster-announce-port", first(a), 0, 65535)? as u16;
+            Ok(())
+        },
+        getter: |c| vec![c.cluster_announce_port.to_string()],
+    },
 ];
 
 const KB: u64 = 1024;

@@ -265,6 +265,15 @@ pub struct Config {
     /// The file the configuration was read from, made absolute (the daemon
     /// may change directory later); `None` when there was no file.
     pub config_file: Option<PathBuf>,
+    /// `requirepass`: the password clients must give with AUTH (or HELLO
+    /// AUTH) before other commands; empty means no password.
+    pub requirepass: String,
+    /// `cluster-announce-ip`: the address the emulated CLUSTER replies
+    /// show; empty means the address the client connected to.
+    pub cluster_announce_ip: String,
+    /// `cluster-announce-port`: the port the emulated CLUSTER replies show;
+    /// 0 means the port the client connected to.
+    pub cluster_announce_port: u16,
 }
 
 /// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
@@ -307,6 +316,9 @@ impl Default for Config {
             loglevel: LogLevel::Notice,
             logfile: String::new(),
             config_file: None,
+            requirepass: String::new(),
+            cluster_announce_ip: String::new(),
+            cluster_announce_port: 0,
         }
     }
 }

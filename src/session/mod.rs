@@ -153,6 +153,15 @@ pub struct Session {
     pub created: Instant,
     pub last_active: Instant,
     _ticket: Ticket,
+    /// May run commands: true from the start when no `requirepass` is
+    /// configured, else once AUTH / HELLO AUTH succeeded (RESET clears it).
+    pub authenticated: bool,
+    /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
+    pub lib_name: Option<Vec<u8>>,
+    pub lib_ver: Option<Vec<u8>>,
+    /// Full name of the last command that passed the auth gate (`cmd=` of
+    /// CLIENT INFO); "NULL" before the first.
+    pub last_cmd: &'static str,
 }
 
 impl Session {
@@ -200,6 +209,10 @@ impl Session {
             created: now,
             last_active: now,
             _ticket: ticket,
+            authenticated: !crate::admin::password_required(),
+            lib_name: None,
+            lib_ver: None,
+            last_cmd: "NULL",
         }
     }
 

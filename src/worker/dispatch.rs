@@ -42,6 +42,14 @@ impl Worker {
                 return self.reply(key, Bytes::from(r));
             }
         };
+        // NOAUTH gate (requirepass); also records the command for CLIENT INFO.
+        if !self
+            .sessions
+            .get_mut(key)
+            .is_some_and(|s| admin::admit(s, cmd))
+        {
+            return self.reply(key, Bytes::from_static(admin::ERR_NOAUTH));
+        }
         let Some(s) = self.sessions.get(key) else {
             return;
         };

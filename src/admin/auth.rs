@@ -1,0 +1,151 @@
+//! AUTH, HELLO and RESET: who the client is and which protocol it speaks.
+//!
+//! The proxy has one user, `default`. With no `requirepass` that user needs
+//! no password (Redis's `nopass`): every session starts authenticated, and
+//! `AUTH default <anything>` succeeds while the one-argument form gets
+//! Redis's "no password configured" error. With a password, a session must
+//! give it (compared in constant time) before anything but the NO_AUTH
+//! commands. A failed attempt never takes away an earlier success, as in
+//! Redis.
+//!
+//! Never: log or echo a password.
+
+use super::{built, client, parse_i64, state, Outcome};
+use crate::command::Args;
+use crate::resp::encode::Proto;
+use crate::session::Session;
+use crate::shared::Shared;
+use bytes::Bytes;
+
+const ERR_WRONGPASS: &[u8] = b"-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+const ERR_NO_PASSWORD: &[u8] = b"-ERR AUTH <password> called without any password configured \
+for the default user. Are you sure your configuration is correct?\r\n";
+const ERR_HELLO_NOAUTH: &[u8] = b"-NOAUTH HELLO must be called with the client already \
+authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to \
+authenticate the client and select the RESP protocol version at the same time\r\n";
+const ERR_NOPROTO: &[u8] = b"-NOPROTO unsupported protocol version\r\n";
+const ERR_PROTO_NOT_INT: &[u8] = b"-ERR Protocol version is not an integer or out of range\r\n";
+
+fn stat(b: &'static [u8]) -> Outcome {
+    Outcome::Reply(Bytes::from_static(b))
+}
+
+/// Whether `user` / `pass` name the default user with the right password.
+fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
+    if user != b"default" {
+        return false;
+    }
+    if !shared.admin.has_password() {
+        return true;
+    }
+    shared.admin.password_matches(pass)
+}
+
+/// AUTH password | AUTH username password.
+pub fn auth(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
+    let arg = |i: usize| args.get(i).unwrap_or_default();
+    let (user, pass): (&[u8], &[u8]) = match args.len() {
+        2 if !shared.admin.has_password() => return stat(ERR_NO_PASSWORD),
+        2 => (b"default", arg(1)),
+        3 => (arg(1), arg(2)),
+        _ => return stat(super::ERR_SYNTAX),
+    };
+    if credentials_ok(shared, user, pass) {
+        s.authenticated = true;
+        stat(super::OK)
+    } else {
+        stat(ERR_WRONGPASS)
+    }
+}
+
+/// HELLO [protover [AUTH username password] [SETNAME clientname]]: checks
+/// everything first, then authenticates, then names the client and
+/// switches its protocol, and answers the server map in the new protocol.
+pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
+    let arg = |i: usize| args.get(i).unwrap_or_default();
+    let mut proto = None;
+    if args.len() >= 2 {
+        match parse_i64(arg(1)) {
+            None => return stat(ERR_PROTO_NOT_INT),
+            Some(2) => proto = Some(Proto::Resp2),
+            Some(3) => proto = Some(Proto::Resp3),
+            Some(_) => return stat(ERR_NOPROTO),
+        }
+    }
+    let mut creds = None;
+    let mut name = None;
+    let mut j = 2;
+    while j < args.len() {
+        let more = args.len() - 1 - j;
+        let opt = arg(j);
+        if opt.eq_ignore_ascii_case(b"AUTH") && more >= 2 {
+            creds = Some((arg(j + 1), arg(j + 2)));
+            j += 3;
+        } else if opt.eq_ignore_ascii_case(b"SETNAME") && more >= 1 {
+            let n = arg(j + 1);
+            if !client::valid_name(n) {
+                return stat(client::ERR_BAD_NAME);
+            }
+            name = Some(n);
+            j += 2;
+        } else {
+            let mut msg = b"ERR Syntax error in HELLO option '".to_vec();
+            msg.extend_from_slice(c_str(opt));
+            msg.push(b'\'');
+            return super::error_bytes(&msg);
+        }
+    }
+    if let Some((user, pass)) = creds {
+        if !credentials_ok(shared, user, pass) {
+            return stat(ERR_WRONGPASS);
+        }
+        s.authenticated = true;
+    }
+    if !s.authenticated {
+        return stat(ERR_HELLO_NOAUTH);
+    }
+    if let Some(n) = name {
+        s.name = (!n.is_empty()).then(|| n.to_vec());
+    }
+    if let Some(p) = proto {
+        s.proto = p;
+    }
+    let id = i64::try_from(s.id).unwrap_or(i64::MAX);
+    let proto_num = if s.proto == Proto::Resp3 { 3 } else { 2 };
+    built(
+        |e| {
+            e.map(7);
+            e.bulk(b"server").bulk(b"redis");
+            e.bulk(b"version").bulk(super::REDIS_VERSION.as_bytes());
+            e.bulk(b"proto").int(proto_num);
+            e.bulk(b"id").int(id);
+            e.bulk(b"mode").bulk(b"cluster");
+            e.bulk(b"role").bulk(b"master");
+            e.bulk(b"modules").array(0);
+        },
+        s,
+    )
+}
+
+/// RESET: the connection as it was when it was accepted.
+pub fn reset(s: &mut Session) -> Outcome {
+    reset_session(s);
+    stat(b"+RESET\r\n")
+}
+
+/// Puts a session back in its just-connected state: RESP2, no name, and
+/// not authenticated when a password is configured. (Unsubscribing and
+/// discarding a transaction belong here too; their owners add them.)
+pub fn reset_session(s: &mut Session) {
+    s.proto = Proto::Resp2;
+    s.name = None;
+    s.authenticated = !state::password_required();
+}
+
+/// The bytes before the first NUL: Redis formats options as C strings.
+fn c_str(b: &[u8]) -> &[u8] {
+    match b.iter().position(|&c| c == 0) {
+        Some(n) => b.get(..n).unwrap_or(b),
+        None => b,
+    }
+}

@@ -1,0 +1,160 @@
+//! CONFIG: read mithril's own settings, change the one that may change at
+//! run time (`loglevel`).
+//!
+//! CONFIG GET reads the startup `Config` through the directive table, with
+//! two live exceptions: `loglevel` comes from `AdminState` (so a CONFIG SET
+//! shows), and `requirepass` is never revealed: "(hidden)" when set, ""
+//! when not. CONFIG SET checks every pair before applying any, in Redis's
+//! order (unknown name, immutable, duplicate; then values), with Redis's
+//! error texts. Names are the directives', not Redis's: `maxmemory` is an
+//! unknown option here.
+
+use super::{error, help, Outcome};
+use crate::command::{Args, Command};
+use crate::config::{self, glob_match, Directive, LogLevel, DIRECTIVES};
+use crate::session::Session;
+use crate::shared::Shared;
+use bytes::Bytes;
+
+/// What CONFIG GET shows for a password that is set.
+pub const HIDDEN_PASSWORD: &str = "(hidden)";
+
+pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Args) -> Outcome {
+    match cmd.name {
+        "config|get" => get(shared, s, args),
+        "config|set" => set(shared, args),
+        "config|resetstat" => Outcome::Reply(Bytes::from_static(super::OK)),
+        "config|rewrite" => error(
+            "ERR mithril: CONFIG REWRITE is not supported; edit the configuration file instead",
+        ),
+        "config|help" => help(
+            s,
+            &[
+                "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+                "GET <pattern> [<pattern> ...]",
+                "    Return the directives whose names match a glob-like pattern, with their values.",
+                "SET <directive> <value> [<directive> <value> ...]",
+                "    Change a directive while mithril runs; only loglevel can be changed.",
+                "RESETSTAT",
+                "    Accepted; mithril keeps no resettable statistics yet.",
+                "REWRITE",
+                "    Not supported: edit the configuration file.",
+                "HELP",
+                "    Print this help.",
+            ],
+        ),
+        _ => error(&format!(
+            "ERR mithril: {} is not supported",
+            super::display_name(cmd)
+        )),
+    }
+}
+
+/// The value CONFIG GET shows for `d`.
+fn shown_value(shared: &Shared, d: &Directive) -> Option<String> {
+    match d.name {
+        "loglevel" => Some(shared.admin.loglevel().name().to_string()),
+        "requirepass" if shared.admin.has_password() => Some(HIDDEN_PASSWORD.to_string()),
+        _ => d.value(&shared.config),
+    }
+}
+
+fn is_glob(p: &[u8]) -> bool {
+    p.iter().any(|b| matches!(b, b'*' | b'?' | b'['))
+}
+
+/// CONFIG GET pattern [pattern ...]: a map of every matching directive. A
+/// plain name (no glob characters) is echoed as the client wrote it, a
+/// pattern's matches under their own names, as Redis does.
+fn get(shared: &Shared, s: &Session, args: &Args) -> Outcome {
+    let mut found: Vec<(Vec<u8>, &'static Directive)> = Vec::new();
+    for i in 2..args.len() {
+        let pat = args.get(i).unwrap_or_default();
+        if is_glob(pat) {
+            for d in DIRECTIVES {
+                if glob_match(pat, d.name.as_bytes(), true)
+                    && !found.iter().any(|(_, f)| std::ptr::eq(*f, d))
+                {
+                    found.push((d.name.as_bytes().to_vec(), d));
+                }
+            }
+        } else if let Some(d) = std::str::from_utf8(pat).ok().and_then(config::lookup) {
+            if !found.iter().any(|(_, f)| std::ptr::eq(*f, d)) {
+                found.push((pat.to_vec(), d));
+            }
+        }
+    }
+    let pairs: Vec<(Vec<u8>, String)> = found
+        .into_iter()
+        .filter_map(|(name, d)| Some((name, shown_value(shared, d)?)))
+        .collect();
+    super::built(
+        |e| {
+            e.map(pairs.len());
+            for (name, value) in &pairs {
+                e.bulk(name).bulk(value.as_bytes());
+            }
+        },
+        s,
+    )
+}
+
+fn set_failed(name: &[u8], why: &str) -> Outcome {
+    let mut msg = b"ERR CONFIG SET failed (possibly related to argument '".to_vec();
+    msg.extend_from_slice(name);
+    msg.extend_from_slice(b"') - ");
+    msg.extend_from_slice(why.as_bytes());
+    super::error_bytes(&msg)
+}
+
+/// CONFIG SET directive value [directive value ...].
+fn set(shared: &Shared, args: &Args) -> Outcome {
+    if args.len() % 2 != 0 {
+        return Outcome::Reply(Bytes::from_static(super::ERR_SYNTAX));
+    }
+    let mut seen: Vec<&'static Directive> = Vec::new();
+    for i in (2..args.len()).step_by(2) {
+        let name = args.get(i).unwrap_or_default();
+        let d = std::str::from_utf8(name)
+            .ok()
+            .and_then(config::lookup)
+            .filter(|d| d.name != "include");
+        let Some(d) = d else {
+            let mut msg = b"ERR Unknown option or number of arguments for CONFIG SET - '".to_vec();
+            msg.extend_from_slice(name);
+            msg.push(b'\'');
+            return super::error_bytes(&msg);
+        };
+        if !d.runtime_settable {
+            return set_failed(name, "can't set immutable config");
+        }
+        if seen.iter().any(|x| std::ptr::eq(*x, d)) {
+            return set_failed(name, "duplicate parameter");
+        }
+        seen.push(d);
+    }
+    // Parse every value before applying any.
+    let mut level = None;
+    for (k, d) in seen.iter().enumerate() {
+        let value = args.get(2 + 2 * k + 1).unwrap_or_default();
+        let value = std::str::from_utf8(value).ok();
+        match d.name {
+            "loglevel" => match value.and_then(|v| v.parse::<LogLevel>().ok()) {
+                Some(l) => level = Some(l),
+                None => {
+                    return set_failed(
+                        b"loglevel",
+                        "argument(s) must be one of the following: \
+                         debug, verbose, notice, warning, nothing",
+                    )
+                }
+            },
+            _ => return set_failed(d.name.as_bytes(), "can't set immutable config"),
+        }
+    }
+    if let Some(l) = level {
+        shared.admin.set_loglevel(l);
+        log::info!(target: "mithril::admin", "CONFIG SET loglevel {}", l.name());
+    }
+    Outcome::Reply(Bytes::from_static(super::OK))
+}
