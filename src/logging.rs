@@ -48,7 +48,10 @@ pub fn init(level: LogLevel, logfile: &str) -> io::Result<()> {
     }
     let pid = std::process::id();
     let mut b = env_logger::Builder::new();
-    b.filter_level(level.to_log_filter())
+    // The builder lets everything through; the `log` crate's global
+    // maximum is the one knob, so CONFIG SET loglevel can raise it as well
+    // as lower it.
+    b.filter_level(log::LevelFilter::Trace)
         .target(env_logger::Target::Pipe(Box::new(Sink)))
         .format(move |buf, record| {
             let mark = match record.level() {
@@ -66,7 +69,9 @@ pub fn init(level: LogLevel, logfile: &str) -> io::Result<()> {
                 record.args()
             )
         });
-    b.try_init().map_err(|e| io::Error::other(e.to_string()))
+    b.try_init().map_err(|e| io::Error::other(e.to_string()))?;
+    log::set_max_level(level.to_log_filter());
+    Ok(())
 }
 
 /// Reopen the log file at its configured path (after logrotate moved it).

@@ -15,7 +15,11 @@ use std::os::fd::RawFd;
 pub const MAX_IOV: usize = 256;
 
 pub struct IoBatch<'a> {
-    iov: [MaybeUninit<libc::iovec>; MAX_IOV],
+    /// Only the first `n` entries are initialised. One `MaybeUninit` over
+    /// the whole array (not an array of them) so that making a batch never
+    /// writes the 4 KiB: an array-repeat of `uninit()` was compiled into a
+    /// memset of the whole struct, once per flush.
+    iov: MaybeUninit<[libc::iovec; MAX_IOV]>,
     n: usize,
     bytes: usize,
     _borrow: PhantomData<&'a [u8]>,
@@ -30,7 +34,7 @@ impl Default for IoBatch<'_> {
 impl<'a> IoBatch<'a> {
     pub fn new() -> Self {
         IoBatch {
-            iov: [MaybeUninit::uninit(); MAX_IOV],
+            iov: MaybeUninit::uninit(),
             n: 0,
             bytes: 0,
             _borrow: PhantomData,
@@ -46,10 +50,16 @@ impl<'a> IoBatch<'a> {
         if self.n == MAX_IOV {
             return false;
         }
-        self.iov[self.n] = MaybeUninit::new(libc::iovec {
-            iov_base: buf.as_ptr() as *mut libc::c_void,
-            iov_len: buf.len(),
-        });
+        // SAFETY: n < MAX_IOV, so the write stays inside the array; the
+        // pointee is borrowed for 'a, which outlives the batch.
+        unsafe {
+            (self.iov.as_mut_ptr() as *mut libc::iovec)
+                .add(self.n)
+                .write(libc::iovec {
+                    iov_base: buf.as_ptr() as *mut libc::c_void,
+                    iov_len: buf.len(),
+                });
+        }
         self.n += 1;
         self.bytes += buf.len();
         true
