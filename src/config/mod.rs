@@ -9,6 +9,7 @@
 //!
 //! ```text
 //!   defaults ─▶ file, includes read in place ─▶ --port / --bind ─▶ validate ─▶ Config
+//!               (or a nutcracker.yml / predixy.conf, translated by compat)
 //!                  each line: lex ─▶ DIRECTIVES[name].set
 //! ```
 //!
@@ -26,6 +27,7 @@
 //! the logger exists).
 
 pub mod cli;
+pub mod compat;
 mod directives;
 mod glob;
 mod lex;
@@ -222,6 +224,12 @@ pub struct Config {
     /// The file the configuration was read from, made absolute (the daemon
     /// may change directory later); `None` when there was no file.
     pub config_file: Option<PathBuf>,
+    /// `daemonize`: fork into the background at start.
+    pub daemonize: bool,
+    /// `pidfile`: where the process id is written; empty means none.
+    pub pidfile: String,
+    /// `shutdown-timeout`: seconds a SIGTERM waits for in-flight requests.
+    pub shutdown_timeout_secs: u64,
 }
 
 /// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
@@ -262,6 +270,9 @@ impl Default for Config {
             loglevel: LogLevel::Notice,
             logfile: String::new(),
             config_file: None,
+            daemonize: false,
+            pidfile: String::new(),
+            shutdown_timeout_secs: 10,
         }
     }
 }

@@ -654,7 +654,8 @@ impl Worker {
         if self.draining.is_some() {
             return;
         }
-        self.draining = Some(cx.now + SHUTDOWN_GRACE);
+        self.draining =
+            Some(cx.now + Duration::from_secs(self.shared.config.shutdown_timeout_secs));
         for key in self.sessions.keys() {
             if self.sessions.get(key).is_some_and(|s| s.ring.is_empty()) {
                 self.close_session(cx, key);
