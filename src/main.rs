@@ -123,8 +123,11 @@ fn main() -> ExitCode {
         service.failed(&why);
         return ExitCode::from(1);
     }
-    for w in &loaded.warnings {
-        log::warn!(target: "mithril::config", "{w}");
+    // Already on standard error; into the log file too, when there is one.
+    if !cfg.logfile.is_empty() {
+        for w in &loaded.warnings {
+            log::warn!(target: "mithril::config", "{w}");
+        }
     }
     match mithril::server::run_with(cfg, service.clone()) {
         Ok(()) => {
