@@ -421,3 +421,45 @@ fn notify_socket_gets_ready_then_stopping() {
     assert!(out.contains("daemonize ignored"), "{out}");
     remove_temp_dir(&dir);
 }
+
+#[test]
+fn a_second_sigterm_exits_at_once_and_removes_the_pidfile() {
+    let cluster = one_master();
+    let dir = make_temp_dir();
+    let pidfile = dir.join("m.pid");
+    let mut m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        &format!("shutdown-timeout 60\npidfile {}\n", pidfile.display()),
+    );
+    let mut node = cluster.nodes[0].conn();
+    assert_eq!(
+        node.cmd(&["CLIENT", "PAUSE", "20000", "WRITE"]),
+        Reply::Simple("OK".into())
+    );
+    let mut c = m.conn();
+    c.send(&[b"SET", b"held", b"1"]);
+    wait_until(
+        "the SET to reach the node",
+        Duration::from_secs(5),
+        || match node.cmd(&["CLIENT", "LIST"]) {
+            Reply::Bulk(Some(list)) => String::from_utf8_lossy(&list)
+                .contains("cmd=set")
+                .then_some(()),
+            _ => None,
+        },
+    );
+    m.signal(libc::SIGTERM);
+    wait_until("the drain to begin", Duration::from_secs(5), || {
+        m.log().contains("shutting down").then_some(())
+    });
+    assert!(m.exit_status().is_none(), "still draining");
+    let t = Instant::now();
+    m.signal(libc::SIGTERM);
+    let status = m.wait_exit(Duration::from_secs(5));
+    node.cmd(&["CLIENT", "UNPAUSE"]);
+    assert_eq!(status.code(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(!pidfile.exists(), "pidfile removed on the fast way out too");
+    remove_temp_dir(&dir);
+}
