@@ -61,12 +61,18 @@ echo "== package: $DEB"
 dpkg-deb -f "$DEB" Package Version Architecture Depends
 
 echo "== a one-node Redis Cluster"
-REDIS_PORT=$(free_port)
 mkdir -p "$WORK/redis"
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --cluster-enabled yes \
-    --cluster-config-file "$WORK/redis/nodes.conf" --dir "$WORK/redis" \
-    --save "" --appendonly no --daemonize yes --logfile "$WORK/redis/redis.log"
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+for attempt in 1 2 3; do
+    REDIS_PORT=$(free_port)
+    rm -f "$WORK/redis/nodes.conf"
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --cluster-enabled yes \
+        --cluster-config-file "$WORK/redis/nodes.conf" --dir "$WORK/redis" \
+        --save "" --appendonly no --daemonize yes --logfile "$WORK/redis/redis.log" || true
+    for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+    echo "redis-server did not start on $REDIS_PORT (attempt $attempt):"
+    tail -n 5 "$WORK/redis/redis.log" 2>/dev/null | sed 's/^/   /' || true
+done
 redis-cli -p "$REDIS_PORT" cluster addslotsrange 0 16383 >/dev/null
 for _ in $(seq 100); do
     redis-cli -p "$REDIS_PORT" cluster info | grep -q cluster_state:ok && break; sleep 0.1

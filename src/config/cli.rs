@@ -245,17 +245,22 @@ const LONG_ALIASES: &[(&str, &str)] = &[
 /// Short options that take a value.
 const SHORT_WITH_VALUE: &[char] = &['c', 'p', 'o', 'v', 's', 'a', 'i', 'm'];
 /// Short switches that may be bundled (`-dt`).
-const SHORT_SWITCHES: &[char] = &['t', 'd', 'V', 'h'];
+const SHORT_SWITCHES: &[char] = &['t', 'd', 'V'];
 
 /// Rewrites getopt spellings that argh does not take into plain ones:
 /// `--name=value` into `--name value` (twemproxy's long names into the
-/// short flags), `-v6` into `-v 6`, and bundled switches `-dt` into `-d -t`.
+/// short flags), `-v6` into `-v 6`, bundled switches `-dt` into `-d -t`,
+/// and `-h` / `-?` into `--help`.
 /// Everything after `--`, and anything it does not recognise, is kept as
 /// written for argh to judge.
 pub fn normalize_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
+        if arg == "-h" || arg == "-?" {
+            out.push("--help".to_string());
+            continue;
+        }
         if arg == "--" {
             out.push(arg.clone());
             out.extend(rest.by_ref().cloned());
