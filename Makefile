@@ -7,7 +7,17 @@
 #                   (make run PORT=7000 MASTERS=3 REPLICAS=1)
 #   make bench      cargo bench (placeholder until the comparison bench lands)
 #   make lint       rustfmt check + clippy with warnings as errors
-#   make install    binary and man pages under $(DESTDIR)$(PREFIX)
+#   make install    binary, man pages and (unless one exists) the config file:
+#                     $(DESTDIR)$(BINDIR)/mithril
+#                     $(DESTDIR)$(MANDIR)/man8/mithril.8, man5/mithril.conf.5
+#                     $(DESTDIR)$(SYSCONFDIR)/mithril/mithril.conf
+#                   PREFIX=/usr/local, BINDIR, MANDIR, SYSCONFDIR=$(PREFIX)/etc and
+#                   DESTDIR as packagers expect; MITHRIL=path installs that binary
+#                   instead of building the release one
+#   make uninstall  the same files; the config only if it is unmodified
+#   make deb        target/deb/mithril_VERSION_ARCH.deb, built with dpkg-deb from a
+#                   staged install (PREFIX=/usr SYSCONFDIR=/etc) plus the systemd
+#                   unit and the scripts in packaging/debian/
 #   make clean
 
 CARGO      ?= cargo
@@ -15,17 +25,28 @@ PORT       ?= 7777
 MASTERS    ?= 3
 REPLICAS   ?= 0
 TARGET_DIR ?= $(if $(CARGO_TARGET_DIR),$(CARGO_TARGET_DIR),target)
-MITHRIL    := $(TARGET_DIR)/release/mithril
+MITHRIL    ?= $(TARGET_DIR)/release/mithril
 
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= $(PREFIX)/etc
 INSTALL    ?= install
+CONFDIR     = $(SYSCONFDIR)/mithril
+
+# Given MITHRIL=path on the command line, install that binary as it is.
+INSTALL_DEPS := $(if $(filter command line,$(origin MITHRIL)),,build)
+
+DEB_VERSION ?= $(shell sed -n 's/^version *= *"\(.*\)"/\1/p' Cargo.toml | head -n 1)
+DEB_ARCH    ?= $(shell dpkg --print-architecture 2>/dev/null || echo amd64)
+DEB_DIR     := $(TARGET_DIR)/deb
+DEB_STAGE   := $(DEB_DIR)/mithril_$(DEB_VERSION)_$(DEB_ARCH)
+DEB_FILE    := $(DEB_DIR)/mithril_$(DEB_VERSION)_$(DEB_ARCH).deb
 
 REDIS_PKGS := redis-server redis-tools
 
 .DEFAULT_GOAL := build
-.PHONY: build test run bench lint clean install uninstall check-redis
+.PHONY: build test run bench lint clean install uninstall deb check-redis
 
 build:
 	$(CARGO) build --release
@@ -48,15 +69,54 @@ lint:
 clean:
 	$(CARGO) clean
 
-install: build
-	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+# An existing config is never overwritten: it is the administrator's.
+install: $(INSTALL_DEPS)
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 \
+		$(DESTDIR)$(CONFDIR)
 	$(INSTALL) -m 0755 $(MITHRIL) $(DESTDIR)$(BINDIR)/mithril
 	$(INSTALL) -m 0644 man/mithril.8 $(DESTDIR)$(MANDIR)/man8/mithril.8
 	$(INSTALL) -m 0644 man/mithril.conf.5 $(DESTDIR)$(MANDIR)/man5/mithril.conf.5
+	@if [ -e $(DESTDIR)$(CONFDIR)/mithril.conf ]; then \
+		echo "keeping the existing $(DESTDIR)$(CONFDIR)/mithril.conf"; \
+	else \
+		echo "$(INSTALL) -m 0644 conf/mithril.conf $(DESTDIR)$(CONFDIR)/mithril.conf"; \
+		$(INSTALL) -m 0644 conf/mithril.conf $(DESTDIR)$(CONFDIR)/mithril.conf; \
+	fi
 
+# The config goes only when it is still the one installed (unmodified).
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/mithril $(DESTDIR)$(MANDIR)/man8/mithril.8 \
 		$(DESTDIR)$(MANDIR)/man5/mithril.conf.5
+	@if [ -e $(DESTDIR)$(CONFDIR)/mithril.conf ]; then \
+		if cmp -s conf/mithril.conf $(DESTDIR)$(CONFDIR)/mithril.conf; then \
+			rm -f $(DESTDIR)$(CONFDIR)/mithril.conf; \
+			rmdir $(DESTDIR)$(CONFDIR) 2>/dev/null || true; \
+		else \
+			echo "keeping the modified $(DESTDIR)$(CONFDIR)/mithril.conf"; \
+		fi; \
+	fi
+
+# A binary package from a staged install. Depends: the newest glibc symbol
+# version the binary uses, libgcc (unwinding), adduser (postinst).
+deb: $(INSTALL_DEPS)
+	rm -rf $(DEB_STAGE) $(DEB_FILE)
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(DEB_STAGE)) PREFIX=/usr \
+		SYSCONFDIR=/etc MITHRIL=$(MITHRIL)
+	strip --strip-unneeded $(DEB_STAGE)/usr/bin/mithril
+	$(INSTALL) -D -m 0644 conf/mithril.service $(DEB_STAGE)/lib/systemd/system/mithril.service
+	$(INSTALL) -D -m 0644 packaging/debian/copyright $(DEB_STAGE)/usr/share/doc/mithril/copyright
+	gzip -9n $(DEB_STAGE)/usr/share/man/man8/mithril.8 $(DEB_STAGE)/usr/share/man/man5/mithril.conf.5
+	$(INSTALL) -d $(DEB_STAGE)/DEBIAN
+	$(INSTALL) -m 0644 packaging/debian/conffiles $(DEB_STAGE)/DEBIAN/conffiles
+	$(INSTALL) -m 0755 packaging/debian/postinst packaging/debian/prerm \
+		packaging/debian/postrm $(DEB_STAGE)/DEBIAN/
+	glibc=$$(objdump -T $(MITHRIL) | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -n 1); \
+	size=$$(du -sk --exclude=DEBIAN $(DEB_STAGE) | cut -f1); \
+	sed -e 's/@VERSION@/$(DEB_VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' \
+		-e "s/@GLIBC@/$${glibc:-2.17}/" -e "s/@SIZE@/$$size/" \
+		packaging/debian/control.in > $(DEB_STAGE)/DEBIAN/control
+	dpkg-deb --root-owner-group --build $(DEB_STAGE) $(DEB_FILE)
+	@echo "built $(DEB_FILE)"
 
 # The tests and `make run` need redis-server (or $REDIS_SERVER). As root we
 # install it; otherwise we say how and stop.

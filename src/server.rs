@@ -11,6 +11,12 @@
 //! Signals are blocked in the main thread before any other thread exists,
 //! so every thread inherits the mask and only the signal thread ever sees
 //! them (synchronously, through sigwait).
+//!
+//! The caller learns about the proxy's life through [`Lifecycle`]: `ready`
+//! once the listeners are bound, the first topology attempt is over and
+//! every thread runs (pidfile, daemon start pipe, systemd `READY=1`);
+//! `stopping` at the first shutdown signal; `exiting_now` just before a
+//! second signal ends the process without returning.
 
 use crate::acceptor::Acceptor;
 use crate::config::Config;
@@ -35,6 +41,22 @@ impl std::fmt::Display for StartError {
         f.write_str(&self.0)
     }
 }
+
+/// Hooks for what surrounds the proxy (pidfile, daemon parent, service
+/// manager). Called from the main thread (`ready`) and the signal thread
+/// (`stopping`, `exiting_now`); each at most once.
+pub trait Lifecycle: Send + Sync {
+    /// Listening, first topology attempt done, all threads started.
+    fn ready(&self) {}
+    /// A shutdown signal arrived; the drain begins.
+    fn stopping(&self) {}
+    /// A second shutdown signal: the process exits right after this.
+    fn exiting_now(&self) {}
+}
+
+/// No hooks.
+struct Quiet;
+impl Lifecycle for Quiet {}
 
 fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
     let mut out = Vec::new();
@@ -66,6 +88,11 @@ fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
 
 /// Run the proxy until a shutdown signal; returns the exit code.
 pub fn run(cfg: Config) -> Result<(), StartError> {
+    run_with(cfg, Arc::new(Quiet))
+}
+
+/// [`run`], telling `life` when the proxy is ready and when it stops.
+pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError> {
     signals::ignore_sigpipe();
     let sigset = SignalSet::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
         .map_err(|e| StartError(format!("signals: {e}")))?;
@@ -153,6 +180,7 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
     {
         let shared = shared.clone();
         let notifiers = notifiers.clone();
+        let life = life.clone();
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || loop {
@@ -160,16 +188,19 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
                 match sig {
                     libc::SIGHUP => {
                         log::info!(target: "mithril::server", "SIGHUP: reopening the log file");
-                        if let Err(e) = crate::logging::reopen() {
-                            log::warn!(target: "mithril::server", "cannot reopen the log file: {e}");
+                        match crate::logging::reopen() {
+                            Ok(()) => log::info!(target: "mithril::server", "log file reopened"),
+                            Err(e) => log::warn!(target: "mithril::server", "cannot reopen the log file: {e}"),
                         }
                     }
                     _ => {
                         if shared.shutting_down.swap(true, Ordering::AcqRel) {
                             log::warn!(target: "mithril::server", "second shutdown signal: exiting now");
+                            life.exiting_now();
                             std::process::exit(0);
                         }
                         log::info!(target: "mithril::server", "received signal {sig}: shutting down after in-flight requests");
+                        life.stopping();
                         let _ = acceptor_waker.wake();
                         for (w, n) in shared.workers.iter().zip(&notifiers) {
                             // A full mailbox cannot refuse a shutdown for
@@ -186,6 +217,7 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
             })
             .map_err(|e| StartError(format!("signal thread: {e}")))?;
     }
+    life.ready();
 
     for t in worker_threads {
         let _ = t.join();

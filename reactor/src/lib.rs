@@ -15,10 +15,13 @@
 //!   the stack.
 //! - [`net`]: socket options and listeners through socket2.
 //! - [`signals`]: blocking a signal set and waiting on it from one thread.
+//! - [`daemon`]: detaching into the background, the locked pidfile, and
+//!   systemd's readiness notifications.
 //!
 //! Nothing here allocates per event once the loop is warm, and nothing here
 //! panics on input from the network.
 
+pub mod daemon;
 pub mod event_loop;
 pub mod fabric;
 pub mod net;

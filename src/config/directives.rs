@@ -355,6 +355,45 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         getter: |c| vec![c.cluster_announce_port.to_string()],
     },
+    Directive {
+        name: "daemonize",
+        default: "no",
+        summary: "detach from the terminal and run in the background",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.daemonize = parse_bool(first(a)).ok_or("daemonize must be yes or no")?;
+            Ok(())
+        },
+        getter: |c| vec![if c.daemonize { "yes" } else { "no" }.to_string()],
+    },
+    Directive {
+        name: "pidfile",
+        default: "\"\"",
+        summary: "file to write the process id to, locked while the proxy runs; empty for none",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.pidfile = first(a).to_string();
+            Ok(())
+        },
+        getter: |c| vec![c.pidfile.clone()],
+    },
+    Directive {
+        name: "shutdown-timeout",
+        default: "10",
+        summary: "seconds SIGTERM waits for in-flight requests before the proxy exits anyway",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.shutdown_timeout_secs = number("shutdown-timeout", first(a), 0, 3600)?;
+            Ok(())
+        },
+        getter: |c| vec![c.shutdown_timeout_secs.to_string()],
+    },
 ];
 
 const KB: u64 = 1024;

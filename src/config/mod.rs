@@ -9,6 +9,7 @@
 //!
 //! ```text
 //!   defaults ─▶ file, includes read in place ─▶ --port / --bind ─▶ validate ─▶ Config
+//!               (or a nutcracker.yml / predixy.conf, translated by compat)
 //!                  each line: lex ─▶ DIRECTIVES[name].set
 //! ```
 //!
@@ -26,6 +27,7 @@
 //! the logger exists).
 
 pub mod cli;
+pub mod compat;
 mod directives;
 mod glob;
 mod lex;
@@ -274,6 +276,12 @@ pub struct Config {
     /// `cluster-announce-port`: the port the emulated CLUSTER replies show;
     /// 0 means the port the client connected to.
     pub cluster_announce_port: u16,
+    /// `daemonize`: fork into the background at start.
+    pub daemonize: bool,
+    /// `pidfile`: where the process id is written; empty means none.
+    pub pidfile: String,
+    /// `shutdown-timeout`: seconds a SIGTERM waits for in-flight requests.
+    pub shutdown_timeout_secs: u64,
 }
 
 /// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
@@ -319,6 +327,9 @@ impl Default for Config {
             requirepass: String::new(),
             cluster_announce_ip: String::new(),
             cluster_announce_port: 0,
+            daemonize: false,
+            pidfile: String::new(),
+            shutdown_timeout_secs: 10,
         }
     }
 }

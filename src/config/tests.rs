@@ -909,7 +909,7 @@ fn cli_parses_every_flag() {
     );
     assert!(
         <Cli as argh::FromArgs>::from_args(&["mithril"], &["-v"]).is_err(),
-        "-v is not a flag"
+        "-v needs a value"
     );
     assert!(<Cli as argh::FromArgs>::from_args(&["mithril"], &["a", "b"]).is_err());
 }
@@ -1026,4 +1026,72 @@ fn version() {
         cli::version_string(),
         format!("mithril {}", env!("CARGO_PKG_VERSION"))
     );
+}
+
+#[test]
+fn twemproxy_spellings_are_normalized() {
+    let n = |args: &[&str]| -> Vec<String> {
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        cli::normalize_args(&args)
+    };
+    assert_eq!(
+        n(&["-v6", "-dt", "-cfile"]),
+        ["-v", "6", "-d", "-t", "-c", "file"]
+    );
+    assert_eq!(
+        n(&[
+            "--conf-file=a.yml",
+            "--verbose=7",
+            "--pid-file",
+            "p",
+            "--output=o",
+            "--test-conf"
+        ]),
+        ["-c", "a.yml", "-v", "7", "-p", "p", "-o", "o", "-t"]
+    );
+    assert_eq!(n(&["-h"]), ["--help"]);
+    assert_eq!(n(&["-?"]), ["--help"]);
+    // Our own flags and values that merely start with '-' are left alone.
+    assert_eq!(
+        n(&[
+            "--bind",
+            "-::1",
+            "--port",
+            "7000",
+            "-t",
+            "--print-config",
+            "x.conf"
+        ]),
+        [
+            "--bind",
+            "-::1",
+            "--port",
+            "7000",
+            "-t",
+            "--print-config",
+            "x.conf"
+        ]
+    );
+    assert_eq!(n(&["--", "-d"]), ["--", "-d"]);
+    assert_eq!(n(&["--bind=::1"]), ["--bind", "::1"]);
+    // -dx is not a bundle of known switches: argh gets it as written.
+    assert_eq!(n(&["-dx"]), ["-dx"]);
+}
+
+#[test]
+fn twemproxy_verbosity_maps_onto_loglevels() {
+    let levels: Vec<LogLevel> = (0..=11)
+        .map(|v: u8| cli::verbosity(&v.to_string()).unwrap())
+        .collect();
+    use LogLevel::*;
+    assert_eq!(
+        levels,
+        [
+            Warning, Warning, Warning, Warning, Warning, Notice, Notice, Verbose, Verbose, Debug,
+            Debug, Debug
+        ]
+    );
+    assert!(cli::verbosity("12").is_err());
+    assert!(cli::verbosity("-1").is_err());
+    assert!(cli::verbosity("x").is_err());
 }

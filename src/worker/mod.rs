@@ -65,8 +65,6 @@ const SESSION_READ_BUDGET: usize = 256 * 1024;
 const BACKEND_READ_BUDGET: usize = 1024 * 1024;
 /// Housekeeping period.
 const TICK: Duration = Duration::from_millis(100);
-/// How long a draining worker waits for in-flight replies at shutdown.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 const HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
@@ -923,7 +921,13 @@ impl Worker {
         if self.draining.is_some() {
             return;
         }
-        self.draining = Some(cx.now + SHUTDOWN_GRACE);
+        // Requests that reached the socket before the signal are answered:
+        // read and dispatch what the kernel holds, one last time.
+        for key in self.sessions.keys() {
+            self.session_input(cx, key);
+        }
+        self.draining =
+            Some(cx.now + Duration::from_secs(self.shared.config.shutdown_timeout_secs));
         for key in self.sessions.keys() {
             if self.sessions.get(key).is_some_and(|s| s.idle()) {
                 self.close_session(cx, key);

@@ -1,0 +1,320 @@
+//! twemproxy and predixy configuration files given to the real binary: it
+//! serves a real Redis Cluster from them, and `-t --print-config` turns them
+//! into native files that read back to the same settings.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+use support::*;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mithril"))
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
+}
+
+/// The directive lines of a printed config (comments dropped).
+fn directives(printed: &str) -> Vec<String> {
+    printed
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `-t --print-config` of `file`: the printed text, checked to exit 0.
+fn print_config(file: &Path) -> (String, String) {
+    let o = run(&["-t", "--print-config", "-c", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{}: {stderr}", file.display());
+    (String::from_utf8_lossy(&o.stdout).into_owned(), stderr)
+}
+
+/// Prints `file` as a native config, checks that the printed file passes
+/// `-t` and prints back to the same directives, and returns them.
+fn round_trip(file: &Path, dir: &Path) -> Vec<String> {
+    let (printed, _) = print_config(file);
+    let native = dir.join(format!(
+        "{}.native.conf",
+        file.file_name().unwrap().to_string_lossy()
+    ));
+    fs::write(&native, &printed).unwrap();
+    let (again, stderr) = print_config(&native);
+    assert!(
+        stderr.contains("syntax is ok") && !stderr.contains("warning"),
+        "{stderr}"
+    );
+    assert_eq!(directives(&again), directives(&printed), "{printed}");
+    directives(&printed)
+}
+
+/// Starts `mithril -c file` and waits until PING answers on `port`.
+struct Proxy {
+    child: std::process::Child,
+    port: u16,
+    out: PathBuf,
+}
+
+impl Proxy {
+    fn start(file: &Path, port: u16, dir: &Path) -> Proxy {
+        let out = dir.join(format!(
+            "{}.out",
+            file.file_name().unwrap().to_string_lossy()
+        ));
+        let f = fs::File::create(&out).unwrap();
+        let mut cmd = Command::new(bin());
+        cmd.arg("-c")
+            .arg(file)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(f.try_clone().unwrap())
+            .stderr(f);
+        let mut p = Proxy {
+            child: spawn_child(cmd).unwrap(),
+            port,
+            out,
+        };
+        let addr = format!("127.0.0.1:{port}");
+        let ready = poll_until(Duration::from_secs(20), || {
+            if let Ok(Some(st)) = p.child.try_wait() {
+                panic!(
+                    "mithril exited ({st}): {}",
+                    fs::read_to_string(&p.out).unwrap_or_default()
+                );
+            }
+            let mut c = Conn::try_connect(&addr).ok()?;
+            c.send(&[b"PING"]);
+            matches!(c.try_read_reply(Duration::from_secs(2)), Ok(Reply::Simple(s)) if s == "PONG")
+                .then_some(())
+        });
+        assert!(
+            ready.is_some(),
+            "no PONG on {addr}: {}",
+            fs::read_to_string(&p.out).unwrap_or_default()
+        );
+        p
+    }
+
+    fn conn(&self) -> Conn {
+        Conn::connect(&format!("127.0.0.1:{}", self.port))
+    }
+
+    /// SIGTERM, then the exit code and what the process printed.
+    fn stop(mut self) -> (Option<i32>, String) {
+        // SAFETY: our own child.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let status = wait_until("mithril to exit", Duration::from_secs(15), || {
+            self.child.try_wait().ok().flatten()
+        });
+        (
+            status.code(),
+            fs::read_to_string(&self.out).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serves(p: &Proxy, cluster: &RedisCluster, tag: &str) {
+    let mut c = p.conn();
+    for i in 0..50 {
+        let key = format!("{tag}:{i}");
+        assert_eq!(
+            c.cmd(&["SET", &key, &i.to_string()]),
+            Reply::Simple("OK".into())
+        );
+    }
+    for i in 0..50 {
+        let key = format!("{tag}:{i}");
+        assert_eq!(
+            c.cmd(&["GET", &key]),
+            Reply::Bulk(Some(i.to_string().into_bytes()))
+        );
+        // And it really is in the cluster, on the slot's owner.
+        let mut owner = Conn::connect(&format!(
+            "127.0.0.1:{}",
+            cluster.port_for_slot(key_slot(key.as_bytes()))
+        ));
+        assert_eq!(
+            owner.cmd(&["GET", &key]),
+            Reply::Bulk(Some(i.to_string().into_bytes()))
+        );
+    }
+}
+
+#[test]
+fn a_nutcracker_yml_serves_the_cluster_and_prints_as_native() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let dir = make_temp_dir();
+    let port = free_port();
+    let servers: String = cluster
+        .seeds()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("   - {s}:1 server{i}\n"))
+        .collect();
+    let yml = dir.join("nutcracker.yml");
+    fs::write(
+        &yml,
+        format!(
+            "leaf:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n  hash_tag: \"{{}}\"\n  \
+             distribution: ketama\n  timeout: 400\n  redis: true\n  server_connections: 2\n  \
+             auto_eject_hosts: true\n  server_retry_timeout: 2000\n  server_failure_limit: 1\n  \
+             servers:\n{servers}"
+        ),
+    )
+    .unwrap();
+    let p = Proxy::start(&yml, port, &dir);
+    serves(&p, &cluster, "{nc}");
+    let (code, out) = p.stop();
+    assert_eq!(code, Some(0), "{out}");
+    // The warnings were shown at start, one per ignored key.
+    for key in [
+        "'hash: fnv1a_64'",
+        "'distribution: ketama'",
+        "'auto_eject_hosts: true'",
+    ] {
+        assert_eq!(
+            out.lines().filter(|l| l.contains(key)).count(),
+            1,
+            "{key}: {out}"
+        );
+    }
+
+    let printed = round_trip(&yml, &dir);
+    for want in [
+        "bind 127.0.0.1".to_string(),
+        format!("port {port}"),
+        format!("cluster-nodes {}", cluster.seeds().join(" ")),
+        "connect-timeout 400".to_string(),
+        "backend-conns 2".to_string(),
+    ] {
+        assert!(printed.contains(&want), "no {want:?} in {printed:#?}");
+    }
+    remove_temp_dir(&dir);
+}
+
+#[test]
+fn a_predixy_conf_with_includes_serves_the_cluster_and_prints_as_native() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let dir = make_temp_dir();
+    let port = free_port();
+    let servers: String = cluster
+        .seeds()
+        .iter()
+        .map(|s| format!("        + {s}\n"))
+        .collect();
+    fs::create_dir_all(dir.join("conf.d")).unwrap();
+    fs::write(
+        dir.join("conf.d/cluster.conf"),
+        format!(
+            "ClusterServerPool {{\n    MasterReadPriority 60\n    StaticSlaveReadPriority 50\n    \
+             DynamicSlaveReadPriority 50\n    RefreshInterval 2\n    ServerTimeout 500ms\n    \
+             ServerFailureLimit 10\n    ServerRetryTimeout 1\n    KeepAlive 60\n    Servers {{\n{servers}    }}\n}}\n"
+        ),
+    )
+    .unwrap();
+    fs::write(
+        dir.join("conf.d/auth.conf"),
+        "Authority {\n    Auth {\n        Mode write\n    }\n    Auth \"admin pass\" {\n        Mode admin\n    }\n}\n",
+    )
+    .unwrap();
+    let main = dir.join("predixy.conf");
+    fs::write(
+        &main,
+        format!(
+            "Name Leaf\nBind 127.0.0.1:{port}\nWorkerThreads 2\nClientTimeout 0\nLog {}\n\
+             LogVerbSample 0\nLogDebugSample 0\nLogInfoSample 1\nLogNoticeSample 1\n\
+             Include conf.d/auth.conf\nInclude conf.d/cluster.conf\n",
+            dir.join("px.log").display()
+        ),
+    )
+    .unwrap();
+    let p = Proxy::start(&main, port, &dir);
+    serves(&p, &cluster, "{px}");
+    let (code, out) = p.stop();
+    assert_eq!(code, Some(0), "{out}");
+    // Authority is not enforced yet, and the start says so.
+    assert!(
+        out.contains("'Authority': recorded but NOT enforced"),
+        "{out}"
+    );
+    let log = fs::read_to_string(dir.join("px.log")).unwrap();
+    assert!(log.contains("mithril stopped"), "Log became logfile: {log}");
+
+    let printed = round_trip(&main, &dir);
+    for want in [
+        format!("port {port}"),
+        "threads 2".to_string(),
+        "topology-refresh-secs 2".to_string(),
+        "connect-timeout 500".to_string(),
+        "tcp-keepalive 60".to_string(),
+        "loglevel notice".to_string(),
+        format!("cluster-nodes {}", cluster.seeds().join(" ")),
+    ] {
+        assert!(printed.contains(&want), "no {want:?} in {printed:#?}");
+    }
+    remove_temp_dir(&dir);
+}
+
+#[test]
+fn the_example_files_check_and_print() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat");
+    let dir = make_temp_dir();
+    for (file, format) in [
+        ("nutcracker.yml", "twemproxy (nutcracker) configuration"),
+        ("predixy/predixy.conf", "predixy configuration"),
+    ] {
+        let path = root.join(file);
+        let o = run(&["-t", "-c", path.to_str().unwrap()]);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(o.status.code(), Some(0));
+        assert_eq!(
+            stdout,
+            format!(
+                "configuration file {} ({format}) syntax is ok\n",
+                path.display()
+            )
+        );
+        let (printed, _) = print_config(&path);
+        assert!(
+            printed.contains(&format!("# translated from {format}")),
+            "{printed}"
+        );
+        assert!(printed.contains("# warning: "), "{printed}");
+        round_trip(&path, &dir);
+    }
+    for (file, needle) in [
+        ("nutcracker_memcached.yml", "memcached pool"),
+        ("nutcracker_two_pools.yml", "exactly one pool"),
+        ("nutcracker_hash_tag.yml", "only hash_tag \"{}\" is valid"),
+        (
+            "predixy_sentinel.conf",
+            "SentinelServerPool cannot be fronted",
+        ),
+    ] {
+        let path = root.join(file);
+        let o = run(&["-t", "-c", path.to_str().unwrap()]);
+        assert_eq!(o.status.code(), Some(1), "{file}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(&format!("{}:", path.display())), "{stderr}");
+        assert!(stderr.contains(needle), "{file}: {stderr}");
+    }
+    remove_temp_dir(&dir);
+}
