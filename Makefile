@@ -5,7 +5,8 @@
 #                   redis-server nodes, installed here if missing and root
 #   make run        a local Redis Cluster with mithril in front on $(PORT)
 #                   (make run PORT=7000 MASTERS=3 REPLICAS=1)
-#   make bench      cargo bench (placeholder until the comparison bench lands)
+#   make bench      mithril vs a direct cluster connection, figures only
+#                   (ROUNDS=9 make bench; make bench MODE=callgrind)
 #   make lint       rustfmt check + clippy with warnings as errors
 #   make install    binary, man pages and (unless one exists) the config file:
 #                     $(DESTDIR)$(BINDIR)/mithril
@@ -58,9 +59,30 @@ run: check-redis build
 	$(CARGO) run --release --example devcluster -- --mithril $(MITHRIL) \
 		--port $(PORT) --masters $(MASTERS) --replicas $(REPLICAS)
 
-# Placeholder: runs whatever benches exist; they print figures, never fail on one.
-bench: check-redis
-	$(CARGO) bench --workspace
+# The end-to-end comparison in benches/compare (see README "Benchmarks"): a
+# local cluster, mithril in front, redis-benchmark direct vs through mithril.
+# It prints figures and fails only on errors, never on a number. Settings come
+# from the environment: ROUNDS (3), BENCH_SECONDS (6), WORKLOADS (GET,SET,
+# MSET,MGET), MITHRIL_THREADS, MITHRIL_BIN; MODE=callgrind (or
+# `make bench-callgrind`) counts mithril's instructions per GET instead,
+# under valgrind (installed here if missing and root).
+bench: check-redis build
+	@if [ "$(MODE)" = callgrind ] && ! command -v valgrind >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			echo "valgrind not found; installing it"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y valgrind || \
+				{ apt-get update && apt-get install -y valgrind; } || exit 1; \
+		else \
+			echo "MODE=callgrind needs valgrind: sudo apt-get install -y valgrind" >&2; \
+			exit 1; \
+		fi; \
+	fi
+	MODE=$(MODE) $(CARGO) bench --bench compare
+
+.PHONY: bench-callgrind
+bench-callgrind:
+	$(MAKE) bench MODE=callgrind
 
 lint:
 	$(CARGO) fmt --all -- --check

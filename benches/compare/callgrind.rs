@@ -1,0 +1,215 @@
+//! `make bench MODE=callgrind`: mithril's instructions per request, a figure
+//! that machine noise does not move.
+//!
+//! ```text
+//!  prefill the key space directly on the nodes (so every GET hits)
+//!  run:      valgrind --tool=callgrind mithril (threads 1)
+//!            <── redis-benchmark -c 1 -P 1 -n N -t get   (takes T seconds)
+//!            stop (SIGTERM) -> Ir_run
+//!  baseline: the same mithril under callgrind, idle for T seconds
+//!            stop -> Ir_idle
+//!  Ir/request = (Ir_run - Ir_idle) / N
+//! ```
+//!
+//! Both runs pay the same start-up (config, topology discovery, thread
+//! start), the same ready check, timers and topology refreshes over the same
+//! length of time, and the same shutdown; the difference is what the
+//! requests cost. Ir counts user-space instructions only (valgrind does not
+//! see the kernel), so syscall cost is not in it.
+//!
+//! Owns: its cluster, two mithril-under-valgrind processes (one at a time),
+//! their wrapper scripts and callgrind output files in one temp dir, which
+//! is kept (its path is printed) so `callgrind_annotate` can be rerun.
+//! Never: report a figure from a run that had errors or whose callgrind file
+//! is missing.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use crate::rb::{self, RunSpec, Target, Test};
+use crate::support::{key_slot, ClusterSpec, Conn, Mithril, RedisCluster, Reply};
+use crate::{Settings, DATA_SIZE, KEYSPACE};
+
+/// Functions listed from `callgrind_annotate`.
+const TOP_FUNCTIONS: usize = 15;
+/// SETs per pipeline while prefilling.
+const PREFILL_BATCH: usize = 1000;
+
+pub fn run(settings: &Settings) -> Result<(), String> {
+    let valgrind = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .map_err(|e| {
+            format!("cannot run valgrind ({e}); install it (apt-get install -y valgrind)")
+        })?;
+    let requests = settings.callgrind_requests;
+    println!(
+        "{}; {requests} GETs at -P 1 from one client; mithril threads 1",
+        String::from_utf8_lossy(&valgrind.stdout).trim()
+    );
+    let dir = crate::bench_dir()?;
+    eprintln!("bench: starting a 3-master cluster...");
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    prefill(&cluster)?;
+    println!(
+        "prefilled key:000000000000..key:{:012} ({DATA_SIZE}-byte values) on the nodes",
+        KEYSPACE - 1
+    );
+
+    let run_out = dir.join("callgrind.run.out");
+    let idle_out = dir.join("callgrind.idle.out");
+    let conf = "threads 1\nloglevel notice\n";
+
+    let wrapper = wrapper_script(&dir, "run", &settings.mithril_bin, &run_out)?;
+    let mut m = Mithril::start(&wrapper, &cluster.seeds(), conf);
+    let spec = RunSpec {
+        target: Target::Plain { port: m.port },
+        clients: 1,
+        requests,
+        pipeline: 1,
+        data_size: DATA_SIZE,
+        keyspace: KEYSPACE,
+        test: Test::Builtin("get"),
+    };
+    println!("run:      redis-benchmark {}", spec.args().join(" "));
+    let out = rb::run(&spec, &dir, Duration::from_secs(900));
+    let length = out.wall;
+    let run_ir = stop_and_read(&mut m, &run_out);
+    if !out.errors.is_empty() {
+        return Err(format!(
+            "the GET workload under callgrind failed:\n  {}",
+            out.errors.join("\n  ")
+        ));
+    }
+    let run_ir = run_ir?;
+    let rps = out.figures.map_or(0.0, |f| f.rps);
+    println!(
+        "run:      {run_ir} Ir in mithril; workload took {:.1} s ({rps:.0} req/s under valgrind)",
+        length.as_secs_f64()
+    );
+
+    let wrapper = wrapper_script(&dir, "idle", &settings.mithril_bin, &idle_out)?;
+    let mut m = Mithril::start(&wrapper, &cluster.seeds(), conf);
+    // The baseline's whole point is to sit idle for as long as the run took.
+    std::thread::sleep(length);
+    let idle_ir = stop_and_read(&mut m, &idle_out)?;
+    println!(
+        "baseline: {idle_ir} Ir in mithril, idle for {:.1} s",
+        length.as_secs_f64()
+    );
+    drop(cluster);
+
+    let per_request = run_ir.saturating_sub(idle_ir) as f64 / requests as f64;
+    println!(
+        "\nmethod: Ir/request = (Ir of the run - Ir of an idle baseline of the same length) / \
+         requests; both under `valgrind --tool=callgrind`, user space only, start-up and \
+         shutdown included in both and so cancelled"
+    );
+    println!("\ntop {TOP_FUNCTIONS} functions by Ir (self) in the run, from callgrind_annotate:");
+    match annotate(&run_out) {
+        Ok(lines) => {
+            for l in lines {
+                println!("  {l}");
+            }
+        }
+        Err(e) => println!("  (callgrind_annotate failed: {e})"),
+    }
+    println!("callgrind files kept in {}", dir.display());
+    println!("\nir_per_request GET 1 {per_request:.0}");
+    Ok(())
+}
+
+/// `dir/<name>.sh`: runs mithril under callgrind, writing to `out`. The
+/// support harness starts it as it would start mithril (`-c CONF`), and
+/// `exec` keeps the PID, so its signals reach valgrind.
+fn wrapper_script(dir: &Path, name: &str, bin: &Path, out: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join(format!("{name}.sh"));
+    let text = format!(
+        "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file='{}' '{}' \"$@\"\n",
+        out.display(),
+        bin.display()
+    );
+    std::fs::write(&path, text)
+        .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Stops mithril (SIGTERM; callgrind writes its file at exit) and reads the
+/// total Ir from the file.
+fn stop_and_read(m: &mut Mithril, out: &Path) -> Result<u64, String> {
+    let code = m.stop();
+    if code != Some(0) {
+        return Err(format!(
+            "mithril under valgrind did not exit cleanly ({code:?}); its output:\n{}",
+            crate::support::tail_file(&m.stdio_path, 20)
+        ));
+    }
+    let text = std::fs::read_to_string(out)
+        .map_err(|e| format!("no callgrind output at {}: {e}", out.display()))?;
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("totals:")
+                .or_else(|| l.strip_prefix("summary:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no totals line in {}", out.display()))
+}
+
+/// The function lines of `callgrind_annotate`, most expensive first.
+fn annotate(out: &Path) -> Result<Vec<String>, String> {
+    let o = Command::new("callgrind_annotate")
+        .arg("--inclusive=no")
+        .arg(out)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !o.status.success() {
+        return Err(String::from_utf8_lossy(&o.stderr).trim().to_string());
+    }
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let lines: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.contains("file:function"))
+        .skip(2)
+        .take_while(|l| !l.trim().is_empty())
+        .take(TOP_FUNCTIONS)
+        .map(str::to_string)
+        .collect();
+    Ok(lines)
+}
+
+/// SETs `key:%012d` (the names redis-benchmark's `-r` makes) for the whole
+/// key space straight on the owning masters, so no GET of the run misses.
+fn prefill(cluster: &RedisCluster) -> Result<(), String> {
+    let map = cluster.slot_map();
+    let value = vec![b'x'; DATA_SIZE as usize];
+    let mut per_node: Vec<(u16, Vec<Vec<Vec<u8>>>)> = Vec::new();
+    for i in 0..KEYSPACE {
+        let key = format!("key:{i:012}").into_bytes();
+        let slot = key_slot(&key);
+        let port = map
+            .iter()
+            .find(|&&(a, b, _)| (a..=b).contains(&slot))
+            .map(|&(_, _, p)| p)
+            .ok_or_else(|| format!("no node serves slot {slot}"))?;
+        let cmd = vec![b"SET".to_vec(), key, value.clone()];
+        match per_node.iter_mut().find(|(p, _)| *p == port) {
+            Some((_, cmds)) => cmds.push(cmd),
+            None => per_node.push((port, vec![cmd])),
+        }
+    }
+    for (port, cmds) in per_node {
+        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}"))
+            .map_err(|e| format!("cannot reach node {port}: {e}"))?;
+        for batch in cmds.chunks(PREFILL_BATCH) {
+            for r in c.pipeline(batch) {
+                if !matches!(&r, Reply::Simple(s) if s == "OK") {
+                    return Err(format!("prefill SET on node {port}: {r:?}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}

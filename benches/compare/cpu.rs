@@ -1,0 +1,56 @@
+//! Process CPU time and machine load, read from `/proc`.
+//!
+//! Owns nothing: it only reads `/proc/PID/stat` and `/proc/loadavg`.
+//! Invariant: CPU time is user + system time of the whole process (every
+//! thread), in clock ticks, as the kernel accounts it. Never: signal or
+//! otherwise touch the processes it reads.
+
+use std::time::Duration;
+
+/// utime + stime of process `pid` (all its threads), in clock ticks; `None`
+/// if the process is gone or the file cannot be parsed.
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) sits in parentheses and may contain spaces;
+    // the fields after the last ')' start with field 3, the state.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    // utime and stime are fields 14 and 15 of the line, so 11 and 12 here.
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Sum of `cpu_ticks` over `pids`; `None` if any of them cannot be read.
+pub fn cpu_ticks_sum(pids: &[u32]) -> Option<u64> {
+    pids.iter().map(|&p| cpu_ticks(p)).sum()
+}
+
+/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, 100 on usual kernels).
+pub fn ticks_per_sec() -> f64 {
+    // SAFETY: sysconf takes no pointers.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// Ticks as a duration.
+pub fn ticks_to_duration(ticks: u64) -> Duration {
+    Duration::from_secs_f64(ticks as f64 / ticks_per_sec())
+}
+
+/// The first three fields of `/proc/loadavg` ("1-min 5-min 15-min").
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Number of CPUs this process may run on.
+pub fn nproc() -> usize {
+    std::thread::available_parallelism().map_or(0, |n| n.get())
+}

@@ -1,0 +1,697 @@
+//! `make bench`: mithril against a direct cluster connection, in one run.
+//!
+//! ```text
+//!  3-master cluster (tests/support) <── redis-benchmark --cluster     "direct"
+//!            ^
+//!            └── mithril (release) <── redis-benchmark                "mithril"
+//!
+//!  per workload: warm-up (sizes the runs) then ROUNDS x [direct, mithril]
+//!  per run:      /proc CPU ticks of mithril and of the nodes, the nodes'
+//!                error-reply count, before and after
+//! ```
+//!
+//! Owns: the cluster, the mithril process and every redis-benchmark child it
+//! starts (all stopped before it returns; should it die, the support
+//! harness's parent-death signal takes them down too), and one temp dir.
+//! Invariants: direct and mithril runs of a workload alternate and use the
+//! same request count; a run with errors contributes no figure and is
+//! reported; the exit status is non-zero only for errors (a server that did
+//! not start or died, a redis-benchmark run that failed), never for a figure.
+//! Never: compare against a stored baseline, or judge a number.
+//!
+//! Settings come from the environment (see `Settings::from_env`); cargo's
+//! own `--bench` argument is ignored.
+
+#[path = "../../tests/support/mod.rs"]
+mod support;
+
+mod callgrind;
+mod cpu;
+mod rb;
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::str::FromStr;
+use std::time::Duration;
+
+use rb::{Figures, RunSpec, Target, Test};
+use support::{ClusterSpec, Conn, Mithril, RedisCluster, Reply};
+
+/// Clients, value size and key space of every run (`-c`, `-d`, `-r`).
+const CLIENTS: u32 = 50;
+const DATA_SIZE: u32 = 32;
+const KEYSPACE: u64 = 100_000;
+/// Keys per MSET / MGET.
+const MULTI_KEYS: usize = 10;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Compare,
+    Callgrind,
+}
+
+pub struct Settings {
+    mode: Mode,
+    rounds: usize,
+    seconds: f64,
+    /// Command names to run (`WORKLOADS=GET,SET`); empty means all.
+    only: Vec<String>,
+    mithril_bin: PathBuf,
+    /// `threads` for mithril in compare mode; `None` keeps its default.
+    threads: Option<u32>,
+    callgrind_requests: u64,
+}
+
+fn env_parse<T: FromStr>(name: &str, default: T) -> Result<T, String> {
+    match std::env::var(name) {
+        Ok(v) if !v.trim().is_empty() => v
+            .trim()
+            .parse()
+            .map_err(|_| format!("{name}={v:?} is not a valid value")),
+        _ => Ok(default),
+    }
+}
+
+impl Settings {
+    /// `MODE` (compare | callgrind), `ROUNDS` (3), `BENCH_SECONDS` (6),
+    /// `WORKLOADS` (all), `MITHRIL_BIN` (the release build cargo made),
+    /// `MITHRIL_THREADS` (mithril's default), `CALLGRIND_REQUESTS` (20000).
+    fn from_env() -> Result<Settings, String> {
+        let mode = match std::env::var("MODE").unwrap_or_default().trim() {
+            "" | "compare" => Mode::Compare,
+            "callgrind" => Mode::Callgrind,
+            other => return Err(format!("MODE={other:?}: expected compare or callgrind")),
+        };
+        let rounds: usize = env_parse("ROUNDS", 3)?;
+        let seconds: f64 = env_parse("BENCH_SECONDS", 6.0)?;
+        if rounds == 0 || !(0.1..=3600.0).contains(&seconds) {
+            return Err("ROUNDS must be >= 1 and BENCH_SECONDS within 0.1..3600".into());
+        }
+        let only = std::env::var("WORKLOADS")
+            .unwrap_or_default()
+            .split(',')
+            .map(|w| w.trim().to_ascii_uppercase())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let bin = std::env::var_os("MITHRIL_BIN")
+            .filter(|v| !v.is_empty())
+            .map_or_else(
+                || PathBuf::from(env!("CARGO_BIN_EXE_mithril")),
+                PathBuf::from,
+            );
+        // Absolute, because the support harness starts mithril in a temp dir.
+        let mithril_bin = std::fs::canonicalize(&bin)
+            .map_err(|e| format!("no mithril binary at {} ({e})", bin.display()))?;
+        let threads = match std::env::var("MITHRIL_THREADS") {
+            Ok(v) if !v.trim().is_empty() => Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("MITHRIL_THREADS={v:?} is not a number"))?,
+            ),
+            _ => None,
+        };
+        let callgrind_requests = env_parse("CALLGRIND_REQUESTS", 20_000)?;
+        if callgrind_requests == 0 {
+            return Err("CALLGRIND_REQUESTS must be >= 1".into());
+        }
+        Ok(Settings {
+            mode,
+            rounds,
+            seconds,
+            only,
+            mithril_bin,
+            threads,
+            callgrind_requests,
+        })
+    }
+}
+
+/// One row of the comparison: the same command at the same depth, sent
+/// directly to the cluster and through mithril.
+struct Workload {
+    command: &'static str,
+    pipeline: u32,
+    direct: Test,
+    mithril: Test,
+    /// Requests of each warm-up run, which sizes the measured runs.
+    warmup_requests: u64,
+}
+
+impl Workload {
+    fn label(&self) -> String {
+        format!("{} -P {}", self.command, self.pipeline)
+    }
+}
+
+/// `CMD key:<tag>__rand_int__ [value] ...` with `MULTI_KEYS` keys. `tag` is
+/// `"{tag}:"` for the direct form: redis-benchmark `--cluster` replaces
+/// `{tag}` with a hash tag of a slot the client's node owns, so all keys of
+/// one command share a slot. Without it the keys land on random slots.
+fn multi_key(cmd: &str, tag: &str, with_values: bool) -> Test {
+    let value = "x".repeat(DATA_SIZE as usize);
+    let mut words = vec![cmd.to_string()];
+    for _ in 0..MULTI_KEYS {
+        words.push(format!("key:{tag}__rand_int__"));
+        if with_values {
+            words.push(value.clone());
+        }
+    }
+    Test::Custom(words)
+}
+
+/// SET before GET and MSET before MGET, so the reads mostly find keys.
+fn workloads() -> Vec<Workload> {
+    let mut w = Vec::new();
+    for (command, builtin) in [("SET", "set"), ("GET", "get")] {
+        for (pipeline, warmup_requests) in [(1, 20_000), (16, 200_000)] {
+            w.push(Workload {
+                command,
+                pipeline,
+                direct: Test::Builtin(builtin),
+                mithril: Test::Builtin(builtin),
+                warmup_requests,
+            });
+        }
+    }
+    for (command, with_values) in [("MSET", true), ("MGET", false)] {
+        w.push(Workload {
+            command,
+            pipeline: 1,
+            direct: multi_key(command, "{tag}:", with_values),
+            mithril: multi_key(command, "", with_values),
+            warmup_requests: 10_000,
+        });
+    }
+    w
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum SideKind {
+    Direct,
+    Mithril,
+}
+
+impl SideKind {
+    fn name(self) -> &'static str {
+        match self {
+            SideKind::Direct => "direct",
+            SideKind::Mithril => "mithril",
+        }
+    }
+}
+
+/// What one clean run measured.
+struct Sample {
+    figures: Figures,
+    requests: u64,
+    mithril_ticks: Option<u64>,
+    node_ticks: Option<u64>,
+}
+
+/// One side (direct or mithril) of one workload.
+#[derive(Default)]
+struct Side {
+    samples: Vec<Sample>,
+    failed_runs: usize,
+    total_runs: usize,
+    errors: Vec<String>,
+}
+
+impl Side {
+    fn median(&self, f: impl Fn(&Figures) -> f64) -> Option<f64> {
+        let mut v: Vec<f64> = self.samples.iter().map(|s| f(&s.figures)).collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        match n {
+            0 => None,
+            _ if n % 2 == 1 => v.get(n / 2).copied(),
+            _ => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        }
+    }
+
+    /// Pooled CPU microseconds per request: all ticks of the clean runs over
+    /// all their requests (ticks are 10 ms, so pooling beats a median).
+    fn cpu_us_per_request(&self, ticks: impl Fn(&Sample) -> Option<u64>) -> Option<f64> {
+        let mut total_ticks = 0u64;
+        let mut total_requests = 0u64;
+        for s in &self.samples {
+            total_ticks += ticks(s)?;
+            total_requests += s.requests;
+        }
+        (total_requests > 0)
+            .then(|| total_ticks as f64 / cpu::ticks_per_sec() * 1e6 / total_requests as f64)
+    }
+
+    /// Records one run (warm-ups included); only measured clean runs keep
+    /// their sample.
+    fn record(&mut self, sample: Option<Sample>, errors: Vec<String>, keep: bool) {
+        self.total_runs += 1;
+        match sample {
+            Some(s) if keep => self.samples.push(s),
+            Some(_) => {}
+            None => {
+                self.failed_runs += 1;
+                push_unique(&mut self.errors, errors);
+            }
+        }
+    }
+}
+
+/// A workload with both sides measured.
+struct Measured {
+    workload: Workload,
+    requests: u64,
+    direct: Side,
+    mithril: Side,
+}
+
+impl Measured {
+    fn ratio(&self) -> Option<f64> {
+        let d = self.direct.median(|f| f.rps)?;
+        let m = self.mithril.median(|f| f.rps)?;
+        (d > 0.0).then(|| m / d)
+    }
+}
+
+/// Everything a run needs to reach.
+struct Bench<'a> {
+    settings: &'a Settings,
+    cluster: &'a RedisCluster,
+    mithril: &'a mut Mithril,
+    dir: &'a Path,
+}
+
+impl Bench<'_> {
+    fn node_pids(&self) -> Vec<u32> {
+        self.cluster.masters().iter().map(|n| n.pid).collect()
+    }
+
+    fn spec(&self, w: &Workload, side: SideKind, requests: u64) -> RunSpec {
+        let (target, test) = match side {
+            SideKind::Direct => (
+                Target::Cluster {
+                    port: self.cluster.masters().first().map_or(0, |n| n.port),
+                },
+                w.direct.clone(),
+            ),
+            SideKind::Mithril => (
+                Target::Plain {
+                    port: self.mithril.port,
+                },
+                w.mithril.clone(),
+            ),
+        };
+        RunSpec {
+            target,
+            clients: CLIENTS,
+            requests,
+            pipeline: w.pipeline,
+            data_size: DATA_SIZE,
+            keyspace: KEYSPACE,
+            test,
+        }
+    }
+
+    /// One run with its CPU and error accounting. `Err` for a fatal error
+    /// (mithril or a node is gone).
+    fn measure(
+        &mut self,
+        w: &Workload,
+        side: SideKind,
+        requests: u64,
+        label: &str,
+    ) -> Result<(Option<Sample>, Vec<String>), String> {
+        let spec = self.spec(w, side, requests);
+        let nodes = self.node_pids();
+        let timeout = Duration::from_secs_f64((self.settings.seconds * 20.0).max(60.0));
+        let m0 = cpu::cpu_ticks(self.mithril.pid);
+        let n0 = cpu::cpu_ticks_sum(&nodes);
+        let e0 = node_error_replies(self.cluster)?;
+        let out = rb::run(&spec, self.dir, timeout);
+        let m1 = cpu::cpu_ticks(self.mithril.pid);
+        let n1 = cpu::cpu_ticks_sum(&nodes);
+        let e1 = node_error_replies(self.cluster)?;
+        if let Some(st) = self.mithril.exit_status() {
+            return Err(format!(
+                "mithril exited ({st}) during {} {label}; its log:\n{}",
+                w.label(),
+                support::tail_file(&self.mithril.log_path, 30)
+            ));
+        }
+        let mut errors = out.errors;
+        if e1 > e0 {
+            errors.push(format!(
+                "the cluster nodes sent {} error replies (INFO stats total_error_replies)",
+                e1 - e0
+            ));
+        }
+        let delta = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
+        let mithril_ticks = delta(m0, m1);
+        let node_ticks = delta(n0, n1);
+        let mut line = format!(
+            "  {label:<9} {:<10} {:<8} n={:<9}",
+            w.label(),
+            side.name(),
+            requests
+        );
+        let sample = match out.figures {
+            Some(f) if errors.is_empty() => {
+                line += &format!(
+                    " {:>10.0} req/s  p50 {:>7.3} ms  p99 {:>7.3} ms  {:>5.1} s",
+                    f.rps,
+                    f.p50_ms,
+                    f.p99_ms,
+                    out.wall.as_secs_f64()
+                );
+                if side == SideKind::Mithril {
+                    if let Some(t) = mithril_ticks {
+                        line += &format!(
+                            "  mithril cpu {:.2} s",
+                            cpu::ticks_to_duration(t).as_secs_f64()
+                        );
+                    }
+                }
+                Some(Sample {
+                    figures: f,
+                    requests,
+                    mithril_ticks,
+                    node_ticks,
+                })
+            }
+            _ => {
+                line += "  !!! ERRORS:";
+                for e in &errors {
+                    line += &format!("\n      !!! {e}");
+                }
+                None
+            }
+        };
+        println!("{line}");
+        let _ = std::io::stdout().flush();
+        Ok((sample, errors))
+    }
+
+    fn run_workload(&mut self, w: Workload) -> Result<Measured, String> {
+        let rounds = self.settings.rounds;
+        println!("\n== {} ==", w.label());
+        let mut direct = Side::default();
+        let mut mithril = Side::default();
+        // Warm-up: fills the key space, opens connections, and sizes the runs.
+        let mut warm_rps = Vec::new();
+        for side in [SideKind::Direct, SideKind::Mithril] {
+            let (sample, errors) = self.measure(&w, side, w.warmup_requests, "warm-up")?;
+            if let Some(s) = &sample {
+                warm_rps.push(s.figures.rps);
+            }
+            let target = if side == SideKind::Direct {
+                &mut direct
+            } else {
+                &mut mithril
+            };
+            target.record(sample, errors, false);
+        }
+        let requests = if warm_rps.is_empty() {
+            w.warmup_requests
+        } else {
+            let mean = warm_rps.iter().sum::<f64>() / warm_rps.len() as f64;
+            round_2sig(mean * self.settings.seconds).max(u64::from(CLIENTS * w.pipeline))
+        };
+        for side in [SideKind::Direct, SideKind::Mithril] {
+            let args = self.spec(&w, side, requests).args();
+            println!("  {:<7} redis-benchmark {}", side.name(), args.join(" "));
+        }
+        for round in 1..=rounds {
+            let label = format!("{round}/{rounds}");
+            for side in [SideKind::Direct, SideKind::Mithril] {
+                let (sample, errors) = self.measure(&w, side, requests, &label)?;
+                let target = if side == SideKind::Direct {
+                    &mut direct
+                } else {
+                    &mut mithril
+                };
+                target.record(sample, errors, true);
+            }
+        }
+        Ok(Measured {
+            workload: w,
+            requests,
+            direct,
+            mithril,
+        })
+    }
+}
+
+fn push_unique(into: &mut Vec<String>, from: Vec<String>) {
+    for e in from {
+        if !into.contains(&e) {
+            into.push(e);
+        }
+    }
+}
+
+/// `x` rounded to two significant digits (at least 1).
+fn round_2sig(x: f64) -> u64 {
+    if !x.is_finite() || x < 1.0 {
+        return 1;
+    }
+    let scale = 10f64.powi(x.log10().floor() as i32 - 1).max(1.0);
+    ((x / scale).round() * scale) as u64
+}
+
+/// A fresh `<temp>/mithril-bench-<pid>-<random>` for redis-benchmark's
+/// output and callgrind files. Not the harness's `mithril-test-*` name: on
+/// this shared machine other sessions clear those away while we run.
+fn bench_dir() -> Result<PathBuf, String> {
+    let dir = std::env::temp_dir().join(format!(
+        "mithril-bench-{}-{:08x}",
+        std::process::id(),
+        support::random_u64() as u32
+    ));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// Sum of `total_error_replies` over the masters.
+fn node_error_replies(cluster: &RedisCluster) -> Result<u64, String> {
+    let mut sum = 0;
+    for n in cluster.masters() {
+        let mut c = Conn::try_connect(&n.addr())
+            .map_err(|e| format!("cluster node {} does not answer: {e}", n.addr()))?;
+        let text = match c.cmd(&["INFO", "stats"]) {
+            Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+            other => return Err(format!("INFO stats on {}: {other:?}", n.addr())),
+        };
+        sum += text
+            .lines()
+            .find_map(|l| l.strip_prefix("total_error_replies:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(sum)
+}
+
+fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |x| format!("{x:.decimals$}"))
+}
+
+fn print_table(results: &[Measured], settings: &Settings) {
+    println!(
+        "\n== results: medians of {} runs per side; -c {CLIENTS} -d {DATA_SIZE} -r {KEYSPACE}; \
+         CPU columns pool all clean runs ==",
+        settings.rounds
+    );
+    println!(
+        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>6} {:>7}",
+        "workload",
+        "requests",
+        "side",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "mithril us/r",
+        "nodes us/r",
+        "clean",
+        "ratio"
+    );
+    for r in results {
+        for (side, s) in [
+            (SideKind::Direct, &r.direct),
+            (SideKind::Mithril, &r.mithril),
+        ] {
+            let (name, requests, ratio, mithril_cpu) = match side {
+                SideKind::Direct => (r.workload.label(), r.requests.to_string(), None, None),
+                SideKind::Mithril => (
+                    String::new(),
+                    String::new(),
+                    Some(fmt_opt(r.ratio(), 2)),
+                    s.cpu_us_per_request(|x| x.mithril_ticks),
+                ),
+            };
+            println!(
+                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>6} {:>7}",
+                name,
+                requests,
+                side.name(),
+                fmt_opt(s.median(|f| f.rps), 0),
+                fmt_opt(s.median(|f| f.p50_ms), 3),
+                fmt_opt(s.median(|f| f.p99_ms), 3),
+                if side == SideKind::Direct {
+                    "-".to_string()
+                } else {
+                    fmt_opt(mithril_cpu, 2)
+                },
+                fmt_opt(s.cpu_us_per_request(|x| x.node_ticks), 2),
+                format!("{}/{}", s.samples.len(), settings.rounds),
+                ratio.unwrap_or_default(),
+            );
+        }
+    }
+    println!(
+        "(MSET/MGET: direct sends its {MULTI_KEYS} keys in one slot, the only form --cluster can \
+         send; mithril's {MULTI_KEYS} keys are spread over slots. us/r = CPU microseconds per \
+         request, user+system, from /proc/PID/stat.)"
+    );
+}
+
+/// Prints every error loudly; returns how many runs failed.
+fn print_errors(results: &[Measured]) -> usize {
+    let failed: usize = results
+        .iter()
+        .map(|r| r.direct.failed_runs + r.mithril.failed_runs)
+        .sum();
+    if failed == 0 {
+        return 0;
+    }
+    println!("\n!!!!!!!! ERRORS: {failed} run(s) failed; their figures are left out !!!!!!!!");
+    for r in results {
+        for (name, s) in [("direct", &r.direct), ("mithril", &r.mithril)] {
+            if s.failed_runs > 0 {
+                println!(
+                    "!!! {} {name}: {} of {} run(s) failed (warm-up included):",
+                    r.workload.label(),
+                    s.failed_runs,
+                    s.total_runs,
+                );
+                for e in &s.errors {
+                    println!("!!!     {e}");
+                }
+            }
+        }
+    }
+    failed
+}
+
+fn compare(settings: &Settings) -> Result<usize, String> {
+    let load_before = cpu::loadavg();
+    let dir = bench_dir()?;
+    eprintln!("bench: starting a 3-master cluster...");
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let mut conf = String::from("loglevel notice\n");
+    if let Some(t) = settings.threads {
+        conf += &format!("threads {t}\n");
+    }
+    let mut mithril = Mithril::start(&settings.mithril_bin, &cluster.seeds(), &conf);
+    println!(
+        "cluster: {} masters on ports {}; mithril pid {} on port {} (threads {})",
+        cluster.masters().len(),
+        cluster
+            .masters()
+            .iter()
+            .map(|n| n.port.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        mithril.pid,
+        mithril.port,
+        settings
+            .threads
+            .map_or_else(|| "default: one per core".to_string(), |t| t.to_string()),
+    );
+    let mut results = Vec::new();
+    {
+        let mut bench = Bench {
+            settings,
+            cluster: &cluster,
+            mithril: &mut mithril,
+            dir: &dir,
+        };
+        for w in workloads() {
+            if !settings.only.is_empty() && !settings.only.iter().any(|o| o == w.command) {
+                continue;
+            }
+            results.push(bench.run_workload(w)?);
+        }
+    }
+    mithril.stop();
+    drop(cluster);
+    let _ = std::fs::remove_dir_all(&dir);
+    let load_after = cpu::loadavg();
+
+    print_table(&results, settings);
+    let failed = print_errors(&results);
+    println!(
+        "\nmachine: nproc {}; loadavg (1/5/15 min) before {load_before}, after {load_after}",
+        cpu::nproc()
+    );
+    for r in &results {
+        println!(
+            "ratio {} {} {}",
+            r.workload.command,
+            r.workload.pipeline,
+            r.ratio()
+                .map_or_else(|| "n/a".into(), |x| format!("{x:.2}"))
+        );
+    }
+    Ok(failed)
+}
+
+fn main() -> ExitCode {
+    let settings = match Settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let version = match rb::version() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "mithril bench, mode {:?}: {version}; mithril {}; nproc {}; loadavg {}",
+        settings.mode,
+        settings.mithril_bin.display(),
+        cpu::nproc(),
+        cpu::loadavg()
+    );
+    let outcome = match settings.mode {
+        Mode::Compare => {
+            println!(
+                "ROUNDS={} BENCH_SECONDS={} WORKLOADS={}",
+                settings.rounds,
+                settings.seconds,
+                if settings.only.is_empty() {
+                    "all".to_string()
+                } else {
+                    settings.only.join(",")
+                }
+            );
+            compare(&settings)
+        }
+        Mode::Callgrind => callgrind::run(&settings).map(|()| 0),
+    };
+    match outcome {
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(failed) => {
+            eprintln!("bench: {failed} run(s) had errors (reported above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
