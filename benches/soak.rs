@@ -53,6 +53,9 @@ fn main() {
     println!("soak: {secs} s, {WRITERS} writers, {} hot slots", hot.len());
     while Instant::now() < deadline {
         step += 1;
+        // Roles move with failovers: act on the cluster as it is now.
+        cluster.wait_healthy(Duration::from_secs(30));
+        cluster.refresh_roles();
         if step % 5 == 0 {
             // Fail over a random master to one of its replicas.
             cluster.refresh_roles();
