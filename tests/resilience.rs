@@ -198,3 +198,70 @@ fn no_seed_reachable_at_start_then_the_cluster_appears() {
     });
     assert_eq!(c.cmd(&["GET", "k"]).as_str(), "v");
 }
+
+#[test]
+fn a_frozen_node_costs_its_clients_backend_timeout_at_most() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "backend-timeout 1000");
+    let mut c = m.conn();
+    let key = format!("{{{}}}k", key_for_slot(hot_slots()[0], "f"));
+    assert_eq!(c.cmd(&["SET", &key, "1"]), Reply::Simple("OK".into()));
+    let port = cluster.port_for_slot(hot_slots()[0]);
+    let pid = cluster.nodes.iter().find(|n| n.port == port).unwrap().pid;
+    // Freeze the node: its socket stays open, nothing answers.
+    unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
+    let asked = Instant::now();
+    let r = c.cmd(&["GET", &key]);
+    let waited = asked.elapsed();
+    unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+    assert!(r.as_error().contains("backend-timeout"), "{r:?}");
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(3),
+        "answered after {waited:?}"
+    );
+    // The node is back: the next request reconnects and works.
+    let v = wait_until(
+        "the node answers again",
+        Duration::from_secs(10),
+        || match c.cmd(&["GET", &key]) {
+            Reply::Bulk(Some(v)) => Some(v),
+            _ => None,
+        },
+    );
+    assert_eq!(v, b"1");
+}
+
+#[test]
+fn a_brief_clusterdown_is_waited_out() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    let slot = hot_slots()[1];
+    let key = format!("{{{}}}k", key_for_slot(slot, "d"));
+    assert_eq!(c.cmd(&["SET", &key, "v"]), Reply::Simple("OK".into()));
+    let owner = cluster
+        .nodes
+        .iter()
+        .find(|n| n.port == cluster.port_for_slot(slot))
+        .unwrap()
+        .clone();
+    let s = slot.to_string();
+    // The owner stops serving the slot for a moment (a direct client would
+    // see CLUSTERDOWN), then serves it again.
+    assert_eq!(
+        owner.conn().cmd(&["CLUSTER", "DELSLOTS", &s]),
+        Reply::Simple("OK".into())
+    );
+    let mut direct = owner.conn();
+    assert!(direct
+        .cmd(&["GET", &key])
+        .as_error()
+        .starts_with("CLUSTERDOWN"));
+    let restorer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        owner.conn().cmd(&["CLUSTER", "ADDSLOTS", &s])
+    });
+    let r = c.cmd(&["GET", &key]);
+    assert_eq!(restorer.join().unwrap(), Reply::Simple("OK".into()));
+    assert_eq!(r.as_bulk(), Some(&b"v"[..]), "{r:?}");
+}

@@ -14,15 +14,17 @@ use std::os::fd::RawFd;
 /// Most buffers one `writev` takes (well under Linux's IOV_MAX of 1024).
 pub const MAX_IOV: usize = 256;
 
+/// `repr(C)` with the counters first: the optimiser merges the two zero
+/// stores of `new()` with any adjacent uninitialised bytes into one memset,
+/// so with the array next to the counters it cleared all 4 KiB on every
+/// flush (seen as most of the instructions per request under callgrind).
+#[repr(C)]
 pub struct IoBatch<'a> {
-    /// Only the first `n` entries are initialised. One `MaybeUninit` over
-    /// the whole array (not an array of them) so that making a batch never
-    /// writes the 4 KiB: an array-repeat of `uninit()` was compiled into a
-    /// memset of the whole struct, once per flush.
-    iov: MaybeUninit<[libc::iovec; MAX_IOV]>,
     n: usize,
     bytes: usize,
     _borrow: PhantomData<&'a [u8]>,
+    /// Only the first `n` entries are initialised.
+    iov: MaybeUninit<[libc::iovec; MAX_IOV]>,
 }
 
 impl Default for IoBatch<'_> {
@@ -92,8 +94,13 @@ impl<'a> IoBatch<'a> {
         loop {
             // SAFETY: the first `n` entries are initialised and point into
             // slices borrowed for 'a, which outlives `self`.
+            // The raw system call: libc's writev is a thread-cancellation
+            // point and wraps every call in cancellation bookkeeping that
+            // this program never uses (a few hundred instructions per
+            // request under callgrind, with read).
             let r = unsafe {
-                libc::writev(
+                libc::syscall(
+                    libc::SYS_writev,
                     fd,
                     self.iov.as_ptr() as *const libc::iovec,
                     self.n as libc::c_int,
@@ -119,7 +126,14 @@ pub fn read_into(fd: RawFd, dst: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
     loop {
         // SAFETY: `dst` is valid for writes of its length; read(2) writes at
         // most that many bytes and we report exactly how many it wrote.
-        let r = unsafe { libc::read(fd, dst.as_mut_ptr() as *mut libc::c_void, dst.len()) };
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_read,
+                fd,
+                dst.as_mut_ptr() as *mut libc::c_void,
+                dst.len(),
+            )
+        };
         if r >= 0 {
             return Ok(r as usize);
         }

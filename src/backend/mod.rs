@@ -150,9 +150,12 @@ pub struct Backend {
     woff: usize,
     pub dirty: bool,
     pub since: Instant,
-    /// Last time this connection made progress (a reply arrived, or a
-    /// request was queued on an idle FIFO): `backend-timeout` counts from it.
-    pub progress_at: Instant,
+    /// Replies received so far (the timeout sweep watches it move).
+    pub replies: u64,
+    /// The sweep's view: `replies` when it last looked, and since when the
+    /// connection has had requests waiting without any reply arriving.
+    pub seen_replies: u64,
+    pub stalled_since: Option<Instant>,
 }
 
 impl Backend {
@@ -182,7 +185,9 @@ impl Backend {
             woff: 0,
             dirty: false,
             since: now,
-            progress_at: now,
+            replies: 0,
+            seen_replies: 0,
+            stalled_since: None,
         }
     }
 
@@ -193,9 +198,6 @@ impl Backend {
     /// Queue a request; it is written at the end of the loop turn.
     #[inline]
     pub fn enqueue(&mut self, f: InFlight) {
-        if self.inflight.is_empty() {
-            self.progress_at = Instant::now();
-        }
         self.inflight.push_back(f);
         self.unsent += 1;
     }
@@ -208,6 +210,18 @@ impl Backend {
     /// Requests written and not answered yet.
     pub fn awaiting(&self) -> usize {
         self.inflight.len() - self.unsent
+    }
+
+    /// Called by the periodic sweep: how long requests have been waiting
+    /// on this connection with no reply at all (zero while replies flow or
+    /// nothing waits). Costs the request path one counter increment.
+    pub fn stalled_for(&mut self, now: Instant) -> std::time::Duration {
+        if self.awaiting() == 0 || self.replies != self.seen_replies {
+            self.seen_replies = self.replies;
+            self.stalled_since = None;
+            return std::time::Duration::ZERO;
+        }
+        now.saturating_duration_since(*self.stalled_since.get_or_insert(now))
     }
 
     pub fn has_unsent(&self) -> bool {
@@ -329,7 +343,7 @@ impl Backend {
                     Some(_) => {}
                     None => return Read::Broken("reply without a request"),
                 }
-                self.progress_at = Instant::now();
+                self.replies += 1;
                 match self.inflight.pop_front() {
                     Some(f) => Read::Reply(f, frame, head),
                     None => Read::Broken("reply without a request"),

@@ -95,6 +95,23 @@ pub fn keys<'a>(cmd: &'static Command, args: &Args<'a>) -> KeyIter<'a> {
 
 /// The argv index of the first key of this call, if it has one.
 pub fn first_key(cmd: &'static Command, args: &Args) -> Option<usize> {
+    // Fast path for the common shape (GET, SET, HSET, ... one spec: one key
+    // at a fixed index): the answer is that index whenever it exists, as the
+    // general algorithm below would find (a test checks every command).
+    if let [spec] = cmd.key_specs {
+        if cmd.subcommands.is_empty()
+            && spec.flags & (key_flags::NOT_KEY | key_flags::INCOMPLETE | key_flags::VARIABLE_FLAGS)
+                == 0
+        {
+            if let (BeginSearch::Index(i), FindKeys::Range { last_key: 0, .. }) =
+                (spec.begin, spec.find)
+            {
+                if i > 0 && (i as usize) < args.len() {
+                    return Some(i as usize);
+                }
+            }
+        }
+    }
     keys(cmd, args).next()
 }
 

@@ -756,3 +756,40 @@ fn flag_and_category_names() {
     assert_eq!(flags::HIDDEN & flags::WRITE, 0);
     assert_ne!(flags::HIDDEN & flags::MAY_REPLICATE, 0);
 }
+
+#[test]
+fn first_key_fast_path_agrees_with_the_general_algorithm() {
+    let words: [&[u8]; 6] = [b"k1", b"2", b"k3", b"STORE", b"0", b"k6"];
+    let mut cmds: Vec<&'static Command> = Vec::new();
+    for c in all() {
+        cmds.push(c);
+        cmds.extend(c.subcommands.iter());
+    }
+    for cmd in cmds {
+        for argc in 1..=7 {
+            let mut buf = Vec::new();
+            let mut ranges = Vec::new();
+            let name = cmd.name.split('|').collect::<Vec<_>>();
+            for i in 0..argc {
+                let w: &[u8] = match i {
+                    0 => name[0].as_bytes(),
+                    1 if name.len() > 1 => name[1].as_bytes(),
+                    _ => words[(i - 1) % words.len()],
+                };
+                let start = buf.len();
+                buf.extend_from_slice(w);
+                ranges.push(start..buf.len());
+            }
+            let args = Args {
+                buf: &buf,
+                ranges: &ranges,
+            };
+            assert_eq!(
+                first_key(cmd, &args),
+                keys(cmd, &args).next(),
+                "{} with {argc} args",
+                cmd.name
+            );
+        }
+    }
+}

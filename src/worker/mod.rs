@@ -771,7 +771,7 @@ impl Worker {
                 self.follow(cx, f, r);
                 return;
             }
-            if retry::is_tryagain(&frame) {
+            if retry::is_retryable(&frame) {
                 self.try_again(cx, via, f, frame);
                 return;
             }
@@ -941,16 +941,14 @@ impl Worker {
         let Some(limit) = self.backend_timeout else {
             return;
         };
+        // Measured from the first sweep that saw the connection waiting
+        // without progress: a stall is noticed within one TICK of `limit`.
+        let now = cx.now;
         let late: Vec<Key> = self
             .backends
-            .iter()
-            .filter(|(_, b)| {
-                b.role == Role::Shared
-                    && b.state == State::Connected
-                    && b.awaiting() > 0
-                    && cx.now.saturating_duration_since(b.progress_at) > limit
-            })
-            .map(|(k, _)| k)
+            .iter_mut()
+            .filter(|(_, b)| b.role == Role::Shared && b.state == State::Connected)
+            .filter_map(|(k, b)| (b.stalled_for(now) > limit).then_some(k))
             .collect();
         for k in late {
             self.backend_failed(cx, k, "backend-timeout: no reply in time");

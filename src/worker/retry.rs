@@ -19,6 +19,10 @@
 //! fan-out path until the topology changes. A session whose next request
 //! touches a gated slot stops reading requests until the gate opens.
 //!
+//! A CLUSTERDOWN from a node (it refuses before running anything, for
+//! instance while a failover settles) is waited out the same way; it is
+//! never split, and once the waits are spent it reaches the client.
+//!
 //! Replies that are not errors pay nothing for any of this.
 
 use super::{Outgoing, Timer, Worker};
@@ -39,8 +43,10 @@ const FIRST_WAIT: Duration = Duration::from_millis(2);
 /// Key-by-key resends in flight at once for one request.
 pub(super) const SPLIT_IN_FLIGHT: usize = 256;
 
-pub(super) fn is_tryagain(frame: &[u8]) -> bool {
-    frame.starts_with(b"-TRYAGAIN")
+/// TRYAGAIN, and CLUSTERDOWN (the node refused before running anything,
+/// typically while the cluster fails over): both are safe to retry.
+pub(super) fn is_retryable(frame: &[u8]) -> bool {
+    frame.starts_with(b"-TRYAGAIN") || frame.starts_with(b"-CLUSTERDOWN")
 }
 
 /// Whether the request about to be dispatched must wait for a gate of its
@@ -166,18 +172,22 @@ impl Worker {
     ) {
         log::debug!(
             target: "mithril::worker",
-            "worker {}: TRYAGAIN from {via} ({:?}, wait {})",
+            "worker {}: {} from {via} ({:?}, wait {})",
             self.id,
+            String::from_utf8_lossy(frame.split(|&b| b == b' ').next().unwrap_or_default()),
             f.purpose,
             f.retries
         );
+        // CLUSTERDOWN is waited out like TRYAGAIN, but splitting a request
+        // key by key cannot help with it.
+        let down = frame.starts_with(b"-CLUSTERDOWN");
         match f.purpose {
             Purpose::Part(_) => {
                 // Its fan-out gates the slot already.
                 if f.retries < RETRY_WAITS {
                     return self.schedule_retry(cx, f, via);
                 }
-                if !self.split_part(cx, via, &f) {
+                if down || !self.split_part(cx, via, &f) {
                     self.complete(cx, f, frame);
                 }
             }
@@ -194,7 +204,7 @@ impl Worker {
                             s.retry_gates.push((f.seq, slot));
                         }
                         _ => {
-                            if let Some(slot) = slot {
+                            if let Some(slot) = slot.filter(|_| !down) {
                                 if !s.tainted.contains(&slot) {
                                     s.tainted.push(slot);
                                     s.tainted_epoch = self.pools.epoch;
@@ -207,7 +217,7 @@ impl Worker {
                 if f.retries < RETRY_WAITS {
                     return self.schedule_retry(cx, f, via);
                 }
-                if f.purpose == Purpose::Client && self.split_request(cx, via, &f) {
+                if !down && f.purpose == Purpose::Client && self.split_request(cx, via, &f) {
                     return;
                 }
                 self.complete(cx, f, frame);
