@@ -149,6 +149,8 @@ pub struct Backend {
     /// Bytes of the first unsent entry already written.
     woff: usize,
     pub dirty: bool,
+    /// A readiness event said the node closed: read through to the EOF.
+    pub hup: bool,
     pub since: Instant,
     /// Replies received so far (the timeout sweep watches it move).
     pub replies: u64,
@@ -184,6 +186,7 @@ impl Backend {
             unsent: 0,
             woff: 0,
             dirty: false,
+            hup: false,
             since: now,
             replies: 0,
             seen_replies: 0,
@@ -298,14 +301,17 @@ impl Backend {
         }
     }
 
-    /// Read what the node sent, up to `budget` bytes.
-    pub fn read(&mut self, budget: usize) -> Io {
+    /// Read what the node sent, up to `budget` bytes. A short read ends it
+    /// (edge-triggered: later data raises a new event) unless `to_eof`.
+    pub fn read(&mut self, budget: usize, to_eof: bool) -> Io {
         let mut total = 0;
         loop {
             if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
                 self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
             }
-            match read_into(self.fd, self.rbuf.spare_capacity_mut()) {
+            let spare = self.rbuf.spare_capacity_mut();
+            let room = spare.len();
+            match read_into(self.fd, spare) {
                 Ok(0) => return Io::Closed,
                 Ok(n) => {
                     // SAFETY: read(2) initialised exactly n bytes.
@@ -313,6 +319,9 @@ impl Backend {
                     total += n;
                     if total >= budget {
                         return Io::Budget;
+                    }
+                    if n < room && !to_eof {
+                        return Io::Ok;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Ok,

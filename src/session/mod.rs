@@ -121,6 +121,8 @@ pub struct Session {
     pub dirty: bool,
     /// The client half-closed (EOF): no more reads.
     pub eof: bool,
+    /// A readiness event said the peer closed: read through to the EOF.
+    pub hup: bool,
     /// Close once every queued reply is written (QUIT, protocol error).
     pub close_after_flush: bool,
     /// Dispatch stopped because the ring is full; resume when it drains.
@@ -192,6 +194,7 @@ impl Session {
             pushes: VecDeque::new(),
             dirty: false,
             eof: false,
+            hup: false,
             close_after_flush: false,
             paused: false,
             sticky: key.index as usize,
@@ -218,7 +221,13 @@ impl Session {
 
     /// Read what the socket has, up to `budget` bytes this call, never
     /// letting the buffer pass `limit` bytes.
-    pub fn read(&mut self, budget: usize, limit: usize) -> ReadOutcome {
+    ///
+    /// With edge-triggered readiness a read that returns less than the room
+    /// offered has drained the socket: anything arriving later raises a new
+    /// event. So no second read just to see EAGAIN (half the read system
+    /// calls of a request-response client) — unless `to_eof`: the event
+    /// said the peer closed, and the EOF must be seen now.
+    pub fn read(&mut self, budget: usize, limit: usize, to_eof: bool) -> ReadOutcome {
         let mut total = 0;
         loop {
             if self.rbuf.len() >= limit {
@@ -241,6 +250,9 @@ impl Session {
                     total += n;
                     if total >= budget {
                         return ReadOutcome::Budget;
+                    }
+                    if n < room && !to_eof {
+                        return ReadOutcome::Drained;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Drained,

@@ -327,7 +327,7 @@ impl Worker {
         // A blocked session still reads (a client that leaves mid-block
         // must be noticed); it only stops dispatching.
         if !s.eof && !s.paused {
-            match s.read(SESSION_READ_BUDGET, self.query_limit) {
+            match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
                 ReadOutcome::Drained => {}
                 ReadOutcome::Eof if s.blocked => {
                     // Gone mid-block: close now, which closes the lease so
@@ -664,6 +664,9 @@ impl Worker {
         let Some(b) = self.backends.get_mut(key) else {
             return;
         };
+        if event.is_read_closed() || event.is_error() {
+            b.hup = true;
+        }
         if b.state == State::Connecting {
             match b.finish_connect() {
                 Ok(true) => {
@@ -708,7 +711,7 @@ impl Worker {
         let Some(b) = self.backends.get_mut(key) else {
             return;
         };
-        let io = b.read(BACKEND_READ_BUDGET);
+        let io = b.read(BACKEND_READ_BUDGET, b.hup);
         let via = b.addr;
         let role = b.role;
         loop {
@@ -973,6 +976,11 @@ impl Handler for Worker {
             SESSION => {
                 if event.is_writable() {
                     self.mark_session_dirty(key);
+                }
+                if event.is_read_closed() || event.is_error() {
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        s.hup = true;
+                    }
                 }
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
                     self.session_input(cx, key);
