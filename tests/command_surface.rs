@@ -658,3 +658,43 @@ fn not_implemented_commands_answer_unknown_command() {
         bulk("x")
     );
 }
+
+#[test]
+fn resp3_sessions_get_resp3_replies_and_pushes() {
+    let (_cluster, m) = setup("");
+    let mut c = m.conn();
+    let hello = c.cmd(&["HELLO", "3"]);
+    assert!(matches!(hello, Reply::Map(_)), "{hello:?}");
+    // Node replies in RESP3: null, maps, doubles.
+    assert_eq!(c.cmd(&["GET", "r3:missing"]), Reply::Null);
+    assert_eq!(c.cmd(&["HSET", "r3:h", "f", "v"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["HGETALL", "r3:h"]),
+        Reply::Map(vec![(bulk("f"), bulk("v"))])
+    );
+    assert_eq!(c.cmd(&["ZADD", "r3:z", "1.5", "m"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["ZSCORE", "r3:z", "m"]), Reply::Double(1.5));
+    // A fan-out merged by the proxy: nil items in RESP3 form.
+    assert_eq!(c.cmd(&["SET", "r3:a", "1"]), ok());
+    let r = c.cmd(&["MGET", "r3:a", "r3:nothing", "r3:h2"]);
+    assert_eq!(
+        r,
+        Reply::Array(Some(vec![bulk("1"), Reply::Null, Reply::Null]))
+    );
+    // Subscribed RESP3 clients keep issuing commands; messages are pushes.
+    let r = c.cmd(&["SUBSCRIBE", "r3ch"]);
+    assert_eq!(
+        r,
+        Reply::Push(vec![bulk("subscribe"), bulk("r3ch"), Reply::Int(1)])
+    );
+    assert_eq!(c.cmd(&["GET", "r3:a"]), bulk("1"));
+    let mut p = m.conn();
+    assert_eq!(p.cmd(&["PUBLISH", "r3ch", "hi"]), Reply::Int(1));
+    assert_eq!(
+        c.read_reply(),
+        Reply::Push(vec![bulk("message"), bulk("r3ch"), bulk("hi")])
+    );
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // Back to RESP2 on a new connection: the node answers RESP2 there.
+    assert_eq!(p.cmd(&["GET", "r3:missing"]), Reply::Bulk(None));
+}

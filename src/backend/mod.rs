@@ -277,10 +277,7 @@ impl Backend {
             }
         }
         if let Role::Pubsub(_) = self.role {
-            // Nothing is paired with a subscriber connection's requests.
-            while self.inflight.len() > self.unsent {
-                self.inflight.pop_front();
-            }
+            self.forget_sent_commands();
         }
         Ok(())
     }
@@ -338,7 +335,23 @@ impl Backend {
             ReplyScan::Error(_) => Read::Broken("malformed reply"),
             ReplyScan::Complete { len, head } => {
                 let frame = self.rbuf.split_to(len).freeze();
-                if head == b'>' || matches!(self.role, Role::Pubsub(_)) {
+                if let Role::Pubsub(_) = self.role {
+                    // Its set-up replies (HELLO 3) are paired; everything
+                    // else it sends belongs to the subscriber.
+                    self.forget_sent_commands();
+                    let init_sent = self.inflight.len() > self.unsent
+                        && self
+                            .inflight
+                            .front()
+                            .is_some_and(|f| f.purpose == Purpose::Init);
+                    if init_sent {
+                        if let Some(f) = self.inflight.pop_front() {
+                            return Read::Reply(f, frame, head);
+                        }
+                    }
+                    return Read::Push(frame);
+                }
+                if head == b'>' {
                     return Read::Push(frame);
                 }
                 if self.inflight.len() == self.unsent {
@@ -358,6 +371,20 @@ impl Backend {
                     None => Read::Broken("reply without a request"),
                 }
             }
+        }
+    }
+
+    /// On a subscriber connection nothing is paired with the (P)(UN)SUBSCRIBE
+    /// commands written: drop them once sent, but keep set-up commands
+    /// (HELLO 3) until their reply arrives.
+    fn forget_sent_commands(&mut self) {
+        while self.inflight.len() > self.unsent
+            && self
+                .inflight
+                .front()
+                .is_some_and(|f| f.purpose != Purpose::Init)
+        {
+            self.inflight.pop_front();
         }
     }
 
