@@ -45,8 +45,9 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         })?;
     let requests = settings.callgrind_requests;
     println!(
-        "{}; {requests} GETs at -P 1 from one client; mithril threads 1",
-        String::from_utf8_lossy(&valgrind.stdout).trim()
+        "{}; {requests} GETs at -P {} from one client; mithril threads 1",
+        String::from_utf8_lossy(&valgrind.stdout).trim(),
+        settings.callgrind_pipeline
     );
     let dir = crate::bench_dir()?;
     eprintln!("bench: starting a 3-master cluster...");
@@ -67,7 +68,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         target: Target::Plain { port: m.port },
         clients: 1,
         requests,
-        pipeline: 1,
+        pipeline: settings.callgrind_pipeline as u32,
         data_size: DATA_SIZE,
         keyspace: KEYSPACE,
         test: Test::Builtin("get"),
@@ -116,7 +117,10 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         Err(e) => println!("  (callgrind_annotate failed: {e})"),
     }
     println!("callgrind files kept in {}", dir.display());
-    println!("\nir_per_request GET 1 {per_request:.0}");
+    println!(
+        "\nir_per_request GET {} {per_request:.0}",
+        settings.callgrind_pipeline
+    );
     Ok(())
 }
 

@@ -61,6 +61,8 @@ pub struct Settings {
     /// `threads` for mithril in compare mode; `None` keeps its default.
     threads: Option<u32>,
     callgrind_requests: u64,
+    /// Requests per pipeline in callgrind mode (CALLGRIND_PIPELINE).
+    callgrind_pipeline: u64,
 }
 
 fn env_parse<T: FromStr>(name: &str, default: T) -> Result<T, String> {
@@ -123,6 +125,7 @@ impl Settings {
             mithril_bin,
             threads,
             callgrind_requests,
+            callgrind_pipeline: env_parse("CALLGRIND_PIPELINE", 1)?.max(1),
         })
     }
 }

@@ -29,20 +29,66 @@ const fn crc16_table() -> [u16; 256] {
 
 static CRC16: [u16; 256] = crc16_table();
 
+/// `CRC16_HI[x]`: the CRC of the two bytes `[x, 0]` from a zero register,
+/// so two bytes fold in with two independent lookups (slicing by two):
+/// crc' = CRC16_HI[hi ^ b0] ^ CRC16[lo ^ b1].
+static CRC16_HI: [u16; 256] = crc16_hi_table();
+
+const fn crc16_hi_table() -> [u16; 256] {
+    let t = crc16_table();
+    let mut out = [0u16; 256];
+    let mut i = 0;
+    while i < 256 {
+        let a = t[i];
+        out[i] = (a << 8) ^ t[(a >> 8) as usize];
+        i += 1;
+    }
+    out
+}
+
 pub fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
-    for &b in data {
+    let mut pairs = data.chunks_exact(2);
+    for p in &mut pairs {
+        let hi = ((crc >> 8) as u8 ^ p[0]) as usize;
+        let lo = ((crc & 0xff) as u8 ^ p[1]) as usize;
+        crc = CRC16_HI[hi] ^ CRC16[lo];
+    }
+    if let [b] = pairs.remainder() {
         crc = (crc << 8) ^ CRC16[(((crc >> 8) as u8) ^ b) as usize];
     }
     crc
 }
 
+/// Position of the first `needle` in `hay` (libc's vectorised memchr).
+#[inline]
+fn find(hay: &[u8], needle: u8) -> Option<usize> {
+    if hay.is_empty() {
+        return None;
+    }
+    // SAFETY: memchr reads at most hay.len() bytes of a valid slice; the
+    // pointer it returns, if any, lies inside that slice.
+    let p = unsafe {
+        libc::memchr(
+            hay.as_ptr() as *const libc::c_void,
+            needle as i32,
+            hay.len(),
+        )
+    };
+    if p.is_null() {
+        None
+    } else {
+        Some(p as usize - hay.as_ptr() as usize)
+    }
+}
+
 /// The part of `key` that is hashed.
 pub fn hash_tag(key: &[u8]) -> &[u8] {
-    if let Some(open) = key.iter().position(|&b| b == b'{') {
-        if let Some(len) = key[open + 1..].iter().position(|&b| b == b'}') {
+    if let Some(open) = find(key, b'{') {
+        let rest = &key[open + 1..];
+        if let Some(len) = find(rest, b'}') {
             if len > 0 {
-                return &key[open + 1..open + 1 + len];
+                return &rest[..len];
             }
         }
     }
@@ -64,6 +110,29 @@ mod tests {
         assert_eq!(key_slot(b"foo"), 12182);
         assert_eq!(key_slot(b"bar"), 5061);
         assert_eq!(key_slot(b""), 0);
+    }
+
+    #[test]
+    fn slicing_by_two_matches_the_bytewise_crc() {
+        fn bytewise(data: &[u8]) -> u16 {
+            let mut crc: u16 = 0;
+            for &b in data {
+                crc = (crc << 8) ^ CRC16[(((crc >> 8) as u8) ^ b) as usize];
+            }
+            crc
+        }
+        let mut x: u64 = 0x1234_5678_9abc_def1;
+        for len in 0..200 {
+            let data: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            assert_eq!(crc16(&data), bytewise(&data), "len {len}");
+        }
     }
 
     #[test]
