@@ -9,6 +9,7 @@
 //! `main.rs`. See DESIGN.md for the thread layout and the loop phases.
 
 pub mod acceptor;
+pub mod acl;
 pub mod admin;
 pub mod backend;
 pub mod command;

@@ -92,7 +92,10 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
 }
 
 /// [`run`], telling `life` when the proxy is ready and when it stops.
-pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError> {
+pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError> {
+    if let Some(refusal) = crate::config::protected_mode_refusal(&cfg) {
+        return Err(StartError(refusal));
+    }
     signals::ignore_sigpipe();
     let sigset = SignalSet::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
         .map_err(|e| StartError(format!("signals: {e}")))?;
@@ -109,12 +112,18 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
     );
     let listeners = bind_all(&cfg)?;
 
+    crate::topology::probe::set_auth(crate::acl::backend_auth_frame(&cfg));
     let refresher = Refresher::new(
         cfg.cluster_nodes.clone(),
         Duration::from_secs(cfg.topology_refresh_secs),
         Duration::from_millis(cfg.connect_timeout_ms),
     );
     if !refresher.refresh_once() {
+        // Credentials the cluster refuses will not get better by waiting.
+        let timeout = Duration::from_millis(cfg.connect_timeout_ms);
+        if let Some(why) = crate::topology::probe::auth_problem(&cfg.cluster_nodes, timeout) {
+            return Err(StartError(why));
+        }
         log::warn!(
             target: "mithril::server",
             "no node of cluster-nodes answered; serving errors until the cluster is reachable"
@@ -141,8 +150,11 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
         loops.push(el);
     }
     let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
+    let admin = crate::admin::AdminState::new(&cfg);
+    // From here on the users' passwords exist only as digests.
+    cfg.forget_client_passwords();
     let shared = Arc::new(Shared {
-        admin: crate::admin::AdminState::new(&cfg),
+        admin,
         config: cfg,
         topology: topology.clone(),
         clients: Arc::new(AtomicUsize::new(0)),

@@ -250,9 +250,10 @@ fn a_predixy_conf_with_includes_serves_the_cluster_and_prints_as_native() {
     serves(&p, &cluster, "{px}");
     let (code, out) = p.stop();
     assert_eq!(code, Some(0), "{out}");
-    // Authority is not enforced yet, and the start says so.
+    // Authority became users (default: write, no password; auth1: admin),
+    // and the start says so.
     assert!(
-        out.contains("'Authority': recorded but NOT enforced"),
+        out.contains("'Authority': mapped onto user lines: default (write), auth1 (admin)"),
         "{out}"
     );
     let log = fs::read_to_string(dir.join("px.log")).unwrap();

@@ -198,7 +198,7 @@ fn a_daemon_that_cannot_start_makes_the_parent_fail_with_its_error() {
         &dir,
         "m.conf",
         &format!(
-            "bind 192.0.2.1\nport {}\ncluster-nodes 127.0.0.1:1\npidfile {}\n",
+            "bind 192.0.2.1\nprotected-mode no\nport {}\ncluster-nodes 127.0.0.1:1\npidfile {}\n",
             free_port(),
             pidfile.display()
         ),

@@ -1,16 +1,19 @@
 //! AUTH, HELLO and RESET: who the client is and which protocol it speaks.
 //!
-//! The proxy has one user, `default`. With no `requirepass` that user needs
-//! no password (Redis's `nopass`): every session starts authenticated, and
-//! `AUTH default <anything>` succeeds while the one-argument form gets
-//! Redis's "no password configured" error. With a password, a session must
-//! give it (compared in constant time) before anything but the NO_AUTH
-//! commands. A failed attempt never takes away an earlier success, as in
-//! Redis.
+//! The users are the [`Acl`](crate::acl::Acl)'s: `default` (a `requirepass`
+//! password, a `user default` line, or the built-in one that needs no
+//! password) and the `user` lines. A session starts as `default`,
+//! authenticated when that user needs no password. `AUTH user password`
+//! and `HELLO ... AUTH user password` switch it to that user; `AUTH
+//! password` names `default`, or (unlike Redis, for predixy's clients)
+//! any other user with that password. A failed attempt never takes away
+//! an earlier success, as in Redis, and is counted in INFO
+//! (`acl_access_denied_auth`).
 //!
 //! Never: log or echo a password.
 
 use super::{built, client, parse_i64, state, Outcome};
+use crate::acl::AuthError;
 use crate::command::Args;
 use crate::resp::encode::Proto;
 use crate::session::Session;
@@ -30,31 +33,42 @@ fn stat(b: &'static [u8]) -> Outcome {
     Outcome::Reply(Bytes::from_static(b))
 }
 
-/// Whether `user` / `pass` name the default user with the right password.
-fn credentials_ok(shared: &Shared, user: &[u8], pass: &[u8]) -> bool {
-    if user != b"default" {
-        return false;
+/// Authenticates `s` as `user` (`None`: the one-argument form) with
+/// `pass`; on failure the session keeps what it had.
+fn log_in(
+    shared: &Shared,
+    s: &mut Session,
+    user: Option<&[u8]>,
+    pass: &[u8],
+) -> Result<(), AuthError> {
+    let u = shared.admin.acl.authenticate(user, pass)?;
+    s.restricted = !u.unrestricted;
+    s.user = Some(u);
+    s.authenticated = true;
+    Ok(())
+}
+
+fn auth_error(e: AuthError) -> Outcome {
+    match e {
+        AuthError::WrongPass => stat(ERR_WRONGPASS),
+        AuthError::NoDefaultPassword => stat(ERR_NO_PASSWORD),
     }
-    if !shared.admin.has_password() {
-        return true;
-    }
-    shared.admin.password_matches(pass)
 }
 
 /// AUTH password | AUTH username password.
 pub fn auth(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
     let arg = |i: usize| args.get(i).unwrap_or_default();
-    let (user, pass): (&[u8], &[u8]) = match args.len() {
-        2 if !shared.admin.has_password() => return stat(ERR_NO_PASSWORD),
-        2 => (b"default", arg(1)),
-        3 => (arg(1), arg(2)),
+    let outcome = match args.len() {
+        2 => log_in(shared, s, None, arg(1)),
+        3 => log_in(shared, s, Some(arg(1)), arg(2)),
         _ => return stat(super::ERR_SYNTAX),
     };
-    if credentials_ok(shared, user, pass) {
-        s.authenticated = true;
-        stat(super::OK)
-    } else {
-        stat(ERR_WRONGPASS)
+    match outcome {
+        Ok(()) => stat(super::OK),
+        Err(e) => {
+            log::debug!(target: "mithril::auth", "client {} ({}): AUTH refused", s.id, s.peer);
+            auth_error(e)
+        }
     }
 }
 
@@ -96,10 +110,11 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
         }
     }
     if let Some((user, pass)) = creds {
-        if !credentials_ok(shared, user, pass) {
+        // HELLO always names the user: no password-only lookup here.
+        if log_in(shared, s, Some(user), pass).is_err() {
+            log::debug!(target: "mithril::auth", "client {} ({}): HELLO AUTH refused", s.id, s.peer);
             return stat(ERR_WRONGPASS);
         }
-        s.authenticated = true;
     }
     if !s.authenticated {
         return stat(ERR_HELLO_NOAUTH);
@@ -133,13 +148,16 @@ pub fn reset(s: &mut Session) -> Outcome {
     stat(b"+RESET\r\n")
 }
 
-/// Puts a session back in its just-connected state: RESP2, no name, and
-/// not authenticated when a password is configured. (Unsubscribing and
-/// discarding a transaction belong here too; their owners add them.)
+/// Puts a session back in its just-connected state: RESP2, no name, the
+/// `default` user, and not authenticated when that user has a password.
+/// (Unsubscribing and discarding a transaction belong here too; their
+/// owners add them.)
 pub fn reset_session(s: &mut Session) {
     s.proto = Proto::Resp2;
     s.name = None;
     s.authenticated = !state::password_required();
+    s.user = None;
+    s.restricted = crate::acl::default_restricted();
 }
 
 /// The bytes before the first NUL: Redis formats options as C strings.

@@ -194,7 +194,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         line,
         "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 \
          multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 oll={} \
-         omem={} tot-mem={} events={} cmd={} user=default redir=-1 resp={} lib-name={} \
+         omem={} tot-mem={} events={} cmd={} user={} redir=-1 resp={} lib-name={} \
          lib-ver={} worker={}",
         s.id,
         s.peer,
@@ -216,6 +216,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         rbs + omem,
         events,
         s.last_cmd,
+        s.user.as_ref().map_or("default", |u| u.name.as_str()),
         resp,
         text(&s.lib_name),
         text(&s.lib_ver),

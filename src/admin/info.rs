@@ -185,6 +185,16 @@ fn stats(t: &mut String, shared: &Shared) {
         shared.total_connections.load(Ordering::Relaxed),
         shared.rejected_connections.load(Ordering::Relaxed),
     );
+    let denied = &shared.admin.acl.denied;
+    let _ = write!(
+        t,
+        "acl_access_denied_auth:{}\r\nacl_access_denied_cmd:{}\r\n\
+         acl_access_denied_key:{}\r\nacl_access_denied_channel:{}\r\n",
+        denied.auth.load(Ordering::Relaxed),
+        denied.cmd.load(Ordering::Relaxed),
+        denied.key.load(Ordering::Relaxed),
+        denied.channel.load(Ordering::Relaxed),
+    );
 }
 
 fn cpu(t: &mut String, _shared: &Shared) {

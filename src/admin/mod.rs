@@ -12,6 +12,7 @@
 //!                      ▼ Route::Local
 //!               execute(shared, session, cmd, args) ──► Outcome (one frame)
 //!                  ├─ auth        AUTH HELLO RESET
+//!                  ├─ acl_cmd     ACL WHOAMI USERS LIST
 //!                  ├─ client      CLIENT ...          (+ client_info_line)
 //!                  ├─ config_cmd  CONFIG ...
 //!                  ├─ cluster     CLUSTER ...         (one master, all slots)
@@ -28,6 +29,7 @@
 //!
 //! Never: send anything to a backend, block, or panic on client input.
 
+mod acl_cmd;
 mod auth;
 mod client;
 mod cluster;
@@ -175,7 +177,7 @@ pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
         "auth" => auth::auth(shared, s, args),
         "hello" => auth::hello(shared, s, args),
         "reset" => auth::reset(s),
-        "acl" => acl(s, cmd),
+        "acl" => acl_cmd::acl(shared, s, cmd),
         "client" => client::client(shared, s, cmd, args),
         "config" => config_cmd::config(shared, s, cmd, args),
         "cluster" => cluster::cluster(shared, s, cmd, args),
@@ -202,35 +204,6 @@ fn time(s: &Session) -> Outcome {
         },
         s,
     )
-}
-
-/// ACL: the proxy has one user, `default`; users are managed with
-/// `requirepass` in the configuration file, not with ACL commands.
-fn acl(s: &Session, cmd: &Command) -> Outcome {
-    match cmd.name {
-        "acl|whoami" => built(
-            |e| {
-                e.bulk(b"default");
-            },
-            s,
-        ),
-        "acl|help" => help(
-            s,
-            &[
-                "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "WHOAMI",
-                "    Return the name of the user of this connection: always 'default'.",
-                "HELP",
-                "    Print this help.",
-                "mithril has a single user; its password is the requirepass directive of the configuration file.",
-            ],
-        ),
-        _ => error(&format!(
-            "ERR mithril: {} is not supported: the proxy has the single user 'default', \
-             whose password is set with requirepass in the configuration file",
-            display_name(cmd)
-        )),
-    }
 }
 
 #[cfg(test)]

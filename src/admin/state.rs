@@ -1,6 +1,6 @@
 //! The little state the locally answered commands keep between requests:
-//! the live value of the one runtime setting (`loglevel`), the password,
-//! this process's run id, and the emulated cluster node's ids.
+//! the live value of the one runtime setting (`loglevel`), the users (the
+//! [`Acl`]), this process's run id, and the emulated cluster node's ids.
 //!
 //! Invariants: built once, before any worker runs ([`AdminState::new`]),
 //! from the final configuration; afterwards only `CONFIG SET` writes (one
@@ -8,16 +8,17 @@
 //! id and shard id are pure functions of the announced address and port,
 //! hence stable across restarts; the run id is new for every process.
 //!
-//! Never: hold the password anywhere but here and in `Config` (it is not
-//! logged, and `CONFIG GET` shows it hidden).
+//! Never: hold a client password in clear (the `Acl` keeps digests; it is
+//! not logged, and `CONFIG GET` shows it hidden).
 
 use crate::config::{Config, LogLevel};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
-/// Whether this process has a `requirepass`. Fixed at start-up (the
-/// directive cannot be changed at run time), so a new session can read its
-/// initial `authenticated` value without reaching the configuration.
+/// Whether a new session must authenticate (the `default` user has a
+/// password or is off). Fixed at start-up (users cannot be changed at run
+/// time), so a new session can read its initial `authenticated` value
+/// without reaching the configuration.
 static PASSWORD_REQUIRED: AtomicBool = AtomicBool::new(false);
 
 /// True when clients must authenticate before running commands.
@@ -38,8 +39,8 @@ const LEVELS: [LogLevel; 5] = [
 pub struct AdminState {
     /// Index into `LEVELS`: the level as `CONFIG SET loglevel` left it.
     loglevel: AtomicU8,
-    /// `requirepass`; empty when no password is configured.
-    password: Box<[u8]>,
+    /// The users: `requirepass` and the `user` lines.
+    pub acl: crate::acl::Acl,
     /// 40 hex digits, new for each process (INFO `run_id`).
     pub run_id: String,
     /// The emulated node's id (CLUSTER MYID / NODES / SLOTS / SHARDS).
@@ -50,13 +51,16 @@ pub struct AdminState {
 
 impl AdminState {
     /// Built from the final configuration; also records process-wide
-    /// whether a password is required (see [`password_required`]).
+    /// whether a password is required (see [`password_required`]) and
+    /// whether new sessions are restricted (`acl::default_restricted`).
     pub fn new(cfg: &Config) -> AdminState {
-        PASSWORD_REQUIRED.store(!cfg.requirepass.is_empty(), Ordering::Relaxed);
+        let acl = crate::acl::Acl::from_config(cfg);
+        PASSWORD_REQUIRED.store(acl.password_required(), Ordering::Relaxed);
+        acl.publish_defaults();
         let (node_id, shard_id) = node_ids(cfg);
         AdminState {
             loglevel: AtomicU8::new(level_index(cfg.loglevel)),
-            password: cfg.requirepass.as_bytes().into(),
+            acl,
             run_id: random_run_id(),
             node_id,
             shard_id,
@@ -77,34 +81,14 @@ impl AdminState {
         crate::logging::set_level(level);
     }
 
-    /// Whether a password is configured.
+    /// Whether the `default` user has a password (`requirepass`).
     pub fn has_password(&self) -> bool {
-        !self.password.is_empty()
-    }
-
-    /// Compares `given` with the configured password in time that does not
-    /// depend on where they differ. False when no password is configured.
-    pub fn password_matches(&self, given: &[u8]) -> bool {
-        self.has_password() && constant_time_eq(&self.password, given)
+        self.acl.default_has_password()
     }
 }
 
 fn level_index(level: LogLevel) -> u8 {
     LEVELS.iter().position(|&l| l == level).unwrap_or(2) as u8
-}
-
-/// Byte equality whose running time depends only on the longer length:
-/// every byte pair is looked at, and differences are OR-ed together rather
-/// than returned at the first one.
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let n = a.len().max(b.len());
-    let mut diff = u64::from(a.len() != b.len());
-    for i in 0..n {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= u64::from(x ^ y);
-    }
-    std::hint::black_box(diff) == 0
 }
 
 /// The node id and shard id the proxy announces: derived from the announced
@@ -180,16 +164,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn constant_time_eq_is_plain_equality() {
-        assert!(constant_time_eq(b"", b""));
-        assert!(constant_time_eq(b"sekret", b"sekret"));
-        assert!(!constant_time_eq(b"sekret", b"sekreT"));
-        assert!(!constant_time_eq(b"sekret", b"sekret\0"));
-        assert!(!constant_time_eq(b"sekret\0", b"sekret"));
-        assert!(!constant_time_eq(b"", b"x"));
-    }
-
-    #[test]
     fn ids_are_stable_hex_and_depend_on_the_address() {
         let id = hex40(b"mithril node 127.0.0.1:7777");
         assert_eq!(id.len(), 40);
@@ -217,11 +191,13 @@ mod tests {
         let mut cfg = Config::default();
         let open = AdminState::new(&cfg);
         assert!(!open.has_password());
-        assert!(!open.password_matches(b""));
+        assert!(!password_required());
         cfg.requirepass = "pw".into();
         let locked = AdminState::new(&cfg);
-        assert!(locked.password_matches(b"pw"));
-        assert!(!locked.password_matches(b"pW"));
+        assert!(locked.has_password());
+        assert!(password_required());
+        assert!(locked.acl.authenticate(None, b"pw").is_ok());
+        assert!(locked.acl.authenticate(None, b"pW").is_err());
         assert_eq!(locked.run_id.len(), 40);
         assert_ne!(locked.run_id, open.run_id);
         // Leave the process-wide flag as a default config would.

@@ -25,7 +25,15 @@ enum Kind {
     Plain,
     /// A byte count: bytes for `CONFIG GET`, the largest exact unit in files.
     Size,
+    /// Written like `Plain` in files; `CONFIG GET` shows "(hidden)" when set.
+    Secret,
+    /// `user`: one line per user in files; `CONFIG GET` shows the users
+    /// with their passwords as SHA-256 digests, separated by "; ".
+    PerUser,
 }
+
+/// What `CONFIG GET` shows for a secret that is set.
+pub const HIDDEN: &str = "(hidden)";
 
 type Setter = fn(&mut Config, &[&str]) -> Result<(), String>;
 type Getter = fn(&Config) -> Vec<String>;
@@ -76,7 +84,21 @@ impl Directive {
     /// The value as `CONFIG GET` shows it (sizes in bytes, lists joined by
     /// spaces); `None` for `include`, which is not a setting.
     pub fn value(&self, cfg: &Config) -> Option<String> {
-        (self.kind != Kind::Meta).then(|| (self.getter)(cfg).join(" "))
+        match self.kind {
+            Kind::Meta => None,
+            Kind::Secret => {
+                let v = (self.getter)(cfg).join(" ");
+                Some(if v.is_empty() { v } else { HIDDEN.to_string() })
+            }
+            Kind::PerUser => Some(
+                cfg.users
+                    .iter()
+                    .map(crate::acl::UserSpec::canonical)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ),
+            Kind::Plain | Kind::Size => Some((self.getter)(cfg).join(" ")),
+        }
     }
 }
 
@@ -313,7 +335,7 @@ pub static DIRECTIVES: &[Directive] = &[
         default: "\"\"",
         summary: "password clients must give with AUTH before other commands; empty means none",
         runtime_settable: false,
-        kind: Kind::Plain,
+        kind: Kind::Secret,
         arity: (1, 1),
         setter: |c, a| {
             c.requirepass = first(a).to_string();
@@ -321,6 +343,57 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         // The real value, so `render` round-trips; CONFIG GET hides it.
         getter: |c| vec![c.requirepass.clone()],
+    },
+    Directive {
+        name: "protected-mode",
+        default: "yes",
+        summary: "refuse to start on a non-loopback address while clients need no password",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.protected_mode = parse_bool(first(a)).ok_or("protected-mode must be yes or no")?;
+            Ok(())
+        },
+        getter: |c| vec![if c.protected_mode { "yes" } else { "no" }.to_string()],
+    },
+    Directive {
+        name: "user",
+        default: "",
+        summary: "a user clients may AUTH as: name, on|off, passwords, mode, key and channel patterns (one line each)",
+        runtime_settable: false,
+        kind: Kind::PerUser,
+        arity: (1, usize::MAX),
+        setter: set_user,
+        // Unused: `render` writes one line per user, CONFIG GET shows them hashed.
+        getter: |_| Vec::new(),
+    },
+    Directive {
+        name: "backend-user",
+        default: "\"\"",
+        summary: "user mithril authenticates as on the cluster's nodes; empty sends AUTH with the password alone",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.backend_user = first(a).to_string();
+            Ok(())
+        },
+        getter: |c| vec![c.backend_user.clone()],
+    },
+    Directive {
+        name: "backend-password",
+        default: "\"\"",
+        summary: "password mithril sends to the cluster's nodes on every connection; empty means none",
+        runtime_settable: false,
+        kind: Kind::Secret,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.backend_password = first(a).to_string();
+            Ok(())
+        },
+        // The real value, so `render` round-trips; CONFIG GET hides it.
+        getter: |c| vec![c.backend_password.clone()],
     },
     Directive {
         name: "cluster-announce-ip",
@@ -439,6 +512,20 @@ pub fn render(cfg: &Config) -> String {
         let args = (d.getter)(cfg);
         match d.kind {
             Kind::Meta => continue,
+            Kind::PerUser if cfg.users.is_empty() => {
+                out.push_str(&format!("# {} (not set)\n", d.name));
+            }
+            Kind::PerUser => {
+                // The rules as the source gave them (clear passwords
+                // included): this is a migration aid, see mithril.conf(5).
+                for u in &cfg.users {
+                    let words: Vec<String> = std::iter::once(&u.name)
+                        .chain(&u.rules)
+                        .map(|a| quote_arg(a))
+                        .collect();
+                    out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
+                }
+            }
             _ if args.is_empty() => {
                 out.push_str(&format!("# {} (not set)\n", d.name));
                 continue;
@@ -450,7 +537,7 @@ pub fn render(cfg: &Config) -> String {
                     .collect();
                 out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
             }
-            Kind::Plain => {
+            Kind::Plain | Kind::Secret => {
                 let words: Vec<String> = args.iter().map(|a| quote_arg(a)).collect();
                 out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
             }
@@ -582,6 +669,20 @@ fn set_bind(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
         bind.push(entry);
     }
     cfg.bind = bind;
+    Ok(())
+}
+
+/// One `user` line: parsed whole, then added (a second line for the same
+/// name is refused rather than merged).
+fn set_user(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
+    let user = crate::acl::UserSpec::parse(args)?;
+    if cfg.users.iter().any(|u| u.name == user.name) {
+        return Err(format!(
+            "user '{}' is defined twice: give each user one line",
+            user.name
+        ));
+    }
+    cfg.users.push(user);
     Ok(())
 }
 

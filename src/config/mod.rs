@@ -270,6 +270,18 @@ pub struct Config {
     /// `requirepass`: the password clients must give with AUTH (or HELLO
     /// AUTH) before other commands; empty means no password.
     pub requirepass: String,
+    /// `protected-mode`: refuse to start when listening on a non-loopback
+    /// address while clients need no password.
+    pub protected_mode: bool,
+    /// `user`: the users clients may authenticate as, in the order written
+    /// (one line each; a line named `default` replaces the built-in user).
+    pub users: Vec<crate::acl::UserSpec>,
+    /// `backend-user`: the user mithril authenticates as on the cluster's
+    /// nodes; empty means `AUTH <password>` alone.
+    pub backend_user: String,
+    /// `backend-password`: the password mithril sends to the cluster's
+    /// nodes on every connection; empty means none.
+    pub backend_password: String,
     /// `cluster-announce-ip`: the address the emulated CLUSTER replies
     /// show; empty means the address the client connected to.
     pub cluster_announce_ip: String,
@@ -325,6 +337,10 @@ impl Default for Config {
             logfile: String::new(),
             config_file: None,
             requirepass: String::new(),
+            protected_mode: true,
+            users: Vec::new(),
+            backend_user: String::new(),
+            backend_password: String::new(),
             cluster_announce_ip: String::new(),
             cluster_announce_port: 0,
             daemonize: false,
@@ -488,6 +504,8 @@ impl Reader {
                 .map(|a| std::str::from_utf8(a))
                 .collect::<Result<Vec<&str>, _>>()
                 .map_err(|_| fail(format!("{name}: argument is not valid UTF-8")))?;
+            let shown = shown_line(name, &split.text, &args);
+            let fail = |message: String| ConfigError::at(origin, line, Some(&shown), message);
             let Some(directive) = lookup(name) else {
                 return Err(ConfigError::at(
                     origin,
@@ -590,6 +608,23 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
             "threads must be between 1 and {MAX_THREADS} once resolved"
         ));
     }
+    if !cfg.backend_user.is_empty() && cfg.backend_password.is_empty() {
+        return fail(
+            "backend-user is set but backend-password is not: give the password mithril \
+             authenticates with on the cluster's nodes"
+                .to_string(),
+        );
+    }
+    if !cfg.requirepass.is_empty() && cfg.users.iter().any(|u| u.name == "default") {
+        return fail(
+            "both requirepass and a 'user default' line set the default user: keep one \
+             (e.g. 'user default on >password ...' and no requirepass)"
+                .to_string(),
+        );
+    }
+    if let Some(refusal) = protected_mode_refusal(cfg) {
+        return fail(refusal);
+    }
     if cfg.proto_max_bulk_len > cfg.query_buffer_limit {
         return fail(format!(
             "proto-max-bulk-len ({}) is larger than query-buffer-limit ({}): \
@@ -598,6 +633,77 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// Whether clients that never authenticate may run commands: the
+/// `default` user is enabled and needs no password.
+pub fn default_user_is_open(cfg: &Config) -> bool {
+    if !cfg.requirepass.is_empty() {
+        return false;
+    }
+    match cfg.users.iter().find(|u| u.name == "default") {
+        Some(u) => u.enabled && u.nopass,
+        None => true,
+    }
+}
+
+/// Protected mode: the reason to refuse to start when `protected-mode` is
+/// on, a listen address is not a loopback one, and clients need no
+/// password (Redis refuses such clients one by one; a proxy in front of a
+/// whole cluster refuses to start instead).
+pub fn protected_mode_refusal(cfg: &Config) -> Option<String> {
+    if !cfg.protected_mode || !default_user_is_open(cfg) {
+        return None;
+    }
+    let exposed: Vec<String> = cfg
+        .bind
+        .iter()
+        .filter(|b| b.ip().is_some_and(|ip| !ip.is_loopback()))
+        .map(|b| b.addr.clone())
+        .collect();
+    if exposed.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "protected mode: refusing to listen on {} (not a loopback address) while clients \
+         need no password. Set requirepass (or give the default user a password or turn it \
+         off with a 'user default' line), or bind to 127.0.0.1 / ::1 only, or, if every \
+         client that can reach that address is trusted, set 'protected-mode no'",
+        exposed.join(", ")
+    ))
+}
+
+impl Config {
+    /// Replaces every client password this configuration holds in clear by
+    /// its SHA-256 digest (`user` lines) or drops it (`requirepass`, once
+    /// the users were built from it), so that the copy the running proxy
+    /// keeps has none. The backend password stays: it must be sent.
+    pub fn forget_client_passwords(&mut self) {
+        self.requirepass.clear();
+        for u in &mut self.users {
+            *u = u.hashed();
+        }
+    }
+}
+
+/// The text of a configuration line as error messages show it: for the
+/// directives that carry passwords, the secret words are masked.
+fn shown_line(name: &str, text: &str, args: &[&str]) -> String {
+    let secret = |a: &&str| -> String {
+        if a.starts_with('>') {
+            ">***".to_string()
+        } else {
+            a.to_string()
+        }
+    };
+    match name.to_ascii_lowercase().as_str() {
+        "requirepass" | "backend-password" => format!("{name} ***"),
+        "user" => std::iter::once(name.to_string())
+            .chain(args.iter().map(secret))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => text.to_string(),
+    }
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ fn each_table_default_parses_to_config_default() {
     for d in DIRECTIVES {
         if d.default.is_empty() {
             assert!(
-                matches!(d.name, "include" | "cluster-nodes"),
+                matches!(d.name, "include" | "cluster-nodes" | "user"),
                 "{} lacks a default",
                 d.name
             );
@@ -919,7 +919,7 @@ fn flags_override_the_file() {
     let dir = TempDir::new("cli");
     let file = dir.write(
         "m.conf",
-        "cluster-nodes a:1\nport 8000\nbind 10.0.0.1 10.0.0.2\nloglevel warning\n",
+        "cluster-nodes a:1\nport 8000\nbind 10.0.0.1 10.0.0.2\nloglevel warning\nprotected-mode no\n",
     );
     let f = file.to_str().unwrap();
     let cfg = cli::load(&cli(&["-c", f])).unwrap();
@@ -1094,4 +1094,133 @@ fn twemproxy_verbosity_maps_onto_loglevels() {
     assert!(cli::verbosity("12").is_err());
     assert!(cli::verbosity("-1").is_err());
     assert!(cli::verbosity("x").is_err());
+}
+
+// ---- security: users, protected mode, backend credentials -------------------
+
+#[test]
+fn user_lines_accumulate_and_render_as_written() {
+    let cfg = parse(
+        "user alice on >s3cret mode write ~app:*\nuser bob off\n\
+         user \"carol\" on \"#30c952fab122c3f9759f02a6d95c3758b246b4fee239957b2d4fee46e26170c4\" mode admin\n",
+    );
+    let names: Vec<&str> = cfg.users.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["alice", "bob", "carol"]);
+    let text = render(&cfg);
+    // --print-config is a migration aid: the rules as given.
+    assert!(
+        text.lines()
+            .any(|l| l == "user alice on >s3cret mode write ~app:*"),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l == "user bob off"), "{text}");
+    assert_eq!(parse_str(&text, "rendered").unwrap(), cfg);
+    assert!(render(&Config::default())
+        .lines()
+        .any(|l| l == "# user (not set)"));
+    let e = error("user alice on\nuser alice off\n");
+    assert!(e.contains(":2: ") && e.contains("defined twice"), "{e}");
+}
+
+#[test]
+fn config_get_hides_passwords() {
+    let cfg = parse(
+        "requirepass rp\nbackend-user px\nbackend-password bp\n\
+         user alice on >s3cret mode write ~app:*\nuser bob on nopass\n",
+    );
+    assert_eq!(get(&cfg, "requirepass").as_deref(), Some("(hidden)"));
+    assert_eq!(get(&cfg, "backend-password").as_deref(), Some("(hidden)"));
+    assert_eq!(get(&cfg, "backend-user").as_deref(), Some("px"));
+    let users = get(&cfg, "user").unwrap();
+    assert!(!users.contains("s3cret"), "{users}");
+    assert_eq!(
+        users,
+        format!(
+            "alice on #{} ~app:* &* mode write; bob on nopass ~* &* mode read",
+            crate::acl::sha256::hex(&crate::acl::sha256::digest(b"s3cret"))
+        )
+    );
+    assert_eq!(
+        get(&Config::default(), "backend-password").as_deref(),
+        Some("")
+    );
+    assert_eq!(get(&Config::default(), "user").as_deref(), Some(""));
+    assert_eq!(
+        get(&Config::default(), "protected-mode").as_deref(),
+        Some("yes")
+    );
+    // Nothing in clear in any CONFIG GET value.
+    for (_, v) in matching(&cfg, b"*") {
+        assert!(
+            !v.contains("s3cret") && !v.contains("bp") && v != "rp",
+            "{v}"
+        );
+    }
+}
+
+#[test]
+fn errors_on_password_lines_mask_the_password() {
+    let e = error("user alice on >hunter2 mode root\n");
+    assert!(e.contains("'user alice on >*** mode root'"), "{e}");
+    assert!(!e.contains("hunter2"), "{e}");
+    let e = error("requirepass a b\n");
+    assert!(
+        e.contains("'requirepass ***'") && !e.contains(" a b"),
+        "{e}"
+    );
+    let e = error("backend-password a b\n");
+    assert!(e.contains("'backend-password ***'"), "{e}");
+}
+
+#[test]
+fn forgetting_client_passwords_keeps_the_users() {
+    let mut cfg = parse(
+        "cluster-nodes a:1\nrequirepass rp\nbackend-password bp\nuser alice on >s3cret mode write\n",
+    );
+    let before = crate::acl::Acl::from_config(&cfg);
+    cfg.forget_client_passwords();
+    assert_eq!(cfg.requirepass, "");
+    assert_eq!(cfg.backend_password, "bp");
+    let text = render(&cfg);
+    assert!(!text.contains("s3cret") && !text.contains("rp\n"), "{text}");
+    let after = crate::acl::Acl::from_config(&cfg);
+    let alice = |a: &crate::acl::Acl| a.authenticate(Some(b"alice"), b"s3cret").is_ok();
+    assert!(alice(&before) && alice(&after));
+}
+
+#[test]
+fn validation_of_security_settings() {
+    let ok =
+        |t: &str| validate(&parse(&format!("cluster-nodes a:1\n{t}"))).map_err(|e| e.to_string());
+    // Loopback needs nothing.
+    assert!(ok("").is_ok());
+    assert!(ok("bind 127.0.0.1 ::1").is_ok());
+    // Beyond loopback: a password, a locked default, or protected-mode no.
+    for open in [
+        "bind *",
+        "bind 10.0.0.1",
+        "bind 127.0.0.1 ::*",
+        "bind 0.0.0.0",
+    ] {
+        let e = ok(open).unwrap_err();
+        assert!(
+            e.contains("protected mode") && e.contains("protected-mode no"),
+            "{open}: {e}"
+        );
+    }
+    assert!(ok("bind *\nrequirepass x").is_ok());
+    assert!(ok("bind *\nprotected-mode no").is_ok());
+    assert!(ok("bind *\nuser default on >pw").is_ok());
+    assert!(ok("bind *\nuser default off\nuser app on >pw").is_ok());
+    assert!(ok("bind *\nuser default on nopass mode read").is_err());
+    assert!(ok("bind *\nuser app on >pw").is_err());
+    // Credentials to the cluster.
+    assert!(ok("backend-user u")
+        .unwrap_err()
+        .contains("backend-password"));
+    assert!(ok("backend-user u\nbackend-password p").is_ok());
+    // One way to set default's password.
+    assert!(ok("requirepass x\nuser default on >y")
+        .unwrap_err()
+        .contains("requirepass"));
 }

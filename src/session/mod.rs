@@ -92,6 +92,9 @@ pub struct Subscriptions {
     pub barrier: u64,
     /// Reading the subscriber connection is paused (push window full).
     pub throttled: bool,
+    /// Replies to the connection's set-up commands (AUTH, HELLO 3) still
+    /// to come: they are the node's, not the client's.
+    pub setup_replies: u8,
 }
 
 impl Subscriptions {
@@ -158,6 +161,11 @@ pub struct Session {
     /// May run commands: true from the start when no `requirepass` is
     /// configured, else once AUTH / HELLO AUTH succeeded (RESET clears it).
     pub authenticated: bool,
+    /// The user AUTH named; `None` until then (the `default` user).
+    pub user: Option<std::sync::Arc<crate::acl::User>>,
+    /// That user may not run everything: the permission check runs (the
+    /// hot path tests only this).
+    pub restricted: bool,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
     pub lib_name: Option<Vec<u8>>,
     pub lib_ver: Option<Vec<u8>>,
@@ -213,6 +221,8 @@ impl Session {
             last_active: now,
             _ticket: ticket,
             authenticated: !crate::admin::password_required(),
+            user: None,
+            restricted: crate::acl::default_restricted(),
             lib_name: None,
             lib_ver: None,
             last_cmd: "NULL",

@@ -53,6 +53,11 @@ impl Worker {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
+        // ACL (user lines): one bool test unless the user is restricted.
+        if let Some(denied) = crate::acl::denied(&self.shared, s, cmd, &args) {
+            self.txn_flag(key);
+            return self.reply(key, denied);
+        }
         let plain = s.txn.is_none() && s.sub.is_none();
         if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, &args) {
             // The hot path: one key, one slot, one node.

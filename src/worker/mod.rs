@@ -380,7 +380,7 @@ impl Worker {
                 s.paused = true;
                 return;
             }
-            let frame = match s.scanner.scan(&s.rbuf, &self.limits, true) {
+            let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
                         // A large argument is on its way: make room once
@@ -520,6 +520,10 @@ impl Worker {
         self.backends
             .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
         if let Some(b) = self.backends.get_mut(key) {
+            // backend-password: authenticate before anything else.
+            if let Some(auth) = crate::acl::backend_auth_frame(&self.shared.config) {
+                b.enqueue(InFlight::new(Key::NONE, 0, auth, Purpose::Init));
+            }
             if proto == Proto::Resp3 {
                 b.enqueue(InFlight::new(
                     Key::NONE,
@@ -722,7 +726,10 @@ impl Worker {
                 Read::Empty => break,
                 Read::Push(frame) => {
                     if let Role::Pubsub(owner) = role {
-                        self.pubsub_frame(owner, frame);
+                        if let Some(why) = self.pubsub_frame(owner, frame) {
+                            self.backend_failed(cx, key, &why);
+                            return;
+                        }
                     }
                 }
                 Read::Intermediate(frame, head) => {
@@ -758,10 +765,14 @@ impl Worker {
             Purpose::Asking => return,
             Purpose::Init => {
                 if head == b'-' {
-                    let why = format!(
-                        "set-up command failed: {}",
-                        String::from_utf8_lossy(&frame).trim_end()
-                    );
+                    let why = crate::acl::setup_failure(&frame);
+                    // The TCP connect succeeded (the pool was marked up):
+                    // a refused set-up backs off like a refused connect.
+                    if let Some(pool) = self.backends.get(bkey).map(|b| b.pool) {
+                        if pool != usize::MAX {
+                            self.pools.mark_failed(pool, cx.now, why.clone());
+                        }
+                    }
                     self.backend_failed(cx, bkey, &why);
                 }
                 return;

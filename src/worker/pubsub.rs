@@ -151,6 +151,9 @@ impl Worker {
                 expect: VecDeque::new(),
                 barrier: 0,
                 throttled: false,
+                setup_replies: u8::from(
+                    crate::acl::backend_auth_frame(&self.shared.config).is_some(),
+                ) + u8::from(proto == Proto::Resp3),
             }));
         }
         let Some(s) = self.sessions.get_mut(key) else {
@@ -196,12 +199,16 @@ impl Worker {
         }
     }
 
-    /// A frame from `owner`'s subscriber connection.
-    pub(super) fn pubsub_frame(&mut self, owner: Key, frame: Bytes) {
-        let Some(s) = self.sessions.get_mut(owner) else {
-            return;
-        };
-        let Some(sub) = s.sub.as_mut() else { return };
+    /// A frame from `owner`'s subscriber connection. `Some(reason)` when
+    /// the connection's set-up was refused (the caller drops it).
+    pub(super) fn pubsub_frame(&mut self, owner: Key, frame: Bytes) -> Option<String> {
+        let s = self.sessions.get_mut(owner)?;
+        let sub = s.sub.as_mut()?;
+        if sub.setup_replies > 0 {
+            // AUTH / HELLO 3 answered: not for the client.
+            sub.setup_replies -= 1;
+            return (frame.first() == Some(&b'-')).then(|| crate::acl::setup_failure(&frame));
+        }
         let confirmation = frame_kind(&frame).is_some_and(is_confirmation);
         if confirmation {
             if let Some(seq) = sub.expect.pop_front() {
@@ -211,7 +218,7 @@ impl Worker {
                     self.dirty_sessions.push(owner);
                 }
             }
-            return;
+            return None;
         }
         let barrier = sub.barrier;
         s.push_oob(barrier, frame);
@@ -219,6 +226,7 @@ impl Worker {
             s.dirty = true;
             self.dirty_sessions.push(owner);
         }
+        None
     }
 
     /// PUBSUB subcommands go to the subscribers' home node.

@@ -254,27 +254,39 @@ fn split_listen(addr: &str) -> Option<(&str, &str)> {
     Some((host, port))
 }
 
-/// The password a foreign file gives for the cluster's nodes: applied as
-/// `backend-password` when this mithril has that directive, otherwise
-/// named in a warning (without the secret).
+/// The password a foreign file gives for the cluster's nodes, applied as
+/// `backend-password` (an error names the setting, never the secret).
 fn backend_password(
     t: &mut Translation,
     at: &Loc<'_>,
     key: &str,
     password: &str,
 ) -> Result<(), ConfigError> {
-    if lookup("backend-password").is_some() {
-        t.set(at, &format!("{key} ..."), "backend-password", &[password])
-    } else {
-        t.warn(
-            at,
-            &format!("{key} ..."),
-            "mithril does not authenticate to the cluster yet (the backend-password \
-             directive is not in this version); the password is ignored, so the cluster \
-             nodes must accept connections without one",
-        );
-        Ok(())
+    t.set(at, &format!("{key} ..."), "backend-password", &[password])
+}
+
+/// The foreign proxy let clients in without a password on a non-loopback
+/// address, which mithril's protected mode refuses: keep the exposure the
+/// old proxy had (`protected-mode no`) and say so, rather than produce a
+/// configuration that does not start.
+fn keep_exposure(t: &mut Translation, at: &Loc<'_>, shown: &str) -> Result<(), ConfigError> {
+    if crate::config::protected_mode_refusal(&t.config).is_none() {
+        return Ok(());
     }
+    t.set(at, shown, "protected-mode", &["no"])?;
+    let addrs: Vec<String> = t.config.bind.iter().map(|b| b.addr.clone()).collect();
+    t.warn(
+        at,
+        shown,
+        format!(
+            "clients need no password and the proxy listens on {} (not loopback only); \
+             mithril refuses that unless protected-mode is off, so the translation sets \
+             'protected-mode no' to keep the old exposure: better, give clients a password \
+             (requirepass or user lines) and remove it",
+            addrs.join(" ")
+        ),
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@
 //! | client_connections   | maxclients (0, unlimited, is the maximum)      |
 //! | server_connections   | backend-conns (at most 64)                     |
 //! | tcpkeepalive         | tcp-keepalive 300 or 0                          |
-//! | redis_auth           | backend-password, once it exists; else warned  |
+//! | redis_auth           | requirepass and backend-password (twemproxy    |
+//! |                      | asks its clients for it and gives it to nodes) |
 //! | hash_tag             | must be "{}": the cluster hashes on braces     |
 //! | redis                | must be true                                   |
 //! | redis_db             | must be 0: a cluster has one database          |
@@ -22,7 +23,7 @@
 //! | server_failure_limit, preconnect, reuseport   | warned: no meaning     |
 
 use super::yaml::{self, Entry, Value};
-use super::{backend_password, bind_host, split_listen, Loc, Translation};
+use super::{backend_password, bind_host, keep_exposure, split_listen, Loc, Translation};
 use crate::config::ConfigError;
 
 /// Reads `bytes` (the file `origin`) into `t`.
@@ -145,7 +146,13 @@ pub(crate) fn translate(
                     &[if on { "300" } else { "0" }],
                 )?;
             }
-            "redis_auth" => backend_password(t, &at, "redis_auth", text(entry, origin)?)?,
+            "redis_auth" => {
+                // twemproxy checks its clients' AUTH against it, and sends
+                // it to the servers.
+                let pw = text(entry, origin)?;
+                t.set(&at, "redis_auth ...", "requirepass", &[pw])?;
+                backend_password(t, &at, "redis_auth", pw)?;
+            }
             "redis_db" => {
                 if number(entry, origin)? != 0 {
                     return Err(at.error(
@@ -200,7 +207,7 @@ pub(crate) fn translate(
             ),
         }
     }
-    Ok(())
+    keep_exposure(t, &at, &pool.key)
 }
 
 /// How an entry is quoted in messages: `key: value`.

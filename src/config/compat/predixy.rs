@@ -19,14 +19,16 @@
 //! | ClusterServerPool.RefreshInterval| topology-refresh-secs (rounded up)        |
 //! | ClusterServerPool.ServerTimeout  | connect-timeout (clamped)                 |
 //! | ClusterServerPool.KeepAlive      | tcp-keepalive                             |
-//! | ClusterServerPool.Password       | backend-password, once it exists          |
-//! | Authority                        | recorded and warned: not enforced yet     |
+//! | ClusterServerPool.Password       | backend-password                          |
+//! | Authority                        | user lines: the Auth without a password   |
+//! |                                  | is `default`, the others auth1, auth2, ...|
+//! |                                  | (no password-less Auth: `default off`)    |
 //! | SentinelServerPool, Standalone…  | refused: mithril fronts a Redis Cluster   |
 //! | everything else                  | named in a warning                        |
 
 use std::path::{Path, PathBuf};
 
-use super::{backend_password, bind_host, split_listen, Loc, Translation};
+use super::{backend_password, bind_host, keep_exposure, split_listen, Loc, Translation};
 use crate::config::{ConfigError, MAX_INCLUDE_DEPTH};
 
 /// One `Key Value` line, with its block when it opened one.
@@ -396,7 +398,12 @@ fn apply(nodes: &[Node], t: &mut Translation) -> Result<(), ConfigError> {
     if sample_nodes {
         log_samples(t, nodes, &samples)?;
     }
-    Ok(())
+    let origin = nodes.first().map_or("configuration", |n| n.origin.as_str());
+    let bind_at = nodes
+        .iter()
+        .find(|n| n.is("Bind"))
+        .map_or(Loc { origin, line: 1 }, Node::at);
+    keep_exposure(t, &bind_at, "Bind")
 }
 
 fn log_samples(
@@ -574,53 +581,139 @@ fn cluster_pool(t: &mut Translation, pool: &Node) -> Result<(), ConfigError> {
     Ok(())
 }
 
-/// Checks the Authority block and records it in a warning: per-password
-/// modes and key prefixes arrive with mithril's user directives.
+/// One `Auth` of an Authority block.
+struct Auth<'a> {
+    node: &'a Node,
+    mode: String,
+    /// `KeyPrefix`, `ReadKeyPrefix`, `WriteKeyPrefix` (each may be given
+    /// several times; their words accumulate, as in predixy).
+    any: Vec<String>,
+    read: Vec<String>,
+    write: Vec<String>,
+}
+
+/// Maps the Authority block onto `user` lines. predixy's Auth is a
+/// password with a mode and key prefixes; the one without a password is
+/// what clients get before AUTH. So: that one becomes `default` (`nopass`),
+/// the others `auth1`, `auth2`, ... in order, each `on >password`; with no
+/// password-less Auth, `default` is `off` and clients must AUTH, as with
+/// predixy. A KeyPrefix becomes `~prefix*`; ReadKeyPrefix / WriteKeyPrefix
+/// (which replace KeyPrefix for their direction in predixy) become
+/// `%R~prefix*` / `%W~prefix*`. One warning lists what was made, without
+/// the passwords.
 fn authority(t: &mut Translation, node: &Node) -> Result<(), ConfigError> {
     let Some(block) = &node.block else {
         return Err(node.error("Authority needs a { Auth ... } block"));
     };
-    let mut described = Vec::new();
+    let mut auths: Vec<Auth<'_>> = Vec::new();
     for auth in block {
         if !auth.is("Auth") {
             return Err(auth.error("an Authority block holds only Auth blocks"));
         }
-        let mut mode = "read".to_string();
-        let mut prefixes = Vec::new();
+        let mut a = Auth {
+            node: auth,
+            mode: "read".to_string(),
+            any: Vec::new(),
+            read: Vec::new(),
+            write: Vec::new(),
+        };
         for setting in auth.block.iter().flatten() {
+            let words = setting.value.split_whitespace().map(str::to_string);
             match setting.key.to_ascii_lowercase().as_str() {
                 "mode" => {
                     let m = setting.value.to_ascii_lowercase();
                     if !matches!(m.as_str(), "read" | "write" | "admin") {
                         return Err(setting.error("Mode must be read, write or admin"));
                     }
-                    mode = m;
+                    a.mode = m;
                 }
-                "keyprefix" | "readkeyprefix" | "writekeyprefix" => {
-                    prefixes.push(format!("{} {}", setting.key, setting.value));
-                }
+                "keyprefix" => a.any.extend(words),
+                "readkeyprefix" => a.read.extend(words),
+                "writekeyprefix" => a.write.extend(words),
                 _ => return Err(setting.error(format!("unknown Auth key '{}'", setting.key))),
             }
         }
-        let who = if auth.value.is_empty() {
-            "without a password"
+        // predixy keeps the last Auth of a password.
+        if let Some(i) = auths.iter().position(|b| b.node.value == auth.value) {
+            let earlier = auths.remove(i);
+            t.warn(
+                &earlier.node.at(),
+                "Auth ...",
+                format!(
+                    "replaced by the Auth with the same password at line {}, as predixy does",
+                    auth.line
+                ),
+            );
+        }
+        auths.push(a);
+    }
+    let mut made = Vec::new();
+    let mut numbered = 0;
+    let mut default_seen = false;
+    for a in &auths {
+        let name = if a.node.value.is_empty() {
+            default_seen = true;
+            "default".to_string()
         } else {
-            "with a password"
+            numbered += 1;
+            format!("auth{numbered}")
         };
-        let limits = if prefixes.is_empty() {
-            String::new()
+        let mut words = vec![name.clone(), "on".to_string()];
+        if a.node.value.is_empty() {
+            words.push("nopass".into());
         } else {
-            format!(" limited to {}", prefixes.join(", "))
-        };
-        described.push(format!("{mode} {who}{limits}"));
+            words.push(format!(">{}", a.node.value));
+        }
+        words.push("mode".into());
+        words.push(a.mode.clone());
+        let read = if a.read.is_empty() { &a.any } else { &a.read };
+        let write = if a.write.is_empty() { &a.any } else { &a.write };
+        let glob = |p: &String| crate::acl::spec::prefix_glob(p);
+        let mut keys = String::new();
+        if read == write {
+            words.extend(read.iter().map(|p| format!("~{}", glob(p))));
+            if !read.is_empty() {
+                keys = format!(" keys {}", read.join(" "));
+            }
+        } else {
+            // A direction without prefixes is open in predixy.
+            let rules = |perm: &str, prefixes: &Vec<String>| -> Vec<String> {
+                if prefixes.is_empty() {
+                    vec![format!("%{perm}~*")]
+                } else {
+                    prefixes
+                        .iter()
+                        .map(|p| format!("%{perm}~{}", glob(p)))
+                        .collect()
+                }
+            };
+            words.extend(rules("R", read));
+            words.extend(rules("W", write));
+            let shown = |p: &Vec<String>| {
+                if p.is_empty() {
+                    "any".to_string()
+                } else {
+                    p.join(" ")
+                }
+            };
+            keys = format!(" reads {} writes {}", shown(read), shown(write));
+        }
+        let args: Vec<&str> = words.iter().map(String::as_str).collect();
+        t.set(&a.node.at(), "Auth ...", "user", &args)?;
+        made.push(format!("{name} ({}{keys})", a.mode));
+    }
+    if !default_seen {
+        t.set(&node.at(), "Authority", "user", &["default", "off"])?;
+        made.push("default (off: every client must AUTH)".to_string());
     }
     t.warn(
         &node.at(),
         "Authority",
         format!(
-            "recorded but NOT enforced: this mithril has no users or passwords for clients \
-             yet, so every client may run every command; the file grants {}",
-            described.join("; ")
+            "mapped onto user lines: {}; clients keep authenticating with AUTH <password> \
+             alone (mithril finds the user whose password it is), and mithril additionally \
+             accepts AUTH <user> <password>",
+            made.join(", ")
         ),
     );
     Ok(())

@@ -104,14 +104,11 @@ fn nutcracker_pool_maps_onto_directives() {
             r.warnings
         );
     }
-    // No backend-password directive yet: the password is named, not shown.
-    if crate::config::lookup("backend-password").is_none() {
-        assert!(has_warning(
-            &r,
-            "'redis_auth ...': mithril does not authenticate"
-        ));
-        assert!(!r.warnings.iter().any(|w| w.contains("s3cr3t")));
-    }
+    // redis_auth: twemproxy's clients give it, and so do its connections
+    // to the servers.
+    assert_eq!(c.requirepass, "s3cr3t");
+    assert_eq!(c.backend_password, "s3cr3t");
+    assert!(!r.warnings.iter().any(|w| w.contains("s3cr3t")));
     assert!(!has_warning(&r, "hash_tag"));
     assert!(!has_warning(&r, "'listen"));
     assert!(!has_warning(&r, "'servers"));
@@ -219,7 +216,7 @@ fn predixy_files_map_onto_directives() {
         format!("{cluster}:3: 'MasterReadPriority 60': ignored"),
         format!("{cluster}:8: 'ServerFailureLimit 10': ignored"),
         format!(
-            "{}:2: 'Authority': recorded but NOT enforced",
+            "{}:2: 'Authority': mapped onto user lines: ",
             example("predixy/auth.conf").display()
         ),
         format!(
@@ -234,16 +231,40 @@ fn predixy_files_map_onto_directives() {
         );
     }
     let auth = r.warnings.iter().find(|w| w.contains("Authority")).unwrap();
-    assert!(auth.contains("read without a password"), "{auth}");
-    assert!(auth.contains("admin with a password"), "{auth}");
     assert!(
-        auth.contains("write with a password limited to KeyPrefix app: cache:"),
+        auth.contains(
+            "default (read), auth1 (admin), auth2 (write reads app: cache: shared: writes app:)"
+        ),
         "{auth}"
     );
     assert!(
-        !auth.contains("complex password"),
+        !auth.contains("complex password") && !auth.contains("writer"),
         "secrets stay out of warnings: {auth}"
     );
+    // The users themselves.
+    let users: Vec<String> = c.users.iter().map(|u| u.canonical()).collect();
+    let hash = |p: &str| crate::acl::sha256::hex(&crate::acl::sha256::digest(p.as_bytes()));
+    assert_eq!(
+        users,
+        [
+            "default on nopass ~* &* mode read".to_string(),
+            format!(
+                "auth1 on #{} ~* &* mode admin",
+                hash("#a complex password#")
+            ),
+            format!(
+                "auth2 on #{} %R~app:* %R~cache:* %R~shared:* %W~app:* &* mode write",
+                hash("writer")
+            ),
+        ]
+    );
+    // --print-config writes them with their passwords as given.
+    let printed = render(c);
+    assert!(
+        printed.contains("user auth1 on \">#a complex password#\" mode admin\n"),
+        "{printed}"
+    );
+    assert_eq!(parse_str(&printed, "printed").unwrap().users, c.users);
     // MaxMemory 0 and the Log*Sample defaults are predixy's own defaults:
     // only the sampling that mithril cannot do is mentioned.
     assert!(r.warnings.iter().all(|w| !w.contains("LogVerbSample")));
@@ -303,4 +324,96 @@ fn printed_configs_parse_back_to_the_same_meaning() {
         want.config_file = None;
         assert_eq!(back, want, "{rel}:\n{text}");
     }
+}
+
+#[test]
+fn open_foreign_proxies_keep_their_exposure_with_a_warning() {
+    let dir = std::env::temp_dir().join(format!("mithril-exp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        let r = read_file(&p).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let mut c = r.config.clone();
+        c.cluster_nodes = vec!["10.0.0.1:7000".into()];
+        validate(&c).unwrap_or_else(|e| panic!("{name}: {e}"));
+        r
+    };
+    let exposed = |r: &Read| {
+        !r.config.protected_mode && r.warnings.iter().any(|w| w.contains("'protected-mode no'"))
+    };
+    let nc = "p:\n  listen: 0.0.0.0:6000\n  redis: true\n  servers:\n   - 10.0.0.1:7000:1\n";
+    assert!(exposed(&run("a.yml", nc)));
+    // With redis_auth its clients had to AUTH: nothing to keep open.
+    let r = run("b.yml", &format!("{nc}  redis_auth: pw\n"));
+    assert!(r.config.protected_mode && !exposed(&r));
+    assert_eq!(r.config.requirepass, "pw");
+    let r = run("c.yml", &nc.replace("0.0.0.0", "127.0.0.1"));
+    assert!(r.config.protected_mode && !exposed(&r));
+
+    let pool = "ClusterServerPool {\n  Servers {\n    + 10.0.0.1:7000\n  }\n}\n";
+    // predixy's default Bind is 0.0.0.0:7617.
+    assert!(exposed(&run("a.conf", pool)));
+    // Every Auth has a password: clients must AUTH, default is off.
+    let r = run(
+        "b.conf",
+        &format!(
+            "{pool}Authority {{\n  Auth pw {{\n    Mode write\n    KeyPrefix a: b:\n  }}\n}}\n"
+        ),
+    );
+    assert!(r.config.protected_mode && !exposed(&r));
+    let users: Vec<String> = r.config.users.iter().map(|u| u.canonical()).collect();
+    assert_eq!(users.len(), 2);
+    assert!(users[0].starts_with("auth1 on #") && users[0].ends_with(" ~a:* ~b:* &* mode write"));
+    assert_eq!(users[1], "default off ~* &* mode read");
+    let acl = crate::acl::Acl::from_config(&r.config);
+    assert!(acl.password_required());
+    assert_eq!(acl.authenticate(None, b"pw").unwrap().name, "auth1");
+    // A password-less Auth is what clients get: open again.
+    let r = run(
+        "c.conf",
+        &format!("{pool}Authority {{\n  Auth {{\n    Mode read\n  }}\n  Auth pw {{\n    Mode admin\n  }}\n  Auth pw {{\n    Mode write\n  }}\n}}\n"),
+    );
+    assert!(exposed(&r));
+    let users: Vec<String> = r.config.users.iter().map(|u| u.canonical()).collect();
+    // The later Auth of a password replaces the earlier one, as in predixy.
+    assert_eq!(users[0], "default on nopass ~* &* mode read");
+    assert!(
+        users[1].starts_with("auth1 on #") && users[1].ends_with("mode write"),
+        "{users:?}"
+    );
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.contains("replaced by the Auth with the same password")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The predixy Authority example of mithril.conf(5) translates to the
+/// user lines the page shows.
+#[test]
+fn the_manual_authority_example_is_what_the_translation_makes() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("man/mithril.conf.5"))
+            .unwrap();
+    let block = |start: &str| -> String {
+        let from = page.find(start).unwrap();
+        let body = &page[from..];
+        let end = body.find(".EE").unwrap();
+        body[..end].replace("\\-", "-")
+    };
+    let authority = block("Authority {\n");
+    let users = block("user default on nopass mode read ~public:*");
+    let dir = std::env::temp_dir().join(format!("mithril-man-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("predixy.conf");
+    std::fs::write(
+        &p,
+        format!("Bind 127.0.0.1:7617\nClusterServerPool {{\n  Servers {{\n    + 10.0.0.1:7000\n  }}\n}}\n{authority}"),
+    )
+    .unwrap();
+    let r = read_file(&p).unwrap();
+    let native = parse_str(&users, "man page").unwrap();
+    assert_eq!(r.config.users, native.users, "{users}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

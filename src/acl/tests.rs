@@ -1,0 +1,304 @@
+//! The permission model on requests built like the dispatcher builds them:
+//! modes against command classes, key and channel patterns, AUTH, the
+//! counters and the backend AUTH frame.
+
+use super::*;
+use crate::command::resolve;
+use std::ops::Range;
+
+/// A request as the dispatcher sees it.
+struct Req {
+    buf: Vec<u8>,
+    ranges: Vec<Range<usize>>,
+}
+
+impl Req {
+    fn new(line: &str) -> Req {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for w in line.split_whitespace() {
+            let start = buf.len();
+            buf.extend_from_slice(w.as_bytes());
+            ranges.push(start..buf.len());
+            buf.push(b' ');
+        }
+        Req { buf, ranges }
+    }
+
+    fn args(&self) -> Args<'_> {
+        Args {
+            buf: &self.buf,
+            ranges: &self.ranges,
+        }
+    }
+}
+
+fn acl(conf: &str) -> Acl {
+    let cfg = crate::config::parse_str(conf, "test").unwrap_or_else(|e| panic!("{e}"));
+    Acl::from_config(&cfg)
+}
+
+fn user<'a>(acl: &'a Acl, name: &str) -> &'a User {
+    acl.users().iter().find(|u| u.name == name).unwrap()
+}
+
+fn run(acl: &Acl, name: &str, line: &str) -> Result<(), Denial> {
+    let r = Req::new(line);
+    let args = r.args();
+    let cmd = resolve(&args).unwrap_or_else(|e| panic!("{line}: {e:?}"));
+    acl.check(user(acl, name), cmd, &args)
+}
+
+fn mode_of(line: &str) -> Mode {
+    let r = Req::new(line);
+    required_mode(resolve(&r.args()).unwrap())
+}
+
+#[test]
+fn modes_follow_flags_and_categories() {
+    for (line, want) in [
+        ("GET k", Mode::Read),
+        ("MGET a b", Mode::Read),
+        ("SCAN 0", Mode::Read),
+        ("PING", Mode::Read),
+        ("AUTH pw", Mode::Read),
+        ("HELLO 3", Mode::Read),
+        ("CLIENT SETNAME x", Mode::Read),
+        ("CLUSTER SLOTS", Mode::Read),
+        ("COMMAND COUNT", Mode::Read),
+        ("MULTI", Mode::Read),
+        ("EXEC", Mode::Read),
+        ("SUBSCRIBE c", Mode::Read),
+        ("PSUBSCRIBE c*", Mode::Read),
+        ("ACL WHOAMI", Mode::Read),
+        ("INFO", Mode::Read),
+        ("EVAL_RO s 0", Mode::Read),
+        ("SET k v", Mode::Write),
+        ("DEL a b", Mode::Write),
+        ("BLPOP k 0", Mode::Write),
+        ("EVAL s 0", Mode::Write),
+        ("FCALL f 0", Mode::Write),
+        ("PUBLISH c m", Mode::Write),
+        ("FLUSHALL", Mode::Admin),
+        ("FLUSHDB", Mode::Admin),
+        ("CONFIG SET loglevel debug", Mode::Admin),
+        ("CONFIG GET *", Mode::Admin),
+        ("CLIENT KILL ID 1", Mode::Admin),
+        ("CLIENT LIST", Mode::Admin),
+        ("ACL LIST", Mode::Admin),
+        ("ACL USERS", Mode::Admin),
+        ("KEYS *", Mode::Admin),
+        ("SORT k", Mode::Admin),
+        ("DEBUG SLEEP 0", Mode::Admin),
+    ] {
+        assert_eq!(mode_of(line), want, "{line}");
+    }
+}
+
+const USERS: &str = "\
+user reader on >r mode read
+user writer on >w mode write ~app:* &news.* &chat
+user admin on >a mode admin
+user split on >s mode write %R~pub:* %W~mine:*
+user off off >x mode admin
+user any on nopass mode write
+";
+
+#[test]
+fn each_mode_against_each_class() {
+    let a = acl(USERS);
+    for (name, line, want) in [
+        ("reader", "GET k", Ok(())),
+        ("reader", "SET k v", Err(Denial::Command)),
+        ("reader", "FLUSHALL", Err(Denial::Command)),
+        ("reader", "PING", Ok(())),
+        ("reader", "SUBSCRIBE anything", Ok(())),
+        ("reader", "PUBLISH c m", Err(Denial::Command)),
+        ("writer", "SET app:1 v", Ok(())),
+        ("writer", "CONFIG SET loglevel debug", Err(Denial::Command)),
+        ("writer", "CLIENT KILL ID 1", Err(Denial::Command)),
+        ("admin", "FLUSHALL", Ok(())),
+        ("admin", "CONFIG SET loglevel debug", Ok(())),
+        ("admin", "CLIENT KILL ID 1", Ok(())),
+        ("admin", "ACL LIST", Ok(())),
+    ] {
+        assert_eq!(run(&a, name, line), want, "{name}: {line}");
+    }
+}
+
+#[test]
+fn every_key_of_every_command_is_checked() {
+    let a = acl(USERS);
+    for (line, want) in [
+        ("GET app:1", Ok(())),
+        ("GET other", Err(Denial::Key)),
+        ("MGET app:1 app:2", Ok(())),
+        ("MGET app:1 other:2", Err(Denial::Key)),
+        ("MSET app:1 a other b", Err(Denial::Key)),
+        ("DEL app:1 other", Err(Denial::Key)),
+        ("RENAME app:1 other", Err(Denial::Key)),
+        ("BLPOP app:l other 0", Err(Denial::Key)),
+        ("XREAD STREAMS app:s other 0 0", Err(Denial::Key)),
+        // A script may touch undeclared keys: refused with limited keys.
+        ("EVAL s 1 app:1", Err(Denial::Command)),
+        ("EVAL_RO s 0", Err(Denial::Command)),
+        // Keyless commands pass.
+        ("DBSIZE", Ok(())),
+        ("PING", Ok(())),
+    ] {
+        assert_eq!(run(&a, "writer", line), want, "{line}");
+    }
+    // Read and write patterns apply by the command's mode, as predixy's
+    // ReadKeyPrefix / WriteKeyPrefix do.
+    for (line, want) in [
+        ("GET pub:1", Ok(())),
+        ("GET mine:1", Err(Denial::Key)),
+        ("SET mine:1 v", Ok(())),
+        ("SET pub:1 v", Err(Denial::Key)),
+        ("COPY mine:1 mine:2", Ok(())),
+    ] {
+        assert_eq!(run(&a, "split", line), want, "{line}");
+    }
+    // Globs are Redis's, case-sensitive; `*` covers the empty key too.
+    let a = acl("user u on nopass mode write ~a[bc]? ~*\nuser v on nopass mode write ~x?\n");
+    assert_eq!(run(&a, "u", "GET anything"), Ok(()));
+    assert!(!user(&a, "u").unrestricted);
+    assert_eq!(run(&a, "v", "GET xy"), Ok(()));
+    assert_eq!(run(&a, "v", "GET Xy"), Err(Denial::Key));
+    assert_eq!(run(&a, "v", "GET xyz"), Err(Denial::Key));
+}
+
+#[test]
+fn channels_are_checked_like_redis() {
+    let a = acl(USERS);
+    for (line, want) in [
+        ("SUBSCRIBE news.sport chat", Ok(())),
+        ("SUBSCRIBE news.sport other", Err(Denial::Channel)),
+        ("SSUBSCRIBE other", Err(Denial::Channel)),
+        ("PUBLISH chat hi", Ok(())),
+        ("PUBLISH other hi", Err(Denial::Channel)),
+        // A pattern must be one of the user's patterns, literally.
+        ("PSUBSCRIBE news.*", Ok(())),
+        ("PSUBSCRIBE news.s*", Err(Denial::Channel)),
+        ("PSUBSCRIBE *", Err(Denial::Channel)),
+        ("UNSUBSCRIBE other", Ok(())),
+        ("PUNSUBSCRIBE *", Ok(())),
+    ] {
+        assert_eq!(run(&a, "writer", line), want, "{line}");
+    }
+    let a = acl("user u on nopass mode read resetchannels\n");
+    assert_eq!(run(&a, "u", "SUBSCRIBE c"), Err(Denial::Channel));
+    assert_eq!(run(&a, "u", "GET k"), Ok(()));
+}
+
+#[test]
+fn denials_are_counted_by_kind() {
+    let a = acl(USERS);
+    let _ = run(&a, "reader", "SET k v");
+    let _ = run(&a, "writer", "GET other");
+    let _ = run(&a, "writer", "GET other");
+    let _ = run(&a, "writer", "PUBLISH other m");
+    let _ = run(&a, "writer", "GET app:1");
+    let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    assert_eq!(
+        (
+            n(&a.denied.cmd),
+            n(&a.denied.key),
+            n(&a.denied.channel),
+            n(&a.denied.auth)
+        ),
+        (1, 2, 1, 0)
+    );
+}
+
+#[test]
+fn authentication() {
+    let a = acl(USERS);
+    let name = |r: Result<Arc<User>, AuthError>| r.map(|u| u.name.clone());
+    assert_eq!(
+        name(a.authenticate(Some(b"reader"), b"r")),
+        Ok("reader".into())
+    );
+    assert_eq!(
+        name(a.authenticate(Some(b"reader"), b"R")),
+        Err(AuthError::WrongPass)
+    );
+    assert_eq!(
+        name(a.authenticate(Some(b"nobody"), b"r")),
+        Err(AuthError::WrongPass)
+    );
+    // Disabled users cannot log in, even with the right password.
+    assert_eq!(
+        name(a.authenticate(Some(b"off"), b"x")),
+        Err(AuthError::WrongPass)
+    );
+    assert_eq!(
+        name(a.authenticate(None, b"x")),
+        Err(AuthError::NoDefaultPassword)
+    );
+    // nopass: any password.
+    assert_eq!(name(a.authenticate(Some(b"any"), b"")), Ok("any".into()));
+    // The built-in default needs none: AUTH default <anything> works, the
+    // one-argument form finds the user whose password it is.
+    assert_eq!(
+        name(a.authenticate(Some(b"default"), b"zz")),
+        Ok("default".into())
+    );
+    assert_eq!(name(a.authenticate(None, b"w")), Ok("writer".into()));
+    assert_eq!(a.denied.auth.load(Ordering::Relaxed), 3);
+    assert!(!a.password_required());
+    assert!(a.default_user().unrestricted);
+
+    // requirepass gives default a password; the one-argument form tries it
+    // first.
+    let a = acl("requirepass w\nuser writer on >w mode write\n");
+    assert!(a.password_required() && a.default_has_password());
+    assert_eq!(name(a.authenticate(None, b"w")), Ok("default".into()));
+    assert_eq!(
+        name(a.authenticate(None, b"nope")),
+        Err(AuthError::WrongPass)
+    );
+    assert_eq!(
+        name(a.authenticate(Some(b"default"), b"w")),
+        Ok("default".into())
+    );
+
+    // A default line replaces the built-in user.
+    let a = acl("user default on nopass mode read ~pub:*\n");
+    assert!(!a.password_required());
+    assert!(!a.default_user().unrestricted);
+    let a = acl("user default off\nuser app on >pw mode write\n");
+    assert!(a.password_required());
+    assert_eq!(name(a.authenticate(None, b"pw")), Ok("app".into()));
+    assert_eq!(
+        name(a.authenticate(None, b"other")),
+        Err(AuthError::WrongPass)
+    );
+}
+
+#[test]
+fn the_backend_auth_frame() {
+    let cfg = crate::config::parse_str("backend-password p\n", "t").unwrap();
+    assert_eq!(
+        &backend_auth_frame(&cfg).unwrap()[..],
+        b"*2\r\n$4\r\nAUTH\r\n$1\r\np\r\n"
+    );
+    let cfg = crate::config::parse_str("backend-user u\nbackend-password p\n", "t").unwrap();
+    assert_eq!(
+        &backend_auth_frame(&cfg).unwrap()[..],
+        b"*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n"
+    );
+    assert!(backend_auth_frame(&crate::config::Config::default()).is_none());
+    assert!(
+        setup_failure(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n")
+            .starts_with("the node refused mithril's credentials")
+    );
+    assert!(
+        setup_failure(b"-ERR AUTH <password> called without any password configured")
+            .contains("backend-password")
+    );
+    assert_eq!(
+        setup_failure(b"-ERR unknown\r\n"),
+        "set-up command failed: ERR unknown"
+    );
+}

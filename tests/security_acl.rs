@@ -1,0 +1,424 @@
+//! Issue 9, users and permissions, against a real cluster and the real
+//! binary: each mode against each command class, key patterns on
+//! multi-key commands and fan-outs, a transaction refused at queue time,
+//! channel patterns, the NOPERM texts compared with a Redis node that has
+//! the same user, ACL WHOAMI / USERS / LIST, the INFO counters, protected
+//! mode at start.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+use support::*;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mithril"))
+}
+
+fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}
+
+fn err(s: &str) -> Reply {
+    Reply::Error(s.to_string())
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+fn noperm_cmd(name: &str) -> Reply {
+    err(&format!(
+        "NOPERM this user has no permissions to run the '{name}' command"
+    ))
+}
+
+const NOPERM_KEY: &str =
+    "NOPERM this user has no permissions to access one of the keys used as arguments";
+const NOPERM_CHANNEL: &str =
+    "NOPERM this user has no permissions to access one of the channels used as arguments";
+
+const USERS: &str = "\
+user default off
+user reader on >r-pw mode read
+user writer on >w-pw mode write ~app:* &news.*
+user admin on >a-pw mode admin
+user split on >s-pw mode write %R~pub:* %W~app:*
+";
+
+/// A connection to `m` logged in as `user`.
+fn login(m: &Mithril, user: &str, pass: &str) -> Conn {
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["AUTH", user, pass]), ok(), "AUTH {user}");
+    c
+}
+
+/// The `name:value` of an INFO section.
+fn info_field(c: &mut Conn, section: &str, name: &str) -> i64 {
+    let text = c.cmd(&["INFO", section]).as_str().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// mithril with USERS in front of a 3-master cluster. The harness waits
+/// for PONG, which a locked proxy does not give: wait for NOAUTH instead.
+fn start(cluster: &RedisCluster) -> Mithril {
+    let mut m = Mithril::spawn(bin(), &cluster.seeds(), USERS);
+    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
+        if m.exit_status().is_some() {
+            panic!("mithril exited: {}", m.stdio());
+        }
+        let mut c = Conn::try_connect(&m.addr()).ok()?;
+        c.send(&[b"PING"]);
+        match c.try_read_reply(Duration::from_secs(2)).ok()? {
+            Reply::Error(e) if e.starts_with("NOAUTH") => Some(()),
+            _ => None,
+        }
+    });
+    m
+}
+
+#[test]
+fn each_mode_against_each_command_class() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = start(&cluster);
+
+    // Nobody is served before AUTH; AUTH with a password alone finds its
+    // user (predixy's clients do that).
+    let mut c = m.conn();
+    assert_eq!(
+        c.cmd(&["GET", "app:1"]),
+        err("NOAUTH Authentication required.")
+    );
+    assert_eq!(
+        c.cmd(&["ACL", "WHOAMI"]),
+        err("NOAUTH Authentication required.")
+    );
+    assert_eq!(c.cmd(&["AUTH", "r-pw"]), ok());
+    assert_eq!(c.cmd(&["ACL", "WHOAMI"]), bulk("reader"));
+    let info = c.cmd(&["CLIENT", "INFO"]);
+    assert!(info.as_str().contains(" user=reader "), "{info:?}");
+
+    // read: reads, connection and introspection; no writes, no admin.
+    let mut r = login(&m, "reader", "r-pw");
+    assert_eq!(r.cmd(&["GET", "app:1"]), Reply::Bulk(None));
+    assert_eq!(r.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    assert!(!r.cmd(&["CLUSTER", "SLOTS"]).is_error());
+    assert!(!r.cmd(&["INFO", "server"]).is_error());
+    assert!(!r.cmd(&["DBSIZE"]).is_error());
+    for (cmd, name) in [
+        (&["SET", "app:1", "x"][..], "set"),
+        (&["DEL", "app:1"], "del"),
+        (&["PUBLISH", "news.a", "m"], "publish"),
+        (&["EVAL", "return 1", "0"], "eval"),
+        (&["FLUSHALL"], "flushall"),
+        (&["CONFIG", "SET", "loglevel", "debug"], "config|set"),
+        (&["CONFIG", "GET", "port"], "config|get"),
+        (&["CLIENT", "KILL", "ID", "1"], "client|kill"),
+        (&["ACL", "LIST"], "acl|list"),
+        (&["KEYS", "*"], "keys"),
+    ] {
+        assert_eq!(r.cmd(cmd), noperm_cmd(name), "{cmd:?}");
+    }
+
+    // write: reads and writes within ~app:*; no admin.
+    let mut w = login(&m, "writer", "w-pw");
+    assert_eq!(w.cmd(&["SET", "app:1", "one"]), ok());
+    assert_eq!(w.cmd(&["SET", "app:2", "two"]), ok());
+    assert_eq!(w.cmd(&["GET", "app:1"]), bulk("one"));
+    assert_eq!(w.cmd(&["FLUSHALL"]), noperm_cmd("flushall"));
+    assert_eq!(
+        w.cmd(&["CLIENT", "KILL", "ID", "1"]),
+        noperm_cmd("client|kill")
+    );
+    assert_eq!(
+        w.cmd(&["CONFIG", "SET", "loglevel", "debug"]),
+        noperm_cmd("config|set")
+    );
+    // Every key of a multi-key command, hence of every fan-out part.
+    assert_eq!(w.cmd(&["GET", "other"]), err(NOPERM_KEY));
+    assert_eq!(w.cmd(&["MGET", "app:1", "other:2"]), err(NOPERM_KEY));
+    assert_eq!(
+        w.cmd(&["MSET", "app:3", "x", "other:2", "y"]),
+        err(NOPERM_KEY)
+    );
+    assert_eq!(w.cmd(&["DEL", "app:1", "other:2"]), err(NOPERM_KEY));
+    assert_eq!(w.cmd(&["EXISTS", "app:1", "other:2"]), err(NOPERM_KEY));
+    // ...and nothing of the refused command reached the cluster.
+    assert_eq!(w.cmd(&["GET", "app:3"]), Reply::Bulk(None));
+    // Allowed keys in different slots still fan out.
+    assert_ne!(key_slot(b"app:1"), key_slot(b"app:2"));
+    assert_eq!(
+        w.cmd(&["MGET", "app:1", "app:2"]),
+        Reply::Array(Some(vec![bulk("one"), bulk("two")]))
+    );
+    // Scripts may reach undeclared keys: refused with limited keys.
+    assert_eq!(w.cmd(&["EVAL", "return 1", "0"]), noperm_cmd("eval"));
+
+    // %R~ / %W~: read and write patterns by the command's mode.
+    let mut s = login(&m, "split", "s-pw");
+    assert_eq!(s.cmd(&["GET", "pub:1"]), Reply::Bulk(None));
+    assert_eq!(s.cmd(&["GET", "app:1"]), err(NOPERM_KEY));
+    assert_eq!(s.cmd(&["SET", "app:9", "v"]), ok());
+    assert_eq!(s.cmd(&["SET", "pub:1", "v"]), err(NOPERM_KEY));
+
+    // admin: everything.
+    let mut a = login(&m, "admin", "a-pw");
+    assert_eq!(a.cmd(&["CONFIG", "SET", "loglevel", "verbose"]), ok());
+    assert_eq!(a.cmd(&["GET", "other"]), Reply::Bulk(None));
+    assert_eq!(a.cmd(&["SET", "other", "o"]), ok());
+    assert_eq!(
+        a.cmd(&["ACL", "USERS"]),
+        Reply::Array(Some(
+            ["admin", "default", "reader", "split", "writer"]
+                .iter()
+                .map(|u| bulk(u))
+                .collect()
+        ))
+    );
+    let list = a.cmd(&["ACL", "LIST"]);
+    let lines: Vec<&str> = list.as_array().iter().map(Reply::as_str).collect();
+    assert_eq!(lines.len(), 5, "{lines:?}");
+    let writer = lines
+        .iter()
+        .find(|l| l.starts_with("user writer "))
+        .unwrap();
+    // SHA-256 of "w-pw", as `echo -n w-pw | sha256sum` prints it.
+    let w_hash = sha256_hex("w-pw");
+    assert_eq!(
+        *writer,
+        format!("user writer on #{w_hash} ~app:* &news.* mode write")
+    );
+    assert!(lines.iter().all(|l| !l.contains("-pw")), "{lines:?}");
+    assert_eq!(lines[1], "user default off ~* &* mode read");
+    let users = a.cmd(&["CONFIG", "GET", "user"]);
+    assert!(!format!("{users:?}").contains("-pw"), "{users:?}");
+    assert_eq!(a.cmd(&["FLUSHALL"]), ok());
+    assert_eq!(a.cmd(&["GET", "other"]), Reply::Bulk(None));
+
+    // A failed AUTH keeps the session's user; counters count.
+    assert_eq!(
+        w.cmd(&["AUTH", "writer", "nope"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_eq!(w.cmd(&["ACL", "WHOAMI"]), bulk("writer"));
+    assert_eq!(
+        w.cmd(&["HELLO", "3", "AUTH", "nobody", "x"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_eq!(info_field(&mut a, "stats", "acl_access_denied_auth"), 2);
+    assert!(info_field(&mut a, "stats", "acl_access_denied_cmd") >= 14);
+    assert!(info_field(&mut a, "stats", "acl_access_denied_key") >= 6);
+    // RESET: back to default, which is off here.
+    assert_eq!(w.cmd(&["RESET"]), Reply::Simple("RESET".into()));
+    assert_eq!(
+        w.cmd(&["GET", "app:1"]),
+        err("NOAUTH Authentication required.")
+    );
+}
+
+#[test]
+fn transactions_and_channels() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = start(&cluster);
+    let mut w = login(&m, "writer", "w-pw");
+
+    // One forbidden command in a transaction: refused when queued, and the
+    // whole transaction is discarded at EXEC.
+    assert_eq!(w.cmd(&["SET", "app:{t}1", "before"]), ok());
+    assert_eq!(w.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        w.cmd(&["SET", "app:{t}1", "inside"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(w.cmd(&["SET", "other{t}", "x"]), err(NOPERM_KEY));
+    assert_eq!(w.cmd(&["FLUSHALL"]), noperm_cmd("flushall"));
+    assert_eq!(
+        w.cmd(&["EXEC"]),
+        err("EXECABORT Transaction discarded because of previous errors.")
+    );
+    let mut owner = Conn::connect(&format!(
+        "127.0.0.1:{}",
+        cluster.port_for_slot(key_slot(b"app:{t}1"))
+    ));
+    assert_eq!(owner.cmd(&["GET", "app:{t}1"]), bulk("before"));
+    assert_eq!(owner.cmd(&["EXISTS", "other{t}"]), Reply::Int(0));
+    // An allowed transaction runs.
+    assert_eq!(w.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        w.cmd(&["SET", "app:{t}1", "after"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(w.cmd(&["EXEC"]), Reply::Array(Some(vec![ok()])));
+    assert_eq!(owner.cmd(&["GET", "app:{t}1"]), bulk("after"));
+
+    // Channels: &news.* for SUBSCRIBE and PUBLISH; PSUBSCRIBE must give
+    // that very pattern.
+    let mut sub = login(&m, "writer", "w-pw");
+    assert_eq!(sub.cmd(&["SUBSCRIBE", "other"]), err(NOPERM_CHANNEL));
+    assert_eq!(
+        sub.cmd(&["SUBSCRIBE", "news.a", "other"]),
+        err(NOPERM_CHANNEL)
+    );
+    assert_eq!(sub.cmd(&["PSUBSCRIBE", "news.s*"]), err(NOPERM_CHANNEL));
+    assert_eq!(sub.cmd(&["PSUBSCRIBE", "*"]), err(NOPERM_CHANNEL));
+    assert_eq!(w.cmd(&["PUBLISH", "other", "m"]), err(NOPERM_CHANNEL));
+    assert_eq!(
+        sub.cmd(&["PSUBSCRIBE", "news.*"]),
+        Reply::Array(Some(vec![
+            bulk("psubscribe"),
+            bulk("news.*"),
+            Reply::Int(1)
+        ]))
+    );
+    // The subscription works end to end.
+    let message = wait_until("the message to arrive", Duration::from_secs(10), || {
+        assert!(!w.cmd(&["PUBLISH", "news.sport", "goal"]).is_error());
+        sub.try_read_reply(Duration::from_millis(200)).ok()
+    });
+    assert_eq!(
+        message,
+        Reply::Array(Some(vec![
+            bulk("pmessage"),
+            bulk("news.*"),
+            bulk("news.sport"),
+            bulk("goal"),
+        ]))
+    );
+    // A read user may subscribe (channel rules allow everything for it).
+    let mut r = login(&m, "reader", "r-pw");
+    assert_eq!(
+        r.cmd(&["SUBSCRIBE", "anything"]),
+        Reply::Array(Some(vec![
+            bulk("subscribe"),
+            bulk("anything"),
+            Reply::Int(1)
+        ]))
+    );
+    let mut a = login(&m, "admin", "a-pw");
+    assert!(info_field(&mut a, "stats", "acl_access_denied_channel") >= 5);
+}
+
+/// The NOPERM texts are Redis's: the same refusals from a cluster node
+/// that has the same user, made with ACL SETUSER.
+#[test]
+fn noperm_texts_match_a_redis_node_with_the_same_user() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = start(&cluster);
+    let mut node = cluster.nodes[0].conn();
+    assert_eq!(
+        node.cmd(&[
+            "ACL",
+            "SETUSER",
+            "writer",
+            "on",
+            ">w-pw",
+            "~app:*",
+            "resetchannels",
+            "&news.*",
+            "+@all",
+            "-@admin",
+            "-@dangerous",
+        ]),
+        ok()
+    );
+    let mut live = cluster.nodes[0].conn();
+    assert_eq!(live.cmd(&["AUTH", "writer", "w-pw"]), ok());
+    let mut ours = login(&m, "writer", "w-pw");
+    for cmd in [
+        &["FLUSHALL"][..],
+        &["CONFIG", "SET", "loglevel", "debug"],
+        &["CLIENT", "KILL", "ID", "1"],
+        &["GET", "other"],
+        &["MGET", "app:1", "other"],
+        &["PUBLISH", "other", "m"],
+        &["SUBSCRIBE", "other"],
+        &["PSUBSCRIBE", "news.s*"],
+        &["AUTH", "writer", "wrong"],
+        &["AUTH", "nobody", "w-pw"],
+    ] {
+        let (o, l) = (ours.cmd(cmd), live.cmd(cmd));
+        assert!(o.is_error(), "{cmd:?}: {o:?}");
+        assert_eq!(o, l, "{cmd:?}");
+    }
+    assert_eq!(
+        info_field(
+            &mut login(&m, "admin", "a-pw"),
+            "stats",
+            "acl_access_denied_auth"
+        ),
+        2,
+        "both failed logins are counted (the INFO field is Redis 7.2's; 7.0 has none)"
+    );
+}
+
+#[test]
+fn protected_mode_refuses_an_open_non_loopback_start() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let mut m = Mithril::spawn(bin(), &cluster.seeds(), "bind 0.0.0.0\n");
+    let status = m.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1));
+    let out = m.stdio();
+    assert!(
+        out.contains("refusing to listen on 0.0.0.0") && out.contains("'protected-mode no'"),
+        "{out}"
+    );
+    // -t says the same.
+    let o = std::process::Command::new(bin())
+        .args(["-t", "-c"])
+        .arg(&m.conf_path)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("protected mode"));
+    // With a password it starts (still on loopback here: the harness talks
+    // to 127.0.0.1 only).
+    let mut m = Mithril::spawn(
+        bin(),
+        &cluster.seeds(),
+        "bind 127.0.0.1\nrequirepass pw\nuser ops on >ops mode admin\n",
+    );
+    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
+        assert!(m.exit_status().is_none(), "{}", m.stdio());
+        let mut c = Conn::try_connect(&m.addr()).ok()?;
+        c.send(&[b"PING"]);
+        matches!(c.try_read_reply(Duration::from_secs(2)).ok()?, Reply::Error(e) if e.starts_with("NOAUTH"))
+            .then_some(())
+    });
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["AUTH", "pw"]), ok());
+    assert_eq!(c.cmd(&["ACL", "WHOAMI"]), bulk("default"));
+    assert_eq!(c.cmd(&["AUTH", "ops"]), ok());
+    assert_eq!(c.cmd(&["ACL", "WHOAMI"]), bulk("ops"));
+    // No password in clear anywhere the proxy shows its settings.
+    let all = format!("{:?}", c.cmd(&["CONFIG", "GET", "*"]));
+    assert!(!all.contains("\"pw\"") && !all.contains(" >ops"), "{all}");
+    assert!(!m.log().contains(">ops"));
+}
+
+/// SHA-256 in hex, computed by the system's sha256sum (not by mithril).
+fn sha256_hex(s: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("sha256sum");
+    child.stdin.take().unwrap().write_all(s.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
