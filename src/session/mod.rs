@@ -92,9 +92,6 @@ pub struct Subscriptions {
     pub barrier: u64,
     /// Reading the subscriber connection is paused (push window full).
     pub throttled: bool,
-    /// Replies to the connection's set-up commands (AUTH, HELLO 3) still
-    /// to come: they are the node's, not the client's.
-    pub setup_replies: u8,
 }
 
 impl Subscriptions {

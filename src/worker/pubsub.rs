@@ -151,9 +151,6 @@ impl Worker {
                 expect: VecDeque::new(),
                 barrier: 0,
                 throttled: false,
-                setup_replies: u8::from(
-                    crate::acl::backend_auth_frame(&self.shared.config).is_some(),
-                ) + u8::from(proto == Proto::Resp3),
             }));
         }
         let Some(s) = self.sessions.get_mut(key) else {
@@ -199,16 +196,12 @@ impl Worker {
         }
     }
 
-    /// A frame from `owner`'s subscriber connection. `Some(reason)` when
-    /// the connection's set-up was refused (the caller drops it).
+    /// A frame from `owner`'s subscriber connection (its set-up replies,
+    /// AUTH and HELLO 3, are paired by the backend and never come here).
+    /// `Some(reason)` would ask the caller to drop the connection.
     pub(super) fn pubsub_frame(&mut self, owner: Key, frame: Bytes) -> Option<String> {
         let s = self.sessions.get_mut(owner)?;
         let sub = s.sub.as_mut()?;
-        if sub.setup_replies > 0 {
-            // AUTH / HELLO 3 answered: not for the client.
-            sub.setup_replies -= 1;
-            return (frame.first() == Some(&b'-')).then(|| crate::acl::setup_failure(&frame));
-        }
         let confirmation = frame_kind(&frame).is_some_and(is_confirmation);
         if confirmation {
             if let Some(seq) = sub.expect.pop_front() {
