@@ -55,7 +55,7 @@ pub trait Lifecycle: Send + Sync {
 }
 
 /// No hooks.
-struct Quiet;
+pub struct Quiet;
 impl Lifecycle for Quiet {}
 
 fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
