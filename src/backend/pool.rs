@@ -52,7 +52,7 @@ pub struct Pools {
     shard_replicas: Vec<Vec<[usize; 2]>>,
     pub epoch: u64,
     /// Slot → master address learned from MOVED, until the next epoch.
-    overrides: HashMap<u16, SocketAddr>,
+    overrides: crate::topology::slot::SlotMap<SocketAddr>,
     conns_per_node: usize,
     replicas: bool,
     rng: u64,
@@ -66,7 +66,7 @@ impl Pools {
             shard_master: Vec::new(),
             shard_replicas: Vec::new(),
             epoch: u64::MAX,
-            overrides: HashMap::new(),
+            overrides: Default::default(),
             conns_per_node: conns_per_node.max(1),
             replicas,
             rng: seed | 1,

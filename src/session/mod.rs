@@ -141,7 +141,7 @@ pub struct Session {
     /// Slots held by requests still being retried or merged (slot →
     /// holders): a later request on one of them waits, so it cannot run
     /// before the earlier request's resends.
-    pub gates: std::collections::HashMap<u16, u32>,
+    pub gates: crate::topology::slot::SlotMap<u32>,
     /// Single-slot requests under TRYAGAIN retry: (seq, slot gated).
     pub retry_gates: Vec<(u64, u16)>,
     /// Input processing stopped at a request on a gated slot.
@@ -207,7 +207,7 @@ impl Session {
             lease: Key::NONE,
             txn: None,
             sub: None,
-            gates: std::collections::HashMap::new(),
+            gates: Default::default(),
             retry_gates: Vec::new(),
             gate_wait: false,
             tainted: Vec::new(),

@@ -99,6 +99,32 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) & (SLOTS as u16 - 1)
 }
 
+/// A hasher for maps keyed by slot number: one multiply (Fibonacci
+/// hashing) instead of SipHash, which showed up in fan-out profiles. Slots
+/// come from keys, but there are only 16384 of them, so hash flooding
+/// cannot grow a map beyond that.
+#[derive(Default, Clone, Copy)]
+pub struct SlotHasher(u64);
+
+impl std::hash::Hasher for SlotHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.0 = (u64::from(n) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+/// A `HashMap` keyed by slot.
+pub type SlotMap<V> = std::collections::HashMap<u16, V, std::hash::BuildHasherDefault<SlotHasher>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

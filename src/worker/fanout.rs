@@ -35,6 +35,47 @@ const ERR_INVALID_CURSOR: &[u8] = b"-ERR invalid cursor\r\n";
 const ERR_BAD_PART: &[u8] =
     b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
 
+fn header_into(out: &mut bytes::BytesMut, n: usize) {
+    out.extend_from_slice(b"*");
+    out.extend_from_slice(itoa(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn bulk_into(out: &mut bytes::BytesMut, arg: &[u8]) {
+    out.extend_from_slice(b"$");
+    out.extend_from_slice(itoa(arg.len()).as_bytes());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(arg);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A small unsigned number in decimal, on the stack.
+fn itoa(mut n: usize) -> ItoaBuf {
+    let mut b = ItoaBuf {
+        buf: [0; 20],
+        start: 20,
+    };
+    loop {
+        b.start -= 1;
+        b.buf[b.start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return b;
+        }
+    }
+}
+
+struct ItoaBuf {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl ItoaBuf {
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+}
+
 /// Append one bulk argument to a request being built.
 fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'$');
@@ -104,16 +145,16 @@ impl Worker {
         if self.topo.is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
-        // Group key indexes by slot, keeping first-seen order.
-        let mut groups: Vec<(u16, Vec<u32>)> = Vec::new();
-        let mut index: std::collections::HashMap<u16, usize> = std::collections::HashMap::new();
-        for i in 0..nkeys {
-            let slot = slot_of(i);
-            let g = *index.entry(slot).or_insert_with(|| {
-                groups.push((slot, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(i as u32);
+        // Group key indexes by slot: sort (slot, index) pairs, so each
+        // slot's keys form one run, in request order within it.
+        let mut order: Vec<(u16, u32)> = (0..nkeys).map(|i| (slot_of(i), i as u32)).collect();
+        order.sort_unstable();
+        let mut runs: Vec<(u16, std::ops::Range<usize>)> = Vec::new();
+        for (at, &(slot, _)) in order.iter().enumerate() {
+            match runs.last_mut() {
+                Some((s, r)) if *s == slot => r.end = at + 1,
+                _ => runs.push((slot, at..at + 1)),
+            }
         }
         let name = args.get(0).unwrap_or_default();
         let fold = match kind {
@@ -122,10 +163,32 @@ impl Worker {
             Fanout::SumIntegers | Fanout::Pfcount => Fold::Sum,
         };
         let _ = cmd;
-        let mut merge = Merge::new(fold, groups.len() as u32);
+        // Every part's request goes into one buffer, then is cut into
+        // zero-copy slices: one allocation for all parts.
+        let mut buf = bytes::BytesMut::with_capacity(frame.len() + runs.len() * (16 + name.len()));
+        let mut ends = Vec::with_capacity(runs.len());
+        for (_, r) in &runs {
+            let keys = &order[r.clone()];
+            header_into(&mut buf, 1 + keys.len() * step);
+            bulk_into(&mut buf, name);
+            for &(_, k) in keys {
+                for j in 0..step {
+                    bulk_into(
+                        &mut buf,
+                        args.get(1 + k as usize * step + j).unwrap_or_default(),
+                    );
+                }
+            }
+            ends.push(buf.len());
+        }
+        let mut reqs = buf.freeze();
+        let mut merge = Merge::new(fold, runs.len() as u32);
         if fold == Fold::Items {
             merge.items = vec![Bytes::new(); nkeys];
-            merge.part_keys = groups.iter().map(|(_, ks)| ks.clone()).collect();
+            merge.part_keys = runs
+                .iter()
+                .map(|(_, r)| order[r.clone()].iter().map(|&(_, k)| k).collect())
+                .collect();
         }
         let Some(s) = self.sessions.get_mut(key) else {
             return;
@@ -133,27 +196,19 @@ impl Worker {
         let proto = s.proto;
         // Gate the parts' slots: a later request of this session on one of
         // them waits until every part (retries included) is in.
-        merge.gated = groups.iter().map(|(slot, _)| *slot).collect();
-        for (slot, _) in &groups {
+        merge.gated = runs.iter().map(|(slot, _)| *slot).collect();
+        for (slot, _) in &runs {
             *s.gates.entry(*slot).or_insert(0) += 1;
         }
         let seq = s.ring.push_merge(merge);
-        for (part, (slot, keys)) in groups.into_iter().enumerate() {
-            let mut req = Vec::with_capacity(32 + keys.len() * 24 * step);
-            header(&mut req, 1 + keys.len() * step);
-            push_bulk(&mut req, name);
-            for &k in &keys {
-                for j in 0..step {
-                    push_bulk(
-                        &mut req,
-                        args.get(1 + k as usize * step + j).unwrap_or_default(),
-                    );
-                }
-            }
+        let mut at = 0;
+        for (part, ((slot, _), end)) in runs.into_iter().zip(ends).enumerate() {
+            let req = reqs.split_to(end - at);
+            at = end;
             let out = Outgoing {
                 seq: Some(seq),
                 purpose: Purpose::Part(part as u32),
-                ..Outgoing::new(key, Bytes::from(req))
+                ..Outgoing::new(key, req)
             };
             match self.pools.pool_for_slot(&self.topo, slot, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
