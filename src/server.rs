@@ -136,6 +136,7 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
             tx,
             commands: Padded(AtomicU64::new(0)),
             sessions: Padded(AtomicUsize::new(0)),
+            buffered: Padded(AtomicU64::new(0)),
         });
         receivers.push(rx);
         loops.push(el);
@@ -153,6 +154,7 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
         leases: Default::default(),
+        overload: Default::default(),
     });
 
     let mut worker_threads = Vec::new();

@@ -153,6 +153,11 @@ pub struct Backend {
     /// Last time this connection made progress (a reply arrived, or a
     /// request was queued on an idle FIFO): `backend-timeout` counts from it.
     pub progress_at: Instant,
+    /// Request bytes in the FIFO (queued or awaiting their reply), for the
+    /// `maxmemory` accounting.
+    queued_bytes: usize,
+    /// Bytes this connection last added to its worker's buffered counter.
+    pub accounted: usize,
 }
 
 impl Backend {
@@ -183,6 +188,8 @@ impl Backend {
             dirty: false,
             since: now,
             progress_at: now,
+            queued_bytes: 0,
+            accounted: 0,
         }
     }
 
@@ -196,8 +203,15 @@ impl Backend {
         if self.inflight.is_empty() {
             self.progress_at = Instant::now();
         }
+        self.queued_bytes += f.req.len();
         self.inflight.push_back(f);
         self.unsent += 1;
+    }
+
+    /// Bytes this connection holds: the requests in its FIFO and the
+    /// unparsed part of its read buffer.
+    pub fn buffered(&self) -> usize {
+        self.queued_bytes + self.rbuf.len()
     }
 
     /// Requests queued or awaiting a reply.
@@ -262,7 +276,9 @@ impl Backend {
         if let Role::Pubsub(_) = self.role {
             // Nothing is paired with a subscriber connection's requests.
             while self.inflight.len() > self.unsent {
-                self.inflight.pop_front();
+                if let Some(f) = self.inflight.pop_front() {
+                    self.queued_bytes -= f.req.len().min(self.queued_bytes);
+                }
             }
         }
         Ok(())
@@ -331,7 +347,10 @@ impl Backend {
                 }
                 self.progress_at = Instant::now();
                 match self.inflight.pop_front() {
-                    Some(f) => Read::Reply(f, frame, head),
+                    Some(f) => {
+                        self.queued_bytes -= f.req.len().min(self.queued_bytes);
+                        Read::Reply(f, frame, head)
+                    }
                     None => Read::Broken("reply without a request"),
                 }
             }
@@ -344,6 +363,7 @@ impl Backend {
         let sent = self.inflight.len() - self.unsent;
         self.unsent = 0;
         self.woff = 0;
+        self.queued_bytes = 0;
         self.inflight
             .drain(..)
             .enumerate()

@@ -20,6 +20,7 @@
 //! never grows past `query-buffer-limit`; a session never touches another
 //! session or a backend.
 
+pub mod pressure;
 pub mod ring;
 
 use crate::resp::encode::Proto;
@@ -27,9 +28,10 @@ use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
+use pressure::Pressure;
 use reactor::writev::{read_into, IoBatch, MAX_IOV};
 use reactor::Key;
-use ring::{ReplyRing, MAX_OUTSTANDING};
+use ring::ReplyRing;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -70,6 +72,9 @@ pub struct Txn {
     pub bytes: usize,
     /// An error while queueing: EXEC answers EXECABORT.
     pub failed: bool,
+    /// A queued command may grow memory (denyoom): EXEC is refused while
+    /// over `maxmemory`.
+    pub denyoom: bool,
 }
 
 /// Most channels plus patterns one session may subscribe to.
@@ -156,6 +161,8 @@ pub struct Session {
     /// May run commands: true from the start when no `requirepass` is
     /// configured, else once AUTH / HELLO AUTH succeeded (RESET clears it).
     pub authenticated: bool,
+    /// Dispatch window and overload bookkeeping (see `pressure`).
+    pub pressure: Pressure,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
     pub lib_name: Option<Vec<u8>>,
     pub lib_ver: Option<Vec<u8>>,
@@ -210,6 +217,7 @@ impl Session {
             last_active: now,
             _ticket: ticket,
             authenticated: !crate::admin::password_required(),
+            pressure: Pressure::default(),
             lib_name: None,
             lib_ver: None,
             last_cmd: "NULL",
@@ -258,6 +266,7 @@ impl Session {
                     break;
                 }
                 if let Some((_, p)) = self.pushes.pop_front() {
+                    self.pressure.push_bytes -= p.len().min(self.pressure.push_bytes);
                     self.out_bytes += p.len();
                     self.out.push_back(p);
                 }
@@ -265,6 +274,8 @@ impl Session {
             match self.ring.pop_ready() {
                 Some(r) => {
                     self.out_bytes += r.len();
+                    // The reply-size estimate behind the dispatch window.
+                    self.pressure.batch_max = self.pressure.batch_max.max(r.len());
                     self.out.push_back(r);
                 }
                 None => break,
@@ -299,6 +310,7 @@ impl Session {
                 Err(e) => return FlushOutcome::Error(e),
             };
             self.consume(written);
+            self.pressure.wrote |= written > 0;
             if written < wanted {
                 return FlushOutcome::Blocked;
             }
@@ -324,6 +336,7 @@ impl Session {
     /// Queue an out-of-band push (a published message). It leaves once
     /// every reply up to `barrier` has left.
     pub fn push_oob(&mut self, barrier: u64, frame: Bytes) {
+        self.pressure.push_bytes += frame.len();
         self.pushes.push_back((barrier, frame));
     }
 
@@ -345,9 +358,11 @@ impl Session {
         self.ring.len() + self.out.len()
     }
 
+    /// The dispatch window is full (at most `MAX_OUTSTANDING`; less while
+    /// replies are large or the client is not reading: see `pressure`).
     #[inline]
     pub fn at_limit(&self) -> bool {
-        self.outstanding() >= MAX_OUTSTANDING
+        self.outstanding() >= self.pressure.window
     }
 
     /// True when the session has nothing more to do and may be closed:
@@ -361,8 +376,32 @@ impl Session {
         self.ring.is_empty() && self.out.is_empty()
     }
 
-    /// Bytes buffered for this session (input plus unsent output).
+    /// Bytes buffered for this session (input plus unsent output,
+    /// pushes included).
     pub fn buffered(&self) -> usize {
-        self.rbuf.len() + self.out_bytes
+        self.rbuf.len() + self.out_bytes + self.pressure.push_bytes
+    }
+
+    /// Unsent output the output limits count: the write queue plus pushes
+    /// waiting for their barrier.
+    pub fn unsent(&self) -> usize {
+        self.out_bytes + self.pressure.push_bytes
+    }
+
+    /// Give back the buffers an idle session grew (its read buffer, and
+    /// the ring and write queue a deep pipeline left large), as Redis frees
+    /// an idle client's query buffer. Only when nothing is buffered.
+    pub fn shrink_idle(&mut self) {
+        if !self.rbuf.is_empty() || !self.idle() || !self.pushes.is_empty() {
+            return;
+        }
+        if self.rbuf.capacity() > 0 {
+            self.rbuf = BytesMut::new();
+        }
+        self.scanner.release();
+        self.out = VecDeque::new();
+        self.out_off = 0;
+        self.pushes = VecDeque::new();
+        self.ring.shrink();
     }
 }

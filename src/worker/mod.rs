@@ -30,8 +30,11 @@
 mod blocking;
 mod dispatch;
 mod fanout;
+mod overload;
 mod pubsub;
 mod retry;
+#[cfg(debug_assertions)]
+mod testhook;
 mod txn;
 
 use crate::backend::pool::{PoolKey, Pools};
@@ -159,6 +162,8 @@ pub struct Worker {
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
+    /// Output limits, dispatch windows, the memory budget (overload.rs).
+    overload: overload::OverloadState,
 }
 
 impl Worker {
@@ -204,6 +209,7 @@ impl Worker {
             draining: None,
             stop: false,
             tick_armed: false,
+            overload: overload::OverloadState::new(cfg),
             shared,
         }
     }
@@ -244,6 +250,7 @@ impl Worker {
             return;
         };
         let _ = cx.registry.deregister(&mut s.stream);
+        self.unaccount(s.pressure.accounted);
         self.shared.workers[self.id]
             .sessions
             .fetch_sub(1, Ordering::Relaxed);
@@ -314,6 +321,8 @@ impl Worker {
             );
             self.close_session(cx, key);
         }
+        // Input read and dispatched: a coarse accounting point (overload.rs).
+        self.account_session(key);
     }
 
     fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
@@ -324,6 +333,20 @@ impl Worker {
         if s.close_after_flush || draining {
             return;
         }
+        // Requests held back by a pause go before any new input, so a
+        // session that keeps pausing holds one read's worth at most.
+        if s.pressure.backlog && !s.paused {
+            s.pressure.backlog = false;
+            self.process_input(cx, key);
+            match self.sessions.get(key) {
+                Some(s) if s.paused => return,
+                Some(_) => {}
+                None => return,
+            }
+        }
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
         // A blocked session still reads (a client that leaves mid-block
         // must be noticed); it only stops dispatching.
         if !s.eof && !s.paused {
@@ -338,13 +361,7 @@ impl Worker {
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
-                    log::warn!(
-                        target: "mithril::worker",
-                        "closing client {} ({}): query buffer reached query-buffer-limit",
-                        s.id,
-                        s.peer
-                    );
-                    self.close_session(cx, key);
+                    self.query_limit_close(cx, key);
                     return;
                 }
                 ReadOutcome::Error(e) => {
@@ -377,10 +394,14 @@ impl Worker {
                 return;
             }
             if s.at_limit() {
+                // The dispatch window is full (see session::pressure): wait
+                // for replies to drain; what is buffered goes first then.
                 s.paused = true;
+                s.pressure.backlog = !s.rbuf.is_empty();
                 return;
             }
-            let frame = match s.scanner.scan(&s.rbuf, &self.limits, true) {
+            // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
+            let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
                         // A large argument is on its way: make room once
@@ -454,12 +475,14 @@ impl Worker {
                 self.close_session(cx, key);
                 continue;
             }
-            // Resume a session that stopped dispatching once half of its
-            // bound has drained.
-            if s.paused && s.outstanding() <= crate::session::ring::MAX_OUTSTANDING / 2 {
-                s.paused = false;
-                self.ready_sessions.push(key);
+            // Output limits, the dispatch window, resuming a paused session
+            // (overload.rs).
+            if !self.after_flush(cx, key) {
+                continue;
             }
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
             // A throttled subscriber whose pushes drained: read its
             // connection again.
             let waiting = s.pushes_waiting();
@@ -685,6 +708,7 @@ impl Worker {
         }
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             self.backend_read(cx, key);
+            self.account_backend(key);
         }
     }
 
@@ -840,6 +864,7 @@ impl Worker {
     fn drop_backend(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         if let Some(mut b) = self.backends.remove(key) {
             let _ = cx.registry.deregister(b.stream_mut());
+            self.unaccount(b.accounted);
             if b.role == Role::Lease {
                 self.shared.lease_closed(b.addr);
             }
@@ -852,6 +877,7 @@ impl Worker {
             return;
         };
         let _ = cx.registry.deregister(b.stream_mut());
+        self.unaccount(b.accounted);
         let addr = b.addr;
         if b.state == State::Connecting && b.pool != usize::MAX {
             self.pools.mark_failed(b.pool, cx.now, reason.to_string());
@@ -900,7 +926,9 @@ impl Worker {
             }
             if let Err(e) = b.flush() {
                 self.backend_failed(cx, key, &e.to_string());
+                continue;
             }
+            self.account_backend(key);
         }
         if self.dirty_backends.is_empty() {
             self.dirty_backends = list;
@@ -959,6 +987,7 @@ impl Worker {
 
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
+        self.overload_tick(cx);
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {
                 self.stop = true;
@@ -1001,6 +1030,7 @@ impl Handler for Worker {
             let list = std::mem::take(&mut self.ready_backends);
             for key in list {
                 self.backend_read(cx, key);
+                self.account_backend(key);
             }
         }
         if !self.ready_sessions.is_empty() {
@@ -1036,6 +1066,7 @@ impl Handler for Worker {
         self.shared.workers[self.id]
             .commands
             .store(self.commands, Ordering::Relaxed);
+        self.publish_buffered();
         if self.draining.is_some() && self.sessions.is_empty() {
             self.stop = true;
         }
