@@ -346,6 +346,13 @@ impl Session {
         self.pushes.len()
     }
 
+    /// Frames the push window counts toward a subscriber: pushes waiting
+    /// for their barrier and everything in the write queue (a client that
+    /// does not read holds its pushes there).
+    pub fn push_backlog(&self) -> usize {
+        self.pushes.len() + self.out.len()
+    }
+
     /// Unsent bytes in the write queue.
     pub fn out_bytes(&self) -> usize {
         self.out_bytes

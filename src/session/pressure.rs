@@ -5,7 +5,8 @@
 //! them; see `worker/overload.rs`):
 //!
 //! - the **dispatch window**: how many replies the session may have
-//!   outstanding. It starts at [`INITIAL_WINDOW`], then follows the size of
+//!   outstanding. It starts at [`INITIAL_WINDOW`] (a client's first batch
+//!   costs at most that many replies, whatever their size), then follows the size of
 //!   the replies the session has been getting: about `client-output-high-
 //!   water` bytes' worth of them, never more than [`MAX_OUTSTANDING`] and
 //!   never less than one. Zero while the unsent output is at or above the
@@ -33,7 +34,7 @@ use std::time::Instant;
 
 /// Replies a session may have outstanding before it has shown how large
 /// its replies are (its first flush).
-pub const INITIAL_WINDOW: usize = 128;
+pub const INITIAL_WINDOW: usize = 16;
 
 #[derive(Debug)]
 pub struct Pressure {

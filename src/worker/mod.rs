@@ -485,7 +485,7 @@ impl Worker {
             };
             // A throttled subscriber whose pushes drained: read its
             // connection again.
-            let waiting = s.pushes_waiting();
+            let waiting = s.push_backlog();
             if let Some(sub) = s.sub.as_mut() {
                 if sub.throttled && waiting < crate::session::PUSH_WINDOW / 2 {
                     sub.throttled = false;
@@ -720,13 +720,8 @@ impl Worker {
             // Backpressure toward a slow subscriber: leave the messages in
             // the socket (and the node's output buffer) while its window is
             // full.
-            if let Some(s) = self.sessions.get_mut(owner) {
-                if s.pushes_waiting() >= crate::session::PUSH_WINDOW {
-                    if let Some(sub) = s.sub.as_mut() {
-                        sub.throttled = true;
-                    }
-                    return;
-                }
+            if self.push_window_full(owner) {
+                return;
             }
         }
         let Some(b) = self.backends.get_mut(key) else {
@@ -744,6 +739,10 @@ impl Worker {
                 Read::Push(frame) => {
                     if let Role::Pubsub(owner) = role {
                         self.pubsub_frame(owner, frame);
+                        // The window is exact: the rest waits in the buffer.
+                        if self.push_window_full(owner) {
+                            break;
+                        }
                     }
                 }
                 Read::Intermediate(frame, head) => {

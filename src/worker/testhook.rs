@@ -8,7 +8,8 @@
 //!
 //! `MITHRIL-TEST PANIC` panics while the calling session is being served,
 //! to prove the worker's panic fence. `MITHRIL-TEST SESSIONS` answers an
-//! array: first `worker buffered=N used_memory=N`, then one line per
+//! array: first `worker buffered=N used_memory=N obuf_closes=N
+//! qbuf_closes=N idle_closes=N`, then one line per
 //! session on this worker, `id=N rbuf=N rbufcap=N outstanding=N window=N
 //! unsent=N paused=0|1 backlog=0|1 pushes=N subs=N`.
 //!
@@ -41,10 +42,14 @@ impl Worker {
                 panic!("MITHRIL-TEST PANIC from client {id}");
             }
             b"SESSIONS" => {
+                let o = &self.shared.overload;
                 let mut lines = vec![format!(
-                    "worker buffered={} used_memory={}",
+                    "worker buffered={} used_memory={} obuf_closes={} qbuf_closes={} idle_closes={}",
                     self.overload.buffered,
-                    self.shared.overload.used_memory.load(Ordering::Relaxed)
+                    o.used_memory.load(Ordering::Relaxed),
+                    o.output_limit_disconnections.load(Ordering::Relaxed),
+                    o.query_limit_disconnections.load(Ordering::Relaxed),
+                    o.idle_disconnections.load(Ordering::Relaxed),
                 )];
                 for (_, s) in self.sessions.iter() {
                     lines.push(format!(
@@ -57,7 +62,7 @@ impl Worker {
                         s.unsent(),
                         u8::from(s.paused),
                         u8::from(s.pressure.backlog),
-                        s.pushes_waiting(),
+                        s.push_backlog(),
                         s.sub.as_ref().map_or(0, |x| x.count()),
                     ));
                 }
