@@ -36,6 +36,25 @@ pub fn setup(extra: &str) -> (RedisCluster, Mithril) {
     (cluster, m)
 }
 
+/// Like `setup`, for a mithril with `requirepass`: ready once PING gets
+/// NOAUTH (the harness's own readiness check expects PONG).
+pub fn setup_with_password(extra: &str) -> (RedisCluster, Mithril) {
+    enable_hooks();
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let mut m = Mithril::spawn(bin(), &cluster.seeds(), extra);
+    let addr = m.addr();
+    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
+        assert!(m.exit_status().is_none(), "mithril exited: {}", m.log());
+        let mut c = Conn::try_connect(&addr).ok()?;
+        c.send(&[b"PING"]);
+        match c.try_read_reply(Duration::from_secs(2)).ok()? {
+            Reply::Error(e) if e.starts_with("NOAUTH") => Some(()),
+            _ => None,
+        }
+    });
+    (cluster, m)
+}
+
 /// A field of /proc/PID/status in kB (VmRSS, VmHWM, ...).
 pub fn status_kb(pid: u32, field: &str) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
