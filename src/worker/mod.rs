@@ -404,10 +404,13 @@ impl Worker {
             let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
-                        // A large argument is on its way: make room once
-                        // instead of growing step by step.
+                        // A large argument is on its way: make room in
+                        // big steps instead of small ones, but never more
+                        // than the bytes already here again (at least
+                        // 64 KiB): a header's claim alone reserves nothing,
+                        // and growth stays a doubling (linear copying).
                         if need > s.rbuf.capacity() && need <= self.query_limit {
-                            let more = need - s.rbuf.len();
+                            let more = (need - s.rbuf.len()).min(s.rbuf.len().max(64 * 1024));
                             s.rbuf.reserve(more);
                         }
                     }
