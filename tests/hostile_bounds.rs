@@ -383,3 +383,45 @@ fn the_soft_output_limit_needs_its_seconds() {
         .contains("passed the client-output-buffer-limit (soft)"));
     drop(s);
 }
+
+#[test]
+fn a_slow_clients_small_replies_do_not_pin_shared_backend_buffers() {
+    // A client that never reads gets 2 KB replies, each arriving in the
+    // same backend read as another client's 64 KB reply. Were its replies
+    // kept as slices of those reads, each would keep a whole read buffer
+    // alive: the thousands the kernel does not take, hundreds of MB.
+    let (_cluster, m) = setup("threads 1\nbackend-conns 1\nloglevel notice");
+    let small = tagged("small");
+    let big = tagged("big");
+    let mut fast = m.conn();
+    let value = vec![b'b'; 64 * 1024];
+    assert_eq!(
+        fast.cmd_bytes(&[b"SET", big.as_bytes(), &value]),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(
+        fast.cmd(&["SET", &small, &"s".repeat(2000)]),
+        Reply::Simple("OK".into())
+    );
+    let mut slow = raw_with(&m, Some(4096));
+    let get_small = encode_command(&[b"GET", small.as_bytes()]);
+    let rss0 = rss_kb(m.pid);
+    for _ in 0..4000 {
+        slow.write_all(&get_small).unwrap();
+        let r = fast.cmd(&["GET", &big]);
+        assert_eq!(r.as_bulk().map(<[u8]>::len), Some(value.len()));
+    }
+    let mut probe = m.conn();
+    let (_, all) = sessions(&mut probe);
+    let waiting: u64 = all.iter().map(|f| f["unsent"]).sum();
+    assert!(
+        waiting > 100 * 1024,
+        "the slow client's replies wait: {all:?}"
+    );
+    let grew = rss_kb(m.pid).saturating_sub(rss0);
+    assert!(
+        grew < 48 * 1024,
+        "RSS grew by {grew} kB for {waiting} bytes of replies"
+    );
+    drop(slow);
+}

@@ -105,6 +105,24 @@ impl Subscriptions {
     }
 }
 
+/// Replies below this size are copied when they must wait (see `unpin`).
+const UNPIN_BELOW: usize = 64 * 1024;
+
+/// A reply that will wait in the write queue of a client that is not
+/// reading is copied out of the backend read buffer it is a slice of, when
+/// it is small: a slice keeps its whole buffer (64 KiB or more, shared
+/// with other clients' replies) alive, so a slow client's small replies
+/// could otherwise hold thousands of times their size. Clients that keep
+/// up never pay for the copy.
+#[inline]
+fn unpin(frame: Bytes, waiting: bool) -> Bytes {
+    if waiting && frame.len() < UNPIN_BELOW {
+        Bytes::copy_from_slice(&frame)
+    } else {
+        frame
+    }
+}
+
 pub struct Session {
     pub key: Key,
     pub id: u64,
@@ -260,6 +278,9 @@ impl Session {
     /// Move what may leave now into the write queue: pushes whose barrier
     /// has been passed, and the ready front of the ring, in order.
     fn collect(&mut self) {
+        // Output left from the last flush: the client is not keeping up,
+        // and what is queued now will wait (see `unpin`).
+        let waiting = !self.out.is_empty();
         loop {
             while let Some(&(barrier, _)) = self.pushes.front() {
                 if barrier >= self.ring.base() {
@@ -268,7 +289,7 @@ impl Session {
                 if let Some((_, p)) = self.pushes.pop_front() {
                     self.pressure.push_bytes -= p.len().min(self.pressure.push_bytes);
                     self.out_bytes += p.len();
-                    self.out.push_back(p);
+                    self.out.push_back(unpin(p, waiting));
                 }
             }
             match self.ring.pop_ready() {
@@ -276,7 +297,7 @@ impl Session {
                     self.out_bytes += r.len();
                     // The reply-size estimate behind the dispatch window.
                     self.pressure.batch_max = self.pressure.batch_max.max(r.len());
-                    self.out.push_back(r);
+                    self.out.push_back(unpin(r, waiting));
                 }
                 None => break,
             }
