@@ -425,3 +425,35 @@ fn a_slow_clients_small_replies_do_not_pin_shared_backend_buffers() {
     );
     drop(slow);
 }
+
+#[test]
+fn idle_sessions_give_back_the_buffers_they_grew() {
+    let (_cluster, m) = setup("threads 1");
+    let mut probe = m.conn();
+    let mut c = m.conn();
+    let id = client_id(&mut c);
+    // A big request, then a deep pipeline: the read buffer and the reply
+    // ring grow.
+    let big = "e".repeat(2 * 1024 * 1024);
+    assert_eq!(c.cmd(&["ECHO", &big]).as_str().len(), big.len());
+    let pings: Vec<Vec<Vec<u8>>> = (0..20_000).map(|_| vec![b"PING".to_vec()]).collect();
+    assert_eq!(c.pipeline(&pings).len(), 20_000);
+    let grown = session(&mut probe, id).unwrap();
+    assert!(grown["rbufcap"] >= 1024 * 1024, "{grown:?}");
+    // About two seconds idle, and a sweep later, the buffers are gone.
+    let f = wait_until_explained(
+        "the buffers to be given back",
+        Duration::from_secs(6),
+        || {
+            let f = session(&mut probe, id).ok_or("gone")?;
+            if f["rbufcap"] == 0 {
+                Ok(f)
+            } else {
+                Err(format!("{f:?}"))
+            }
+        },
+    );
+    assert_eq!((f["rbuf"], f["outstanding"]), (0, 0));
+    // And the session works as before.
+    assert_eq!(c.cmd(&["ECHO", "again"]).as_str(), "again");
+}

@@ -419,10 +419,14 @@ impl Session {
     /// Give back the buffers an idle session grew (its read buffer, and
     /// the ring and write queue a deep pipeline left large), as Redis frees
     /// an idle client's query buffer. Only when nothing is buffered.
-    pub fn shrink_idle(&mut self) {
+    /// Returns about how many bytes were released.
+    pub fn shrink_idle(&mut self) -> usize {
         if !self.rbuf.is_empty() || !self.idle() || !self.pushes.is_empty() {
-            return;
+            return 0;
         }
+        let released = self.rbuf.capacity()
+            + self.out.capacity() * std::mem::size_of::<Bytes>()
+            + self.pushes.capacity() * std::mem::size_of::<(u64, Bytes)>();
         if self.rbuf.capacity() > 0 {
             self.rbuf = BytesMut::new();
         }
@@ -431,5 +435,6 @@ impl Session {
         self.out_off = 0;
         self.pushes = VecDeque::new();
         self.ring.shrink();
+        released
     }
 }
