@@ -78,7 +78,23 @@ fn request(rng: &mut Rng, out: &mut Vec<u8>) {
 fn reply(rng: &mut Rng, out: &mut Vec<u8>, depth: u32) {
     let leaf = depth > 3 || rng.below(3) > 0;
     if leaf {
-        match rng.below(12) {
+        match rng.below(14) {
+            // Header lines near the 32-byte limit, and what is refused.
+            12 => {
+                let digits = "9".repeat(rng.below(40) as usize);
+                out.extend_from_slice(format!(":{digits}\r\n").as_bytes());
+            }
+            13 => out.extend_from_slice(rng.pick(&[
+                b"$?\r\n",
+                b"*?\r\n",
+                b"$-2\r\n",
+                b"%-1\r\n",
+                b"#x\r\n",
+                b"_x\r\n",
+                b"=2\r\nab\r\n",
+                b":-0\r\n",
+                b":01\r\n",
+            ])),
             0 => out.extend_from_slice(b"+OK\r\n"),
             1 => out.extend_from_slice(b"-ERR x\r\n"),
             2 => out.extend_from_slice(format!(":{}\r\n", rng.next() as i64).as_bytes()),

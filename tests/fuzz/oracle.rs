@@ -451,10 +451,12 @@ pub fn check_replies(data: &[u8]) {
             (got, Ok((end, _))) => {
                 panic!("the reference found a reply at {start}..{end}, the scanner says {got:?}")
             }
-            (RepOut::Incomplete, Err(Short::Incomplete)) | (RepOut::Error, Err(Short::Error)) => {}
-            // Both stop short; which kind of short may differ only where
-            // the scanner decides earlier (it refuses streamed types and
-            // long headers before their end arrives).
+            (RepOut::Incomplete, Err(Short::Error)) => {
+                panic!("the scanner waits at {start} for bytes that cannot fix the reply")
+            }
+            // Both stop short. The scanner may give up earlier than the
+            // reference (it refuses streamed types and long headers before
+            // their end arrives), never later.
             (_, Err(_)) => {}
         }
         match o {
