@@ -154,10 +154,8 @@ pub struct Backend {
     /// request was queued on an idle FIFO): `backend-timeout` counts from it.
     pub progress_at: Instant,
     /// Request bytes in the FIFO (queued or awaiting their reply), for the
-    /// `maxmemory` accounting.
+    /// `maxmemory` accounting (summed by the worker at each tick).
     queued_bytes: usize,
-    /// Bytes this connection last added to its worker's buffered counter.
-    pub accounted: usize,
 }
 
 impl Backend {
@@ -189,7 +187,6 @@ impl Backend {
             since: now,
             progress_at: now,
             queued_bytes: 0,
-            accounted: 0,
         }
     }
 

@@ -40,6 +40,8 @@ pub const INITIAL_WINDOW: usize = 16;
 pub struct Pressure {
     /// Replies the session may have outstanding; 0 while over high water.
     pub window: usize,
+    /// The window while under high water: about high water in replies.
+    pub fit: usize,
     /// Estimated bytes per reply; 0 until the first reply was collected.
     pub reply_est: usize,
     /// Largest reply collected since the last [`Pressure::update`].
@@ -63,6 +65,7 @@ impl Default for Pressure {
     fn default() -> Self {
         Pressure {
             window: INITIAL_WINDOW,
+            fit: INITIAL_WINDOW,
             reply_est: 0,
             batch_max: 0,
             backlog: false,
@@ -77,19 +80,20 @@ impl Default for Pressure {
 impl Pressure {
     /// After a flush: fold the replies just collected into the estimate and
     /// recompute the window for `unsent` bytes still waiting.
+    #[inline]
     pub fn update(&mut self, unsent: usize, high_water: usize) {
         if self.batch_max != 0 {
-            self.reply_est = self.batch_max.max(self.reply_est / 2);
+            let est = self.batch_max.max(self.reply_est / 2);
             self.batch_max = 0;
-        }
-        self.window = if unsent >= high_water {
-            0
-        } else {
-            match high_water.checked_div(self.reply_est) {
-                None => INITIAL_WINDOW,
-                Some(w) => w.clamp(1, MAX_OUTSTANDING),
+            if est != self.reply_est {
+                self.reply_est = est;
+                self.fit = match high_water.checked_div(est) {
+                    None => INITIAL_WINDOW,
+                    Some(w) => w.clamp(1, MAX_OUTSTANDING),
+                };
             }
-        };
+        }
+        self.window = if unsent >= high_water { 0 } else { self.fit };
     }
 
     /// A paused session may dispatch again: its output is down to half the

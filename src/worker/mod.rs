@@ -321,8 +321,6 @@ impl Worker {
             );
             self.close_session(cx, key);
         }
-        // Input read and dispatched: a coarse accounting point (overload.rs).
-        self.account_session(key);
     }
 
     fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
@@ -335,17 +333,15 @@ impl Worker {
         }
         // Requests held back by a pause go before any new input, so a
         // session that keeps pausing holds one read's worth at most.
-        if s.pressure.backlog && !s.paused {
+        let s = if s.pressure.backlog && !s.paused {
             s.pressure.backlog = false;
             self.process_input(cx, key);
-            match self.sessions.get(key) {
-                Some(s) if s.paused => return,
-                Some(_) => {}
-                None => return,
+            match self.sessions.get_mut(key) {
+                Some(s) if !s.paused => s,
+                _ => return,
             }
-        }
-        let Some(s) = self.sessions.get_mut(key) else {
-            return;
+        } else {
+            s
         };
         // A blocked session still reads (a client that leaves mid-block
         // must be noticed); it only stops dispatching.
@@ -373,8 +369,12 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
-        if self.sessions.get(key).is_some_and(|s| s.finished()) {
-            self.close_session(cx, key);
+        match self.sessions.get_mut(key) {
+            Some(s) if s.finished() => self.close_session(cx, key),
+            // Input read and dispatched: a coarse accounting point
+            // (overload.rs).
+            Some(s) => self.overload.account(s),
+            None => {}
         }
     }
 
@@ -480,12 +480,14 @@ impl Worker {
             }
             // Output limits, the dispatch window, resuming a paused session
             // (overload.rs).
-            if !self.after_flush(cx, key) {
-                continue;
+            match overload::after_flush(&mut self.overload, s, cx.now) {
+                overload::AfterFlush::Go => {}
+                overload::AfterFlush::Resume => self.ready_sessions.push(key),
+                overload::AfterFlush::Close(cut) => {
+                    self.output_limit_close(cx, key, cut);
+                    continue;
+                }
             }
-            let Some(s) = self.sessions.get_mut(key) else {
-                continue;
-            };
             // A throttled subscriber whose pushes drained: read its
             // connection again.
             let waiting = s.push_backlog();
@@ -711,7 +713,6 @@ impl Worker {
         }
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             self.backend_read(cx, key);
-            self.account_backend(key);
         }
     }
 
@@ -866,7 +867,6 @@ impl Worker {
     fn drop_backend(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         if let Some(mut b) = self.backends.remove(key) {
             let _ = cx.registry.deregister(b.stream_mut());
-            self.unaccount(b.accounted);
             if b.role == Role::Lease {
                 self.shared.lease_closed(b.addr);
             }
@@ -879,7 +879,6 @@ impl Worker {
             return;
         };
         let _ = cx.registry.deregister(b.stream_mut());
-        self.unaccount(b.accounted);
         let addr = b.addr;
         if b.state == State::Connecting && b.pool != usize::MAX {
             self.pools.mark_failed(b.pool, cx.now, reason.to_string());
@@ -928,9 +927,7 @@ impl Worker {
             }
             if let Err(e) = b.flush() {
                 self.backend_failed(cx, key, &e.to_string());
-                continue;
             }
-            self.account_backend(key);
         }
         if self.dirty_backends.is_empty() {
             self.dirty_backends = list;
@@ -1032,7 +1029,6 @@ impl Handler for Worker {
             let list = std::mem::take(&mut self.ready_backends);
             for key in list {
                 self.backend_read(cx, key);
-                self.account_backend(key);
             }
         }
         if !self.ready_sessions.is_empty() {
@@ -1068,7 +1064,6 @@ impl Handler for Worker {
         self.shared.workers[self.id]
             .commands
             .store(self.commands, Ordering::Relaxed);
-        self.publish_buffered();
         if self.draining.is_some() && self.sessions.is_empty() {
             self.stop = true;
         }

@@ -12,16 +12,17 @@
 //!            sessions, give back idle sessions' buffers
 //! ```
 //!
-//! Memory accounting: the worker keeps one plain counter of the bytes it
-//! buffers (session input and unsent output, request bytes in backend
-//! FIFOs, partial replies). It is corrected at coarse points only: after a
-//! session's input was read and dispatched, after each session or backend
-//! flush, after a backend read, and when either closes. Each object
-//! remembers what it last contributed (`accounted`), so a correction is a
-//! difference, and nothing is counted per request. The counter is
-//! published to the worker's padded slot every loop turn and the process
-//! total is summed at each tick; the `maxmemory` check reads that total
-//! with one relaxed load, and only when `maxmemory` is set.
+//! Memory accounting: the worker keeps one plain counter of the bytes its
+//! sessions buffer (input, unsent output, pushes), corrected at coarse
+//! points only: after a session's input was read and dispatched, after
+//! each of its flushes, and when it closes. Each session remembers what it
+//! last contributed (`accounted`), so a correction is a difference, and
+//! nothing is counted per request. Its backends (a few per node) are
+//! summed at each tick instead: request bytes in their FIFOs and partial
+//! replies. At each tick the worker publishes the sum to its padded slot
+//! and adds up every worker's slot into the process total; the
+//! `maxmemory` check reads that total with one relaxed load, and only
+//! when `maxmemory` is set.
 //!
 //! Never: block, allocate per request, or close a session in the middle
 //! of another session's handling (closures happen at flush or tick time,
@@ -75,8 +76,10 @@ fn give_back_to_the_os() {
 
 /// The worker's overload settings and counters.
 pub struct OverloadState {
-    /// Bytes buffered by this worker (see the module doc).
+    /// Bytes buffered by this worker's sessions (see the module doc).
     pub buffered: usize,
+    /// Bytes buffered by its backends, as of the last tick.
+    pub backend_bytes: usize,
     /// `maxmemory` (0: no budget).
     pub maxmemory: u64,
     /// `client-output-high-water`.
@@ -99,6 +102,7 @@ impl OverloadState {
     pub fn new(cfg: &Config) -> OverloadState {
         OverloadState {
             buffered: 0,
+            backend_bytes: 0,
             maxmemory: cfg.maxmemory,
             high_water: cfg.client_output_high_water.min(usize::MAX as u64) as usize,
             normal: cfg.output_limit_normal,
@@ -111,11 +115,21 @@ impl OverloadState {
             test_hooks: std::env::var_os("MITHRIL_TEST_HOOKS").is_some_and(|v| v == "1"),
         }
     }
+
+    /// Correct the counter for session `s` (a coarse accounting point).
+    #[inline]
+    pub fn account(&mut self, s: &mut Session) {
+        let now = s.buffered();
+        if now != s.pressure.accounted {
+            self.buffered = (self.buffered + now).saturating_sub(s.pressure.accounted);
+            s.pressure.accounted = now;
+        }
+    }
 }
 
 /// Why a session's output got it closed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cut {
+pub(super) enum Cut {
     Unauthenticated,
     Hard,
     Soft,
@@ -146,28 +160,48 @@ fn output_verdict(s: &mut Session, now: Instant, o: &OverloadState) -> Option<Cu
     None
 }
 
+/// What the worker does with a session after its flush.
+pub(super) enum AfterFlush {
+    Go,
+    /// It was paused and may dispatch again.
+    Resume,
+    /// Its output passed a limit: close it (see `output_limit_close`).
+    Close(Cut),
+}
+
+/// After session `s` flushed: learn its reply size and set its window,
+/// apply the output limits, decide whether a paused session resumes, and
+/// account its bytes. Cheap when the client keeps up (nothing unsent).
+#[inline]
+pub(super) fn after_flush(o: &mut OverloadState, s: &mut Session, now: Instant) -> AfterFlush {
+    if s.pressure.wrote {
+        s.pressure.wrote = false;
+        s.last_active = now;
+    }
+    let unsent = s.unsent();
+    s.pressure.update(unsent, o.high_water);
+    if unsent > 0 || s.pressure.soft_since.is_some() {
+        if let Some(cut) = output_verdict(s, now, o) {
+            return AfterFlush::Close(cut);
+        }
+    }
+    o.account(s);
+    if s.paused && s.pressure.may_resume(s.outstanding(), unsent, o.high_water) {
+        s.paused = false;
+        return AfterFlush::Resume;
+    }
+    AfterFlush::Go
+}
+
 impl Worker {
     /// Correct the buffered-bytes counter for session `key`.
     pub(super) fn account_session(&mut self, key: Key) {
         if let Some(s) = self.sessions.get_mut(key) {
-            let now = s.buffered();
-            let o = &mut self.overload;
-            o.buffered = (o.buffered + now).saturating_sub(s.pressure.accounted);
-            s.pressure.accounted = now;
+            self.overload.account(s);
         }
     }
 
-    /// Correct the buffered-bytes counter for backend `key`.
-    pub(super) fn account_backend(&mut self, key: Key) {
-        if let Some(b) = self.backends.get_mut(key) {
-            let now = b.buffered();
-            let o = &mut self.overload;
-            o.buffered = (o.buffered + now).saturating_sub(b.accounted);
-            b.accounted = now;
-        }
-    }
-
-    /// A session or backend that held `accounted` bytes is gone.
+    /// A session that held `accounted` bytes is gone.
     pub(super) fn unaccount(&mut self, accounted: usize) {
         self.overload.buffered = self.overload.buffered.saturating_sub(accounted);
     }
@@ -192,41 +226,17 @@ impl Worker {
             && self.shared.overload.used_memory.load(Ordering::Relaxed) > self.overload.maxmemory
     }
 
-    /// Every loop turn: publish this worker's figure.
-    pub(super) fn publish_buffered(&self) {
+    /// At each tick: publish this worker's figure (its backends summed
+    /// now, its sessions as accounted).
+    pub(super) fn publish_buffered(&mut self) {
+        self.overload.backend_bytes = self.backends.iter().map(|(_, b)| b.buffered()).sum();
+        let total = self.overload.buffered + self.overload.backend_bytes;
         self.shared.workers[self.id]
             .buffered
-            .store(self.overload.buffered as u64, Ordering::Relaxed);
+            .store(total as u64, Ordering::Relaxed);
     }
 
-    /// After a session's flush: learn its reply size, apply the output
-    /// limits, resume a paused session. False when the session was closed.
-    pub(super) fn after_flush(&mut self, cx: &mut Context<'_, Timer>, key: Key) -> bool {
-        let now = cx.now;
-        let Some(s) = self.sessions.get_mut(key) else {
-            return false;
-        };
-        if std::mem::take(&mut s.pressure.wrote) {
-            s.last_active = now;
-        }
-        let high_water = self.overload.high_water;
-        s.pressure.update(s.unsent(), high_water);
-        if let Some(cut) = output_verdict(s, now, &self.overload) {
-            self.output_limit_close(cx, key, cut);
-            return false;
-        }
-        if s.paused
-            && s.pressure
-                .may_resume(s.outstanding(), s.unsent(), high_water)
-        {
-            s.paused = false;
-            self.ready_sessions.push(key);
-        }
-        self.account_session(key);
-        true
-    }
-
-    fn output_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key, cut: Cut) {
+    pub(super) fn output_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key, cut: Cut) {
         self.shared
             .overload
             .output_limit_disconnections
