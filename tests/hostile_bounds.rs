@@ -457,3 +457,27 @@ fn idle_sessions_give_back_the_buffers_they_grew() {
     // And the session works as before.
     assert_eq!(c.cmd(&["ECHO", "again"]).as_str(), "again");
 }
+
+#[test]
+fn a_client_that_pipelines_then_half_closes_gets_every_reply() {
+    // More requests than the first window (16) lets out at once: the rest
+    // wait in the read buffer while the client has already sent its EOF.
+    let (_cluster, m) = setup("threads 1");
+    let key = tagged("half-closed");
+    let mut s = raw(&m);
+    const N: i64 = 3000;
+    s.write_all(&repeat_cmd(&[b"INCR", key.as_bytes()], N as usize))
+        .unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let (bytes, closed) = read_until_closed(&mut s, Duration::from_secs(20));
+    assert!(closed, "closed after the last reply");
+    let mut at = 0;
+    for i in 1..=N {
+        let (r, used) = parse_reply(&bytes[at..])
+            .unwrap()
+            .unwrap_or_else(|| panic!("reply {i} missing ({} bytes in all)", bytes.len()));
+        assert_eq!(r, Reply::Int(i));
+        at += used;
+    }
+    assert_eq!(at, bytes.len(), "nothing after the last reply");
+}

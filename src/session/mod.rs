@@ -395,8 +395,12 @@ impl Session {
 
     /// True when the session has nothing more to do and may be closed:
     /// the client is gone (or asked to go) and every reply was written.
+    /// Requests read but held back by a pause still count as work.
     pub fn finished(&self) -> bool {
-        (self.eof || self.close_after_flush) && self.ring.is_empty() && self.out.is_empty()
+        (self.eof || self.close_after_flush)
+            && self.ring.is_empty()
+            && self.out.is_empty()
+            && (self.close_after_flush || !self.pressure.backlog)
     }
 
     /// Nothing dispatched is waiting to be answered or written.

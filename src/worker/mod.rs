@@ -328,7 +328,16 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.close_after_flush || draining {
+        if s.close_after_flush {
+            return;
+        }
+        // Draining (SIGTERM): nothing more is read, but requests already
+        // read and held back by a pause are still dispatched.
+        if draining {
+            if s.pressure.backlog && !s.paused {
+                s.pressure.backlog = false;
+                self.process_input(cx, key);
+            }
             return;
         }
         // Requests held back by a pause go before any new input, so a
@@ -474,7 +483,7 @@ impl Worker {
                     continue;
                 }
             }
-            if s.finished() || (self.draining.is_some() && s.idle()) {
+            if s.finished() || (self.draining.is_some() && s.idle() && !s.pressure.backlog) {
                 self.close_session(cx, key);
                 continue;
             }
@@ -951,12 +960,18 @@ impl Worker {
         // Requests that reached the socket before the signal are answered:
         // read and dispatch what the kernel holds, one last time.
         for key in self.sessions.keys() {
+            // A paused session left its input in the kernel (overload.rs).
+            self.drain_take_input(cx, key);
             self.session_input(cx, key);
         }
         self.draining =
             Some(cx.now + Duration::from_secs(self.shared.config.shutdown_timeout_secs));
         for key in self.sessions.keys() {
-            if self.sessions.get(key).is_some_and(|s| s.idle()) {
+            if self
+                .sessions
+                .get(key)
+                .is_some_and(|s| s.idle() && !s.pressure.backlog)
+            {
                 self.close_session(cx, key);
             }
         }

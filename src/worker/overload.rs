@@ -31,7 +31,7 @@
 use super::{Timer, Worker};
 use crate::command::{flags, Command};
 use crate::config::{Config, OutputLimit};
-use crate::session::Session;
+use crate::session::{ReadOutcome, Session};
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::sync::atomic::Ordering;
@@ -256,6 +256,25 @@ impl Worker {
             self.log_sampled(cx.now, &line);
         }
         self.close_session(cx, key);
+    }
+
+    /// At SIGTERM: a paused session has not read what the kernel holds
+    /// for it; those requests were sent before the signal, so take them
+    /// now (one read's worth), to be dispatched as its window allows.
+    pub(super) fn drain_take_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let limit = self.query_limit;
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if !s.paused || s.eof || s.close_after_flush {
+            return;
+        }
+        match s.read(super::SESSION_READ_BUDGET, limit) {
+            ReadOutcome::Overflow => return self.query_limit_close(cx, key),
+            ReadOutcome::Error(_) => return self.close_session(cx, key),
+            _ => {}
+        }
+        s.pressure.backlog = !s.rbuf.is_empty();
     }
 
     /// A session's read buffer reached `query-buffer-limit`: count it, tell
