@@ -210,12 +210,15 @@ fn output_past_the_high_water_mark_stops_dispatch_until_half_drained() {
     );
     const N: usize = 2000;
     let mut s = flood_big_gets(&m, &key, N);
-    let id = sessions(&mut probe)
-        .1
-        .iter()
-        .filter_map(|f| f.get("id").copied())
-        .max()
-        .unwrap();
+    // The flooder: the session that is neither the probe nor the setter.
+    let known = [client_id(&mut probe), client_id(&mut setter)];
+    let id = wait_until("the flooder's session", Duration::from_secs(10), || {
+        sessions(&mut probe)
+            .1
+            .iter()
+            .filter_map(|f| f.get("id").copied())
+            .find(|id| !known.contains(id))
+    });
     // It stops: paused, and nothing changes any more while the client
     // does not read.
     let mut last = None;
