@@ -18,7 +18,10 @@
 //!
 //! Invariants: replies leave in request order (the ring); the read buffer
 //! never grows past `query-buffer-limit`; a session never touches another
-//! session or a backend.
+//! session or a backend. What it may have outstanding is windowed by the
+//! size of its replies and its unsent output (`pressure`), and a reply
+//! that must wait for a slow client is not left pinning a backend buffer
+//! (`unpin`).
 
 pub mod pressure;
 pub mod ring;
