@@ -7,6 +7,7 @@
 #                   (make run PORT=7000 MASTERS=3 REPLICAS=1)
 #   make bench      mithril vs a direct cluster connection, figures only
 #                   (ROUNDS=9 make bench; make bench MODE=callgrind)
+#   make bench-memory  RSS with idle clients and under non-reading floods
 #   make lint       rustfmt check + clippy with warnings as errors
 #   make install    binary, man pages and (unless one exists) the config file:
 #                     $(DESTDIR)$(BINDIR)/mithril
@@ -83,6 +84,13 @@ bench: check-redis build
 .PHONY: bench-callgrind
 bench-callgrind:
 	$(MAKE) bench MODE=callgrind
+
+# benches/memory.rs: mithril's RSS with 10,000 idle clients and under
+# clients that pipeline big GETs without reading (figures only; about a
+# minute). IDLE_CLIENTS, FLOOD_CLIENTS, FLOOD_SECONDS, MITHRIL_BIN.
+.PHONY: bench-memory
+bench-memory: check-redis
+	$(CARGO) bench --bench memory
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -145,6 +145,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
             tx,
             commands: Padded(AtomicU64::new(0)),
             sessions: Padded(AtomicUsize::new(0)),
+            buffered: Padded(AtomicU64::new(0)),
         });
         receivers.push(rx);
         loops.push(el);
@@ -165,6 +166,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
         leases: Default::default(),
+        overload: Default::default(),
     });
 
     let mut worker_threads = Vec::new();

@@ -71,6 +71,10 @@ pub struct WorkerSlot {
     pub commands: Padded<AtomicU64>,
     /// Sessions currently open on this worker.
     pub sessions: Padded<AtomicUsize>,
+    /// Bytes this worker buffers for its clients (input, requests in
+    /// flight, unsent output), stored once per loop turn; summed into
+    /// [`Overload::used_memory`] at each tick.
+    pub buffered: Padded<AtomicU64>,
 }
 
 /// Most leased connections (blocking commands) to one node, process-wide.
@@ -93,6 +97,36 @@ pub struct Shared {
     /// What the commands mithril answers itself keep: live CONFIG values,
     /// the password, the run id and the emulated node's id.
     pub admin: crate::admin::AdminState,
+    /// The memory budget's total and the overload counters.
+    pub overload: Overload,
+}
+
+/// Process-wide overload state: the buffered-bytes total the `maxmemory`
+/// check reads, and counts of clients closed by a limit (for INFO). All
+/// relaxed: none of them orders anything.
+#[derive(Default)]
+pub struct Overload {
+    /// Sum of every worker's [`WorkerSlot::buffered`], refreshed by each
+    /// worker's tick. The one value the `maxmemory` check loads.
+    pub used_memory: Padded<AtomicU64>,
+    /// Clients closed by `client-output-buffer-limit` (or the output cap
+    /// before authentication).
+    pub output_limit_disconnections: AtomicU64,
+    /// Clients closed for reaching `query-buffer-limit`.
+    pub query_limit_disconnections: AtomicU64,
+    /// Clients closed by the idle `timeout`.
+    pub idle_disconnections: AtomicU64,
+}
+
+impl Overload {
+    /// Re-add the workers' published figures into `used_memory`.
+    pub fn sum(&self, workers: &[WorkerSlot]) {
+        let total = workers
+            .iter()
+            .map(|w| w.buffered.load(Ordering::Relaxed))
+            .fold(0u64, u64::saturating_add);
+        self.used_memory.store(total, Ordering::Relaxed);
+    }
 }
 
 impl Shared {

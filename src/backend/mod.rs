@@ -158,6 +158,9 @@ pub struct Backend {
     /// connection has had requests waiting without any reply arriving.
     pub seen_replies: u64,
     pub stalled_since: Option<Instant>,
+    /// Request bytes in the FIFO (queued or awaiting their reply), for the
+    /// `maxmemory` accounting (summed by the worker at each tick).
+    queued_bytes: usize,
 }
 
 impl Backend {
@@ -191,6 +194,7 @@ impl Backend {
             replies: 0,
             seen_replies: 0,
             stalled_since: None,
+            queued_bytes: 0,
         }
     }
 
@@ -201,8 +205,15 @@ impl Backend {
     /// Queue a request; it is written at the end of the loop turn.
     #[inline]
     pub fn enqueue(&mut self, f: InFlight) {
+        self.queued_bytes += f.req.len();
         self.inflight.push_back(f);
         self.unsent += 1;
+    }
+
+    /// Bytes this connection holds: the requests in its FIFO and the
+    /// unparsed part of its read buffer.
+    pub fn buffered(&self) -> usize {
+        self.queued_bytes + self.rbuf.len()
     }
 
     /// Requests queued or awaiting a reply.
@@ -346,6 +357,7 @@ impl Backend {
                             .is_some_and(|f| f.purpose == Purpose::Init);
                     if init_sent {
                         if let Some(f) = self.inflight.pop_front() {
+                            self.queued_bytes -= f.req.len().min(self.queued_bytes);
                             return Read::Reply(f, frame, head);
                         }
                     }
@@ -367,7 +379,10 @@ impl Backend {
                 }
                 self.replies += 1;
                 match self.inflight.pop_front() {
-                    Some(f) => Read::Reply(f, frame, head),
+                    Some(f) => {
+                        self.queued_bytes -= f.req.len().min(self.queued_bytes);
+                        Read::Reply(f, frame, head)
+                    }
                     None => Read::Broken("reply without a request"),
                 }
             }
@@ -384,7 +399,9 @@ impl Backend {
                 .front()
                 .is_some_and(|f| f.purpose != Purpose::Init)
         {
-            self.inflight.pop_front();
+            if let Some(f) = self.inflight.pop_front() {
+                self.queued_bytes -= f.req.len().min(self.queued_bytes);
+            }
         }
     }
 
@@ -394,6 +411,7 @@ impl Backend {
         let sent = self.inflight.len() - self.unsent;
         self.unsent = 0;
         self.woff = 0;
+        self.queued_bytes = 0;
         self.inflight
             .drain(..)
             .enumerate()

@@ -13,7 +13,8 @@
 //! `man/mithril.conf.5` too (`tests/docs_sync.rs` fails otherwise).
 
 use super::{
-    glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, ReadFrom, MAX_THREADS,
+    glob_match, resolve_threads, BindAddr, Config, LogLevel, OutputLimit, Placement, ReadFrom,
+    MAX_THREADS,
 };
 
 /// How a directive's value is shown and written back.
@@ -279,6 +280,54 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |c| vec![c.query_buffer_limit.to_string()],
     },
     Directive {
+        name: "client-output-high-water",
+        default: "4mb",
+        summary: "unsent output at which a client's requests wait until half of it has drained",
+        runtime_settable: false,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.client_output_high_water = size("client-output-high-water", first(a), 16 * KB)?;
+            Ok(())
+        },
+        getter: |c| vec![c.client_output_high_water.to_string()],
+    },
+    Directive {
+        name: "client-output-buffer-limit",
+        default: "normal 0 0 0 pubsub 32mb 8mb 60",
+        summary: "CLASS HARD SOFT SECONDS: disconnect a client whose unsent output passes a limit",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (4, 8),
+        setter: set_output_limits,
+        getter: |c| {
+            let mut out = Vec::new();
+            for (class, l) in [
+                ("normal", c.output_limit_normal),
+                ("pubsub", c.output_limit_pubsub),
+            ] {
+                out.push(class.to_string());
+                out.push(l.hard.to_string());
+                out.push(l.soft.to_string());
+                out.push(l.soft_secs.to_string());
+            }
+            out
+        },
+    },
+    Directive {
+        name: "maxmemory",
+        default: "0",
+        summary: "bytes buffered for clients past which write commands get -OOM; 0 is no limit",
+        runtime_settable: false,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.maxmemory = size("maxmemory", first(a), 0)?;
+            Ok(())
+        },
+        getter: |c| vec![c.maxmemory.to_string()],
+    },
+    Directive {
         name: "tcp-backlog",
         default: "511",
         summary: "length of the listen queue for connections not yet accepted",
@@ -303,6 +352,19 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         getter: |c| vec![c.tcp_keepalive_secs.to_string()],
+    },
+    Directive {
+        name: "timeout",
+        default: "0",
+        summary: "close a client idle for this many seconds; 0 never does",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.timeout_secs = number("timeout", first(a), 0, MAX_TIMEOUT)?;
+            Ok(())
+        },
+        getter: |c| vec![c.timeout_secs.to_string()],
     },
     Directive {
         name: "loglevel",
@@ -474,6 +536,8 @@ const MB: u64 = 1024 * KB;
 const GB: u64 = 1024 * MB;
 /// Linux refuses a keepalive idle time above this (`MAX_TCP_KEEPIDLE`).
 const MAX_KEEPALIVE: u64 = 32_767;
+/// Largest client idle `timeout`: a year, which is "never" in practice.
+const MAX_TIMEOUT: u64 = 365 * 24 * 3600;
 
 /// The directive called `name`, ignoring case.
 pub fn lookup(name: &str) -> Option<&'static Directive> {
@@ -683,6 +747,42 @@ fn set_user(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
         ));
     }
     cfg.users.push(user);
+    Ok(())
+}
+
+/// `client-output-buffer-limit CLASS HARD SOFT SECONDS [CLASS ...]`: one
+/// or two groups of four, classes `normal` and `pubsub`. Every group is
+/// checked before any is applied; a class set twice keeps the last.
+fn set_output_limits(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
+    const NAME: &str = "client-output-buffer-limit";
+    if args.len() % 4 != 0 {
+        return Err(format!(
+            "{NAME} takes groups of four arguments: CLASS HARD SOFT SECONDS"
+        ));
+    }
+    let mut normal = cfg.output_limit_normal;
+    let mut pubsub = cfg.output_limit_pubsub;
+    for group in args.chunks(4) {
+        let [class, hard, soft, secs] = group else {
+            continue;
+        };
+        let limit = OutputLimit {
+            hard: size(&format!("{NAME} hard limit"), hard, 0)?,
+            soft: size(&format!("{NAME} soft limit"), soft, 0)?,
+            soft_secs: number(&format!("{NAME} soft seconds"), secs, 0, MAX_TIMEOUT)?,
+        };
+        match class.to_ascii_lowercase().as_str() {
+            "normal" => normal = limit,
+            "pubsub" => pubsub = limit,
+            _ => {
+                return Err(format!(
+                    "{NAME}: unknown client class '{class}' (use normal or pubsub)"
+                ))
+            }
+        }
+    }
+    cfg.output_limit_normal = normal;
+    cfg.output_limit_pubsub = pubsub;
     Ok(())
 }
 

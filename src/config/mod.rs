@@ -155,6 +155,23 @@ impl FromStr for ReadFrom {
     }
 }
 
+/// One class of `client-output-buffer-limit`: a client whose unsent
+/// output reaches `hard` bytes, or stays at `soft` bytes or more for
+/// `soft_secs` seconds, is disconnected. 0 turns a limit off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct OutputLimit {
+    pub hard: u64,
+    pub soft: u64,
+    pub soft_secs: u64,
+}
+
+impl OutputLimit {
+    /// Neither limit is set.
+    pub fn is_off(&self) -> bool {
+        self.hard == 0 && (self.soft == 0 || self.soft_secs == 0)
+    }
+}
+
 /// Log verbosity, with Redis's names for the levels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -256,10 +273,22 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     /// `query-buffer-limit`: most unprocessed input bytes held per client.
     pub query_buffer_limit: u64,
+    /// `client-output-high-water`: unsent output bytes at which a client's
+    /// requests stop being dispatched (until half of it has drained).
+    pub client_output_high_water: u64,
+    /// `client-output-buffer-limit normal ...`: limits for ordinary clients.
+    pub output_limit_normal: OutputLimit,
+    /// `client-output-buffer-limit pubsub ...`: limits for subscribed clients.
+    pub output_limit_pubsub: OutputLimit,
+    /// `maxmemory`: bytes the proxy may buffer (client input and output,
+    /// requests in flight) before write commands get -OOM; 0 = no limit.
+    pub maxmemory: u64,
     /// `tcp-backlog`: the listen queue length.
     pub tcp_backlog: i32,
     /// `tcp-keepalive`: keepalive idle seconds; 0 turns keepalive off.
     pub tcp_keepalive_secs: u64,
+    /// `timeout`: seconds a client may stay idle before it is closed; 0 = never.
+    pub timeout_secs: u64,
     /// `loglevel`: log verbosity.
     pub loglevel: LogLevel,
     /// `logfile`: the log file; empty means standard error.
@@ -331,8 +360,17 @@ impl Default for Config {
             backend_timeout_ms: 5000,
             proto_max_bulk_len: 512 * 1024 * 1024,
             query_buffer_limit: 1024 * 1024 * 1024,
+            client_output_high_water: 4 * 1024 * 1024,
+            output_limit_normal: OutputLimit::default(),
+            output_limit_pubsub: OutputLimit {
+                hard: 32 * 1024 * 1024,
+                soft: 8 * 1024 * 1024,
+                soft_secs: 60,
+            },
+            maxmemory: 0,
             tcp_backlog: 511,
             tcp_keepalive_secs: 300,
+            timeout_secs: 0,
             loglevel: LogLevel::Notice,
             logfile: String::new(),
             config_file: None,

@@ -170,6 +170,15 @@ impl RequestScanner {
         self.inline_frame.clear();
     }
 
+    /// Forgets any partial frame and frees the argument vectors, which a
+    /// request of many arguments can leave large (for idle sessions).
+    pub fn release(&mut self) {
+        self.reset();
+        self.args = Vec::new();
+        self.inline_frame = Vec::new();
+        self.scratch = Vec::new();
+    }
+
     /// After `Incomplete` inside a bulk whose length is known: the total
     /// number of bytes the frame needs so far (through that bulk's CRLF), so
     /// the caller can reserve buffer space once. `None` otherwise.

@@ -18,8 +18,12 @@
 //!
 //! Invariants: replies leave in request order (the ring); the read buffer
 //! never grows past `query-buffer-limit`; a session never touches another
-//! session or a backend.
+//! session or a backend. What it may have outstanding is windowed by the
+//! size of its replies and its unsent output (`pressure`), and a reply
+//! that must wait for a slow client is not left pinning a backend buffer
+//! (`unpin`).
 
+pub mod pressure;
 pub mod ring;
 
 use crate::resp::encode::Proto;
@@ -27,9 +31,10 @@ use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
+use pressure::Pressure;
 use reactor::writev::{read_into, IoBatch, MAX_IOV};
 use reactor::Key;
-use ring::{ReplyRing, MAX_OUTSTANDING};
+use ring::ReplyRing;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -70,6 +75,9 @@ pub struct Txn {
     pub bytes: usize,
     /// An error while queueing: EXEC answers EXECABORT.
     pub failed: bool,
+    /// A queued command may grow memory (denyoom): EXEC is refused while
+    /// over `maxmemory`.
+    pub denyoom: bool,
 }
 
 /// Most channels plus patterns one session may subscribe to.
@@ -97,6 +105,24 @@ pub struct Subscriptions {
 impl Subscriptions {
     pub fn count(&self) -> usize {
         self.channels.len() + self.patterns.len()
+    }
+}
+
+/// Replies below this size are copied when they must wait (see `unpin`).
+const UNPIN_BELOW: usize = 64 * 1024;
+
+/// A reply that will wait in the write queue of a client that is not
+/// reading is copied out of the backend read buffer it is a slice of, when
+/// it is small: a slice keeps its whole buffer (64 KiB or more, shared
+/// with other clients' replies) alive, so a slow client's small replies
+/// could otherwise hold thousands of times their size. Clients that keep
+/// up never pay for the copy.
+#[inline]
+fn unpin(frame: Bytes, waiting: bool) -> Bytes {
+    if waiting && frame.len() < UNPIN_BELOW {
+        Bytes::copy_from_slice(&frame)
+    } else {
+        frame
     }
 }
 
@@ -163,6 +189,8 @@ pub struct Session {
     /// That user may not run everything: the permission check runs (the
     /// hot path tests only this).
     pub restricted: bool,
+    /// Dispatch window and overload bookkeeping (see `pressure`).
+    pub pressure: Pressure,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
     pub lib_name: Option<Vec<u8>>,
     pub lib_ver: Option<Vec<u8>>,
@@ -220,6 +248,7 @@ impl Session {
             authenticated: !crate::admin::password_required(),
             user: None,
             restricted: crate::acl::default_restricted(),
+            pressure: Pressure::default(),
             lib_name: None,
             lib_ver: None,
             last_cmd: "NULL",
@@ -271,20 +300,26 @@ impl Session {
     /// Move what may leave now into the write queue: pushes whose barrier
     /// has been passed, and the ready front of the ring, in order.
     fn collect(&mut self) {
+        // Output left from the last flush: the client is not keeping up,
+        // and what is queued now will wait (see `unpin`).
+        let waiting = !self.out.is_empty();
         loop {
             while let Some(&(barrier, _)) = self.pushes.front() {
                 if barrier >= self.ring.base() {
                     break;
                 }
                 if let Some((_, p)) = self.pushes.pop_front() {
+                    self.pressure.push_bytes -= p.len().min(self.pressure.push_bytes);
                     self.out_bytes += p.len();
-                    self.out.push_back(p);
+                    self.out.push_back(unpin(p, waiting));
                 }
             }
             match self.ring.pop_ready() {
                 Some(r) => {
                     self.out_bytes += r.len();
-                    self.out.push_back(r);
+                    // The reply-size estimate behind the dispatch window.
+                    self.pressure.batch_max = self.pressure.batch_max.max(r.len());
+                    self.out.push_back(unpin(r, waiting));
                 }
                 None => break,
             }
@@ -318,6 +353,7 @@ impl Session {
                 Err(e) => return FlushOutcome::Error(e),
             };
             self.consume(written);
+            self.pressure.wrote |= written > 0;
             if written < wanted {
                 return FlushOutcome::Blocked;
             }
@@ -343,6 +379,7 @@ impl Session {
     /// Queue an out-of-band push (a published message). It leaves once
     /// every reply up to `barrier` has left.
     pub fn push_oob(&mut self, barrier: u64, frame: Bytes) {
+        self.pressure.push_bytes += frame.len();
         self.pushes.push_back((barrier, frame));
     }
 
@@ -350,6 +387,13 @@ impl Session {
     /// those still waiting for their barrier).
     pub fn pushes_waiting(&self) -> usize {
         self.pushes.len()
+    }
+
+    /// Frames the push window counts toward a subscriber: pushes waiting
+    /// for their barrier and everything in the write queue (a client that
+    /// does not read holds its pushes there).
+    pub fn push_backlog(&self) -> usize {
+        self.pushes.len() + self.out.len()
     }
 
     /// Unsent bytes in the write queue.
@@ -364,15 +408,21 @@ impl Session {
         self.ring.len() + self.out.len()
     }
 
+    /// The dispatch window is full (at most `MAX_OUTSTANDING`; less while
+    /// replies are large or the client is not reading: see `pressure`).
     #[inline]
     pub fn at_limit(&self) -> bool {
-        self.outstanding() >= MAX_OUTSTANDING
+        self.outstanding() >= self.pressure.window
     }
 
     /// True when the session has nothing more to do and may be closed:
     /// the client is gone (or asked to go) and every reply was written.
+    /// Requests read but held back by a pause still count as work.
     pub fn finished(&self) -> bool {
-        (self.eof || self.close_after_flush) && self.ring.is_empty() && self.out.is_empty()
+        (self.eof || self.close_after_flush)
+            && self.ring.is_empty()
+            && self.out.is_empty()
+            && (self.close_after_flush || !self.pressure.backlog)
     }
 
     /// Nothing dispatched is waiting to be answered or written.
@@ -380,8 +430,37 @@ impl Session {
         self.ring.is_empty() && self.out.is_empty()
     }
 
-    /// Bytes buffered for this session (input plus unsent output).
+    /// Bytes buffered for this session (input plus unsent output,
+    /// pushes included).
     pub fn buffered(&self) -> usize {
-        self.rbuf.len() + self.out_bytes
+        self.rbuf.len() + self.out_bytes + self.pressure.push_bytes
+    }
+
+    /// Unsent output the output limits count: the write queue plus pushes
+    /// waiting for their barrier.
+    pub fn unsent(&self) -> usize {
+        self.out_bytes + self.pressure.push_bytes
+    }
+
+    /// Give back the buffers an idle session grew (its read buffer, and
+    /// the ring and write queue a deep pipeline left large), as Redis frees
+    /// an idle client's query buffer. Only when nothing is buffered.
+    /// Returns about how many bytes were released.
+    pub fn shrink_idle(&mut self) -> usize {
+        if !self.rbuf.is_empty() || !self.idle() || !self.pushes.is_empty() {
+            return 0;
+        }
+        let released = self.rbuf.capacity()
+            + self.out.capacity() * std::mem::size_of::<Bytes>()
+            + self.pushes.capacity() * std::mem::size_of::<(u64, Bytes)>();
+        if self.rbuf.capacity() > 0 {
+            self.rbuf = BytesMut::new();
+        }
+        self.scanner.release();
+        self.out = VecDeque::new();
+        self.out_off = 0;
+        self.pushes = VecDeque::new();
+        self.ring.shrink();
+        released
     }
 }

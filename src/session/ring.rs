@@ -207,6 +207,14 @@ impl ReplyRing {
         }
     }
 
+    /// Free the slot storage of an empty ring (a deep pipeline can leave
+    /// it large); it regrows on demand.
+    pub fn shrink(&mut self) {
+        if self.slots.is_empty() {
+            self.slots = VecDeque::new();
+        }
+    }
+
     /// Number of slots still waiting for a reply.
     pub fn pending(&self) -> usize {
         self.slots

@@ -19,6 +19,12 @@ impl Worker {
         // Borrow the argument ranges out of the worker for the duration
         // (moved back after, so the allocation is reused).
         let ranges = std::mem::take(&mut self.args);
+        // Test-only commands (debug builds started with MITHRIL_TEST_HOOKS=1).
+        #[cfg(debug_assertions)]
+        if self.overload.test_hooks && self.test_hook(cx, key, &frame, &ranges) {
+            self.args = ranges;
+            return;
+        }
         self.dispatch_with(cx, key, frame, &ranges);
         self.args = ranges;
     }
@@ -49,6 +55,11 @@ impl Worker {
             .is_some_and(|s| admin::admit(s, cmd))
         {
             return self.reply(key, Bytes::from_static(admin::ERR_NOAUTH));
+        }
+        // maxmemory: one compare unless a budget is set (overload.rs).
+        if self.oom_refuses(key, cmd) {
+            self.txn_flag(key);
+            return self.reply_static(key, super::overload::ERR_OOM);
         }
         let Some(s) = self.sessions.get(key) else {
             return;

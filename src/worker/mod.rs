@@ -30,8 +30,11 @@
 mod blocking;
 mod dispatch;
 mod fanout;
+mod overload;
 mod pubsub;
 mod retry;
+#[cfg(debug_assertions)]
+mod testhook;
 mod txn;
 
 use crate::backend::pool::{PoolKey, Pools};
@@ -159,6 +162,8 @@ pub struct Worker {
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
+    /// Output limits, dispatch windows, the memory budget (overload.rs).
+    overload: overload::OverloadState,
 }
 
 impl Worker {
@@ -204,6 +209,7 @@ impl Worker {
             draining: None,
             stop: false,
             tick_armed: false,
+            overload: overload::OverloadState::new(cfg),
             shared,
         }
     }
@@ -244,6 +250,7 @@ impl Worker {
             return;
         };
         let _ = cx.registry.deregister(&mut s.stream);
+        self.unaccount(s.pressure.accounted);
         self.shared.workers[self.id]
             .sessions
             .fetch_sub(1, Ordering::Relaxed);
@@ -321,9 +328,30 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.close_after_flush || draining {
+        if s.close_after_flush {
             return;
         }
+        // Draining (SIGTERM): nothing more is read, but requests already
+        // read and held back by a pause are still dispatched.
+        if draining {
+            if s.pressure.backlog && !s.paused {
+                s.pressure.backlog = false;
+                self.process_input(cx, key);
+            }
+            return;
+        }
+        // Requests held back by a pause go before any new input, so a
+        // session that keeps pausing holds one read's worth at most.
+        let s = if s.pressure.backlog && !s.paused {
+            s.pressure.backlog = false;
+            self.process_input(cx, key);
+            match self.sessions.get_mut(key) {
+                Some(s) if !s.paused => s,
+                _ => return,
+            }
+        } else {
+            s
+        };
         // A blocked session still reads (a client that leaves mid-block
         // must be noticed); it only stops dispatching.
         if !s.eof && !s.paused {
@@ -338,13 +366,7 @@ impl Worker {
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
-                    log::warn!(
-                        target: "mithril::worker",
-                        "closing client {} ({}): query buffer reached query-buffer-limit",
-                        s.id,
-                        s.peer
-                    );
-                    self.close_session(cx, key);
+                    self.query_limit_close(cx, key);
                     return;
                 }
                 ReadOutcome::Error(e) => {
@@ -356,8 +378,12 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
-        if self.sessions.get(key).is_some_and(|s| s.finished()) {
-            self.close_session(cx, key);
+        match self.sessions.get_mut(key) {
+            Some(s) if s.finished() => self.close_session(cx, key),
+            // Input read and dispatched: a coarse accounting point
+            // (overload.rs).
+            Some(s) => self.overload.account(s),
+            None => {}
         }
     }
 
@@ -377,16 +403,23 @@ impl Worker {
                 return;
             }
             if s.at_limit() {
+                // The dispatch window is full (see session::pressure): wait
+                // for replies to drain; what is buffered goes first then.
                 s.paused = true;
+                s.pressure.backlog = !s.rbuf.is_empty();
                 return;
             }
+            // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
             let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
-                        // A large argument is on its way: make room once
-                        // instead of growing step by step.
+                        // A large argument is on its way: make room in
+                        // big steps instead of small ones, but never more
+                        // than the bytes already here again (at least
+                        // 64 KiB): a header's claim alone reserves nothing,
+                        // and growth stays a doubling (linear copying).
                         if need > s.rbuf.capacity() && need <= self.query_limit {
-                            let more = need - s.rbuf.len();
+                            let more = (need - s.rbuf.len()).min(s.rbuf.len().max(64 * 1024));
                             s.rbuf.reserve(more);
                         }
                     }
@@ -450,19 +483,23 @@ impl Worker {
                     continue;
                 }
             }
-            if s.finished() || (self.draining.is_some() && s.idle()) {
+            if s.finished() || (self.draining.is_some() && s.idle() && !s.pressure.backlog) {
                 self.close_session(cx, key);
                 continue;
             }
-            // Resume a session that stopped dispatching once half of its
-            // bound has drained.
-            if s.paused && s.outstanding() <= crate::session::ring::MAX_OUTSTANDING / 2 {
-                s.paused = false;
-                self.ready_sessions.push(key);
+            // Output limits, the dispatch window, resuming a paused session
+            // (overload.rs).
+            match overload::after_flush(&mut self.overload, s, cx.now) {
+                overload::AfterFlush::Go => {}
+                overload::AfterFlush::Resume => self.ready_sessions.push(key),
+                overload::AfterFlush::Close(cut) => {
+                    self.output_limit_close(cx, key, cut);
+                    continue;
+                }
             }
             // A throttled subscriber whose pushes drained: read its
             // connection again.
-            let waiting = s.pushes_waiting();
+            let waiting = s.push_backlog();
             if let Some(sub) = s.sub.as_mut() {
                 if sub.throttled && waiting < crate::session::PUSH_WINDOW / 2 {
                     sub.throttled = false;
@@ -703,13 +740,8 @@ impl Worker {
             // Backpressure toward a slow subscriber: leave the messages in
             // the socket (and the node's output buffer) while its window is
             // full.
-            if let Some(s) = self.sessions.get_mut(owner) {
-                if s.pushes_waiting() >= crate::session::PUSH_WINDOW {
-                    if let Some(sub) = s.sub.as_mut() {
-                        sub.throttled = true;
-                    }
-                    return;
-                }
+            if self.push_window_full(owner) {
+                return;
             }
         }
         let Some(b) = self.backends.get_mut(key) else {
@@ -729,6 +761,10 @@ impl Worker {
                         if let Some(why) = self.pubsub_frame(owner, frame) {
                             self.backend_failed(cx, key, &why);
                             return;
+                        }
+                        // The window is exact: the rest waits in the buffer.
+                        if self.push_window_full(owner) {
+                            break;
                         }
                     }
                 }
@@ -938,12 +974,18 @@ impl Worker {
         // Requests that reached the socket before the signal are answered:
         // read and dispatch what the kernel holds, one last time.
         for key in self.sessions.keys() {
+            // A paused session left its input in the kernel (overload.rs).
+            self.drain_take_input(cx, key);
             self.session_input(cx, key);
         }
         self.draining =
             Some(cx.now + Duration::from_secs(self.shared.config.shutdown_timeout_secs));
         for key in self.sessions.keys() {
-            if self.sessions.get(key).is_some_and(|s| s.idle()) {
+            if self
+                .sessions
+                .get(key)
+                .is_some_and(|s| s.idle() && !s.pressure.backlog)
+            {
                 self.close_session(cx, key);
             }
         }
@@ -971,6 +1013,7 @@ impl Worker {
 
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
+        self.overload_tick(cx);
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {
                 self.stop = true;

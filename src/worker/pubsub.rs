@@ -11,7 +11,8 @@
 //! the subscription set, so confirmations interleave with other replies
 //! exactly where Redis would put them. Published messages are pushes: they
 //! leave out of band as soon as the last confirmation received before them
-//! has left (their barrier), never earlier. At most PUSH_WINDOW messages
+//! has left (their barrier), never earlier. At most PUSH_WINDOW frames
+//! (pushes waiting for their barrier plus the session's unwritten queue)
 //! wait toward a slow subscriber; past that the proxy stops reading the
 //! subscriber connection, and the node's own pubsub output limit applies.
 
@@ -220,6 +221,21 @@ impl Worker {
             self.dirty_sessions.push(owner);
         }
         None
+    }
+
+    /// True (and the subscriber marked throttled) when PUSH_WINDOW frames
+    /// already wait toward `owner`: stop reading its subscriber connection.
+    pub(super) fn push_window_full(&mut self, owner: Key) -> bool {
+        let Some(s) = self.sessions.get_mut(owner) else {
+            return false;
+        };
+        if s.push_backlog() < crate::session::PUSH_WINDOW {
+            return false;
+        }
+        if let Some(sub) = s.sub.as_mut() {
+            sub.throttled = true;
+        }
+        true
     }
 
     /// PUBSUB subcommands go to the subscribers' home node.

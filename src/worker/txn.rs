@@ -130,6 +130,8 @@ impl Worker {
             return self.reply_static(key, ERR_TOO_LARGE);
         }
         t.bytes += frame.len();
+        // EXEC is refused over maxmemory when it would run a denyoom command.
+        t.denyoom |= cmd.flags & command::flags::DENYOOM != 0;
         t.queued.push(frame);
         self.reply_static(key, QUEUED);
     }
@@ -146,6 +148,7 @@ impl Worker {
             slot,
             bytes,
             failed,
+            ..
         } = *t;
         if failed {
             return self.reply_static(key, EXECABORT);

@@ -67,11 +67,11 @@ pub struct Read {
 }
 
 /// Keywords only predixy has (compared without regard to case, as predixy
-/// does). None of them is a mithril directive.
+/// does). None of them is a mithril directive (predixy's `MaxMemory` is not
+/// here: mithril has a `maxmemory` of its own).
 const PREDIXY_KEYWORDS: &[&str] = &[
     "Name",
     "WorkerThreads",
-    "MaxMemory",
     "ClientTimeout",
     "BufSize",
     "Log",

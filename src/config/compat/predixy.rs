@@ -13,6 +13,7 @@
 //! | Bind host:port                   | bind + port (a socket path is refused);   |
 //! |                                  | predixy's default 0.0.0.0:7617 if absent  |
 //! | WorkerThreads                    | threads                                   |
+//! | ClientTimeout                    | timeout                                   |
 //! | Log                              | logfile                                   |
 //! | Log*Sample                       | loglevel (the most verbose level sampled) |
 //! | ClusterServerPool.Servers        | cluster-nodes                             |
@@ -322,22 +323,17 @@ fn apply(nodes: &[Node], t: &mut Translation) -> Result<(), ConfigError> {
                 "ignored: the proxy's name has no role in mithril (INFO reports mithril's own)",
             ),
             "clienttimeout" => {
-                if node.value != "0" {
-                    t.warn(
-                        &at,
-                        &shown,
-                        "ignored: mithril does not close idle clients yet; tcp-keepalive still \
-                         notices vanished ones",
-                    )
-                }
+                // Both close a client idle for that many seconds; 0 never.
+                t.set(&at, &shown, "timeout", &[node.value.as_str()])?;
             }
             "maxmemory" => {
                 if node.value != "0" {
                     t.warn(
                         &at,
                         &shown,
-                        "ignored: mithril bounds each client's buffers instead \
-                         (query-buffer-limit)",
+                        "ignored: mithril's maxmemory counts the bytes it buffers for clients, \
+                         not the process size, and refuses only commands that may grow the \
+                         data; set it yourself if you want that budget",
                     )
                 }
             }

@@ -206,11 +206,12 @@ fn predixy_files_map_onto_directives() {
     assert_eq!(c.topology_refresh_secs, 1);
     assert_eq!(c.connect_timeout_ms, 1000);
     assert_eq!(c.tcp_keepalive_secs, 120);
+    assert_eq!(c.timeout_secs, 300, "ClientTimeout");
+    assert!(r.warnings.iter().all(|w| !w.contains("ClientTimeout")));
     let cluster = example("predixy/cluster.conf").display().to_string();
     let main = example("predixy/predixy.conf").display().to_string();
     for want in [
         format!("{main}:6: 'Name PredixyExample': ignored"),
-        format!("{main}:18: 'ClientTimeout 300': ignored"),
         format!("{main}:28: 'LogRotate 1d': ignored"),
         format!("{main}:33: 'LogInfoSample 10000': mithril logs every message"),
         format!("{cluster}:3: 'MasterReadPriority 60': ignored"),

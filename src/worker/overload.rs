@@ -1,0 +1,369 @@
+//! Overload control inside a worker: every bound whose far side is an
+//! error or a disconnection, decided before any work is done for it.
+//!
+//! ```text
+//!   read ─► dispatch? ──────────── window full / over high water ─► pause (resume at half)
+//!              │ denyoom and over maxmemory ─► -OOM, nothing sent
+//!              ▼
+//!   flush ─► unsent output ── hard / soft+seconds limit, or 17 KiB
+//!                             before AUTH ─► close, counted
+//!   tick  ─► publish buffered bytes, sum them (maxmemory's total);
+//!            once a second: idle timeout, soft limits of silent
+//!            sessions, give back idle sessions' buffers
+//! ```
+//!
+//! Memory accounting: the worker keeps one plain counter of the bytes its
+//! sessions buffer (input, unsent output, pushes), corrected at coarse
+//! points only: after a session's input was read and dispatched, after
+//! each of its flushes, and when it closes. Each session remembers what it
+//! last contributed (`accounted`), so a correction is a difference, and
+//! nothing is counted per request. Its backends (a few per node) are
+//! summed at each tick instead: request bytes in their FIFOs and partial
+//! replies. At each tick the worker publishes the sum to its padded slot
+//! and adds up every worker's slot into the process total; the
+//! `maxmemory` check reads that total with one relaxed load, and only
+//! when `maxmemory` is set.
+//!
+//! Never: block, allocate per request, or close a session in the middle
+//! of another session's handling (closures happen at flush or tick time,
+//! or where the session itself is being served).
+
+use super::{Timer, Worker};
+use crate::command::{flags, Command};
+use crate::config::{Config, OutputLimit};
+use crate::session::{ReadOutcome, Session};
+use bytes::Bytes;
+use reactor::{Context, Key};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// Redis's reply to a write while over `maxmemory` (its shared `oomerr`).
+pub const ERR_OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+
+/// Sent, when it can be, to a client cut off at `query-buffer-limit`.
+const ERR_QUERY_LIMIT: &[u8] =
+    b"-ERR mithril: closing the connection, its query buffer reached query-buffer-limit\r\n";
+
+/// Unsent output at which a client that has not authenticated (while
+/// `requirepass` is set) is closed. Redis 7 closes such a client once the
+/// reply list behind its 16 KiB reply buffer holds more than 1 KiB; this is
+/// the same amount counted as one figure.
+pub const UNAUTH_OUTPUT_LIMIT: usize = 17 * 1024;
+
+/// Ticks (100 ms) between sweeps over every session (about once a second,
+/// as Redis's clients cron visits each client).
+const SWEEP_TICKS: u32 = 10;
+
+/// A session idle this long gives back its grown buffers (Redis frees an
+/// idle client's query buffer after 2 seconds).
+const SHRINK_AFTER: Duration = Duration::from_secs(2);
+
+/// Bytes released by one sweep past which the allocator is asked to give
+/// its free pages back to the system.
+const TRIM_AFTER: usize = 1024 * 1024;
+
+/// glibc keeps freed memory in its heaps: thousands of idle sessions'
+/// read buffers freed by a sweep would stay in the process's RSS. Asking it
+/// to trim returns the free pages (about a millisecond; at most once a
+/// second, and only after a sweep freed a megabyte or more).
+fn give_back_to_the_os() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The worker's overload settings and counters.
+pub struct OverloadState {
+    /// Bytes buffered by this worker's sessions (see the module doc).
+    pub buffered: usize,
+    /// Bytes buffered by its backends, as of the last tick.
+    pub backend_bytes: usize,
+    /// `maxmemory` (0: no budget).
+    pub maxmemory: u64,
+    /// `client-output-high-water`.
+    pub high_water: usize,
+    pub normal: OutputLimit,
+    pub pubsub: OutputLimit,
+    /// `timeout` (None: never).
+    pub idle_timeout: Option<Duration>,
+    ticks: u32,
+    /// Limit closures not logged since the last logged one (sampling).
+    quiet: u64,
+    last_log: Option<Instant>,
+    /// Test-only commands are accepted (debug builds, with
+    /// `MITHRIL_TEST_HOOKS=1` in the environment at start).
+    #[cfg(debug_assertions)]
+    pub test_hooks: bool,
+}
+
+impl OverloadState {
+    pub fn new(cfg: &Config) -> OverloadState {
+        OverloadState {
+            buffered: 0,
+            backend_bytes: 0,
+            maxmemory: cfg.maxmemory,
+            high_water: cfg.client_output_high_water.min(usize::MAX as u64) as usize,
+            normal: cfg.output_limit_normal,
+            pubsub: cfg.output_limit_pubsub,
+            idle_timeout: (cfg.timeout_secs > 0).then(|| Duration::from_secs(cfg.timeout_secs)),
+            ticks: 0,
+            quiet: 0,
+            last_log: None,
+            #[cfg(debug_assertions)]
+            test_hooks: std::env::var_os("MITHRIL_TEST_HOOKS").is_some_and(|v| v == "1"),
+        }
+    }
+
+    /// Correct the counter for session `s` (a coarse accounting point).
+    #[inline]
+    pub fn account(&mut self, s: &mut Session) {
+        let now = s.buffered();
+        if now != s.pressure.accounted {
+            self.buffered = (self.buffered + now).saturating_sub(s.pressure.accounted);
+            s.pressure.accounted = now;
+        }
+    }
+}
+
+/// Why a session's output got it closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cut {
+    Unauthenticated,
+    Hard,
+    Soft,
+}
+
+/// The output verdict for `s` at `now` (also runs the soft-limit clock).
+fn output_verdict(s: &mut Session, now: Instant, o: &OverloadState) -> Option<Cut> {
+    let unsent = s.unsent();
+    if !s.authenticated && unsent > UNAUTH_OUTPUT_LIMIT {
+        return Some(Cut::Unauthenticated);
+    }
+    let subscribed = s.sub.as_ref().is_some_and(|x| x.count() > 0);
+    let limit = if subscribed { o.pubsub } else { o.normal };
+    if limit.hard != 0 && unsent as u64 >= limit.hard {
+        return Some(Cut::Hard);
+    }
+    if limit.soft != 0 && unsent as u64 >= limit.soft {
+        match s.pressure.soft_since {
+            None => s.pressure.soft_since = Some(now),
+            Some(t) if now.saturating_duration_since(t) > Duration::from_secs(limit.soft_secs) => {
+                return Some(Cut::Soft)
+            }
+            Some(_) => {}
+        }
+    } else {
+        s.pressure.soft_since = None;
+    }
+    None
+}
+
+/// What the worker does with a session after its flush.
+pub(super) enum AfterFlush {
+    Go,
+    /// It was paused and may dispatch again.
+    Resume,
+    /// Its output passed a limit: close it (see `output_limit_close`).
+    Close(Cut),
+}
+
+/// After session `s` flushed: learn its reply size and set its window,
+/// apply the output limits, decide whether a paused session resumes, and
+/// account its bytes. Cheap when the client keeps up (nothing unsent).
+#[inline]
+pub(super) fn after_flush(o: &mut OverloadState, s: &mut Session, now: Instant) -> AfterFlush {
+    if s.pressure.wrote {
+        s.pressure.wrote = false;
+        s.last_active = now;
+    }
+    let unsent = s.unsent();
+    s.pressure.update(unsent, o.high_water);
+    if unsent > 0 || s.pressure.soft_since.is_some() {
+        if let Some(cut) = output_verdict(s, now, o) {
+            return AfterFlush::Close(cut);
+        }
+    }
+    o.account(s);
+    if s.paused && s.pressure.may_resume(s.outstanding(), unsent, o.high_water) {
+        s.paused = false;
+        return AfterFlush::Resume;
+    }
+    AfterFlush::Go
+}
+
+impl Worker {
+    /// Correct the buffered-bytes counter for session `key`.
+    pub(super) fn account_session(&mut self, key: Key) {
+        if let Some(s) = self.sessions.get_mut(key) {
+            self.overload.account(s);
+        }
+    }
+
+    /// A session that held `accounted` bytes is gone.
+    pub(super) fn unaccount(&mut self, accounted: usize) {
+        self.overload.buffered = self.overload.buffered.saturating_sub(accounted);
+    }
+
+    /// The `maxmemory` gate, before any work for `cmd`: true when it must be
+    /// refused with [`ERR_OOM`]. Commands that may grow memory (denyoom),
+    /// and EXEC of a transaction holding one, are refused while the
+    /// process-wide total is over the budget.
+    #[inline]
+    pub(super) fn oom_refuses(&self, key: Key, cmd: &Command) -> bool {
+        if self.overload.maxmemory == 0 {
+            return false;
+        }
+        let denyoom = cmd.flags & flags::DENYOOM != 0
+            || (cmd.name == "exec"
+                && self
+                    .sessions
+                    .get(key)
+                    .and_then(|s| s.txn.as_ref())
+                    .is_some_and(|t| t.denyoom));
+        denyoom
+            && self.shared.overload.used_memory.load(Ordering::Relaxed) > self.overload.maxmemory
+    }
+
+    /// At each tick: publish this worker's figure (its backends summed
+    /// now, its sessions as accounted).
+    pub(super) fn publish_buffered(&mut self) {
+        self.overload.backend_bytes = self.backends.iter().map(|(_, b)| b.buffered()).sum();
+        let total = self.overload.buffered + self.overload.backend_bytes;
+        self.shared.workers[self.id]
+            .buffered
+            .store(total as u64, Ordering::Relaxed);
+    }
+
+    pub(super) fn output_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key, cut: Cut) {
+        self.shared
+            .overload
+            .output_limit_disconnections
+            .fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = self.sessions.get(key) {
+            let why = match cut {
+                Cut::Unauthenticated => "output limit of an unauthenticated client",
+                Cut::Hard => "client-output-buffer-limit (hard)",
+                Cut::Soft => "client-output-buffer-limit (soft)",
+            };
+            let line = format!(
+                "closing client {} ({}): {} bytes unsent passed the {why}",
+                s.id,
+                s.peer,
+                s.unsent()
+            );
+            self.log_sampled(cx.now, &line);
+        }
+        self.close_session(cx, key);
+    }
+
+    /// At SIGTERM: a paused session has not read what the kernel holds
+    /// for it; those requests were sent before the signal, so take them
+    /// now (one read's worth), to be dispatched as its window allows.
+    pub(super) fn drain_take_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let limit = self.query_limit;
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if !s.paused || s.eof || s.close_after_flush {
+            return;
+        }
+        match s.read(super::SESSION_READ_BUDGET, limit, true) {
+            ReadOutcome::Overflow => return self.query_limit_close(cx, key),
+            ReadOutcome::Error(_) => return self.close_session(cx, key),
+            _ => {}
+        }
+        s.pressure.backlog = !s.rbuf.is_empty();
+    }
+
+    /// A session's read buffer reached `query-buffer-limit`: count it, tell
+    /// the client when its output is in order for it, and close.
+    pub(super) fn query_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        self.shared
+            .overload
+            .query_limit_disconnections
+            .fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = self.sessions.get_mut(key) {
+            let line = format!(
+                "closing client {} ({}): query buffer reached query-buffer-limit ({} bytes)",
+                s.id,
+                s.peer,
+                s.rbuf.len()
+            );
+            if s.idle() {
+                // Nothing else is owed to the client: the error is in order.
+                // Best effort; a full socket just loses it.
+                s.rbuf.clear();
+                s.ring.push_ready(Bytes::from_static(ERR_QUERY_LIMIT));
+                let _ = s.flush();
+            }
+            self.log_sampled(cx.now, &line);
+        }
+        self.close_session(cx, key);
+    }
+
+    /// Warn at most once a second per worker; the lines in between are
+    /// counted and the count is given with the next one.
+    fn log_sampled(&mut self, now: Instant, line: &str) {
+        let o = &mut self.overload;
+        if o.last_log
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1))
+        {
+            o.quiet += 1;
+            return;
+        }
+        o.last_log = Some(now);
+        let quiet = std::mem::take(&mut o.quiet);
+        if quiet > 0 {
+            log::warn!(target: "mithril::worker", "worker {}: {line} ({quiet} more closed by limits since the last message)", self.id);
+        } else {
+            log::warn!(target: "mithril::worker", "worker {}: {line}", self.id);
+        }
+    }
+
+    /// At each tick: sum the process total; about once a second, sweep the
+    /// sessions (idle timeout, soft limits of sessions that stopped
+    /// flushing, buffers of idle sessions).
+    pub(super) fn overload_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        self.publish_buffered();
+        self.shared.overload.sum(&self.shared.workers);
+        self.overload.ticks += 1;
+        if self.overload.ticks < SWEEP_TICKS {
+            return;
+        }
+        self.overload.ticks = 0;
+        let now = cx.now;
+        let mut released = 0;
+        for key in self.sessions.keys() {
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            let idle_for = now.saturating_duration_since(s.last_active);
+            let exempt = s.blocked || s.sub.is_some();
+            if let Some(limit) = self.overload.idle_timeout {
+                if !exempt && idle_for > limit {
+                    log::debug!(target: "mithril::worker", "worker {}: closing client {}, idle for {}s (timeout)", self.id, s.id, idle_for.as_secs());
+                    self.shared
+                        .overload
+                        .idle_disconnections
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.close_session(cx, key);
+                    continue;
+                }
+            }
+            if s.unsent() > 0 {
+                if let Some(cut) = output_verdict(s, now, &self.overload) {
+                    self.output_limit_close(cx, key, cut);
+                    continue;
+                }
+            } else if idle_for >= SHRINK_AFTER {
+                released += s.shrink_idle();
+                self.account_session(key);
+            }
+        }
+        if released >= TRIM_AFTER {
+            give_back_to_the_os();
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Test-only commands: a fault to inject and a look at the worker's
+//! sessions, for the integration tests of the overload bounds.
+//!
+//! Compiled only in debug builds (`cfg(debug_assertions)`; release builds,
+//! `cargo bench` included, never contain it) and accepted only when the
+//! process was started with `MITHRIL_TEST_HOOKS=1`. Anything else reaching
+//! here is dispatched as usual.
+//!
+//! `MITHRIL-TEST PANIC` panics while the calling session is being served,
+//! to prove the worker's panic fence. `MITHRIL-TEST SESSIONS` answers an
+//! array: first `worker buffered=N used_memory=N obuf_closes=N
+//! qbuf_closes=N idle_closes=N`, then one line per
+//! session on this worker, `id=N rbuf=N rbufcap=N outstanding=N window=N
+//! unsent=N paused=0|1 backlog=0|1 pushes=N subs=N`.
+//!
+//! Never: reachable from a release build; the replies are for tests, not a
+//! stable interface.
+
+use super::{Timer, Worker};
+use bytes::Bytes;
+use reactor::{Context, Key};
+use std::ops::Range;
+use std::sync::atomic::Ordering;
+
+impl Worker {
+    /// Handles a test-only command; false when `frame` is not one.
+    pub(super) fn test_hook(
+        &mut self,
+        _cx: &mut Context<'_, Timer>,
+        key: Key,
+        frame: &Bytes,
+        ranges: &[Range<usize>],
+    ) -> bool {
+        let arg = |i: usize| ranges.get(i).and_then(|r| frame.get(r.clone()));
+        if !arg(0).is_some_and(|a| a.eq_ignore_ascii_case(b"MITHRIL-TEST")) {
+            return false;
+        }
+        let sub = arg(1).map(|a| a.to_ascii_uppercase()).unwrap_or_default();
+        match sub.as_slice() {
+            b"PANIC" => {
+                let id = self.sessions.get(key).map_or(0, |s| s.id);
+                panic!("MITHRIL-TEST PANIC from client {id}");
+            }
+            b"SESSIONS" => {
+                let o = &self.shared.overload;
+                let mut lines = vec![format!(
+                    "worker buffered={} used_memory={} obuf_closes={} qbuf_closes={} idle_closes={}",
+                    self.overload.buffered,
+                    o.used_memory.load(Ordering::Relaxed),
+                    o.output_limit_disconnections.load(Ordering::Relaxed),
+                    o.query_limit_disconnections.load(Ordering::Relaxed),
+                    o.idle_disconnections.load(Ordering::Relaxed),
+                )];
+                for (_, s) in self.sessions.iter() {
+                    lines.push(format!(
+                        "id={} rbuf={} rbufcap={} outstanding={} window={} unsent={} paused={} backlog={} pushes={} subs={}",
+                        s.id,
+                        s.rbuf.len(),
+                        s.rbuf.capacity(),
+                        s.outstanding(),
+                        s.pressure.window,
+                        s.unsent(),
+                        u8::from(s.paused),
+                        u8::from(s.pressure.backlog),
+                        s.push_backlog(),
+                        s.sub.as_ref().map_or(0, |x| x.count()),
+                    ));
+                }
+                let mut out = format!("*{}\r\n", lines.len());
+                for l in &lines {
+                    out.push_str(&format!("${}\r\n{l}\r\n", l.len()));
+                }
+                self.reply(key, Bytes::from(out));
+            }
+            _ => self.reply_static(key, b"-ERR MITHRIL-TEST PANIC | SESSIONS\r\n"),
+        }
+        true
+    }
+}

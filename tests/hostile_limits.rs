@@ -1,0 +1,336 @@
+//! Process limits and containment (issue 5, items 3, 4 and 6): the
+//! `maxmemory` budget, the idle `timeout`, `tcp-keepalive`, the tighter
+//! bounds on clients that have not authenticated, and a panic inside one
+//! session's handling.
+
+mod hostile_support;
+mod support;
+
+use hostile_support::*;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use support::*;
+
+const OOM: &str = "OOM command not allowed when used memory > 'maxmemory'.";
+
+/// A client holding `bytes` of one unfinished request in mithril's input
+/// buffer (a SET whose value never completes).
+fn hog(m: &Mithril, bytes: usize) -> std::net::TcpStream {
+    let mut s = raw(m);
+    let claim = bytes * 2;
+    s.write_all(format!("*3\r\n$3\r\nSET\r\n$3\r\nhog\r\n${claim}\r\n").as_bytes())
+        .unwrap();
+    s.write_all(&vec![b'h'; bytes]).unwrap();
+    s
+}
+
+fn used_memory(probe: &mut Conn) -> u64 {
+    sessions(probe).0["used_memory"]
+}
+
+#[test]
+fn over_maxmemory_writes_get_oom_before_any_work_and_reads_pass() {
+    let (_cluster, m) = setup("threads 1\nmaxmemory 1mb");
+    let mut probe = m.conn();
+    let mut c = m.conn();
+    let x = tagged("x");
+    let n = tagged("n");
+    assert_eq!(c.cmd(&["SET", &n, "5"]), Reply::Simple("OK".into()));
+    // Under budget: writes pass, and EXEC's transaction is queued now.
+    let mut t = m.conn();
+    assert_eq!(t.cmd(&["MULTI"]), Reply::Simple("OK".into()));
+    assert_eq!(t.cmd(&["INCR", &n]), Reply::Simple("QUEUED".into()));
+
+    let h = hog(&m, 3 * 1024 * 1024);
+    wait_until_explained("the budget to be exceeded", Duration::from_secs(10), || {
+        let used = used_memory(&mut probe);
+        if used >= 3 * 1024 * 1024 {
+            Ok(())
+        } else {
+            Err(format!("used_memory={used}"))
+        }
+    });
+    // denyoom commands are refused, with Redis's text, and never sent.
+    assert_eq!(c.cmd(&["SET", &x, "1"]).as_error(), OOM);
+    assert_eq!(c.cmd(&["INCR", &n]).as_error(), OOM);
+    assert_eq!(c.cmd(&["LPUSH", &tagged("l"), "a"]).as_error(), OOM);
+    // Reads and deletions still pass.
+    assert_eq!(c.cmd(&["GET", &x]).as_bulk(), None, "the SET never ran");
+    assert_eq!(c.cmd(&["GET", &n]).as_str(), "5", "nor the INCR");
+    assert_eq!(c.cmd(&["EXISTS", &n]).as_int(), 1);
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // Inside MULTI a refused command dooms the transaction.
+    assert_eq!(c.cmd(&["MULTI"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["SET", &x, "1"]).as_error(), OOM);
+    assert_eq!(
+        c.cmd(&["EXEC"]).as_error(),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+    // EXEC of a transaction holding a denyoom command is refused too.
+    assert_eq!(t.cmd(&["EXEC"]).as_error(), OOM);
+    assert_eq!(c.cmd(&["GET", &n]).as_str(), "5");
+
+    // The hog leaves: its bytes are given back and writes pass again.
+    drop(h);
+    wait_until_explained("the budget to be free", Duration::from_secs(10), || {
+        let used = used_memory(&mut probe);
+        if used < 64 * 1024 {
+            Ok(())
+        } else {
+            Err(format!("used_memory={used}"))
+        }
+    });
+    assert_eq!(c.cmd(&["SET", &x, "1"]), Reply::Simple("OK".into()));
+    assert_eq!(c.cmd(&["INCR", &n]).as_int(), 6);
+    // The refused EXEC left the transaction flagged, as Redis does.
+    assert_eq!(
+        t.cmd(&["EXEC"]).as_error(),
+        "EXECABORT Transaction discarded because of previous errors."
+    );
+}
+
+#[test]
+fn without_maxmemory_the_budget_is_not_checked() {
+    let (_cluster, m) = setup("threads 1");
+    let mut probe = m.conn();
+    let mut c = m.conn();
+    let _h = hog(&m, 3 * 1024 * 1024);
+    wait_until("the bytes to be counted", Duration::from_secs(10), || {
+        (used_memory(&mut probe) >= 3 * 1024 * 1024).then_some(())
+    });
+    assert_eq!(
+        c.cmd(&["SET", &tagged("x"), "1"]),
+        Reply::Simple("OK".into())
+    );
+}
+
+#[test]
+fn idle_clients_are_closed_after_timeout_but_not_subscribers_or_blocked_ones() {
+    let (_cluster, m) = setup("threads 1\ntimeout 1");
+    let mut idle = m.conn();
+    assert_eq!(idle.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    let idle_since = Instant::now();
+    let mut active = m.conn();
+    let mut sub = m.conn();
+    assert_eq!(sub.cmd(&["SUBSCRIBE", "ch"]).as_array()[2].as_int(), 1);
+    let mut blocked = m.conn();
+    let list = tagged("list");
+    blocked.send(&[b"BLPOP", list.as_bytes(), b"0"]);
+
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !idle.is_closed(Duration::from_millis(50)),
+        "closed too early"
+    );
+    // The active client keeps talking for 3.5 s.
+    while idle_since.elapsed() < Duration::from_millis(3500) {
+        assert_eq!(active.cmd(&["PING"]), Reply::Simple("PONG".into()));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        idle.is_closed(Duration::from_secs(2)),
+        "idle client still open"
+    );
+    let (header, _) = sessions(&mut active);
+    assert_eq!(header["idle_closes"], 1);
+    // The subscriber and the blocked client are still there.
+    assert_eq!(
+        active.cmd(&["PUBLISH", "ch", "hello"]).as_int(),
+        1,
+        "the subscriber is still subscribed"
+    );
+    let msg = sub.read_reply();
+    assert_eq!(msg.as_array()[2].as_str(), "hello");
+    assert_eq!(active.cmd(&["LPUSH", &list, "v"]).as_int(), 1);
+    let r = blocked.read_reply();
+    assert_eq!(r.as_array()[1].as_str(), "v");
+    assert!(m.log().contains("idle for"), "{}", m.log());
+}
+
+/// The `tr` (timer) and `tm->when` (clock ticks) fields of mithril's side
+/// of the connection from client port `client` to mithril port `port`.
+fn tcp_timer(pid: u32, port: u16, client: u16) -> (u32, u64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap();
+    for line in text.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let port_of = |a: &str| u16::from_str_radix(a.rsplit(':').next().unwrap(), 16).unwrap();
+        if port_of(f[1]) == port && port_of(f[2]) == client {
+            let (tr, when) = f[5].split_once(':').unwrap();
+            return (
+                u32::from_str_radix(tr, 16).unwrap(),
+                u64::from_str_radix(when, 16).unwrap(),
+            );
+        }
+    }
+    panic!("no socket {port} <- {client} in /proc/{pid}/net/tcp");
+}
+
+#[test]
+fn tcp_keepalive_arms_the_keepalive_timer_on_client_connections() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    enable_hooks();
+    let on = Mithril::start(bin(), &cluster.seeds(), "tcp-keepalive 7");
+    let off = Mithril::start(bin(), &cluster.seeds(), "tcp-keepalive 0");
+    for (m, expect_on) in [(&on, true), (&off, false)] {
+        let mut c = m.conn();
+        assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+        let client = c.stream().local_addr().unwrap().port();
+        let (tr, when) = tcp_timer(m.pid, m.port, client);
+        if expect_on {
+            // Timer 2 is the keepalive timer; it fires within 7 s (700 ticks).
+            assert_eq!(tr, 2, "keepalive timer armed");
+            assert!(when <= 700, "fires within tcp-keepalive seconds: {when}");
+        } else {
+            assert_eq!(tr, 0, "no timer on an idle connection without keepalive");
+        }
+    }
+}
+
+#[test]
+fn unauthenticated_clients_may_send_only_small_requests() {
+    let (_cluster, m) = setup_with_password("threads 1\nrequirepass secret");
+    let cases: &[(Vec<u8>, &[u8])] = &[
+        (
+            {
+                let mut v = b"*11\r\n".to_vec();
+                for _ in 0..11 {
+                    v.extend_from_slice(b"$1\r\na\r\n");
+                }
+                v
+            },
+            b"-ERR Protocol error: unauthenticated multibulk length\r\n",
+        ),
+        (
+            // Refused on the header alone: the bytes never need to come.
+            b"*2\r\n$4\r\nECHO\r\n$16385\r\n".to_vec(),
+            b"-ERR Protocol error: unauthenticated bulk length\r\n",
+        ),
+    ];
+    for (input, expect) in cases {
+        let mut c = m.conn();
+        c.write_raw(input).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&c.read_raw_until_closed(Duration::from_secs(5))),
+            String::from_utf8_lossy(expect)
+        );
+    }
+    // At the bounds: NOAUTH, and the connection stays.
+    let mut c = m.conn();
+    let ten: Vec<&str> = std::iter::once("MSET")
+        .chain(std::iter::repeat("a").take(9))
+        .collect();
+    assert_eq!(c.cmd(&ten).as_error(), "NOAUTH Authentication required.");
+    let bulk = "b".repeat(16384);
+    assert_eq!(
+        c.cmd(&["ECHO", &bulk]).as_error(),
+        "NOAUTH Authentication required."
+    );
+    // Authenticated, the usual bounds apply.
+    assert_eq!(c.cmd(&["AUTH", "secret"]), Reply::Simple("OK".into()));
+    let k = |i: usize| tagged(&format!("k{i}"));
+    let keys: Vec<String> = (0..5).map(k).collect();
+    let mut mset: Vec<&str> = vec!["MSET"];
+    for key in &keys {
+        mset.push(key);
+        mset.push("v");
+    }
+    assert_eq!(mset.len(), 11);
+    assert_eq!(c.cmd(&mset), Reply::Simple("OK".into()));
+    let big = "c".repeat(20_000);
+    assert_eq!(c.cmd(&["ECHO", &big]).as_str(), big);
+}
+
+#[test]
+fn an_unauthenticated_client_that_does_not_read_is_closed_past_17k_of_output() {
+    let (_cluster, m) = setup_with_password("threads 1\nrequirepass secret");
+    let mut probe = m.conn();
+    assert_eq!(probe.cmd(&["AUTH", "secret"]), Reply::Simple("OK".into()));
+    // Each PING earns a 34-byte NOAUTH error; the client never reads.
+    let mut s = raw_with(&m, Some(4096));
+    let flood = b"PING\r\n".repeat(400_000);
+    let _ = write_while_taken(&mut s, &flood, Duration::from_secs(10));
+    wait_until("the client to be closed", Duration::from_secs(10), || {
+        (sessions(&mut probe).0["obuf_closes"] == 1).then_some(())
+    });
+    let (_, closed) = read_until_closed(&mut s, Duration::from_secs(20));
+    assert!(closed);
+    assert!(m
+        .log()
+        .contains("passed the output limit of an unauthenticated client"));
+
+    // The same flood once authenticated: paused, not closed (the normal
+    // class has no limit by default), and every reply is still delivered.
+    let mut a = RawClient::new(raw_with(&m, Some(4096)));
+    assert_eq!(a.cmd(&["AUTH", "secret"]), Reply::Simple("OK".into()));
+    let id = a.cmd(&["CLIENT", "ID"]).as_int() as u64;
+    let n = 400_000;
+    let flood = b"PING\r\n".repeat(n);
+    let mut w = a.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&flood));
+    wait_until(
+        "the authenticated flooder to pause",
+        Duration::from_secs(20),
+        || {
+            session(&mut probe, id)
+                .filter(|f| f["paused"] == 1)
+                .map(|_| ())
+        },
+    );
+    for _ in 0..n {
+        assert_eq!(a.read_reply(), Reply::Simple("PONG".into()));
+    }
+    writer.join().unwrap().unwrap();
+    assert_eq!(sessions(&mut probe).0["obuf_closes"], 1);
+}
+
+#[test]
+fn a_panic_in_one_session_closes_only_that_session() {
+    let (_cluster, m) = setup("threads 1\nmaxclients 3");
+    // Take the three slots as they become free (the harness's readiness
+    // probe may still hold one for a moment).
+    let take = || {
+        wait_until("a client slot", Duration::from_secs(10), || {
+            let mut d = m.conn();
+            d.write_raw(b"PING\r\n").ok()?;
+            match d.try_read_reply(Duration::from_secs(2)) {
+                Ok(Reply::Simple(s)) if s == "PONG" => Some(d),
+                _ => None,
+            }
+        })
+    };
+    let mut other = take();
+    let mut probe = take();
+    let mut victim = take();
+    let id = client_id(&mut victim);
+    let k = tagged("k");
+    // The SET goes out before the fault; its reply finds no session.
+    let mut burst = encode_command(&[b"SET", k.as_bytes(), b"before"]);
+    burst.extend_from_slice(&encode_command(&[b"MITHRIL-TEST", b"PANIC"]));
+    burst.extend_from_slice(&encode_command(&[b"GET", k.as_bytes()]));
+    victim.write_raw(&burst).unwrap();
+    let got = victim.read_raw_until_closed(Duration::from_secs(5));
+    assert_eq!(got, b"", "nothing after the fault reaches the client");
+
+    // Logged with the session's id; the worker goes on.
+    wait_until("the panic to be logged", Duration::from_secs(5), || {
+        m.log()
+            .contains(&format!("panic while serving client {id};"))
+            .then_some(())
+    });
+    assert_eq!(other.cmd(&["GET", &k]).as_str(), "before");
+    for i in 0..200 {
+        let v = i.to_string();
+        assert_eq!(other.cmd(&["SET", &k, &v]), Reply::Simple("OK".into()));
+        assert_eq!(other.cmd(&["GET", &k]).as_str(), v);
+    }
+    assert!(session(&mut probe, id).is_none(), "the session is gone");
+    // Its admission ticket came back: a third client is admitted again.
+    let mut again = take();
+    assert_eq!(again.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    let info = probe.cmd(&["INFO", "clients"]);
+    assert!(
+        info.as_str().contains("connected_clients:3\r\n"),
+        "{}",
+        info.as_str()
+    );
+}
