@@ -108,6 +108,8 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
         cfg.threads
     );
     let listeners = bind_all(&cfg)?;
+    // observe: the metrics and stats ports (off unless configured).
+    let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
     let refresher = Refresher::new(
         cfg.cluster_nodes.clone(),
@@ -141,6 +143,8 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
         loops.push(el);
     }
     let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
+    let started = Instant::now();
+    let stats = crate::stats::Hub::new(cfg.threads, &cfg, started); // observe
     let shared = Arc::new(Shared {
         admin: crate::admin::AdminState::new(&cfg),
         config: cfg,
@@ -149,10 +153,11 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
         next_client_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
         workers: slots,
-        started: Instant::now(),
+        started,
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
         leases: Default::default(),
+        stats,
     });
 
     let mut worker_threads = Vec::new();
@@ -217,6 +222,9 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
             })
             .map_err(|e| StartError(format!("signal thread: {e}")))?;
     }
+    metrics
+        .spawn(shared.clone())
+        .map_err(|e| StartError(format!("metrics thread: {e}")))?;
     life.ready();
 
     for t in worker_threads {

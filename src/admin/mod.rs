@@ -29,11 +29,11 @@
 //! Never: send anything to a backend, block, or panic on client input.
 
 mod auth;
-mod client;
+pub mod client;
 mod cluster;
 mod config_cmd;
 mod getkeys;
-mod info;
+pub mod info;
 mod introspect;
 mod state;
 

@@ -158,6 +158,8 @@ pub struct Backend {
     /// connection has had requests waiting without any reply arriving.
     pub seen_replies: u64,
     pub stalled_since: Option<Instant>,
+    /// observe: bytes each way and the round-trip clock.
+    pub obs: crate::stats::BackendObs,
 }
 
 impl Backend {
@@ -191,6 +193,7 @@ impl Backend {
             replies: 0,
             seen_replies: 0,
             stalled_since: None,
+            obs: Default::default(),
         }
     }
 
@@ -271,6 +274,7 @@ impl Backend {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(e),
             };
+            self.obs.bytes_out += written as u64; // observe
             self.consume(written);
             if written < wanted {
                 break;
@@ -314,6 +318,7 @@ impl Backend {
                     // SAFETY: read(2) initialised exactly n bytes.
                     unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
                     total += n;
+                    self.obs.bytes_in += n as u64; // observe
                     if total >= budget {
                         return Io::Budget;
                     }

@@ -19,6 +19,7 @@
 //! The session stops dispatching (and then reading) when it is reached, so
 //! a client that pipelines without end costs a bounded amount of memory.
 
+use crate::stats::NO_STAMP;
 use bytes::Bytes;
 use std::collections::VecDeque;
 
@@ -65,6 +66,12 @@ pub struct Merge {
     pub waiting: std::collections::VecDeque<(u32, Bytes)>,
     /// Where key-by-key resends go (they follow ASK on their own).
     pub split_addr: Option<std::net::SocketAddr>,
+    /// observe: the client's request, for the slow log.
+    pub request: Bytes,
+    /// observe: a gathered answer (INFO, CLIENT LIST/KILL): every part's
+    /// raw reply is kept in `items` by part index, and this builds the
+    /// reply once the last is in.
+    pub finish: Option<Box<dyn FnOnce(Vec<Bytes>) -> Bytes>>,
 }
 
 impl Merge {
@@ -79,6 +86,8 @@ impl Merge {
             gated: Vec::new(),
             waiting: std::collections::VecDeque::new(),
             split_addr: None,
+            request: Bytes::new(),
+            finish: None,
         }
     }
 }
@@ -87,6 +96,12 @@ pub struct ReplyRing {
     /// Sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Slot>,
+    /// observe: each slot's statistics stamp (`crate::stats`: start time
+    /// and command id), kept beside `slots`, one per slot.
+    stamps: VecDeque<u64>,
+    /// observe: the stamp the next pushed slot takes (then `NO_STAMP`
+    /// again, so a request's further slots are not counted twice).
+    pub stamp: u64,
 }
 
 impl Default for ReplyRing {
@@ -100,6 +115,8 @@ impl ReplyRing {
         ReplyRing {
             base: 0,
             slots: VecDeque::new(),
+            stamps: VecDeque::new(),
+            stamp: NO_STAMP,
         }
     }
 
@@ -129,6 +146,7 @@ impl ReplyRing {
     #[inline]
     pub fn push_pending(&mut self) -> u64 {
         let seq = self.next_seq();
+        self.push_stamp();
         self.slots.push_back(Slot::Pending);
         seq
     }
@@ -137,6 +155,7 @@ impl ReplyRing {
     #[inline]
     pub fn push_ready(&mut self, reply: Bytes) -> u64 {
         let seq = self.next_seq();
+        self.push_stamp();
         self.slots.push_back(Slot::Ready(reply));
         seq
     }
@@ -144,6 +163,7 @@ impl ReplyRing {
     /// Reserve a slot that merges several parts' replies.
     pub fn push_merge(&mut self, merge: Merge) -> u64 {
         let seq = self.next_seq();
+        self.push_stamp();
         self.slots.push_back(Slot::Merge(Box::new(merge)));
         seq
     }
@@ -197,12 +217,42 @@ impl ReplyRing {
     /// Take the front reply if it is ready.
     #[inline]
     pub fn pop_ready(&mut self) -> Option<Bytes> {
+        self.pop_ready_stamped().map(|(b, _)| b)
+    }
+
+    /// observe: the next slot's stamp moves from `stamp` to the ring.
+    #[inline]
+    fn push_stamp(&mut self) {
+        let st = std::mem::replace(&mut self.stamp, NO_STAMP);
+        self.stamps.push_back(st);
+    }
+
+    /// observe: the stamp of slot `seq` (`NO_STAMP` if there is none).
+    #[inline]
+    pub fn stamp_at(&self, seq: u64) -> u64 {
+        seq.checked_sub(self.base)
+            .and_then(|i| self.stamps.get(i as usize))
+            .copied()
+            .unwrap_or(NO_STAMP)
+    }
+
+    /// observe: [`fill`](Self::fill), also returning the slot's stamp.
+    #[inline]
+    pub fn fill_stamped(&mut self, seq: u64, reply: Bytes) -> (bool, u64) {
+        let stamp = self.stamp_at(seq);
+        (self.fill(seq, reply), stamp)
+    }
+
+    /// Take the front reply, with its stamp, if it is ready.
+    #[inline]
+    pub fn pop_ready_stamped(&mut self) -> Option<(Bytes, u64)> {
         if !self.front_ready() {
             return None;
         }
         self.base += 1;
+        let stamp = self.stamps.pop_front().unwrap_or(NO_STAMP);
         match self.slots.pop_front() {
-            Some(Slot::Ready(b)) => Some(b),
+            Some(Slot::Ready(b)) => Some((b, stamp)),
             _ => None,
         }
     }
@@ -247,6 +297,27 @@ mod tests {
         assert!(!r.fill(2, b("x")), "a ready slot is not overwritten");
         assert_eq!(r.pop_ready(), Some(b("c")));
         assert_eq!(r.pop_ready(), None, "the front is pending");
+    }
+
+    #[test]
+    fn stamps_follow_their_slots() {
+        let mut r = ReplyRing::new();
+        r.stamp = 7;
+        let a = r.push_pending();
+        let second = r.push_pending(); // the same request's second slot
+        r.stamp = 9;
+        let c = r.push_ready(b("c"));
+        assert_eq!(r.stamp, NO_STAMP);
+        assert_eq!(
+            (r.stamp_at(a), r.stamp_at(second), r.stamp_at(c)),
+            (7, NO_STAMP, 9)
+        );
+        assert_eq!(r.fill_stamped(second, b("b")), (false, NO_STAMP));
+        assert_eq!(r.fill_stamped(a, b("a")), (true, 7));
+        assert_eq!(r.pop_ready_stamped(), Some((b("a"), 7)));
+        assert_eq!(r.pop_ready_stamped(), Some((b("b"), NO_STAMP)));
+        assert_eq!(r.pop_ready(), Some(b("c")));
+        assert_eq!(r.stamp_at(c), NO_STAMP, "gone");
     }
 
     #[test]
