@@ -84,6 +84,12 @@ bench: check-redis build
 bench-callgrind:
 	$(MAKE) bench MODE=callgrind
 
+# What statistics cost: the release binary with `stats yes` against `stats
+# no`, interleaved (benches/stats_cost.rs; ROUNDS, REQUESTS, MODE=callgrind).
+.PHONY: bench-stats
+bench-stats: check-redis build
+	MODE=$(MODE) $(CARGO) bench --bench stats_cost
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

@@ -49,11 +49,11 @@ fn ids() -> &'static Ids {
 #[inline]
 pub fn of(cmd: &'static Command) -> u16 {
     let top = command::all();
-    let size = std::mem::size_of::<Command>();
-    let base = top.as_ptr() as usize;
     let at = cmd as *const Command as usize;
-    if at >= base && at < base + std::mem::size_of_val(top) {
-        return ((at - base) / size) as u16;
+    // One unsigned compare covers both ends of the table.
+    let off = at.wrapping_sub(top.as_ptr() as usize);
+    if off < std::mem::size_of_val(top) {
+        return (off / std::mem::size_of::<Command>()) as u16;
     }
     sub_id(at)
 }

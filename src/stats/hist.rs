@@ -21,17 +21,15 @@ const MAX_EXP: u32 = 36;
 /// Number of buckets.
 pub const BUCKETS: usize = ((MAX_EXP - SUB_BITS) as u64 * SUB + SUB) as usize;
 
-/// The bucket of value `v`.
+/// The bucket of value `v`. Branch-free: below 32 the shift is 0 and the
+/// bucket is `v` itself; values past the range are clamped first.
 #[inline]
 pub fn index(v: u64) -> usize {
-    if v < 2 * SUB {
-        return v as usize;
-    }
-    let e = 63 - v.leading_zeros();
-    if e >= MAX_EXP {
-        return BUCKETS - 1;
-    }
-    ((u64::from(e - SUB_BITS)) * SUB + (v >> (e - SUB_BITS))) as usize
+    let v = v.min((1 << MAX_EXP) - 1);
+    // The power of two of `v`, at least SUB_BITS (v | 31 has bit 4 set).
+    let e = 63 - (v | (2 * SUB - 1)).leading_zeros();
+    let shift = e - SUB_BITS;
+    ((u64::from(shift) << SUB_BITS) + (v >> shift)) as usize
 }
 
 /// The lowest value of bucket `i`.

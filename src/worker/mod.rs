@@ -349,13 +349,17 @@ impl Worker {
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
-                    self.obs.stats.counters.evicted_qbuf += 1; // observe
-                    log::warn!(
-                        target: "mithril::worker",
-                        "closing client {} ({}): query buffer reached query-buffer-limit",
-                        s.id,
-                        s.peer
-                    );
+                    // observe: counted; the warning is sampled (one a second).
+                    self.obs.stats.counters.evicted_qbuf += 1;
+                    if let Some(held) = self.obs.stats.sampler.allow("qbuf", None, cx.now) {
+                        log::warn!(
+                            target: "mithril::worker",
+                            "closing client {} ({}): query buffer reached query-buffer-limit{}",
+                            s.id,
+                            s.peer,
+                            crate::stats::sample::note(held)
+                        );
+                    }
                     self.close_session(cx, key);
                     return;
                 }
