@@ -143,6 +143,35 @@ fn threshold_zero_logs_everything_and_negative_nothing() {
         [&["AUTH", "(redacted)"][..], &["PING"], &["SET", "a", "1"]]
     );
 
+    // A burst of slow requests: each worker writes at most slowlog-max-len
+    // entries per tick (no more could be kept), and counts the rest.
+    let burst: Vec<Vec<Vec<u8>>> = (0..3000)
+        .map(|i| {
+            vec![
+                b"SET".to_vec(),
+                format!("b:{i}").into_bytes(),
+                b"v".to_vec(),
+            ]
+        })
+        .collect();
+    assert!(c.pipeline(&burst).iter().all(|r| r.as_str() == "OK"));
+    assert_eq!(c.cmd(&["SLOWLOG", "LEN"]).as_int(), 128);
+    let st = c.cmd(&["INFO", "stats"]).as_str().to_string();
+    let field = |k: &str| -> u64 {
+        st.lines()
+            .find_map(|l| l.strip_prefix(&format!("{k}:")))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (written, skipped) = (
+        field("slowlog_entries_written"),
+        field("slowlog_entries_skipped"),
+    );
+    assert!(skipped > 0, "{st}");
+    // (The harness's readiness PING is in there too.)
+    assert!(written + skipped >= 3003, "{st}");
+
     let off = Mithril::start(bin(), &cluster.seeds(), "slowlog-log-slower-than -1\n");
     let mut c = off.conn();
     assert_eq!(c.cmd(&["EVAL", &busy_script(20), "1", "k"]).as_int(), 1);

@@ -399,7 +399,8 @@ fn stats(t: &mut String, cx: &Ctx) {
          backend_timeouts:{}\r\n\
          backend_reconnects:{reconnects}\r\n\
          forward_errors:{}\r\n\
-         slowlog_entries_written:{}\r\n",
+         slowlog_entries_written:{}\r\n\
+         slowlog_entries_skipped:{}\r\n",
         cx.shared.total_connections.load(Ordering::Relaxed),
         tt.commands,
         tt.ops_per_sec.round() as u64,
@@ -422,6 +423,7 @@ fn stats(t: &mut String, cx: &Ctx) {
         k.backend_timeouts,
         k.forward_errors,
         k.slow_entries,
+        k.slow_skipped,
     );
 }
 

@@ -92,13 +92,18 @@ impl Merge {
     }
 }
 
+/// One slot and (observe) its statistics stamp: the request's start time
+/// and command id (see `crate::stats`), kept in the slot's entry so reading
+/// it costs no second lookup.
+struct Entry {
+    slot: Slot,
+    stamp: u64,
+}
+
 pub struct ReplyRing {
     /// Sequence number of `slots[0]`.
     base: u64,
-    slots: VecDeque<Slot>,
-    /// observe: each slot's statistics stamp (`crate::stats`: start time
-    /// and command id), kept beside `slots`, one per slot.
-    stamps: VecDeque<u64>,
+    slots: VecDeque<Entry>,
     /// observe: the stamp the next pushed slot takes (then `NO_STAMP`
     /// again, so a request's further slots are not counted twice).
     pub stamp: u64,
@@ -115,7 +120,6 @@ impl ReplyRing {
         ReplyRing {
             base: 0,
             slots: VecDeque::new(),
-            stamps: VecDeque::new(),
             stamp: NO_STAMP,
         }
     }
@@ -146,8 +150,7 @@ impl ReplyRing {
     #[inline]
     pub fn push_pending(&mut self) -> u64 {
         let seq = self.next_seq();
-        self.push_stamp();
-        self.slots.push_back(Slot::Pending);
+        self.push(Slot::Pending);
         seq
     }
 
@@ -155,16 +158,14 @@ impl ReplyRing {
     #[inline]
     pub fn push_ready(&mut self, reply: Bytes) -> u64 {
         let seq = self.next_seq();
-        self.push_stamp();
-        self.slots.push_back(Slot::Ready(reply));
+        self.push(Slot::Ready(reply));
         seq
     }
 
     /// Reserve a slot that merges several parts' replies.
     pub fn push_merge(&mut self, merge: Merge) -> u64 {
         let seq = self.next_seq();
-        self.push_stamp();
-        self.slots.push_back(Slot::Merge(Box::new(merge)));
+        self.push(Slot::Merge(Box::new(merge)));
         seq
     }
 
@@ -173,16 +174,7 @@ impl ReplyRing {
     /// that is already ready, or gone, is ignored.
     #[inline]
     pub fn fill(&mut self, seq: u64, reply: Bytes) -> bool {
-        let Some(idx) = seq.checked_sub(self.base) else {
-            return false;
-        };
-        match self.slots.get_mut(idx as usize) {
-            Some(slot @ (Slot::Pending | Slot::Merge(_))) => {
-                *slot = Slot::Ready(reply);
-                idx == 0
-            }
-            _ => false,
-        }
+        self.fill_stamped(seq, reply).0
     }
 
     /// Turn the pending slot at `seq` into a merge (a request split after
@@ -191,7 +183,7 @@ impl ReplyRing {
         let Some(idx) = seq.checked_sub(self.base) else {
             return false;
         };
-        match self.slots.get_mut(idx as usize) {
+        match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(slot @ Slot::Pending) => {
                 *slot = Slot::Merge(Box::new(merge));
                 true
@@ -203,7 +195,7 @@ impl ReplyRing {
     /// The merge state at `seq`, if that slot is still merging.
     pub fn merge_mut(&mut self, seq: u64) -> Option<&mut Merge> {
         let idx = seq.checked_sub(self.base)?;
-        match self.slots.get_mut(idx as usize) {
+        match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(Slot::Merge(m)) => Some(m),
             _ => None,
         }
@@ -211,7 +203,13 @@ impl ReplyRing {
 
     #[inline]
     pub fn front_ready(&self) -> bool {
-        matches!(self.slots.front(), Some(Slot::Ready(_)))
+        matches!(
+            self.slots.front(),
+            Some(Entry {
+                slot: Slot::Ready(_),
+                ..
+            })
+        )
     }
 
     /// Take the front reply if it is ready.
@@ -220,27 +218,37 @@ impl ReplyRing {
         self.pop_ready_stamped().map(|(b, _)| b)
     }
 
-    /// observe: the next slot's stamp moves from `stamp` to the ring.
+    /// Append a slot; it takes the pending stamp (observe).
     #[inline]
-    fn push_stamp(&mut self) {
-        let st = std::mem::replace(&mut self.stamp, NO_STAMP);
-        self.stamps.push_back(st);
+    fn push(&mut self, slot: Slot) {
+        let stamp = std::mem::replace(&mut self.stamp, NO_STAMP);
+        self.slots.push_back(Entry { slot, stamp });
     }
 
     /// observe: the stamp of slot `seq` (`NO_STAMP` if there is none).
     #[inline]
     pub fn stamp_at(&self, seq: u64) -> u64 {
         seq.checked_sub(self.base)
-            .and_then(|i| self.stamps.get(i as usize))
-            .copied()
-            .unwrap_or(NO_STAMP)
+            .and_then(|i| self.slots.get(i as usize))
+            .map_or(NO_STAMP, |e| e.stamp)
     }
 
-    /// observe: [`fill`](Self::fill), also returning the slot's stamp.
+    /// [`fill`](Self::fill), also returning the slot's stamp (observe).
     #[inline]
     pub fn fill_stamped(&mut self, seq: u64, reply: Bytes) -> (bool, u64) {
-        let stamp = self.stamp_at(seq);
-        (self.fill(seq, reply), stamp)
+        let Some(idx) = seq.checked_sub(self.base) else {
+            return (false, NO_STAMP);
+        };
+        match self.slots.get_mut(idx as usize) {
+            Some(e) => match &mut e.slot {
+                slot @ (Slot::Pending | Slot::Merge(_)) => {
+                    *slot = Slot::Ready(reply);
+                    (idx == 0, e.stamp)
+                }
+                _ => (false, e.stamp),
+            },
+            None => (false, NO_STAMP),
+        }
     }
 
     /// Take the front reply, with its stamp, if it is ready.
@@ -250,9 +258,11 @@ impl ReplyRing {
             return None;
         }
         self.base += 1;
-        let stamp = self.stamps.pop_front().unwrap_or(NO_STAMP);
         match self.slots.pop_front() {
-            Some(Slot::Ready(b)) => Some((b, stamp)),
+            Some(Entry {
+                slot: Slot::Ready(b),
+                stamp,
+            }) => Some((b, stamp)),
             _ => None,
         }
     }
@@ -261,7 +271,7 @@ impl ReplyRing {
     pub fn pending(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| !matches!(s, Slot::Ready(_)))
+            .filter(|e| !matches!(e.slot, Slot::Ready(_)))
             .count()
     }
 }

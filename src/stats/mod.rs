@@ -101,6 +101,9 @@ pub struct Counters {
     pub forward_errors: u64,
     /// Slow log entries written.
     pub slow_entries: u64,
+    /// Slow requests not logged: the worker's budget for this tick was
+    /// spent (see `WorkerStats::slow_budget`).
+    pub slow_skipped: u64,
 }
 
 /// Per-node totals of one worker, kept across reconnections.
@@ -425,6 +428,7 @@ fn add_counters(a: &mut Counters, b: &Counters) {
     a.backend_timeouts += b.backend_timeouts;
     a.forward_errors += b.forward_errors;
     a.slow_entries += b.slow_entries;
+    a.slow_skipped += b.slow_skipped;
 }
 
 /// Samples kept for rates: one per tick, a bit more than a second's worth.
@@ -440,6 +444,11 @@ pub struct WorkerStats {
     enabled: bool,
     /// `slowlog-log-slower-than` in µs (`u64::MAX`: off).
     pub slow_us: u64,
+    /// Slow log entries this worker may still write this tick: at most
+    /// `slowlog-max-len` per tick, since no more could be kept anyway, so
+    /// a flood of slow requests cannot make the proxy slower still.
+    slow_budget: usize,
+    slow_per_tick: usize,
     cmds: Vec<CmdStats>,
     pub counters: Counters,
     /// Per-node totals of connections already closed, and node events.
@@ -465,6 +474,8 @@ impl WorkerStats {
             base: hub.base,
             enabled: hub.enabled,
             slow_us: hub.slow_threshold_us,
+            slow_budget: hub.slowlog.max_len(),
+            slow_per_tick: hub.slowlog.max_len(),
             cmds,
             counters: Counters::default(),
             nodes: HashMap::new(),
@@ -528,6 +539,22 @@ impl WorkerStats {
         // usual case (not slow) costs one compare.
         self.now_us.saturating_sub(stamp_start(stamp)) >= self.slow_us
             && stamp_cmd(stamp) != cmdid::NONE
+    }
+
+    /// Take one slow log entry from this tick's budget; false (and the
+    /// request counted as skipped) when it is spent.
+    pub fn take_slow_budget(&mut self) -> bool {
+        if self.slow_budget == 0 {
+            self.counters.slow_skipped += 1;
+            return false;
+        }
+        self.slow_budget -= 1;
+        true
+    }
+
+    /// A new tick: the slow log budget is full again.
+    pub fn refill_slow_budget(&mut self) {
+        self.slow_budget = self.slow_per_tick;
     }
 
     /// A request of `cmd` was refused before running.

@@ -12,6 +12,9 @@
 //! Each worker appends to its own log under its own mutex, taken only for a
 //! request that passed the threshold and by SLOWLOG itself; ids come from
 //! one process-wide counter, so merging the logs by id gives one history.
+//! A worker writes at most `slowlog-max-len` entries per tick (100 ms): no
+//! more could be kept, and a flood of slow requests must not make the proxy
+//! slower still (the others are counted as skipped).
 //! Arguments are trimmed as Redis trims them: at most 32 (the last saying
 //! how many more there were), each at most 128 bytes (then how many more);
 //! passwords are replaced by `(redacted)`.
@@ -85,6 +88,11 @@ impl SlowLogs {
         all.sort_unstable_by_key(|e| std::cmp::Reverse(e.id));
         all.truncate(n.min(self.max_len));
         all
+    }
+
+    /// `slowlog-max-len`.
+    pub fn max_len(&self) -> usize {
+        self.max_len
     }
 
     /// Entries kept (what SLOWLOG LEN says).

@@ -136,7 +136,7 @@ pub(super) fn log_slow(
     stamp: u64,
     req: &[u8],
 ) {
-    if cmdid::command(stamp_cmd(stamp)).is_none() {
+    if cmdid::command(stamp_cmd(stamp)).is_none() || !stats.take_slow_budget() {
         return;
     }
     let Some(args) = slowlog::entry_args(req) else {
@@ -212,7 +212,7 @@ impl Worker {
     /// With `slowlog-log-slower-than 0` every command is logged, those the
     /// proxy answers itself too (they take no measurable time).
     pub(super) fn slow_local(&mut self, key: Key, args: &Args) {
-        if self.obs.stats.slow_us != 0 {
+        if self.obs.stats.slow_us != 0 || !self.obs.stats.take_slow_budget() {
             return;
         }
         let Some(s) = self.sessions.get(key) else {
@@ -597,6 +597,7 @@ impl Worker {
     /// Housekeeping, once per tick: publish, retry refused answers, log
     /// nodes going down and coming back, and topology changes.
     pub(super) fn observe_tick(&mut self) {
+        self.obs.stats.refill_slow_budget();
         self.publish_stats(true);
         if !self.obs.outbox.is_empty() {
             for (to, msg) in std::mem::take(&mut self.obs.outbox) {
