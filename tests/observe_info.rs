@@ -179,6 +179,10 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
     assert!(!cs.contains_key("cmdstat_set"), "{cs:?}");
     let st = info(&mut c, "stats");
     assert_eq!(num(&st, "total_rejected_commands"), 0);
+    assert_eq!(num(&st, "total_connections_received"), 0);
+    // Only the INFO commands since the reset (a handful, not 1,100).
+    assert!(num(&st, "total_commands_processed") < 10, "{st:?}");
+    assert!(num(&st, "total_net_input_bytes") < 1000, "{st:?}");
 }
 
 /// `cmdstat_set:calls=100,usec=12,usec_per_call=0.12,...` with every run

@@ -572,7 +572,8 @@ impl WorkerStats {
         self.nodes.entry(addr).or_default()
     }
 
-    /// CONFIG RESETSTAT: forget every counter (not the slow log).
+    /// CONFIG RESETSTAT: forget every counter (not the slow log). Byte
+    /// totals keep counting: the worker subtracts where they stood.
     pub fn reset(&mut self) {
         for c in &mut self.cmds {
             let hist = c.hist.take();
@@ -584,8 +585,6 @@ impl WorkerStats {
         }
         self.counters = Counters::default();
         self.nodes.clear();
-        self.retired_in = 0;
-        self.retired_out = 0;
         self.samples.clear();
     }
 

@@ -739,7 +739,14 @@ impl Worker {
                 return;
             };
             match b.next_reply() {
-                Read::Empty => break,
+                Read::Empty => {
+                    // observe: this read's replies stop their round-trip clock.
+                    if role == Role::Shared {
+                        let n = b.replies - replies_before;
+                        b.obs.clock.answered(n, self.obs.stats.now_us);
+                    }
+                    break;
+                }
                 Read::Push(frame) => {
                     if let Role::Pubsub(owner) = role {
                         self.pubsub_frame(owner, frame);
@@ -755,13 +762,6 @@ impl Worker {
                     return;
                 }
                 Read::Reply(f, frame, head) => self.on_reply(cx, key, via, f, frame, head),
-            }
-        }
-        // observe: this read's replies stop their round-trip clock.
-        if let Some(b) = self.backends.get_mut(key) {
-            if b.role == Role::Shared {
-                let n = b.replies - replies_before;
-                b.obs.clock.answered(n, self.obs.stats.now_us);
             }
         }
         match io {

@@ -41,6 +41,7 @@ use bytes::Bytes;
 use reactor::{Context, Key};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -60,6 +61,9 @@ pub struct Observe {
     asks_out: usize,
     /// The topology epoch last logged.
     epoch_seen: u64,
+    /// Commands, bytes in, bytes out at the last CONFIG RESETSTAT (the
+    /// live counters keep counting; published figures start from here).
+    reset_base: (u64, u64, u64),
 }
 
 impl Observe {
@@ -69,6 +73,7 @@ impl Observe {
             outbox: Vec::new(),
             asks_out: 0,
             epoch_seen: 0,
+            reset_base: (0, 0, 0),
         }
     }
 
@@ -303,7 +308,9 @@ impl Worker {
                 Bytes::new()
             }
             Ask::Reset => {
+                let (commands, net_in, net_out) = self.live_totals();
                 self.obs.stats.reset();
+                self.obs.reset_base = (commands, net_in, net_out);
                 self.publish_stats(false);
                 Bytes::new()
             }
@@ -510,13 +517,30 @@ impl Worker {
         if !self.may_ask(key) {
             return;
         }
-        let finish: Finish = Box::new(|parts: Vec<Bytes>| {
-            first_error(&parts).unwrap_or_else(|| Bytes::from_static(b"+OK\r\n"))
+        let shared = self.shared.clone();
+        let finish: Finish = Box::new(move |parts: Vec<Bytes>| {
+            if let Some(e) = first_error(&parts) {
+                return e;
+            }
+            shared.total_connections.store(0, Ordering::Relaxed);
+            shared.rejected_connections.store(0, Ordering::Relaxed);
+            Bytes::from_static(b"+OK\r\n")
         });
         let workers = self.shared.workers.len();
         if let Some(seq) = self.gather_slot(key, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::Reset);
         }
+    }
+
+    /// Commands dispatched, bytes read and written, since the worker
+    /// started (closed sessions included).
+    fn live_totals(&self) -> (u64, u64, u64) {
+        let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
+        for (_, s) in self.sessions.iter() {
+            net_in += s.net_in;
+            net_out += s.net_out;
+        }
+        (self.commands, net_in, net_out)
     }
 
     /// Publish this worker's snapshot. `tick`: also take a rate sample.
@@ -569,11 +593,12 @@ impl Worker {
             e.reconnects += p.reconnects;
             e.down |= self.pools.is_down(i, now);
         }
+        let (c0, in0, out0) = self.obs.reset_base;
         let sample = Sample {
             at: now,
-            commands: self.commands,
-            net_in,
-            net_out,
+            commands: self.commands.saturating_sub(c0),
+            net_in: net_in.saturating_sub(in0),
+            net_out: net_out.saturating_sub(out0),
         };
         let before = if tick {
             self.obs.stats.sample(sample)
