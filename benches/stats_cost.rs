@@ -14,6 +14,7 @@
 //!
 //! Prints figures and ratios; never fails on a number (only on errors).
 //! Settings: ROUNDS (7), REQUESTS (400000 per run), MITHRIL_THREADS (1),
+//! PARALLEL (1: load the sides at the same time instead of in turn),
 //! CALLGRIND_REQUESTS (20000), CALLGRIND_CLIENTS (1), MODE, MITHRIL_BIN,
 //! BASELINE_BIN (a build without statistics, measured as a third side).
 
@@ -138,8 +139,51 @@ fn throughput(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Stri
     let n = sides.len();
     let mut rps: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut cpu_us: Vec<Vec<f64>> = vec![Vec::new(); n];
-    println!("round  side  req/s      mithril us/req");
+    // PARALLEL=1: every side is loaded at the same time (one
+    // redis-benchmark each), so they share whatever else the machine does
+    // in that moment; their CPU per request is then compared like for like.
+    let parallel = env_num("PARALLEL", 0) == 1;
+    println!(
+        "round  side  req/s      mithril us/req{}",
+        if parallel {
+            "   (sides loaded together)"
+        } else {
+            ""
+        }
+    );
     for r in 0..rounds {
+        if parallel {
+            let t0: Vec<u64> = sides
+                .iter()
+                .map(|(_, m)| cpu_ns(m.pid).unwrap_or(0))
+                .collect();
+            let outcomes: Vec<rb::Outcome> = std::thread::scope(|sc| {
+                let handles: Vec<_> = sides
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (_, m))| {
+                        let d = dir.join(format!("side{i}"));
+                        let sp = spec(m.port);
+                        sc.spawn(move || rb::run(&sp, &d, Duration::from_secs(600)))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("bench thread"))
+                    .collect()
+            });
+            for (i, o) in outcomes.into_iter().enumerate() {
+                let t1 = cpu_ns(sides[i].1.pid).ok_or("cannot read mithril's CPU time")?;
+                let Some(f) = o.figures else {
+                    return Err(format!("run failed: {}", o.errors.join("; ")));
+                };
+                let us = (t1 - t0[i]) as f64 / 1e3 / requests as f64;
+                println!("{r:>5}  {:<4}  {:>9.0}  {us:.3}", sides[i].0, f.rps);
+                rps[i].push(f.rps);
+                cpu_us[i].push(us);
+            }
+            continue;
+        }
         // Rotate the order so no side always runs first.
         for k in 0..n {
             let i = (r + k) % n;
@@ -162,6 +206,14 @@ fn throughput(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Stri
         let mut r: Vec<f64> = v[a].iter().zip(&v[b]).map(|(x, y)| x / y).collect();
         median(&mut r)
     };
+    // The spread of the per-round ratios (first and third quartile).
+    let quartiles = |a: usize, b: usize, v: &[Vec<f64>]| {
+        let mut r: Vec<f64> = v[a].iter().zip(&v[b]).map(|(x, y)| x / y).collect();
+        r.sort_by(|x, y| x.total_cmp(y));
+        let q = |f: f64| r.get(((r.len() - 1) as f64 * f).round() as usize).copied();
+        (q(0.25).unwrap_or(f64::NAN), q(0.75).unwrap_or(f64::NAN))
+    };
+    let spread = (quartiles(0, 1, &rps), quartiles(0, 1, &cpu_us));
     let pr_off = (paired(0, 1, &rps), paired(0, 1, &cpu_us));
     let pr_base = (n == 3).then(|| (paired(0, 2, &rps), paired(0, 2, &cpu_us)));
     let med: Vec<(f64, f64)> = (0..n)
@@ -181,9 +233,14 @@ fn throughput(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Stri
         (on.1 / off.1 - 1.0) * 100.0
     );
     println!(
-        "  median of per-round ratios: throughput {:+.2} %, CPU per request {:+.2} %",
+        "  median of per-round ratios: throughput {:+.2} % (IQR {:+.2} .. {:+.2}), \
+         CPU per request {:+.2} % (IQR {:+.2} .. {:+.2})",
         (pr_off.0 - 1.0) * 100.0,
-        (pr_off.1 - 1.0) * 100.0
+        (spread.0 .0 - 1.0) * 100.0,
+        (spread.0 .1 - 1.0) * 100.0,
+        (pr_off.1 - 1.0) * 100.0,
+        (spread.1 .0 - 1.0) * 100.0,
+        (spread.1 .1 - 1.0) * 100.0
     );
     if let Some(p) = pr_base {
         println!(
