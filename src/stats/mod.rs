@@ -73,9 +73,8 @@ struct CmdStats {
 /// where they happen. Summed over workers by readers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Client connections this worker took.
-    pub connections: u64,
-    /// Client connections closed by the client (EOF) or by an error.
+    /// Client connections that ended with the client's EOF, and with a
+    /// read or write error.
     pub client_eof: u64,
     pub client_err: u64,
     /// Clients closed for passing a limit (`query-buffer-limit`).
@@ -228,7 +227,6 @@ pub struct ClientsSnap {
     pub connected: u64,
     pub blocked: u64,
     pub pubsub: u64,
-    pub in_multi: u64,
     pub qbuf: u64,
     pub qbuf_max: u64,
     pub out: u64,
@@ -363,7 +361,6 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         c.connected += s.clients.connected;
         c.blocked += s.clients.blocked;
         c.pubsub += s.clients.pubsub;
-        c.in_multi += s.clients.in_multi;
         c.qbuf += s.clients.qbuf;
         c.qbuf_max = c.qbuf_max.max(s.clients.qbuf_max);
         c.out += s.clients.out;
@@ -413,7 +410,6 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
 }
 
 fn add_counters(a: &mut Counters, b: &Counters) {
-    a.connections += b.connections;
     a.client_eof += b.client_eof;
     a.client_err += b.client_err;
     a.evicted_qbuf += b.evicted_qbuf;
