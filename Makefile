@@ -92,6 +92,12 @@ bench-callgrind:
 bench-memory: check-redis
 	$(CARGO) bench --bench memory
 
+# What statistics cost: the release binary with `stats yes` against `stats
+# no`, interleaved (benches/stats_cost.rs; ROUNDS, REQUESTS, MODE=callgrind).
+.PHONY: bench-stats
+bench-stats: check-redis build
+	MODE=$(MODE) $(CARGO) bench --bench stats_cost
+
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings

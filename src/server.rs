@@ -111,6 +111,8 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         cfg.threads
     );
     let listeners = bind_all(&cfg)?;
+    // observe: the metrics and stats ports (off unless configured).
+    let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
     crate::topology::probe::set_auth(crate::acl::backend_auth_frame(&cfg));
     let refresher = Refresher::new(
@@ -154,6 +156,8 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     let admin = crate::admin::AdminState::new(&cfg);
     // From here on the users' passwords exist only as digests.
     cfg.forget_client_passwords();
+    let started = Instant::now();
+    let stats = crate::stats::Hub::new(cfg.threads, &cfg, started); // observe
     let shared = Arc::new(Shared {
         admin,
         config: cfg,
@@ -162,11 +166,12 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         next_client_id: AtomicU64::new(1),
         shutting_down: AtomicBool::new(false),
         workers: slots,
-        started: Instant::now(),
+        started,
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
         leases: Default::default(),
         overload: Default::default(),
+        stats,
     });
 
     let mut worker_threads = Vec::new();
@@ -231,6 +236,9 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
             })
             .map_err(|e| StartError(format!("signal thread: {e}")))?;
     }
+    metrics
+        .spawn(shared.clone())
+        .map_err(|e| StartError(format!("metrics thread: {e}")))?;
     life.ready();
 
     for t in worker_threads {

@@ -62,6 +62,10 @@ pub enum WorkerMsg {
     Accept(Accepted),
     /// Stop reading new requests, finish what is in flight, then exit.
     Shutdown,
+    /// observe: another worker's question (CLIENT LIST/KILL, INFO).
+    Ask(crate::stats::gather::AskMsg),
+    /// observe: a part of the answer to this worker's question.
+    Answer(crate::stats::gather::AnswerMsg),
 }
 
 /// What the acceptor and INFO can see of a worker.
@@ -97,6 +101,8 @@ pub struct Shared {
     /// What the commands mithril answers itself keep: live CONFIG values,
     /// the password, the run id and the emulated node's id.
     pub admin: crate::admin::AdminState,
+    /// observe: every worker's published statistics and the slow logs.
+    pub stats: crate::stats::Hub,
     /// The memory budget's total and the overload counters.
     pub overload: Overload,
 }

@@ -80,15 +80,39 @@ fn a_hundred_thousand_pipelined_gets_allocate_nothing_per_request() {
     // Warm up: buffers, rings and queues reach their working sizes.
     drive(&mut s, &get, b"$3\r\nval\r\n".len(), BATCH, 2000);
     drive(&mut s, &set, b"+OK\r\n".len(), BATCH, 200);
+    // Per-tick work (statistics snapshots every 100 ms) allocates a little
+    // whatever the traffic: measure that over an idle stretch as long as
+    // each run, and count only what the requests add on top. (This sleep
+    // is the measurement, not a wait for a condition.)
+    let idle = |d: std::time::Duration| {
+        let a = ALLOCS.load(Ordering::Relaxed);
+        std::thread::sleep(d);
+        ALLOCS.load(Ordering::Relaxed) - a
+    };
+    let t = std::time::Instant::now();
     let before = ALLOCS.load(Ordering::Relaxed);
     drive(&mut s, &get, b"$3\r\nval\r\n".len(), BATCH, 1000);
-    let after_gets = ALLOCS.load(Ordering::Relaxed);
+    let gets = ALLOCS.load(Ordering::Relaxed) - before;
+    let get_time = t.elapsed();
+    let get_idle = idle(get_time);
+    let t = std::time::Instant::now();
+    let before = ALLOCS.load(Ordering::Relaxed);
     drive(&mut s, &set, b"+OK\r\n".len(), BATCH, 1000);
-    let after_sets = ALLOCS.load(Ordering::Relaxed);
-    let (gets, sets) = (after_gets - before, after_sets - after_gets);
-    eprintln!("allocations: {gets} over 100,000 GETs, {sets} over 100,000 SETs");
-    // A constant allowance (a timer, an occasional buffer regrowth), far
-    // below one per thousand requests.
-    assert!(gets <= 50, "{gets} allocations over 100,000 GETs");
-    assert!(sets <= 50, "{sets} allocations over 100,000 SETs");
+    let sets = ALLOCS.load(Ordering::Relaxed) - before;
+    let set_idle = idle(t.elapsed());
+    eprintln!(
+        "allocations: {gets} over 100,000 GETs ({get_idle} in as long idle), {sets} over 100,000 SETs ({set_idle} idle)"
+    );
+    // What the requests themselves add: a small constant allowance for an
+    // occasional buffer regrowth and the noise of the idle estimate: at most
+    // one per thousand requests, where a per-request allocation would add
+    // 100,000.
+    assert!(
+        gets.saturating_sub(get_idle) <= 100,
+        "{gets} allocations over 100,000 GETs, {get_idle} idle"
+    );
+    assert!(
+        sets.saturating_sub(set_idle) <= 100,
+        "{sets} allocations over 100,000 SETs, {set_idle} idle"
+    );
 }

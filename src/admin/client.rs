@@ -1,11 +1,13 @@
-//! CLIENT: the connection's own attributes (id, name, library) and the
-//! CLIENT INFO line.
+//! CLIENT: the connection's own attributes (id, name, library), the
+//! CLIENT INFO / LIST line, and the filters of CLIENT LIST and CLIENT KILL.
 //!
 //! Subcommands that would change how the node treats the connection
 //! (TRACKING, CACHING, REPLY, PAUSE, ...) are refused with an error that
 //! names the proxy: they cannot be emulated faithfully through shared
-//! backend connections, and a silent OK would lie. KILL and LIST need a
-//! look at every worker's sessions and are answered by the worker core.
+//! backend connections, and a silent OK would lie. LIST and KILL need a
+//! look at every worker's sessions: the worker core (`worker::observe`)
+//! asks every worker, which applies the filter parsed here ([`parse_list`],
+//! [`parse_kill`]) to its own sessions.
 //!
 //! Invariant: a name or library attribute only ever holds bytes from '!'
 //! to '~', so CLIENT INFO / LIST lines always split on spaces.
@@ -116,6 +118,14 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 "    Always -1: tracking is not available through the proxy.",
                 "TRACKINGINFO",
                 "    Always reports tracking off.",
+                "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
+                "    One line per client connection, on every worker of the proxy.",
+                "KILL <ip:port>",
+                "    Close the connection of the client at this address.",
+                "KILL <filter> <value> ... [<filter> <value>]",
+                "    Close every connection matching all the filters: ID <id>, TYPE <type>,",
+                "    USER <name>, ADDR <ip:port>, LADDR <ip:port>, SKIPME (YES|NO) (YES by default:",
+                "    the calling connection is spared). Returns how many were closed.",
                 "HELP",
                 "    Print this help.",
                 "TRACKING, CACHING, REPLY, PAUSE, UNPAUSE and UNBLOCK are not supported through mithril.",
@@ -223,6 +233,213 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         worker,
     );
     line
+}
+
+/// Client kinds, as CLIENT LIST TYPE and CLIENT KILL TYPE name them. The
+/// proxy has no master or replica clients: those filters match nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientType {
+    Normal,
+    Master,
+    Replica,
+    Pubsub,
+}
+
+impl ClientType {
+    fn parse(name: &[u8]) -> Option<ClientType> {
+        let n = name.to_ascii_lowercase();
+        match n.as_slice() {
+            b"normal" => Some(ClientType::Normal),
+            b"master" => Some(ClientType::Master),
+            b"slave" | b"replica" => Some(ClientType::Replica),
+            b"pubsub" => Some(ClientType::Pubsub),
+            _ => None,
+        }
+    }
+
+    /// What a session is: pubsub while it has subscriptions, else normal.
+    pub fn of(s: &Session) -> ClientType {
+        if s.sub.as_ref().is_some_and(|x| x.count() > 0) {
+            ClientType::Pubsub
+        } else {
+            ClientType::Normal
+        }
+    }
+}
+
+fn unknown_type(name: &[u8]) -> Bytes {
+    error_frame(&format!(
+        "ERR Unknown client type '{}'",
+        String::from_utf8_lossy(name)
+    ))
+}
+
+fn error_frame(msg: &str) -> Bytes {
+    match error(msg) {
+        Outcome::Reply(b) | Outcome::ReplyAndClose(b) => b,
+    }
+}
+
+/// Which sessions CLIENT LIST shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListFilter {
+    All,
+    Type(ClientType),
+    Ids(Vec<u64>),
+}
+
+impl ListFilter {
+    pub fn matches(&self, s: &Session) -> bool {
+        match self {
+            ListFilter::All => true,
+            ListFilter::Type(t) => ClientType::of(s) == *t,
+            ListFilter::Ids(ids) => ids.contains(&s.id),
+        }
+    }
+}
+
+/// CLIENT LIST's arguments; an error is the reply to give.
+pub fn parse_list(args: &Args) -> Result<ListFilter, Bytes> {
+    let arg = |i: usize| args.get(i).unwrap_or_default();
+    let n = args.len();
+    if n == 2 {
+        return Ok(ListFilter::All);
+    }
+    if n == 4 && arg(2).eq_ignore_ascii_case(b"type") {
+        return ClientType::parse(arg(3))
+            .map(ListFilter::Type)
+            .ok_or_else(|| unknown_type(arg(3)));
+    }
+    if n > 3 && arg(2).eq_ignore_ascii_case(b"id") {
+        let mut ids = Vec::with_capacity(n - 3);
+        for i in 3..n {
+            match super::parse_i64(arg(i)) {
+                // Ids are positive: 0 and below match nobody, as in Redis.
+                Some(id) => ids.extend(u64::try_from(id).ok().filter(|&v| v > 0)),
+                None => return Err(error_frame("ERR Invalid client ID")),
+            }
+        }
+        return Ok(ListFilter::Ids(ids));
+    }
+    Err(Bytes::from_static(super::ERR_SYNTAX))
+}
+
+/// Which sessions CLIENT KILL closes. Every filter given must match.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KillFilter {
+    /// The old form, `CLIENT KILL ip:port`: answers +OK or an error.
+    pub old_form: bool,
+    pub id: Option<u64>,
+    pub ctype: Option<ClientType>,
+    pub addr: Option<String>,
+    pub laddr: Option<String>,
+    /// Spare the calling connection (the new form's default).
+    pub skipme: bool,
+    /// The calling connection's id.
+    pub caller: u64,
+}
+
+impl KillFilter {
+    pub fn matches(&self, s: &Session) -> bool {
+        if self.skipme && s.id == self.caller {
+            return false;
+        }
+        if self.id.is_some_and(|id| id != s.id) {
+            return false;
+        }
+        if self.ctype.is_some_and(|t| t != ClientType::of(s)) {
+            return false;
+        }
+        if self.addr.as_ref().is_some_and(|a| *a != s.peer.to_string()) {
+            return false;
+        }
+        let laddr = || s.local.map(|a| a.to_string()).unwrap_or_default();
+        if self.laddr.as_ref().is_some_and(|a| *a != laddr()) {
+            return false;
+        }
+        true
+    }
+}
+
+/// Whether `s` may close other clients' connections. Every client may
+/// while the proxy has one user; the access-control work decides here.
+pub fn may_kill(s: &Session) -> bool {
+    let _ = s;
+    true
+}
+
+/// CLIENT KILL's arguments for the caller `s`; an error is the reply.
+pub fn parse_kill(s: &Session, args: &Args) -> Result<KillFilter, Bytes> {
+    let arg = |i: usize| args.get(i).unwrap_or_default();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    let mut f = KillFilter {
+        old_form: false,
+        id: None,
+        ctype: None,
+        addr: None,
+        laddr: None,
+        skipme: true,
+        caller: s.id,
+    };
+    let n = args.len();
+    if n == 3 {
+        f.old_form = true;
+        f.skipme = false;
+        f.addr = Some(text(arg(2)));
+        return Ok(f);
+    }
+    if n < 3 {
+        return Err(Bytes::from_static(super::ERR_SYNTAX));
+    }
+    let mut i = 2;
+    while i < n {
+        let (opt, value) = (arg(i), args.get(i + 1));
+        let Some(value) = value else {
+            return Err(Bytes::from_static(super::ERR_SYNTAX));
+        };
+        if opt.eq_ignore_ascii_case(b"id") {
+            match super::parse_i64(value) {
+                Some(id) if id > 0 => f.id = Some(id as u64),
+                _ => return Err(error_frame("ERR client-id should be greater than 0")),
+            }
+        } else if opt.eq_ignore_ascii_case(b"type") {
+            f.ctype = Some(ClientType::parse(value).ok_or_else(|| unknown_type(value))?);
+        } else if opt.eq_ignore_ascii_case(b"addr") {
+            f.addr = Some(text(value));
+        } else if opt.eq_ignore_ascii_case(b"laddr") {
+            f.laddr = Some(text(value));
+        } else if opt.eq_ignore_ascii_case(b"user") {
+            // One user, "default", owns every connection.
+            if value != b"default" {
+                return Err(error_frame(&format!("ERR No such user '{}'", text(value))));
+            }
+        } else if opt.eq_ignore_ascii_case(b"skipme") {
+            if value.eq_ignore_ascii_case(b"yes") {
+                f.skipme = true;
+            } else if value.eq_ignore_ascii_case(b"no") {
+                f.skipme = false;
+            } else {
+                return Err(Bytes::from_static(super::ERR_SYNTAX));
+            }
+        } else {
+            return Err(Bytes::from_static(super::ERR_SYNTAX));
+        }
+        i += 2;
+    }
+    Ok(f)
+}
+
+/// The reply to CLIENT KILL once every worker said how many it closed.
+pub fn kill_reply(f: &KillFilter, killed: u64) -> Bytes {
+    if f.old_form {
+        if killed == 0 {
+            error_frame("ERR No such client")
+        } else {
+            Bytes::from_static(super::OK)
+        }
+    } else {
+        Bytes::from(format!(":{killed}\r\n"))
+    }
 }
 
 #[cfg(test)]

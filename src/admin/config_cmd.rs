@@ -36,7 +36,7 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
                 "SET <directive> <value> [<directive> <value> ...]",
                 "    Change a directive while mithril runs; only loglevel can be changed.",
                 "RESETSTAT",
-                "    Accepted; mithril keeps no resettable statistics yet.",
+                "    Reset the statistics of INFO (stats, commandstats, latencystats) on every worker.",
                 "REWRITE",
                 "    Not supported: edit the configuration file.",
                 "HELP",

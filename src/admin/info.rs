@@ -1,25 +1,39 @@
-//! INFO for the sections the proxy can answer about itself: server,
-//! clients, stats, cpu, cluster and (empty for now) keyspace.
+//! INFO: the sections Redis users know, filled with the proxy's own
+//! figures, plus `backends` (one line per cluster node).
 //!
 //! The text has Redis's layout: `# Section` headers, `field:value` lines,
 //! CRLF line ends, a blank line between sections, sections always in
-//! Redis's order whatever order they were asked in. Arguments are
-//! section names in any case, or `default` / `all` / `everything`;
-//! unknown names are ignored (an INFO of only unknown sections is empty).
-//! RESP2 gets a bulk string, RESP3 a verbatim string, as from Redis.
+//! Redis's order whatever order they were asked in. Arguments are section
+//! names in any case, or `default` / `all` / `everything`; unknown names
+//! are ignored (an INFO of only unknown sections is empty). RESP2 gets a
+//! bulk string, RESP3 a verbatim string, as from Redis.
 //!
-//! Field names are Redis's where the meaning carries over; mithril adds
-//! `mithril_version` and `threads` to the server section. Counters are
-//! read from the workers' relaxed atomics: a value may lag by one loop
-//! turn.
+//! Where the numbers come from: the workers' published snapshots
+//! (`stats::Hub`), which the worker answering INFO has every worker refresh
+//! first (`worker::observe`), and, for `keyspace`, each master's own
+//! `INFO keyspace`, summed. Field names are Redis's where the meaning
+//! carries over; mithril's own fields follow Redis's in their section.
+//!
+//! Never: block, or touch a worker's live counters (only snapshots).
 
 use super::{built, Outcome};
 use crate::command::Args;
 use crate::session::Session;
 use crate::shared::Shared;
+use crate::stats::{self, Totals};
+use crate::topology::Role;
+use bytes::Bytes;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What the section fillers read.
+struct Ctx<'a> {
+    shared: &'a Shared,
+    totals: Totals,
+    /// The `keyspace` section's lines, already summed.
+    keyspace: &'a str,
+}
 
 struct Section {
     /// Lower-case name, as INFO takes it.
@@ -27,10 +41,10 @@ struct Section {
     title: &'static str,
     /// Part of a bare INFO (and of `default`).
     default: bool,
-    fill: fn(&mut String, &Shared),
+    fill: fn(&mut String, &Ctx),
 }
 
-/// In Redis's order of sections.
+/// In Redis's order of sections (mithril's own last).
 const SECTIONS: &[Section] = &[
     Section {
         name: "server",
@@ -45,6 +59,12 @@ const SECTIONS: &[Section] = &[
         fill: clients,
     },
     Section {
+        name: "memory",
+        title: "Memory",
+        default: true,
+        fill: memory,
+    },
+    Section {
         name: "stats",
         title: "Stats",
         default: true,
@@ -57,22 +77,42 @@ const SECTIONS: &[Section] = &[
         fill: cpu,
     },
     Section {
+        name: "commandstats",
+        title: "Commandstats",
+        default: false,
+        fill: commandstats,
+    },
+    Section {
+        name: "latencystats",
+        title: "Latencystats",
+        default: false,
+        fill: latencystats,
+    },
+    Section {
         name: "cluster",
         title: "Cluster",
         default: true,
-        fill: |t, _| t.push_str("cluster_enabled:1\r\n"),
+        fill: cluster,
     },
     Section {
         name: "keyspace",
         title: "Keyspace",
         default: true,
-        fill: |_, _| {},
+        fill: |t, c| t.push_str(c.keyspace),
+    },
+    Section {
+        name: "backends",
+        title: "Backends",
+        default: false,
+        fill: backends,
     },
 ];
 
+/// INFO answered without the workers' help (no fresh snapshots, no
+/// keyspace): the fallback when the worker core does not intercept it.
 pub fn info(shared: &Shared, s: &Session, args: &Args) -> Outcome {
     let asked: Vec<&[u8]> = (1..args.len()).filter_map(|i| args.get(i)).collect();
-    let text = info_text(shared, &asked);
+    let text = info_text(shared, &asked, "");
     built(
         |e| {
             e.verbatim(b"txt", text.as_bytes());
@@ -81,33 +121,155 @@ pub fn info(shared: &Shared, s: &Session, args: &Args) -> Outcome {
     )
 }
 
-/// The INFO text for the requested section names (none: the defaults).
-pub fn info_text(shared: &Shared, asked: &[&[u8]]) -> String {
-    let wanted = |sec: &Section| {
-        if asked.is_empty() {
-            return sec.default;
-        }
-        asked.iter().any(|a| {
-            a.eq_ignore_ascii_case(sec.name.as_bytes())
-                || a.eq_ignore_ascii_case(b"all")
-                || a.eq_ignore_ascii_case(b"everything")
-                || (sec.default && a.eq_ignore_ascii_case(b"default"))
-        })
+fn is_wanted(sec: &Section, asked: &[&[u8]]) -> bool {
+    if asked.is_empty() {
+        return sec.default;
+    }
+    asked.iter().any(|a| {
+        a.eq_ignore_ascii_case(sec.name.as_bytes())
+            || a.eq_ignore_ascii_case(b"all")
+            || a.eq_ignore_ascii_case(b"everything")
+            || (sec.default && a.eq_ignore_ascii_case(b"default"))
+    })
+}
+
+/// Whether an INFO with these arguments shows the section `name`.
+pub fn wants(asked: &[&[u8]], name: &str) -> bool {
+    SECTIONS
+        .iter()
+        .find(|s| s.name == name)
+        .is_some_and(|s| is_wanted(s, asked))
+}
+
+/// The INFO text for the requested section names (none: the defaults),
+/// with `keyspace` as the keyspace section's lines.
+pub fn info_text(shared: &Shared, asked: &[&[u8]], keyspace: &str) -> String {
+    let snaps = shared.stats.load_all();
+    let cx = Ctx {
+        shared,
+        totals: stats::totals(&snaps),
+        keyspace,
     };
-    let mut text = String::with_capacity(1024);
+    let mut text = String::with_capacity(2048);
     let mut first = true;
-    for sec in SECTIONS.iter().filter(|sec| wanted(sec)) {
+    for sec in SECTIONS.iter().filter(|sec| is_wanted(sec, asked)) {
         if !first {
             text.push_str("\r\n");
         }
         first = false;
         let _ = write!(text, "# {}\r\n", sec.title);
-        (sec.fill)(&mut text, shared);
+        (sec.fill)(&mut text, &cx);
     }
     text
 }
 
-fn server(t: &mut String, shared: &Shared) {
+/// The text inside one node's INFO reply frame (bulk or verbatim), or
+/// `None` for an error or anything else.
+fn reply_text(frame: &[u8]) -> Option<String> {
+    let (v, _) = crate::resp::value::parse(frame).ok()??;
+    v.as_bytes()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// The keyspace section's lines from the masters' `INFO keyspace` replies:
+/// keys, expires and any other integer field summed per database, avg_ttl
+/// weighted by each master's expires. A master that answered an error is
+/// left out.
+pub fn keyspace_sum(replies: &[Bytes]) -> String {
+    // Per database: its name, its fields in first-seen order with their
+    // sums, and avg_ttl's weighted sum and weight.
+    type Db = (String, Vec<(String, i64)>, f64, i64);
+    let mut dbs: Vec<Db> = Vec::new();
+    for r in replies {
+        let Some(text) = reply_text(r) else { continue };
+        for line in text.lines() {
+            let Some((db, fields)) = line.split_once(':') else {
+                continue;
+            };
+            if !db.starts_with("db") {
+                continue;
+            }
+            let idx = match dbs.iter().position(|d| d.0 == db) {
+                Some(i) => i,
+                None => {
+                    dbs.push((db.to_string(), Vec::new(), 0.0, 0));
+                    dbs.len() - 1
+                }
+            };
+            let entry = &mut dbs[idx];
+            let pairs: Vec<(&str, i64)> = fields
+                .split(',')
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once('=')?;
+                    Some((k, v.trim().parse::<i64>().ok()?))
+                })
+                .collect();
+            let expires = pairs.iter().find(|p| p.0 == "expires").map_or(0, |p| p.1);
+            for (k, v) in pairs {
+                if k == "avg_ttl" {
+                    entry.2 += v as f64 * expires as f64;
+                    entry.3 += expires;
+                }
+                match entry.1.iter_mut().find(|f| f.0 == k) {
+                    Some(f) => f.1 = f.1.saturating_add(v),
+                    None => entry.1.push((k.to_string(), v)),
+                }
+            }
+        }
+    }
+    dbs.sort_by_key(|d| d.0[2..].parse::<u32>().unwrap_or(u32::MAX));
+    let mut out = String::new();
+    for (db, fields, ttl_sum, ttl_weight) in dbs {
+        let body: Vec<String> = fields
+            .iter()
+            .map(|(k, v)| {
+                if k == "avg_ttl" {
+                    let avg = if ttl_weight > 0 {
+                        (ttl_sum / ttl_weight as f64).round() as i64
+                    } else {
+                        0
+                    };
+                    format!("{k}={avg}")
+                } else {
+                    format!("{k}={v}")
+                }
+            })
+            .collect();
+        let _ = write!(out, "{db}:{}\r\n", body.join(","));
+    }
+    out
+}
+
+/// `1.30M`-style sizes, as Redis's `*_human` fields.
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    let units = [
+        (1u64 << 40, 'T'),
+        (1 << 30, 'G'),
+        (1 << 20, 'M'),
+        (1 << 10, 'K'),
+    ];
+    for (size, unit) in units {
+        if bytes >= size {
+            return format!("{:.2}{unit}", b / size as f64);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// Resident set size, from /proc/self/statm (0 where it cannot be read).
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+fn server(t: &mut String, cx: &Ctx) {
+    let shared = cx.shared;
     let cfg = &shared.config;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -154,38 +316,124 @@ fn server(t: &mut String, shared: &Shared) {
     );
 }
 
-fn clients(t: &mut String, shared: &Shared) {
+fn clients(t: &mut String, cx: &Ctx) {
+    let c = &cx.totals.clients;
+    let backends: u64 = cx.totals.nodes.iter().map(|n| n.connections).sum();
     let _ = write!(
         t,
         "connected_clients:{}\r\n\
          cluster_connections:0\r\n\
          maxclients:{}\r\n\
-         client_recent_max_input_buffer:0\r\n\
-         client_recent_max_output_buffer:0\r\n\
-         blocked_clients:0\r\n\
+         client_recent_max_input_buffer:{}\r\n\
+         client_recent_max_output_buffer:{}\r\n\
+         blocked_clients:{}\r\n\
          tracking_clients:0\r\n\
-         clients_in_timeout_table:0\r\n",
-        shared.clients.load(Ordering::Relaxed),
-        shared.config.maxclients,
+         pubsub_clients:{}\r\n\
+         clients_in_timeout_table:0\r\n\
+         backend_connections:{backends}\r\n",
+        cx.shared.clients.load(Ordering::Relaxed),
+        cx.shared.config.maxclients,
+        c.qbuf_max,
+        c.out_max,
+        c.blocked,
+        c.pubsub,
     );
 }
 
-fn stats(t: &mut String, shared: &Shared) {
-    let commands: u64 = shared
-        .workers
-        .iter()
-        .map(|w| w.commands.load(Ordering::Relaxed))
-        .sum();
+fn memory(t: &mut String, cx: &Ctx) {
+    let c = &cx.totals.clients;
+    let rss = rss_bytes();
+    // What the maxmemory check compares (every buffer the workers count,
+    // summed each tick), and the budget itself.
+    let used = cx.shared.overload.used_memory.load(Ordering::Relaxed);
+    let maxmemory: u64 = cx.shared.config.maxmemory;
+    let _ = write!(
+        t,
+        "used_memory:{used}\r\n\
+         used_memory_human:{}\r\n\
+         used_memory_rss:{rss}\r\n\
+         used_memory_rss_human:{}\r\n\
+         maxmemory:{maxmemory}\r\n\
+         maxmemory_human:{}\r\n\
+         maxmemory_policy:noeviction\r\n\
+         mem_clients_normal:{used}\r\n\
+         client_query_buffers:{}\r\n\
+         client_output_buffers:{}\r\n\
+         replies_outstanding:{}\r\n",
+        human(used),
+        human(rss),
+        human(maxmemory),
+        c.qbuf,
+        c.out,
+        c.outstanding,
+    );
+}
+
+fn stats(t: &mut String, cx: &Ctx) {
+    let tt = &cx.totals;
+    let k = &tt.counters;
+    let failed: u64 = tt.cmds.iter().map(|c| c.failed).sum();
+    let reconnects: u64 = tt.nodes.iter().map(|n| n.reconnects).sum();
+    // Clients closed by a limit (overload control keeps these counters).
+    let ov = &cx.shared.overload;
+    let qbuf_evicted = ov.query_limit_disconnections.load(Ordering::Relaxed);
+    let out_evicted = ov.output_limit_disconnections.load(Ordering::Relaxed);
+    let idle_evicted = ov.idle_disconnections.load(Ordering::Relaxed);
     let _ = write!(
         t,
         "total_connections_received:{}\r\n\
-         total_commands_processed:{commands}\r\n\
-         instantaneous_ops_per_sec:0\r\n\
-         rejected_connections:{}\r\n",
-        shared.total_connections.load(Ordering::Relaxed),
-        shared.rejected_connections.load(Ordering::Relaxed),
+         total_commands_processed:{}\r\n\
+         instantaneous_ops_per_sec:{}\r\n\
+         total_net_input_bytes:{}\r\n\
+         total_net_output_bytes:{}\r\n\
+         instantaneous_input_kbps:{:.2}\r\n\
+         instantaneous_output_kbps:{:.2}\r\n\
+         rejected_connections:{}\r\n\
+         evicted_clients:{}\r\n\
+         total_error_replies:{}\r\n\
+         total_rejected_commands:{}\r\n\
+         evicted_clients_query_buffer:{}\r\n\
+         evicted_clients_output_buffer:{}\r\n\
+         evicted_clients_idle:{}\r\n\
+         redirects_moved:{}\r\n\
+         redirects_ask:{}\r\n\
+         tryagain_retries:{}\r\n\
+         clusterdown_retries:{}\r\n\
+         key_by_key_splits:{}\r\n\
+         fanout_parts:{}\r\n\
+         backend_errors:{}\r\n\
+         backend_timeouts:{}\r\n\
+         backend_reconnects:{reconnects}\r\n\
+         forward_errors:{}\r\n\
+         slowlog_entries_written:{}\r\n\
+         slowlog_entries_skipped:{}\r\n",
+        cx.shared.total_connections.load(Ordering::Relaxed),
+        tt.commands,
+        tt.ops_per_sec.round() as u64,
+        tt.net_in,
+        tt.net_out,
+        tt.in_kbps,
+        tt.out_kbps,
+        cx.shared.rejected_connections.load(Ordering::Relaxed),
+        out_evicted + idle_evicted + qbuf_evicted,
+        failed + k.rejected,
+        k.rejected,
+        qbuf_evicted,
+        out_evicted,
+        idle_evicted,
+        k.moved,
+        k.ask,
+        k.tryagain,
+        k.clusterdown,
+        k.splits,
+        k.fragments,
+        k.backend_errors,
+        k.backend_timeouts,
+        k.forward_errors,
+        k.slow_entries,
+        k.slow_skipped,
     );
-    let denied = &shared.admin.acl.denied;
+    let denied = &cx.shared.admin.acl.denied;
     let _ = write!(
         t,
         "acl_access_denied_auth:{}\r\nacl_access_denied_cmd:{}\r\n\
@@ -197,7 +445,7 @@ fn stats(t: &mut String, shared: &Shared) {
     );
 }
 
-fn cpu(t: &mut String, _shared: &Shared) {
+fn cpu(t: &mut String, _cx: &Ctx) {
     let (me, children) = (rusage(libc::RUSAGE_SELF), rusage(libc::RUSAGE_CHILDREN));
     let tv = |v: libc::timeval| format!("{}.{:06}", v.tv_sec, v.tv_usec);
     let _ = write!(
@@ -208,6 +456,106 @@ fn cpu(t: &mut String, _shared: &Shared) {
         tv(children.ru_stime),
         tv(children.ru_utime),
     );
+}
+
+fn commandstats(t: &mut String, cx: &Ctx) {
+    for c in &cx.totals.cmds {
+        let Some(cmd) = c.command() else { continue };
+        let per_call = if c.calls > 0 {
+            c.usec as f64 / c.calls as f64
+        } else {
+            0.0
+        };
+        let _ = write!(
+            t,
+            "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
+            cmd.name, c.calls, c.usec, c.rejected, c.failed
+        );
+    }
+}
+
+/// The percentiles latencystats reports, as Redis's default
+/// `latency-tracking-info-percentiles`.
+const PERCENTILES: [(&str, f64); 3] = [("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)];
+
+fn latencystats(t: &mut String, cx: &Ctx) {
+    for c in &cx.totals.cmds {
+        let (Some(cmd), Some(h)) = (c.command(), c.hist.as_ref()) else {
+            continue;
+        };
+        if h.count() == 0 {
+            continue;
+        }
+        let _ = write!(t, "latency_percentiles_usec_{}:", cmd.name);
+        for (i, (label, p)) in PERCENTILES.iter().enumerate() {
+            if i > 0 {
+                t.push(',');
+            }
+            let _ = write!(t, "{label}={:.3}", h.percentile(*p) as f64);
+        }
+        t.push_str("\r\n");
+    }
+}
+
+fn cluster(t: &mut String, cx: &Ctx) {
+    let topo = cx.shared.topology.load();
+    let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
+    let last = cx.shared.topology.last_ok_ms();
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    let _ = write!(
+        t,
+        "cluster_enabled:1\r\n\
+         topology_epoch:{}\r\n\
+         cluster_masters:{}\r\n\
+         cluster_replicas:{replicas}\r\n\
+         cluster_slots_served:{}\r\n\
+         topology_refreshes:{}\r\n\
+         topology_last_refresh_ms:{last}\r\n\
+         topology_refresh_age_ms:{}\r\n",
+        topo.epoch,
+        topo.shards.len(),
+        topo.covered_slots(),
+        cx.shared.topology.refresh_count(),
+        if last == 0 {
+            0
+        } else {
+            now_ms.saturating_sub(last)
+        },
+    );
+}
+
+fn backends(t: &mut String, cx: &Ctx) {
+    let topo = cx.shared.topology.load();
+    for (i, n) in cx.totals.nodes.iter().enumerate() {
+        let role = match topo.node_by_addr(n.addr).map(|x| x.role) {
+            Some(Role::Master) => "master",
+            Some(Role::Replica) => "replica",
+            None => "unknown",
+        };
+        let tt = &n.totals;
+        let avg = if tt.rtt_count > 0 {
+            tt.rtt_sum_us as f64 / tt.rtt_count as f64
+        } else {
+            0.0
+        };
+        let _ = write!(
+            t,
+            "backend{i}:addr={},role={role},connections={},in_flight={},requests={},responses={},\
+             errors={},timeouts={},reconnects={},down={},avg_latency_usec={avg:.2}\r\n",
+            n.addr,
+            n.connections,
+            n.in_flight,
+            tt.requests,
+            tt.responses,
+            tt.errors,
+            tt.timeouts,
+            n.reconnects,
+            u8::from(n.down),
+        );
+    }
 }
 
 fn rusage(who: libc::c_int) -> libc::rusage {
@@ -240,5 +588,43 @@ fn os_name() -> String {
             field(&u.release),
             field(&u.machine)
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keyspaces_add_up() {
+        let bulk = |t: &str| Bytes::from(format!("${}\r\n{t}\r\n", t.len()));
+        let a = bulk(
+            "# Keyspace\r\ndb0:keys=10,expires=2,avg_ttl=1000\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n",
+        );
+        // RESP3 verbatim, and a master without keys, and an error.
+        let text = "txt:# Keyspace\r\ndb0:keys=5,expires=6,avg_ttl=3000\r\n";
+        let b = Bytes::from(format!("={}\r\n{text}\r\n", text.len()));
+        let c = bulk("# Keyspace\r\n");
+        let e = Bytes::from_static(b"-ERR nope\r\n");
+        let got = keyspace_sum(&[a, b, c, e]);
+        assert_eq!(
+            got,
+            "db0:keys=15,expires=8,avg_ttl=2500\r\ndb3:keys=1,expires=0,avg_ttl=0\r\n"
+        );
+        assert_eq!(keyspace_sum(&[]), "");
+    }
+
+    #[test]
+    fn section_choice_follows_redis() {
+        assert!(wants(&[], "keyspace"));
+        assert!(!wants(&[], "commandstats"));
+        assert!(wants(&[b"ALL"], "commandstats"));
+        assert!(wants(&[b"everything"], "backends"));
+        assert!(!wants(&[b"default"], "latencystats"));
+        assert!(wants(&[b"default"], "memory"));
+        assert!(!wants(&[b"server"], "keyspace"));
+        assert_eq!(human(1363148), "1.30M");
+        assert_eq!(human(512), "512B");
+        assert!(rss_bytes() > 0);
     }
 }

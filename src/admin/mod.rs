@@ -31,11 +31,11 @@
 
 mod acl_cmd;
 mod auth;
-mod client;
+pub mod client;
 mod cluster;
 mod config_cmd;
 mod getkeys;
-mod info;
+pub mod info;
 mod introspect;
 mod state;
 

@@ -161,6 +161,8 @@ pub struct Backend {
     /// Request bytes in the FIFO (queued or awaiting their reply), for the
     /// `maxmemory` accounting (summed by the worker at each tick).
     queued_bytes: usize,
+    /// observe: bytes each way and the round-trip clock.
+    pub obs: crate::stats::BackendObs,
 }
 
 impl Backend {
@@ -195,6 +197,7 @@ impl Backend {
             seen_replies: 0,
             stalled_since: None,
             queued_bytes: 0,
+            obs: Default::default(),
         }
     }
 
@@ -282,6 +285,7 @@ impl Backend {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) => return Err(e),
             };
+            self.obs.bytes_out += written as u64; // observe
             self.consume(written);
             if written < wanted {
                 break;
@@ -325,6 +329,7 @@ impl Backend {
                     // SAFETY: read(2) initialised exactly n bytes.
                     unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
                     total += n;
+                    self.obs.bytes_in += n as u64; // observe
                     if total >= budget {
                         return Io::Budget;
                     }

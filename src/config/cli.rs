@@ -69,11 +69,11 @@ pub struct Cli {
     #[argh(switch)]
     pub print_config: bool,
 
-    /// twemproxy's stats port; kept for the stats listener (not served yet)
+    /// twemproxy's stats port (the stats-port directive)
     #[argh(option, short = 's', arg_name = "PORT")]
     pub stats_port: Option<String>,
 
-    /// twemproxy's stats address; kept with -s
+    /// twemproxy's stats address (the stats-bind directive)
     #[argh(option, short = 'a', arg_name = "ADDR")]
     pub stats_addr: Option<String>,
 
@@ -179,8 +179,8 @@ pub fn verbosity(text: &str) -> Result<LogLevel, String> {
 }
 
 /// `-s`, `-a`, `-i`, `-m`: twemproxy's stats listener and buffer flags.
-/// The stats port goes to the `stats-port` directive once the proxy has
-/// one; until then it is checked, kept in the [`Cli`], and warned about.
+/// The stats port and address go to the `stats-port` and `stats-bind`
+/// directives; the other two are warned about.
 fn stats_flags(cli: &Cli, cfg: &mut Config, warnings: &mut Vec<String>) -> Result<(), ConfigError> {
     if let Some(port) = &cli.stats_port {
         let ok = port.parse::<u16>().is_ok_and(|p| p > 0);

@@ -529,6 +529,102 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         getter: |c| vec![c.shutdown_timeout_secs.to_string()],
     },
+    // Observability (issue 8): statistics, the slow log, metrics ports.
+    Directive {
+        name: "stats",
+        default: "yes",
+        summary: "count every request: command statistics, latency histograms and the slow log",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.stats = parse_bool(first(a)).ok_or("stats must be yes or no")?;
+            Ok(())
+        },
+        getter: |c| vec![if c.stats { "yes" } else { "no" }.to_string()],
+    },
+    Directive {
+        name: "slowlog-log-slower-than",
+        default: "10000",
+        summary: "microseconds a request must take to enter the slow log; -1 is off, 0 logs all",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            let v = first(a);
+            c.slowlog_log_slower_than = match v.strip_prefix('-') {
+                Some(rest) => -(number("slowlog-log-slower-than", rest, 0, i64::MAX as u64)? as i64),
+                None => number("slowlog-log-slower-than", v, 0, i64::MAX as u64)? as i64,
+            };
+            Ok(())
+        },
+        getter: |c| vec![c.slowlog_log_slower_than.to_string()],
+    },
+    Directive {
+        name: "slowlog-max-len",
+        default: "128",
+        summary: "entries the slow log keeps",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.slowlog_max_len = number("slowlog-max-len", first(a), 0, 1_000_000)? as usize;
+            Ok(())
+        },
+        getter: |c| vec![c.slowlog_max_len.to_string()],
+    },
+    Directive {
+        name: "metrics-port",
+        default: "0",
+        summary: "port of the Prometheus endpoint (HTTP GET /metrics); 0 is off",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.metrics_port = number("metrics-port", first(a), 0, 65535)? as u16;
+            Ok(())
+        },
+        getter: |c| vec![c.metrics_port.to_string()],
+    },
+    Directive {
+        name: "metrics-bind",
+        default: "127.0.0.1",
+        summary: "address the Prometheus endpoint listens on",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.metrics_bind = listen_ip("metrics-bind", first(a))?;
+            Ok(())
+        },
+        getter: |c| vec![c.metrics_bind.clone()],
+    },
+    Directive {
+        name: "stats-port",
+        default: "0",
+        summary: "port serving twemproxy's stats JSON to every connection (nutcracker -s); 0 is off",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.stats_port = number("stats-port", first(a), 0, 65535)? as u16;
+            Ok(())
+        },
+        getter: |c| vec![c.stats_port.to_string()],
+    },
+    Directive {
+        name: "stats-bind",
+        default: "127.0.0.1",
+        summary: "address the twemproxy stats port listens on (nutcracker -a)",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.stats_bind = listen_ip("stats-bind", first(a))?;
+            Ok(())
+        },
+        getter: |c| vec![c.stats_bind.clone()],
+    },
 ];
 
 const KB: u64 = 1024;
@@ -635,6 +731,14 @@ fn quote_arg(arg: &str) -> String {
     }
     out.push('"');
     out
+}
+
+/// A literal IP address to listen on (the metrics and stats ports).
+fn listen_ip(name: &str, value: &str) -> Result<String, String> {
+    value
+        .parse::<std::net::IpAddr>()
+        .map(|_| value.to_string())
+        .map_err(|_| format!("{name}: '{value}' is not an IP address"))
 }
 
 /// The only argument of a one-argument directive (arity is checked first).

@@ -323,6 +323,22 @@ pub struct Config {
     pub pidfile: String,
     /// `shutdown-timeout`: seconds a SIGTERM waits for in-flight requests.
     pub shutdown_timeout_secs: u64,
+    /// `stats`: per-request accounting (command statistics, latency
+    /// histograms, the slow log).
+    pub stats: bool,
+    /// `slowlog-log-slower-than`: microseconds; negative turns the slow log
+    /// off, 0 logs every request.
+    pub slowlog_log_slower_than: i64,
+    /// `slowlog-max-len`: entries the slow log keeps.
+    pub slowlog_max_len: usize,
+    /// `metrics-port`: Prometheus endpoint port; 0 is off.
+    pub metrics_port: u16,
+    /// `metrics-bind`: the address of the Prometheus endpoint.
+    pub metrics_bind: String,
+    /// `stats-port`: twemproxy-style stats port; 0 is off.
+    pub stats_port: u16,
+    /// `stats-bind`: the address of the twemproxy-style stats port.
+    pub stats_bind: String,
 }
 
 /// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
@@ -384,6 +400,13 @@ impl Default for Config {
             daemonize: false,
             pidfile: String::new(),
             shutdown_timeout_secs: 10,
+            stats: true,
+            slowlog_log_slower_than: 10_000,
+            slowlog_max_len: 128,
+            metrics_port: 0,
+            metrics_bind: "127.0.0.1".to_string(),
+            stats_port: 0,
+            stats_bind: "127.0.0.1".to_string(),
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod ring;
 use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
+use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 use pressure::Pressure;
@@ -197,6 +198,9 @@ pub struct Session {
     /// Full name of the last command that passed the auth gate (`cmd=` of
     /// CLIENT INFO); "NULL" before the first.
     pub last_cmd: &'static str,
+    /// observe: bytes read from and written to this client.
+    pub net_in: u64,
+    pub net_out: u64,
 }
 
 impl Session {
@@ -252,6 +256,8 @@ impl Session {
             lib_name: None,
             lib_ver: None,
             last_cmd: "NULL",
+            net_in: 0,
+            net_out: 0,
         }
     }
 
@@ -284,6 +290,7 @@ impl Session {
                     // spare capacity.
                     unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
                     total += n;
+                    self.net_in += n as u64; // observe
                     if total >= budget {
                         return ReadOutcome::Budget;
                     }
@@ -298,8 +305,9 @@ impl Session {
     }
 
     /// Move what may leave now into the write queue: pushes whose barrier
-    /// has been passed, and the ready front of the ring, in order.
-    fn collect(&mut self) {
+    /// has been passed, and the ready front of the ring, in order. Each
+    /// reply leaving the ring is counted in `stats` (observe).
+    fn collect(&mut self, stats: &mut WorkerStats) {
         // Output left from the last flush: the client is not keeping up,
         // and what is queued now will wait (see `unpin`).
         let waiting = !self.out.is_empty();
@@ -314,8 +322,9 @@ impl Session {
                     self.out.push_back(unpin(p, waiting));
                 }
             }
-            match self.ring.pop_ready() {
-                Some(r) => {
+            match self.ring.pop_ready_stamped() {
+                Some((r, stamp)) => {
+                    stats.reply_left(stamp, r.first().copied().unwrap_or(0));
                     self.out_bytes += r.len();
                     // The reply-size estimate behind the dispatch window.
                     self.pressure.batch_max = self.pressure.batch_max.max(r.len());
@@ -328,8 +337,8 @@ impl Session {
 
     /// Write everything that may leave: one `writev` of up to 256 frames at
     /// a time, until nothing is left or the socket is full.
-    pub fn flush(&mut self) -> FlushOutcome {
-        self.collect();
+    pub fn flush(&mut self, stats: &mut WorkerStats) -> FlushOutcome {
+        self.collect(stats);
         while !self.out.is_empty() {
             let mut batch = IoBatch::new();
             for (i, reply) in self.out.iter().take(MAX_IOV).enumerate() {
@@ -352,6 +361,7 @@ impl Session {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FlushOutcome::Blocked,
                 Err(e) => return FlushOutcome::Error(e),
             };
+            self.net_out += written as u64; // observe
             self.consume(written);
             self.pressure.wrote |= written > 0;
             if written < wanted {

@@ -19,6 +19,7 @@
 //! The session stops dispatching (and then reading) when it is reached, so
 //! a client that pipelines without end costs a bounded amount of memory.
 
+use crate::stats::NO_STAMP;
 use bytes::Bytes;
 use std::collections::VecDeque;
 
@@ -65,6 +66,12 @@ pub struct Merge {
     pub waiting: std::collections::VecDeque<(u32, Bytes)>,
     /// Where key-by-key resends go (they follow ASK on their own).
     pub split_addr: Option<std::net::SocketAddr>,
+    /// observe: the client's request, for the slow log.
+    pub request: Bytes,
+    /// observe: a gathered answer (INFO, CLIENT LIST/KILL): every part's
+    /// raw reply is kept in `items` by part index, and this builds the
+    /// reply once the last is in.
+    pub finish: Option<Box<dyn FnOnce(Vec<Bytes>) -> Bytes>>,
 }
 
 impl Merge {
@@ -79,14 +86,27 @@ impl Merge {
             gated: Vec::new(),
             waiting: std::collections::VecDeque::new(),
             split_addr: None,
+            request: Bytes::new(),
+            finish: None,
         }
     }
+}
+
+/// One slot and (observe) its statistics stamp: the request's start time
+/// and command id (see `crate::stats`), kept in the slot's entry so reading
+/// it costs no second lookup.
+struct Entry {
+    slot: Slot,
+    stamp: u64,
 }
 
 pub struct ReplyRing {
     /// Sequence number of `slots[0]`.
     base: u64,
-    slots: VecDeque<Slot>,
+    slots: VecDeque<Entry>,
+    /// observe: the stamp the next pushed slot takes (then `NO_STAMP`
+    /// again, so a request's further slots are not counted twice).
+    pub stamp: u64,
 }
 
 impl Default for ReplyRing {
@@ -100,6 +120,7 @@ impl ReplyRing {
         ReplyRing {
             base: 0,
             slots: VecDeque::new(),
+            stamp: NO_STAMP,
         }
     }
 
@@ -129,7 +150,7 @@ impl ReplyRing {
     #[inline]
     pub fn push_pending(&mut self) -> u64 {
         let seq = self.next_seq();
-        self.slots.push_back(Slot::Pending);
+        self.push(Slot::Pending);
         seq
     }
 
@@ -137,14 +158,14 @@ impl ReplyRing {
     #[inline]
     pub fn push_ready(&mut self, reply: Bytes) -> u64 {
         let seq = self.next_seq();
-        self.slots.push_back(Slot::Ready(reply));
+        self.push(Slot::Ready(reply));
         seq
     }
 
     /// Reserve a slot that merges several parts' replies.
     pub fn push_merge(&mut self, merge: Merge) -> u64 {
         let seq = self.next_seq();
-        self.slots.push_back(Slot::Merge(Box::new(merge)));
+        self.push(Slot::Merge(Box::new(merge)));
         seq
     }
 
@@ -153,16 +174,7 @@ impl ReplyRing {
     /// that is already ready, or gone, is ignored.
     #[inline]
     pub fn fill(&mut self, seq: u64, reply: Bytes) -> bool {
-        let Some(idx) = seq.checked_sub(self.base) else {
-            return false;
-        };
-        match self.slots.get_mut(idx as usize) {
-            Some(slot @ (Slot::Pending | Slot::Merge(_))) => {
-                *slot = Slot::Ready(reply);
-                idx == 0
-            }
-            _ => false,
-        }
+        self.fill_stamped(seq, reply).0
     }
 
     /// Turn the pending slot at `seq` into a merge (a request split after
@@ -171,7 +183,7 @@ impl ReplyRing {
         let Some(idx) = seq.checked_sub(self.base) else {
             return false;
         };
-        match self.slots.get_mut(idx as usize) {
+        match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(slot @ Slot::Pending) => {
                 *slot = Slot::Merge(Box::new(merge));
                 true
@@ -183,7 +195,7 @@ impl ReplyRing {
     /// The merge state at `seq`, if that slot is still merging.
     pub fn merge_mut(&mut self, seq: u64) -> Option<&mut Merge> {
         let idx = seq.checked_sub(self.base)?;
-        match self.slots.get_mut(idx as usize) {
+        match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(Slot::Merge(m)) => Some(m),
             _ => None,
         }
@@ -191,18 +203,66 @@ impl ReplyRing {
 
     #[inline]
     pub fn front_ready(&self) -> bool {
-        matches!(self.slots.front(), Some(Slot::Ready(_)))
+        matches!(
+            self.slots.front(),
+            Some(Entry {
+                slot: Slot::Ready(_),
+                ..
+            })
+        )
     }
 
     /// Take the front reply if it is ready.
     #[inline]
     pub fn pop_ready(&mut self) -> Option<Bytes> {
+        self.pop_ready_stamped().map(|(b, _)| b)
+    }
+
+    /// Append a slot; it takes the pending stamp (observe).
+    #[inline]
+    fn push(&mut self, slot: Slot) {
+        let stamp = std::mem::replace(&mut self.stamp, NO_STAMP);
+        self.slots.push_back(Entry { slot, stamp });
+    }
+
+    /// observe: the stamp of slot `seq` (`NO_STAMP` if there is none).
+    #[inline]
+    pub fn stamp_at(&self, seq: u64) -> u64 {
+        seq.checked_sub(self.base)
+            .and_then(|i| self.slots.get(i as usize))
+            .map_or(NO_STAMP, |e| e.stamp)
+    }
+
+    /// [`fill`](Self::fill), also returning the slot's stamp (observe).
+    #[inline]
+    pub fn fill_stamped(&mut self, seq: u64, reply: Bytes) -> (bool, u64) {
+        let Some(idx) = seq.checked_sub(self.base) else {
+            return (false, NO_STAMP);
+        };
+        match self.slots.get_mut(idx as usize) {
+            Some(e) => match &mut e.slot {
+                slot @ (Slot::Pending | Slot::Merge(_)) => {
+                    *slot = Slot::Ready(reply);
+                    (idx == 0, e.stamp)
+                }
+                _ => (false, e.stamp),
+            },
+            None => (false, NO_STAMP),
+        }
+    }
+
+    /// Take the front reply, with its stamp, if it is ready.
+    #[inline]
+    pub fn pop_ready_stamped(&mut self) -> Option<(Bytes, u64)> {
         if !self.front_ready() {
             return None;
         }
         self.base += 1;
         match self.slots.pop_front() {
-            Some(Slot::Ready(b)) => Some(b),
+            Some(Entry {
+                slot: Slot::Ready(b),
+                stamp,
+            }) => Some((b, stamp)),
             _ => None,
         }
     }
@@ -219,7 +279,7 @@ impl ReplyRing {
     pub fn pending(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| !matches!(s, Slot::Ready(_)))
+            .filter(|e| !matches!(e.slot, Slot::Ready(_)))
             .count()
     }
 }
@@ -255,6 +315,27 @@ mod tests {
         assert!(!r.fill(2, b("x")), "a ready slot is not overwritten");
         assert_eq!(r.pop_ready(), Some(b("c")));
         assert_eq!(r.pop_ready(), None, "the front is pending");
+    }
+
+    #[test]
+    fn stamps_follow_their_slots() {
+        let mut r = ReplyRing::new();
+        r.stamp = 7;
+        let a = r.push_pending();
+        let second = r.push_pending(); // the same request's second slot
+        r.stamp = 9;
+        let c = r.push_ready(b("c"));
+        assert_eq!(r.stamp, NO_STAMP);
+        assert_eq!(
+            (r.stamp_at(a), r.stamp_at(second), r.stamp_at(c)),
+            (7, NO_STAMP, 9)
+        );
+        assert_eq!(r.fill_stamped(second, b("b")), (false, NO_STAMP));
+        assert_eq!(r.fill_stamped(a, b("a")), (true, 7));
+        assert_eq!(r.pop_ready_stamped(), Some((b("a"), 7)));
+        assert_eq!(r.pop_ready_stamped(), Some((b("b"), NO_STAMP)));
+        assert_eq!(r.pop_ready(), Some(b("c")));
+        assert_eq!(r.stamp_at(c), NO_STAMP, "gone");
     }
 
     #[test]

@@ -43,17 +43,26 @@ impl Worker {
         let cmd = match command::resolve(&args) {
             Ok(c) => c,
             Err(rejection) => {
+                // observe: refused before running; the error is no call.
+                let known = match rejection {
+                    command::Rejection::WrongArity(c) => Some(c),
+                    _ => None,
+                };
+                self.observe_rejected(key, known);
                 let r = rejection.reply(&args);
                 self.txn_flag(key);
                 return self.reply(key, Bytes::from(r));
             }
         };
+        // observe: the reply slot this request takes carries its start
+        // time and command (see crate::stats).
+        let stamp = self.obs.stats.stamp(cmd);
         // NOAUTH gate (requirepass); also records the command for CLIENT INFO.
-        if !self
-            .sessions
-            .get_mut(key)
-            .is_some_and(|s| admin::admit(s, cmd))
-        {
+        if !self.sessions.get_mut(key).is_some_and(|s| {
+            s.ring.stamp = stamp;
+            admin::admit(s, cmd)
+        }) {
+            self.observe_rejected(key, Some(cmd)); // observe
             return self.reply(key, Bytes::from_static(admin::ERR_NOAUTH));
         }
         // maxmemory: one compare unless a budget is set (overload.rs).
@@ -216,6 +225,12 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
+        // observe: INFO, CLIENT LIST/KILL, SLOWLOG, CONFIG RESETSTAT
+        // (worker/observe.rs: they need every worker, or the masters).
+        if self.observe_local(cx, key, cmd, args) {
+            return;
+        }
+        self.slow_local(key, args); // observe: slowlog-log-slower-than 0
         match cmd.name {
             "multi" => return self.txn_multi(key),
             "exec" => return self.txn_exec(cx, key),

@@ -200,7 +200,10 @@ impl Worker {
         for (slot, _) in &runs {
             *s.gates.entry(*slot).or_insert(0) += 1;
         }
+        merge.request = frame.clone(); // observe: slow log
+        let parts = runs.len() as u64;
         let seq = s.ring.push_merge(merge);
+        self.obs.stats.counters.fragments += parts; // observe
         let mut at = 0;
         for (part, ((slot, _), end)) in runs.into_iter().zip(ends).enumerate() {
             let req = reqs.split_to(end - at);
@@ -239,6 +242,11 @@ impl Worker {
         let Some(m) = s.ring.merge_mut(seq) else {
             return;
         };
+        // observe: a gathered answer (INFO, CLIENT LIST/KILL) keeps each
+        // part's raw reply; worker/observe.rs builds the reply.
+        if m.finish.is_some() {
+            return self.collect_part(session, seq, part, frame);
+        }
         if frame.first() == Some(&b'-') {
             m.error.get_or_insert(frame);
         } else {
@@ -279,6 +287,7 @@ impl Worker {
             return;
         }
         let gated = std::mem::take(&mut m.gated);
+        let request = std::mem::take(&mut m.request); // observe: slow log
         let reply = if let Some(e) = m.error.take() {
             e
         } else {
@@ -296,7 +305,7 @@ impl Worker {
                 }
             }
         };
-        self.deliver(session, seq, reply);
+        self.deliver(session, seq, reply, &request);
         if !gated.is_empty() {
             self.release_gates(session, &gated);
         }
@@ -337,7 +346,10 @@ impl Worker {
             return;
         };
         let proto = s.proto;
-        let seq = s.ring.push_merge(Merge::new(fold, masters as u32));
+        let mut merge = Merge::new(fold, masters as u32);
+        merge.request = req.clone(); // observe: slow log
+        let seq = s.ring.push_merge(merge);
+        self.obs.stats.counters.fragments += masters as u64; // observe
         for shard in 0..masters {
             let out = Outgoing {
                 seq: Some(seq),

@@ -30,6 +30,7 @@
 mod blocking;
 mod dispatch;
 mod fanout;
+mod observe;
 mod overload;
 mod pubsub;
 mod retry;
@@ -164,6 +165,8 @@ pub struct Worker {
     tick_armed: bool,
     /// Output limits, dispatch windows, the memory budget (overload.rs).
     overload: overload::OverloadState,
+    /// observe: statistics, published snapshots, cross-worker questions.
+    obs: observe::Observe,
 }
 
 impl Worker {
@@ -210,6 +213,7 @@ impl Worker {
             stop: false,
             tick_armed: false,
             overload: overload::OverloadState::new(cfg),
+            obs: observe::Observe::new(&shared),
             shared,
         }
     }
@@ -251,6 +255,7 @@ impl Worker {
         };
         let _ = cx.registry.deregister(&mut s.stream);
         self.unaccount(s.pressure.accounted);
+        self.obs.session_closed(&s); // observe
         self.shared.workers[self.id]
             .sessions
             .fetch_sub(1, Ordering::Relaxed);
@@ -276,11 +281,17 @@ impl Worker {
     }
 
     /// Queue a reply for `session` at `seq` (dropped if the session is
-    /// gone or the slot was already answered).
+    /// gone or the slot was already answered). `req` is the request, for
+    /// the slow log (empty: not logged).
     #[inline]
-    fn deliver(&mut self, session: Key, seq: u64, frame: Bytes) {
+    fn deliver(&mut self, session: Key, seq: u64, frame: Bytes, req: &[u8]) {
         if let Some(s) = self.sessions.get_mut(session) {
-            if s.ring.fill(seq, frame) && !s.dirty {
+            // observe: a request that took long enough enters the slow log.
+            let (front, stamp) = s.ring.fill_stamped(seq, frame);
+            if !req.is_empty() && self.obs.stats.is_slow(stamp) {
+                observe::log_slow(&self.shared, self.id, &mut self.obs.stats, s, stamp, req);
+            }
+            if front && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
@@ -366,10 +377,12 @@ impl Worker {
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
+                    self.obs.stats.counters.evicted_qbuf += 1; // observe
                     self.query_limit_close(cx, key);
                     return;
                 }
                 ReadOutcome::Error(e) => {
+                    self.obs.stats.counters.client_err += 1; // observe
                     log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
                     self.close_session(cx, key);
                     return;
@@ -475,9 +488,10 @@ impl Worker {
                 continue;
             };
             s.dirty = false;
-            match s.flush() {
+            match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {
+                    self.obs.stats.counters.client_err += 1; // observe
                     log::debug!(target: "mithril::worker", "client {} write error: {e}", s.id);
                     self.close_session(cx, key);
                     continue;
@@ -630,6 +644,7 @@ impl Worker {
 
     /// Answer an outgoing request that could not be sent.
     fn fail_outgoing(&mut self, cx: &mut Context<'_, Timer>, out: Outgoing, err: Bytes) {
+        self.obs.stats.counters.forward_errors += 1; // observe
         match out.seq {
             Some(seq) => {
                 let f = InFlight {
@@ -750,12 +765,20 @@ impl Worker {
         let io = b.read(BACKEND_READ_BUDGET, b.hup);
         let via = b.addr;
         let role = b.role;
+        let replies_before = b.replies; // observe
         loop {
             let Some(b) = self.backends.get_mut(key) else {
                 return;
             };
             match b.next_reply() {
-                Read::Empty => break,
+                Read::Empty => {
+                    // observe: this read's replies stop their round-trip clock.
+                    if role == Role::Shared {
+                        let n = b.replies - replies_before;
+                        b.obs.clock.answered(n, self.obs.stats.now_us);
+                    }
+                    break;
+                }
                 Read::Push(frame) => {
                     if let Role::Pubsub(owner) = role {
                         if let Some(why) = self.pubsub_frame(owner, frame) {
@@ -842,14 +865,15 @@ impl Worker {
     /// A request's final reply (or the error replacing it).
     fn complete(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
         match f.purpose {
-            Purpose::Client | Purpose::Txn => self.deliver(f.session, f.seq, frame),
+            Purpose::Client => self.deliver(f.session, f.seq, frame, &f.req),
+            Purpose::Txn => self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME),
             Purpose::Part(part) => self.fold_part(cx, f.session, f.seq, part, frame),
             Purpose::Scan(index) => {
                 let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
-                self.deliver(f.session, f.seq, frame);
+                self.deliver(f.session, f.seq, frame, &f.req);
             }
             Purpose::Blocking => {
-                self.deliver(f.session, f.seq, frame);
+                self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
             }
             Purpose::Asking | Purpose::Init => {}
@@ -867,12 +891,14 @@ impl Worker {
         };
         let (addr, asking) = match r {
             Redirect::Moved { slot, addr } => {
+                self.obs.stats.counters.moved += 1; // observe
                 log::debug!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
                 self.shared.topology.request_refresh();
                 self.pools.set_override(slot, addr);
                 (addr, false)
             }
             Redirect::Ask { slot, addr } => {
+                self.obs.stats.counters.ask += 1; // observe
                 log::debug!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
                 (addr, true)
             }
@@ -890,6 +916,7 @@ impl Worker {
     fn drop_backend(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         if let Some(mut b) = self.backends.remove(key) {
             let _ = cx.registry.deregister(b.stream_mut());
+            self.obs.retire_backend(&b); // observe
             if b.role == Role::Lease {
                 self.shared.lease_closed(b.addr);
             }
@@ -902,6 +929,7 @@ impl Worker {
             return;
         };
         let _ = cx.registry.deregister(b.stream_mut());
+        self.obs.retire_backend(&b); // observe
         let addr = b.addr;
         if b.state == State::Connecting && b.pool != usize::MAX {
             self.pools.mark_failed(b.pool, cx.now, reason.to_string());
@@ -914,7 +942,9 @@ impl Worker {
             log::debug!(target: "mithril::worker", "worker {}: idle lease to {addr} closed: {reason}", self.id);
             return;
         }
-        log::warn!(target: "mithril::worker", "worker {}: connection to {addr} failed: {reason}", self.id);
+        // observe: counted per node; the warning is sampled per node.
+        self.obs
+            .backend_failed(self.id, addr, reason, b.in_flight(), cx.now);
         self.shared.topology.request_refresh();
         if let Role::Pubsub(owner) = b.role {
             // A subscriber that lost its connection lost its
@@ -948,7 +978,14 @@ impl Worker {
             if b.state != State::Connected {
                 continue;
             }
-            if let Err(e) = b.flush() {
+            let awaiting = b.awaiting(); // observe
+            let written = b.flush();
+            // observe: requests written now start their round-trip clock.
+            if b.role == Role::Shared {
+                let sent = b.awaiting().saturating_sub(awaiting);
+                b.obs.clock.sent(sent, self.obs.stats.now_us);
+            }
+            if let Err(e) = written {
                 self.backend_failed(cx, key, &e.to_string());
             }
         }
@@ -1014,6 +1051,7 @@ impl Worker {
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
         self.overload_tick(cx);
+        self.observe_tick(); // observe: publish the statistics
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {
                 self.stop = true;
@@ -1026,6 +1064,7 @@ impl Handler for Worker {
     type Timer = Timer;
 
     fn on_event(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key, event: &Event) {
+        self.obs.stats.set_now(cx.now); // observe: the turn's clock
         match kind {
             SESSION => {
                 if event.is_writable() {
@@ -1046,6 +1085,7 @@ impl Handler for Worker {
     }
 
     fn on_fabric(&mut self, cx: &mut Context<'_, Timer>) {
+        self.obs.stats.set_now(cx.now); // observe: the turn's clock
         if !self.tick_armed {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);
@@ -1055,6 +1095,7 @@ impl Handler for Worker {
             match msg {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
                 WorkerMsg::Shutdown => self.begin_drain(cx),
+                other => self.observe_msg(cx, other), // observe
             }
         }
         if !self.ready_backends.is_empty() {

@@ -296,7 +296,7 @@ impl Worker {
                 // Best effort; a full socket just loses it.
                 s.rbuf.clear();
                 s.ring.push_ready(Bytes::from_static(ERR_QUERY_LIMIT));
-                let _ = s.flush();
+                let _ = s.flush(&mut self.obs.stats);
             }
             self.log_sampled(cx.now, &line);
         }

@@ -181,6 +181,12 @@ impl Worker {
         // CLUSTERDOWN is waited out like TRYAGAIN, but splitting a request
         // key by key cannot help with it.
         let down = frame.starts_with(b"-CLUSTERDOWN");
+        // observe
+        if down {
+            self.obs.stats.counters.clusterdown += 1;
+        } else {
+            self.obs.stats.counters.tryagain += 1;
+        }
         match f.purpose {
             Purpose::Part(_) => {
                 // Its fan-out gates the slot already.
@@ -278,6 +284,7 @@ impl Worker {
         if reqs.is_empty() {
             return false;
         }
+        self.obs.stats.counters.splits += 1; // observe
         let Some(s) = self.sessions.get_mut(f.session) else {
             return true;
         };
@@ -317,7 +324,9 @@ impl Worker {
         if reqs.is_empty() {
             return false;
         }
+        self.obs.stats.counters.splits += 1; // observe
         let mut m = Merge::new(fold_of(kind), reqs.len() as u32);
+        m.request = f.req.clone(); // observe: slow log
         if m.fold == Fold::Items {
             m.items = vec![Bytes::new(); reqs.len()];
         }

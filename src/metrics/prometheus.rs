@@ -1,0 +1,465 @@
+//! The Prometheus text exposition format (version 0.0.4) of the proxy's
+//! counters, gauges and per-command latency histograms.
+//!
+//! Every family has its `# HELP` and `# TYPE` lines; names carry the
+//! `mithril_` prefix; counters end in `_total`; durations are in seconds.
+//! Histogram buckets sit at `(2^k - 1)` µs for k = 4..=25 (15 µs to 33.5 s):
+//! those bounds fall exactly on the edges of the workers' log-linear
+//! buckets, so every count is exact, not interpolated.
+//!
+//! Never: block, or allocate more than the text it returns.
+
+use crate::shared::Shared;
+use crate::stats::{self, Totals};
+use crate::topology::Role;
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Powers of two bounding the histogram buckets: `le` = (2^k - 1) µs.
+const LE_POWERS: std::ops::RangeInclusive<u32> = 4..=25;
+
+struct Out {
+    text: String,
+}
+
+impl Out {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = write!(
+            self.text,
+            "# HELP mithril_{name} {help}\n# TYPE mithril_{name} {kind}\n"
+        );
+    }
+
+    fn value(&mut self, name: &str, labels: &str, v: impl std::fmt::Display) {
+        if labels.is_empty() {
+            let _ = writeln!(self.text, "mithril_{name} {v}");
+        } else {
+            let _ = writeln!(self.text, "mithril_{name}{{{labels}}} {v}");
+        }
+    }
+
+    fn single(&mut self, name: &str, kind: &str, help: &str, v: impl std::fmt::Display) {
+        self.family(name, kind, help);
+        self.value(name, "", v);
+    }
+}
+
+/// Seconds from microseconds, as Prometheus wants durations.
+fn secs(us: u64) -> String {
+    format!("{}", us as f64 / 1e6)
+}
+
+/// The whole exposition.
+pub fn render(shared: &Shared) -> String {
+    let snaps = shared.stats.load_all();
+    let t = stats::totals(&snaps);
+    let mut o = Out {
+        text: String::with_capacity(8192 + t.cmds.len() * 2048),
+    };
+    process(&mut o, shared, &t);
+    commands(&mut o, &t);
+    backends(&mut o, shared, &t);
+    o.text
+}
+
+fn process(o: &mut Out, shared: &Shared, t: &Totals) {
+    let k = &t.counters;
+    o.single(
+        "uptime_seconds",
+        "gauge",
+        "Seconds since the proxy started.",
+        shared.started.elapsed().as_secs(),
+    );
+    o.single("threads", "gauge", "Worker threads.", shared.config.threads);
+    o.single(
+        "connected_clients",
+        "gauge",
+        "Client connections open.",
+        shared.clients.load(Ordering::Relaxed),
+    );
+    o.single(
+        "max_clients",
+        "gauge",
+        "The maxclients setting.",
+        shared.config.maxclients,
+    );
+    o.single(
+        "blocked_clients",
+        "gauge",
+        "Clients waiting on a blocking command.",
+        t.clients.blocked,
+    );
+    o.single(
+        "pubsub_clients",
+        "gauge",
+        "Clients with subscriptions.",
+        t.clients.pubsub,
+    );
+    o.single(
+        "connections_received_total",
+        "counter",
+        "Client connections accepted.",
+        shared.total_connections.load(Ordering::Relaxed),
+    );
+    o.single(
+        "rejected_connections_total",
+        "counter",
+        "Client connections refused (maxclients).",
+        shared.rejected_connections.load(Ordering::Relaxed),
+    );
+    o.family(
+        "evicted_clients_total",
+        "counter",
+        "Clients disconnected for passing a limit.",
+    );
+    o.value(
+        "evicted_clients_total",
+        "limit=\"query_buffer\"",
+        k.evicted_qbuf,
+    );
+    o.single(
+        "client_errors_total",
+        "counter",
+        "Client connections ended by a read or write error.",
+        k.client_err,
+    );
+    o.single(
+        "commands_processed_total",
+        "counter",
+        "Requests read from clients.",
+        t.commands,
+    );
+    o.single(
+        "instantaneous_ops_per_second",
+        "gauge",
+        "Requests per second over about the last second.",
+        format!("{:.2}", t.ops_per_sec),
+    );
+    o.single(
+        "net_input_bytes_total",
+        "counter",
+        "Bytes read from clients.",
+        t.net_in,
+    );
+    o.single(
+        "net_output_bytes_total",
+        "counter",
+        "Bytes written to clients.",
+        t.net_out,
+    );
+    o.single(
+        "client_query_buffer_bytes",
+        "gauge",
+        "Bytes read from clients and not yet dispatched.",
+        t.clients.qbuf,
+    );
+    o.single(
+        "client_output_buffer_bytes",
+        "gauge",
+        "Reply bytes queued to clients and not yet written.",
+        t.clients.out,
+    );
+    o.single(
+        "replies_outstanding",
+        "gauge",
+        "Requests dispatched whose replies have not been written.",
+        t.clients.outstanding,
+    );
+    o.single(
+        "memory_rss_bytes",
+        "gauge",
+        "Resident set size of the process.",
+        crate::admin::info::rss_bytes(),
+    );
+    o.family("redirects_total", "counter", "Redirects followed, by kind.");
+    o.value("redirects_total", "kind=\"moved\"", k.moved);
+    o.value("redirects_total", "kind=\"ask\"", k.ask);
+    o.family(
+        "retries_total",
+        "counter",
+        "Requests waited and resent after a node's TRYAGAIN or CLUSTERDOWN.",
+    );
+    o.value("retries_total", "kind=\"tryagain\"", k.tryagain);
+    o.value("retries_total", "kind=\"clusterdown\"", k.clusterdown);
+    o.single(
+        "key_splits_total",
+        "counter",
+        "Requests resent key by key after TRYAGAIN outlasted the waits.",
+        k.splits,
+    );
+    o.single(
+        "fanout_parts_total",
+        "counter",
+        "Parts sent for multi-key and cluster-wide requests.",
+        k.fragments,
+    );
+    o.single(
+        "rejected_commands_total",
+        "counter",
+        "Requests refused before running (unknown, arity, NOAUTH).",
+        k.rejected,
+    );
+    o.single(
+        "backend_errors_total",
+        "counter",
+        "Node connections lost (all causes).",
+        k.backend_errors,
+    );
+    o.single(
+        "backend_timeouts_total",
+        "counter",
+        "Node connections dropped by backend-timeout.",
+        k.backend_timeouts,
+    );
+    o.single(
+        "forward_errors_total",
+        "counter",
+        "Requests answered with an error because their node was unreachable.",
+        k.forward_errors,
+    );
+    o.single(
+        "slowlog_entries_total",
+        "counter",
+        "Slow log entries written.",
+        k.slow_entries,
+    );
+    o.single(
+        "slowlog_length",
+        "gauge",
+        "Slow log entries kept.",
+        shared.stats.slowlog.len(),
+    );
+    let topo = shared.topology.load();
+    let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
+    o.single(
+        "topology_epoch",
+        "gauge",
+        "Epoch of the slot map in use.",
+        topo.epoch,
+    );
+    o.single(
+        "cluster_masters",
+        "gauge",
+        "Masters in the slot map.",
+        topo.shards.len(),
+    );
+    o.single(
+        "cluster_replicas",
+        "gauge",
+        "Replicas in the slot map.",
+        replicas,
+    );
+    o.single(
+        "cluster_slots_served",
+        "gauge",
+        "Slots some master serves.",
+        topo.covered_slots(),
+    );
+    let last = shared.topology.last_ok_ms();
+    let now_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    o.single(
+        "topology_last_refresh_timestamp_seconds",
+        "gauge",
+        "Unix time of the last successful slot-map fetch (0: never).",
+        last as f64 / 1000.0,
+    );
+    o.single(
+        "topology_refresh_age_seconds",
+        "gauge",
+        "Seconds since the last successful slot-map fetch.",
+        if last == 0 {
+            0.0
+        } else {
+            now_ms.saturating_sub(last) as f64 / 1000.0
+        },
+    );
+}
+
+fn commands(o: &mut Out, t: &Totals) {
+    let named: Vec<(&str, &stats::CmdSnap)> = t
+        .cmds
+        .iter()
+        .filter_map(|c| Some((c.command()?.name, c)))
+        .collect();
+    o.family("commands_total", "counter", "Calls per command.");
+    for (name, c) in &named {
+        o.value("commands_total", &format!("cmd=\"{name}\""), c.calls);
+    }
+    o.family(
+        "commands_failed_total",
+        "counter",
+        "Calls answered with an error, per command.",
+    );
+    for (name, c) in &named {
+        o.value(
+            "commands_failed_total",
+            &format!("cmd=\"{name}\""),
+            c.failed,
+        );
+    }
+    o.family(
+        "commands_rejected_total",
+        "counter",
+        "Requests refused before running, per command.",
+    );
+    for (name, c) in &named {
+        o.value(
+            "commands_rejected_total",
+            &format!("cmd=\"{name}\""),
+            c.rejected,
+        );
+    }
+    o.family(
+        "command_duration_seconds",
+        "histogram",
+        "Time through the proxy, from the turn a request was read to the turn its reply was queued to the client.",
+    );
+    for (name, c) in &named {
+        let Some(h) = &c.hist else { continue };
+        for k in LE_POWERS {
+            let bound = (1u64 << k) - 1;
+            o.value(
+                "command_duration_seconds_bucket",
+                &format!("cmd=\"{name}\",le=\"{}\"", secs(bound)),
+                h.count_at_most(bound),
+            );
+        }
+        o.value(
+            "command_duration_seconds_bucket",
+            &format!("cmd=\"{name}\",le=\"+Inf\""),
+            h.count(),
+        );
+        o.value(
+            "command_duration_seconds_sum",
+            &format!("cmd=\"{name}\""),
+            secs(c.usec),
+        );
+        o.value(
+            "command_duration_seconds_count",
+            &format!("cmd=\"{name}\""),
+            h.count(),
+        );
+    }
+}
+
+fn backends(o: &mut Out, shared: &Shared, t: &Totals) {
+    let topo = shared.topology.load();
+    let label = |n: &stats::NodeSnap| {
+        let role = match topo.node_by_addr(n.addr).map(|x| x.role) {
+            Some(Role::Master) => "master",
+            Some(Role::Replica) => "replica",
+            None => "unknown",
+        };
+        format!("addr=\"{}\",role=\"{role}\"", n.addr)
+    };
+    type Field = fn(&stats::NodeSnap) -> f64;
+    let families: [(&str, &str, &str, Field); 13] = [
+        (
+            "backend_connections",
+            "gauge",
+            "Open connections to the node.",
+            |n| n.connections as f64,
+        ),
+        (
+            "backend_in_flight",
+            "gauge",
+            "Requests queued on the node or awaiting its reply.",
+            |n| n.in_flight as f64,
+        ),
+        (
+            "backend_down",
+            "gauge",
+            "1 while connecting to the node backs off.",
+            |n| u8::from(n.down) as f64,
+        ),
+        (
+            "backend_requests_total",
+            "counter",
+            "Requests sent to the node.",
+            |n| n.totals.requests as f64,
+        ),
+        (
+            "backend_responses_total",
+            "counter",
+            "Replies from the node.",
+            |n| n.totals.responses as f64,
+        ),
+        (
+            "backend_request_bytes_total",
+            "counter",
+            "Bytes written to the node.",
+            |n| n.totals.bytes_out as f64,
+        ),
+        (
+            "backend_response_bytes_total",
+            "counter",
+            "Bytes read from the node.",
+            |n| n.totals.bytes_in as f64,
+        ),
+        (
+            "backend_errors_total",
+            "counter",
+            "Connections to the node lost.",
+            |n| n.totals.errors as f64,
+        ),
+        (
+            "backend_timeouts_total",
+            "counter",
+            "Connections to the node dropped by backend-timeout.",
+            |n| n.totals.timeouts as f64,
+        ),
+        (
+            "backend_eof_total",
+            "counter",
+            "Connections the node closed.",
+            |n| n.totals.eof as f64,
+        ),
+        (
+            "backend_reconnects_total",
+            "counter",
+            "Connections made again after the node had failed.",
+            |n| n.reconnects as f64,
+        ),
+        (
+            "backend_round_trip_seconds_total",
+            "counter",
+            "Sum of request round trips to the node (written to answered).",
+            |n| n.totals.rtt_sum_us as f64 / 1e6,
+        ),
+        (
+            "backend_round_trips_total",
+            "counter",
+            "Request round trips measured.",
+            |n| n.totals.rtt_count as f64,
+        ),
+    ];
+    for (name, kind, help, f) in families {
+        o.family(name, kind, help);
+        for n in &t.nodes {
+            o.value(name, &label(n), f(n));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_bounds_are_exact() {
+        let mut h = crate::stats::hist::Hist::new();
+        for v in [15, 16, 31, 32, 1023, 1024, 40_000] {
+            h.record(v);
+        }
+        assert_eq!(h.count_at_most((1 << 4) - 1), 1);
+        assert_eq!(h.count_at_most((1 << 5) - 1), 3);
+        assert_eq!(h.count_at_most((1 << 10) - 1), 5);
+        assert_eq!(h.count_at_most((1 << 16) - 1), 7);
+        assert_eq!(secs(15), "0.000015");
+        assert_eq!(secs(1_500_000), "1.5");
+    }
+}

@@ -1,0 +1,60 @@
+//! Questions one worker asks all the others, and their answers, for the
+//! commands whose answer spans every worker: CLIENT LIST and CLIENT KILL
+//! (each worker owns its sessions), and INFO / CONFIG RESETSTAT (each
+//! worker publishes or clears its own counters first).
+//!
+//! ```text
+//!  asking worker                                  every other worker
+//!   ring slot = merge of N parts ── Ask ──► fabric ──► its own part
+//!   own part folded at once                            │
+//!   last part folded ─► reply ◄── fabric ◄── Answer ───┘
+//! ```
+//!
+//! The asking session's ring slot stays pending until every part is in,
+//! so replies keep their order. Bounds: a worker has at most
+//! [`MAX_ASKS_IN_FLIGHT`] questions out at once (more get an error at
+//! once); a question the peer's full mailbox refuses counts as an error
+//! part; an answer the asker's full mailbox refuses waits in the peer's
+//! outbox (bounded by the askers' limits) and is retried every tick.
+
+use crate::admin::client::{KillFilter, ListFilter};
+use bytes::Bytes;
+use reactor::Key;
+use std::sync::Arc;
+
+/// Questions out at once per asking worker.
+pub const MAX_ASKS_IN_FLIGHT: usize = 1024;
+
+/// The reply when that bound is reached.
+pub const ERR_BUSY: &[u8] =
+    b"-ERR mithril: too many cross-worker requests in progress, try again\r\n";
+/// The part of a worker whose mailbox was full.
+pub const ERR_PEER_BUSY: &[u8] = b"-ERR mithril: a worker's mailbox is full, try again\r\n";
+
+pub enum Ask {
+    /// Publish a fresh snapshot (INFO reads them next).
+    Publish,
+    /// Forget every counter, then publish (CONFIG RESETSTAT).
+    Reset,
+    /// CLIENT LIST lines of the matching sessions.
+    List(ListFilter),
+    /// Close the matching sessions; answer how many.
+    Kill(KillFilter),
+}
+
+/// A question, from worker `from` about its session's ring slot `seq`.
+pub struct AskMsg {
+    pub from: usize,
+    pub session: Key,
+    pub seq: u64,
+    pub part: u32,
+    pub ask: Arc<Ask>,
+}
+
+/// One part of the answer, back to the asking worker.
+pub struct AnswerMsg {
+    pub session: Key,
+    pub seq: u64,
+    pub part: u32,
+    pub frame: Bytes,
+}

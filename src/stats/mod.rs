@@ -1,0 +1,746 @@
+//! Statistics: what each worker counts, how the counts leave the worker,
+//! and how readers (INFO, SLOWLOG, the metrics endpoints) put them
+//! together.
+//!
+//! ```text
+//!  worker thread (plain integers, no lock, no atomic per request)
+//!    dispatch ── stamp = start µs << 16 | command id ──► ring slot
+//!    reply leaves the ring ── WorkerStats::reply_left(stamp) ── calls, µs,
+//!                                                                failed, histogram
+//!    reply reaches the proxy ── is_slow(stamp)? ──► SlowLogs (its own mutex)
+//!    every tick (100 ms) and when asked ── Snapshot ──► Hub::snapshots[worker]
+//!                                                      (ArcSwap, published whole)
+//!  readers (INFO on any worker, the metrics thread)
+//!    load every worker's latest Snapshot, add them up
+//! ```
+//!
+//! A request's start is the loop turn that read it (the turn's clock,
+//! `cx.now`, read once per turn); its end is the turn its reply was queued
+//! to the client. Both are microseconds since the process started, kept
+//! with the command's dense id in one `u64` per reply slot (the *stamp*).
+//!
+//! Invariants: a worker's counters are written by that worker only; other
+//! threads see them only through published snapshots, which are immutable.
+//! A snapshot is at most one tick old, and INFO asks every worker to
+//! publish first (see `worker::observe`), so INFO is exact.
+//!
+//! Never: take a lock or touch an atomic on the per-request path; allocate
+//! there except the first time a command is seen (its histogram).
+
+pub mod cmdid;
+pub mod gather;
+pub mod hist;
+pub mod sample;
+pub mod slowlog;
+
+use crate::command::Command;
+use arc_swap::ArcSwap;
+use hist::Hist;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A stamp that counts nothing (no command id).
+pub const NO_STAMP: u64 = cmdid::NONE as u64;
+
+/// The command id in a stamp.
+#[inline]
+pub fn stamp_cmd(stamp: u64) -> u16 {
+    (stamp & 0xFFFF) as u16
+}
+
+/// The start (µs since the process started) in a stamp.
+#[inline]
+pub fn stamp_start(stamp: u64) -> u64 {
+    stamp >> 16
+}
+
+/// Per-command counters of one worker.
+#[derive(Default)]
+struct CmdStats {
+    calls: u64,
+    usec: u64,
+    rejected: u64,
+    failed: u64,
+    hist: Option<Box<Hist>>,
+    /// What the last snapshot published for this command, reused while
+    /// nothing changed.
+    published: Option<Arc<CmdSnap>>,
+}
+
+/// Counters of events that are not per request, or cheap enough to count
+/// where they happen. Summed over workers by readers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Client connections that ended with the client's EOF, and with a
+    /// read or write error.
+    pub client_eof: u64,
+    pub client_err: u64,
+    /// Clients closed for passing a limit (`query-buffer-limit`).
+    pub evicted_qbuf: u64,
+    /// Redirects followed.
+    pub moved: u64,
+    pub ask: u64,
+    /// Waits scheduled after TRYAGAIN, and after CLUSTERDOWN.
+    pub tryagain: u64,
+    pub clusterdown: u64,
+    /// Requests (or fan-out parts) re-sent key by key after TRYAGAIN.
+    pub splits: u64,
+    /// Parts sent for fanned-out and cluster-wide requests.
+    pub fragments: u64,
+    /// Requests refused before running (unknown command, arity, NOAUTH).
+    pub rejected: u64,
+    /// Backend connections lost with requests on them (any cause).
+    pub backend_errors: u64,
+    /// Of those, by `backend-timeout`.
+    pub backend_timeouts: u64,
+    /// Requests answered with the proxy's own error because their node
+    /// could not be reached or its connection was lost.
+    pub forward_errors: u64,
+    /// Slow log entries written.
+    pub slow_entries: u64,
+    /// Slow requests not logged: the worker's budget for this tick was
+    /// spent (see `WorkerStats::slow_budget`).
+    pub slow_skipped: u64,
+}
+
+/// Per-node totals of one worker, kept across reconnections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeTotals {
+    pub requests: u64,
+    pub responses: u64,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    /// Sum and count of request round trips (written → answered).
+    pub rtt_sum_us: u64,
+    pub rtt_count: u64,
+    pub errors: u64,
+    pub timeouts: u64,
+    /// Of the errors: the node closed the connection.
+    pub eof: u64,
+}
+
+impl NodeTotals {
+    fn add(&mut self, o: &NodeTotals) {
+        self.requests += o.requests;
+        self.responses += o.responses;
+        self.bytes_out += o.bytes_out;
+        self.bytes_in += o.bytes_in;
+        self.rtt_sum_us += o.rtt_sum_us;
+        self.rtt_count += o.rtt_count;
+        self.errors += o.errors;
+        self.timeouts += o.timeouts;
+        self.eof += o.eof;
+    }
+}
+
+/// Round-trip clock of one backend connection: requests written in the
+/// same turn form one batch; a reply closes the oldest batch's next
+/// request. Work is per write and per read, not per request.
+#[derive(Debug, Default)]
+pub struct BatchClock {
+    /// (µs when written, requests of that write not answered yet).
+    batches: VecDeque<(u64, u32)>,
+    pub sum_us: u64,
+    pub count: u64,
+}
+
+impl BatchClock {
+    /// `n` more requests were written at `now_us`.
+    #[inline]
+    pub fn sent(&mut self, n: usize, now_us: u64) {
+        if n == 0 {
+            return;
+        }
+        let n = u32::try_from(n).unwrap_or(u32::MAX);
+        match self.batches.back_mut() {
+            Some(b) if b.0 == now_us => b.1 = b.1.saturating_add(n),
+            _ => self.batches.push_back((now_us, n)),
+        }
+    }
+
+    /// `n` replies arrived at `now_us`.
+    #[inline]
+    pub fn answered(&mut self, mut n: u64, now_us: u64) {
+        while n > 0 {
+            let Some(front) = self.batches.front_mut() else {
+                return;
+            };
+            let k = n.min(u64::from(front.1));
+            self.sum_us += k * now_us.saturating_sub(front.0);
+            self.count += k;
+            front.1 -= k as u32;
+            n -= k;
+            if front.1 == 0 {
+                self.batches.pop_front();
+            }
+        }
+    }
+}
+
+/// What a backend connection counts (a field of `Backend`).
+#[derive(Debug, Default)]
+pub struct BackendObs {
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub clock: BatchClock,
+}
+
+/// One command's published figures.
+#[derive(Clone, Debug)]
+pub struct CmdSnap {
+    pub id: u16,
+    pub calls: u64,
+    pub usec: u64,
+    pub rejected: u64,
+    pub failed: u64,
+    pub hist: Option<Hist>,
+}
+
+impl CmdSnap {
+    pub fn command(&self) -> Option<&'static Command> {
+        cmdid::command(self.id)
+    }
+}
+
+/// One node as a worker sees it.
+#[derive(Clone, Debug)]
+pub struct NodeSnap {
+    pub addr: SocketAddr,
+    /// Live connections (pooled, leased, subscriber).
+    pub connections: u64,
+    /// Requests queued or awaiting a reply.
+    pub in_flight: u64,
+    /// Requests not yet written.
+    pub unsent: u64,
+    /// Connects after a failure (the pool came back).
+    pub reconnects: u64,
+    /// The pool is backing off after failed connects.
+    pub down: bool,
+    pub totals: NodeTotals,
+}
+
+/// The clients of one worker at snapshot time.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClientsSnap {
+    pub connected: u64,
+    pub blocked: u64,
+    pub pubsub: u64,
+    pub qbuf: u64,
+    pub qbuf_max: u64,
+    pub out: u64,
+    pub out_max: u64,
+    /// Replies dispatched and not written yet, over all clients.
+    pub outstanding: u64,
+}
+
+/// A (time, commands, bytes in, bytes out) sample for rates.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub at: Instant,
+    pub commands: u64,
+    pub net_in: u64,
+    pub net_out: u64,
+}
+
+/// Everything one worker publishes.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub worker: usize,
+    pub now: Sample,
+    /// The sample closest to one second before `now` (for rates).
+    pub before: Sample,
+    pub counters: Counters,
+    pub clients: ClientsSnap,
+    pub cmds: Vec<Arc<CmdSnap>>,
+    pub nodes: Vec<NodeSnap>,
+}
+
+impl Snapshot {
+    pub fn empty(worker: usize, at: Instant) -> Snapshot {
+        let s = Sample {
+            at,
+            commands: 0,
+            net_in: 0,
+            net_out: 0,
+        };
+        Snapshot {
+            worker,
+            now: s,
+            before: s,
+            counters: Counters::default(),
+            clients: ClientsSnap::default(),
+            cmds: Vec::new(),
+            nodes: Vec::new(),
+        }
+    }
+}
+
+/// The statistics side of `Shared`: every worker's latest snapshot, the
+/// slow logs, and the settings workers read once at start.
+pub struct Hub {
+    pub snapshots: Vec<ArcSwap<Snapshot>>,
+    pub slowlog: slowlog::SlowLogs,
+    /// `stats yes`: per-request accounting is on.
+    pub enabled: bool,
+    /// `slowlog-log-slower-than` in µs; `u64::MAX` when off.
+    pub slow_threshold_us: u64,
+    /// The zero of every stamp.
+    pub base: Instant,
+}
+
+impl Hub {
+    pub fn new(workers: usize, cfg: &crate::config::Config, base: Instant) -> Hub {
+        Hub {
+            snapshots: (0..workers)
+                .map(|w| ArcSwap::from_pointee(Snapshot::empty(w, base)))
+                .collect(),
+            slowlog: slowlog::SlowLogs::new(workers, cfg.slowlog_max_len),
+            enabled: cfg.stats,
+            slow_threshold_us: u64::try_from(cfg.slowlog_log_slower_than).unwrap_or(u64::MAX),
+            base,
+        }
+    }
+
+    /// Every worker's latest snapshot.
+    pub fn load_all(&self) -> Vec<Arc<Snapshot>> {
+        self.snapshots.iter().map(|s| s.load_full()).collect()
+    }
+}
+
+/// Sums over a set of snapshots.
+pub struct Totals {
+    pub commands: u64,
+    pub counters: Counters,
+    pub clients: ClientsSnap,
+    pub net_in: u64,
+    pub net_out: u64,
+    /// Per second over about the last second.
+    pub ops_per_sec: f64,
+    pub in_kbps: f64,
+    pub out_kbps: f64,
+    /// By command id, merged.
+    pub cmds: Vec<CmdSnap>,
+    /// By node address, merged, sorted by address.
+    pub nodes: Vec<NodeSnap>,
+}
+
+/// Add up the workers' snapshots.
+pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
+    let mut t = Totals {
+        commands: 0,
+        counters: Counters::default(),
+        clients: ClientsSnap::default(),
+        net_in: 0,
+        net_out: 0,
+        ops_per_sec: 0.0,
+        in_kbps: 0.0,
+        out_kbps: 0.0,
+        cmds: Vec::new(),
+        nodes: Vec::new(),
+    };
+    let mut cmds: HashMap<u16, CmdSnap> = HashMap::new();
+    let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
+    for s in snaps {
+        t.commands += s.now.commands;
+        t.net_in += s.now.net_in;
+        t.net_out += s.now.net_out;
+        let secs = s
+            .now
+            .at
+            .saturating_duration_since(s.before.at)
+            .as_secs_f64();
+        if secs > 0.0 {
+            t.ops_per_sec += s.now.commands.saturating_sub(s.before.commands) as f64 / secs;
+            t.in_kbps += s.now.net_in.saturating_sub(s.before.net_in) as f64 / secs / 1024.0;
+            t.out_kbps += s.now.net_out.saturating_sub(s.before.net_out) as f64 / secs / 1024.0;
+        }
+        add_counters(&mut t.counters, &s.counters);
+        let c = &mut t.clients;
+        c.connected += s.clients.connected;
+        c.blocked += s.clients.blocked;
+        c.pubsub += s.clients.pubsub;
+        c.qbuf += s.clients.qbuf;
+        c.qbuf_max = c.qbuf_max.max(s.clients.qbuf_max);
+        c.out += s.clients.out;
+        c.out_max = c.out_max.max(s.clients.out_max);
+        c.outstanding += s.clients.outstanding;
+        for x in &s.cmds {
+            let e = cmds.entry(x.id).or_insert_with(|| CmdSnap {
+                id: x.id,
+                calls: 0,
+                usec: 0,
+                rejected: 0,
+                failed: 0,
+                hist: None,
+            });
+            e.calls += x.calls;
+            e.usec += x.usec;
+            e.rejected += x.rejected;
+            e.failed += x.failed;
+            if let Some(h) = &x.hist {
+                e.hist.get_or_insert_with(Hist::new).merge(h);
+            }
+        }
+        for n in &s.nodes {
+            let e = nodes.entry(n.addr).or_insert_with(|| NodeSnap {
+                addr: n.addr,
+                connections: 0,
+                in_flight: 0,
+                unsent: 0,
+                reconnects: 0,
+                down: false,
+                totals: NodeTotals::default(),
+            });
+            e.connections += n.connections;
+            e.in_flight += n.in_flight;
+            e.unsent += n.unsent;
+            e.reconnects += n.reconnects;
+            e.down |= n.down;
+            e.totals.add(&n.totals);
+        }
+    }
+    t.cmds = cmds.into_values().collect();
+    t.cmds
+        .sort_by_key(|c| c.command().map(|c| c.name).unwrap_or(""));
+    t.nodes = nodes.into_values().collect();
+    t.nodes.sort_by_key(|n| n.addr);
+    t
+}
+
+fn add_counters(a: &mut Counters, b: &Counters) {
+    a.client_eof += b.client_eof;
+    a.client_err += b.client_err;
+    a.evicted_qbuf += b.evicted_qbuf;
+    a.moved += b.moved;
+    a.ask += b.ask;
+    a.tryagain += b.tryagain;
+    a.clusterdown += b.clusterdown;
+    a.splits += b.splits;
+    a.fragments += b.fragments;
+    a.rejected += b.rejected;
+    a.backend_errors += b.backend_errors;
+    a.backend_timeouts += b.backend_timeouts;
+    a.forward_errors += b.forward_errors;
+    a.slow_entries += b.slow_entries;
+    a.slow_skipped += b.slow_skipped;
+}
+
+/// Samples kept for rates: one per tick, a bit more than a second's worth.
+const SAMPLES: usize = 12;
+
+/// One worker's statistics. Owned by the worker; `pub` fields are the
+/// event counters the worker bumps where the event happens.
+pub struct WorkerStats {
+    /// The current turn's clock, µs since `base`.
+    pub now_us: u64,
+    turn: Instant,
+    base: Instant,
+    enabled: bool,
+    /// `slowlog-log-slower-than` in µs (`u64::MAX`: off).
+    pub slow_us: u64,
+    /// Slow log entries this worker may still write this tick: at most
+    /// `slowlog-max-len` per tick, since no more could be kept anyway, so
+    /// a flood of slow requests cannot make the proxy slower still.
+    slow_budget: usize,
+    slow_per_tick: usize,
+    cmds: Vec<CmdStats>,
+    pub counters: Counters,
+    /// Per-node totals of connections already closed, and node events.
+    pub nodes: HashMap<SocketAddr, NodeTotals>,
+    /// Client bytes of sessions already closed.
+    pub retired_in: u64,
+    pub retired_out: u64,
+    /// Repeated error lines, sampled.
+    pub sampler: sample::Sampler,
+    samples: VecDeque<Sample>,
+    /// Per pool (by index): (failures, reconnects) as the last tick saw
+    /// them, to log a node going down and coming back.
+    pub pool_seen: Vec<(u32, u64)>,
+}
+
+impl WorkerStats {
+    pub fn new(hub: &Hub) -> WorkerStats {
+        let mut cmds = Vec::new();
+        cmds.resize_with(cmdid::count(), CmdStats::default);
+        WorkerStats {
+            now_us: 0,
+            turn: hub.base,
+            base: hub.base,
+            enabled: hub.enabled,
+            slow_us: hub.slow_threshold_us,
+            slow_budget: hub.slowlog.max_len(),
+            slow_per_tick: hub.slowlog.max_len(),
+            cmds,
+            counters: Counters::default(),
+            nodes: HashMap::new(),
+            retired_in: 0,
+            retired_out: 0,
+            sampler: sample::Sampler::new(),
+            samples: VecDeque::with_capacity(SAMPLES + 1),
+            pool_seen: Vec::new(),
+        }
+    }
+
+    /// Move the clock to this turn's `now` (cheap when it did not move).
+    #[inline]
+    pub fn set_now(&mut self, now: Instant) {
+        if now != self.turn {
+            self.turn = now;
+            // u64 arithmetic (as_micros would go through u128).
+            let d = now.saturating_duration_since(self.base);
+            self.now_us = d.as_secs() * 1_000_000 + u64::from(d.subsec_micros());
+        }
+    }
+
+    pub fn now(&self) -> Instant {
+        self.turn
+    }
+
+    /// The stamp for a request of `cmd` dispatched this turn.
+    #[inline]
+    pub fn stamp(&self, cmd: &'static Command) -> u64 {
+        if !self.enabled {
+            return NO_STAMP;
+        }
+        (self.now_us << 16) | u64::from(cmdid::of(cmd))
+    }
+
+    /// A reply stamped `stamp` left for its client this turn; `head` is
+    /// its first byte (an error reply counts as a failed call).
+    #[inline]
+    pub fn reply_left(&mut self, stamp: u64, head: u8) {
+        let Some(c) = self.cmds.get_mut(usize::from(stamp_cmd(stamp))) else {
+            return;
+        };
+        let took = self.now_us.saturating_sub(stamp_start(stamp));
+        c.calls += 1;
+        c.usec += took;
+        c.failed += u64::from(head == b'-' || head == b'!');
+        match c.hist.as_mut() {
+            Some(h) => h.record(took),
+            None => {
+                let mut h = Box::<Hist>::default();
+                h.record(took);
+                c.hist = Some(h);
+            }
+        }
+    }
+
+    /// Whether a reply stamped `stamp`, arriving now, is slow-log material.
+    #[inline]
+    pub fn is_slow(&self, stamp: u64) -> bool {
+        // NO_STAMP's start is 0: its command check comes second, so the
+        // usual case (not slow) costs one compare.
+        self.now_us.saturating_sub(stamp_start(stamp)) >= self.slow_us
+            && stamp_cmd(stamp) != cmdid::NONE
+    }
+
+    /// Take one slow log entry from this tick's budget; false (and the
+    /// request counted as skipped) when it is spent.
+    pub fn take_slow_budget(&mut self) -> bool {
+        if self.slow_budget == 0 {
+            self.counters.slow_skipped += 1;
+            return false;
+        }
+        self.slow_budget -= 1;
+        true
+    }
+
+    /// A new tick: the slow log budget is full again.
+    pub fn refill_slow_budget(&mut self) {
+        self.slow_budget = self.slow_per_tick;
+    }
+
+    /// A request of `cmd` was refused before running.
+    pub fn rejected(&mut self, cmd: Option<&'static Command>) {
+        self.counters.rejected += 1;
+        if let Some(cmd) = cmd {
+            if let Some(c) = self.cmds.get_mut(usize::from(cmdid::of(cmd))) {
+                c.rejected += 1;
+            }
+        }
+    }
+
+    /// The node totals for `addr`.
+    pub fn node(&mut self, addr: SocketAddr) -> &mut NodeTotals {
+        self.nodes.entry(addr).or_default()
+    }
+
+    /// CONFIG RESETSTAT: forget every counter (not the slow log). Byte
+    /// totals keep counting: the worker subtracts where they stood.
+    pub fn reset(&mut self) {
+        for c in &mut self.cmds {
+            let hist = c.hist.take();
+            *c = CmdStats::default();
+            if let Some(mut h) = hist {
+                h.clear();
+                c.hist = Some(h);
+            }
+        }
+        self.counters = Counters::default();
+        self.nodes.clear();
+        self.samples.clear();
+    }
+
+    /// Record a rate sample (once per tick) and return the one closest to
+    /// a second before it.
+    pub fn sample(&mut self, now: Sample) -> Sample {
+        self.samples.push_back(now);
+        while self.samples.len() > SAMPLES {
+            self.samples.pop_front();
+        }
+        self.before(now)
+    }
+
+    /// The kept sample closest to a second before `now` (`now` itself when
+    /// none is older).
+    pub fn before(&self, now: Sample) -> Sample {
+        let target = now.at.checked_sub(std::time::Duration::from_secs(1));
+        let found = match target {
+            Some(t) => self.samples.iter().find(|s| s.at >= t),
+            None => self.samples.front(),
+        };
+        found.copied().filter(|s| s.at <= now.at).unwrap_or(now)
+    }
+
+    /// The per-command part of a snapshot: entries unchanged since the
+    /// last one are shared, not copied.
+    pub fn command_snaps(&mut self) -> Vec<Arc<CmdSnap>> {
+        let mut out = Vec::new();
+        for (id, c) in self.cmds.iter_mut().enumerate() {
+            if c.calls == 0 && c.rejected == 0 {
+                continue;
+            }
+            let fresh = match &c.published {
+                Some(p) => p.calls != c.calls || p.rejected != c.rejected,
+                None => true,
+            };
+            if fresh {
+                c.published = Some(Arc::new(CmdSnap {
+                    id: id as u16,
+                    calls: c.calls,
+                    usec: c.usec,
+                    rejected: c.rejected,
+                    failed: c.failed,
+                    hist: c.hist.as_deref().cloned(),
+                }));
+            }
+            if let Some(p) = &c.published {
+                out.push(p.clone());
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command;
+    use std::time::Duration;
+
+    fn hub() -> Hub {
+        Hub::new(1, &crate::config::Config::default(), Instant::now())
+    }
+
+    #[test]
+    fn stamps_count_calls_time_and_failures() {
+        let h = hub();
+        let mut w = WorkerStats::new(&h);
+        let get = command::lookup(b"get").unwrap();
+        w.set_now(h.base + Duration::from_micros(100));
+        let s = w.stamp(get);
+        assert_eq!(stamp_start(s), 100);
+        assert_eq!(cmdid::command(stamp_cmd(s)).unwrap().name, "get");
+        w.set_now(h.base + Duration::from_micros(350));
+        w.reply_left(s, b'$');
+        w.reply_left(s, b'-');
+        w.reply_left(NO_STAMP, b'$');
+        w.rejected(Some(get));
+        let snaps = w.command_snaps();
+        assert_eq!(snaps.len(), 1);
+        let g = &snaps[0];
+        assert_eq!((g.calls, g.usec, g.failed, g.rejected), (2, 500, 1, 1));
+        assert_eq!(g.hist.as_ref().unwrap().count(), 2);
+        let again = w.command_snaps();
+        assert!(
+            Arc::ptr_eq(&snaps[0], &again[0]),
+            "unchanged entries are shared"
+        );
+        w.slow_us = 200;
+        assert!(w.is_slow(s));
+        w.slow_us = 300;
+        assert!(!w.is_slow(s));
+        assert!(!w.is_slow(NO_STAMP));
+        w.reset();
+        assert!(w.command_snaps().is_empty());
+    }
+
+    #[test]
+    fn batch_clock_measures_round_trips() {
+        let mut c = BatchClock::default();
+        c.sent(2, 10);
+        c.sent(1, 10);
+        c.sent(2, 20);
+        c.answered(2, 30);
+        assert_eq!((c.count, c.sum_us), (2, 40));
+        c.answered(3, 50);
+        assert_eq!((c.count, c.sum_us), (5, 40 + 40 + 30 + 30));
+        c.answered(1, 60); // more replies than requests: ignored
+        assert_eq!(c.count, 5);
+    }
+
+    #[test]
+    fn totals_add_workers_up() {
+        let t0 = Instant::now();
+        let mut a = Snapshot::empty(0, t0);
+        let mut b = Snapshot::empty(1, t0);
+        a.before.at = t0;
+        a.now = Sample {
+            at: t0 + Duration::from_secs(1),
+            commands: 100,
+            net_in: 2048,
+            net_out: 0,
+        };
+        b.now = Sample {
+            at: t0 + Duration::from_secs(2),
+            commands: 50,
+            net_in: 0,
+            net_out: 0,
+        };
+        a.counters.moved = 2;
+        b.counters.moved = 3;
+        let get = cmdid::of(command::lookup(b"get").unwrap());
+        let mut h = Hist::new();
+        h.record(10);
+        a.cmds.push(Arc::new(CmdSnap {
+            id: get,
+            calls: 1,
+            usec: 10,
+            rejected: 0,
+            failed: 0,
+            hist: Some(h.clone()),
+        }));
+        b.cmds.push(Arc::new(CmdSnap {
+            id: get,
+            calls: 1,
+            usec: 30,
+            rejected: 1,
+            failed: 0,
+            hist: Some(h),
+        }));
+        let t = totals(&[Arc::new(a), Arc::new(b)]);
+        assert_eq!(t.commands, 150);
+        assert_eq!(t.counters.moved, 5);
+        assert!((t.ops_per_sec - 125.0).abs() < 1e-9, "{}", t.ops_per_sec);
+        assert!((t.in_kbps - 2.0).abs() < 1e-9);
+        assert_eq!(t.cmds.len(), 1);
+        assert_eq!(
+            (t.cmds[0].calls, t.cmds[0].usec, t.cmds[0].rejected),
+            (2, 40, 1)
+        );
+        assert_eq!(t.cmds[0].hist.as_ref().unwrap().count(), 2);
+    }
+}

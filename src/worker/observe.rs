@@ -1,0 +1,670 @@
+//! The worker's side of observability: counting, publishing, the slow log,
+//! and the commands whose answer needs every worker (INFO, CLIENT LIST,
+//! CLIENT KILL, CONFIG RESETSTAT) or the masters (INFO's keyspace).
+//!
+//! ```text
+//!  INFO on worker A (3 masters, 2 workers)
+//!    ring slot = merge of 5 parts, finished by a closure
+//!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
+//!    part 3+A:   A publishes its snapshot          (at once)
+//!    part 3+B:   Ask::Publish ─► worker B ─► Answer (fabric, both ways)
+//!    last part in ─► info_text(every snapshot, summed keyspace) ─► reply
+//! ```
+//!
+//! The hot path's share lives elsewhere and is marked `observe:` where it
+//! sits: the stamp set at dispatch, `WorkerStats::reply_left` when a reply
+//! leaves, the slow-log check when a reply arrives. Everything here runs
+//! per tick, per event (connection, redirect, failure) or per admin
+//! command, never per routed request.
+//!
+//! Invariants: a cross-worker answer occupies its session's ring slot until
+//! every part is in (order is kept); at most `MAX_ASKS_IN_FLIGHT` questions
+//! are out per worker; answers a full mailbox refused wait in the outbox
+//! and are retried each tick, never dropped.
+
+use super::{Outgoing, Timer, Worker};
+use crate::admin::client::{self as aclient, client_info_line};
+use crate::admin::{info, Outcome};
+use crate::backend::{Backend, Purpose};
+use crate::command::{Args, Command};
+use crate::resp::encode::{Encoder, Proto};
+use crate::router;
+use crate::session::ring::{Fold, Merge};
+use crate::session::Session;
+use crate::shared::{Shared, WorkerMsg};
+use crate::stats::gather::{AnswerMsg, Ask, AskMsg, ERR_BUSY, ERR_PEER_BUSY, MAX_ASKS_IN_FLIGHT};
+use crate::stats::{
+    cmdid, sample, slowlog, stamp_cmd, stamp_start, ClientsSnap, NodeSnap, Sample, Snapshot,
+    WorkerStats,
+};
+use bytes::Bytes;
+use reactor::{Context, Key};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
+/// What a transaction is logged as in the slow log.
+pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
+
+/// Builds a gathered reply from its parts, in part order.
+type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+
+/// A worker's observability state.
+pub struct Observe {
+    pub stats: WorkerStats,
+    /// Answers a full mailbox refused: (worker, message).
+    outbox: Vec<(usize, WorkerMsg)>,
+    /// Questions this worker sent and has no answer to yet.
+    asks_out: usize,
+    /// The topology epoch last logged.
+    epoch_seen: u64,
+    /// Commands, bytes in, bytes out at the last CONFIG RESETSTAT (the
+    /// live counters keep counting; published figures start from here).
+    reset_base: (u64, u64, u64),
+}
+
+impl Observe {
+    pub fn new(shared: &Shared) -> Observe {
+        Observe {
+            stats: WorkerStats::new(&shared.stats),
+            outbox: Vec::new(),
+            asks_out: 0,
+            epoch_seen: 0,
+            reset_base: (0, 0, 0),
+        }
+    }
+
+    /// A session is closing: keep its byte counts.
+    pub fn session_closed(&mut self, s: &Session) {
+        self.stats.retired_in += s.net_in;
+        self.stats.retired_out += s.net_out;
+        if s.eof {
+            self.stats.counters.client_eof += 1;
+        }
+    }
+
+    /// A backend connection is going away: keep its totals for its node.
+    pub fn retire_backend(&mut self, b: &Backend) {
+        let n = self.stats.node(b.addr);
+        n.requests += b.replies + b.in_flight() as u64;
+        n.responses += b.replies;
+        n.bytes_in += b.obs.bytes_in;
+        n.bytes_out += b.obs.bytes_out;
+        n.rtt_sum_us += b.obs.clock.sum_us;
+        n.rtt_count += b.obs.clock.count;
+    }
+
+    /// A backend connection failed with `lost` requests on it: count it
+    /// and log it, at most once a second per node.
+    pub fn backend_failed(
+        &mut self,
+        worker: usize,
+        addr: SocketAddr,
+        reason: &str,
+        lost: usize,
+        now: Instant,
+    ) {
+        let c = &mut self.stats.counters;
+        c.backend_errors += 1;
+        c.forward_errors += lost as u64;
+        let timeout = reason.starts_with("backend-timeout");
+        if timeout {
+            c.backend_timeouts += 1;
+        }
+        let n = self.stats.node(addr);
+        n.errors += 1;
+        if timeout {
+            n.timeouts += 1;
+        }
+        if reason.starts_with("connection closed") {
+            n.eof += 1;
+        }
+        if let Some(held) = self.stats.sampler.allow("backend-failed", Some(addr), now) {
+            log::warn!(
+                target: "mithril::worker",
+                "worker {worker}: connection to {addr} failed: {reason}{}",
+                sample::note(held)
+            );
+        }
+    }
+}
+
+/// Write a slow log entry for request `req` of `s`, stamped `stamp`.
+pub(super) fn log_slow(
+    shared: &Shared,
+    worker: usize,
+    stats: &mut WorkerStats,
+    s: &Session,
+    stamp: u64,
+    req: &[u8],
+) {
+    if cmdid::command(stamp_cmd(stamp)).is_none() || !stats.take_slow_budget() {
+        return;
+    }
+    let Some(args) = slowlog::entry_args(req) else {
+        return;
+    };
+    stats.counters.slow_entries += 1;
+    let unix_secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    shared.stats.slowlog.push(
+        worker,
+        slowlog::SlowEntry {
+            id: 0,
+            unix_secs,
+            micros: stats.now_us.saturating_sub(stamp_start(stamp)),
+            args,
+            addr: s.peer.to_string(),
+            name: s.name.clone().unwrap_or_default(),
+        },
+    );
+}
+
+fn encode_text(proto: Proto, text: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(text.len() + 16);
+    Encoder::new(&mut out, proto).verbatim(b"txt", text);
+    Bytes::from(out)
+}
+
+/// The first error among `parts`, if any.
+fn first_error(parts: &[Bytes]) -> Option<Bytes> {
+    parts.iter().find(|p| p.first() == Some(&b'-')).cloned()
+}
+
+/// Parse `:<n>\r\n`.
+fn int_of(frame: &[u8]) -> u64 {
+    frame
+        .strip_prefix(b":")
+        .and_then(|b| b.strip_suffix(b"\r\n"))
+        .and_then(|b| std::str::from_utf8(b).ok())
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(0)
+}
+
+impl Worker {
+    /// Local commands that observe the whole proxy; false: not one of them.
+    pub(super) fn observe_local(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+    ) -> bool {
+        match cmd.name {
+            "info" => self.info(cx, key, args),
+            "client|list" => self.client_list(cx, key, args),
+            "client|kill" => self.client_kill(cx, key, args),
+            "config|resetstat" => self.reset_stats(cx, key),
+            "slowlog|get" | "slowlog|len" | "slowlog|reset" | "slowlog|help" => {
+                let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+                    return true;
+                };
+                let logs = &self.shared.stats.slowlog;
+                match slowlog::command(logs, proto, cmd.name, args) {
+                    Outcome::Reply(r) | Outcome::ReplyAndClose(r) => self.reply(key, r),
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// With `slowlog-log-slower-than 0` every command is logged, those the
+    /// proxy answers itself too (they take no measurable time).
+    pub(super) fn slow_local(&mut self, key: Key, args: &Args) {
+        if self.obs.stats.slow_us != 0 || !self.obs.stats.take_slow_budget() {
+            return;
+        }
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        let entry = slowlog::SlowEntry {
+            id: 0,
+            unix_secs: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            micros: 0,
+            args: slowlog::trim_args(args),
+            addr: s.peer.to_string(),
+            name: s.name.clone().unwrap_or_default(),
+        };
+        self.obs.stats.counters.slow_entries += 1;
+        self.shared.stats.slowlog.push(self.id, entry);
+    }
+
+    /// A request refused before it ran: count it, and make sure its error
+    /// reply is not counted as a call.
+    pub(super) fn observe_rejected(&mut self, key: Key, cmd: Option<&'static Command>) {
+        self.obs.stats.rejected(cmd);
+        if let Some(s) = self.sessions.get_mut(key) {
+            s.ring.stamp = crate::stats::NO_STAMP;
+        }
+    }
+
+    /// Reserve `key`'s ring slot for an answer of `parts` parts.
+    fn gather_slot(&mut self, key: Key, parts: usize, finish: Finish) -> Option<u64> {
+        let s = self.sessions.get_mut(key)?;
+        let mut m = Merge::new(Fold::Items, parts as u32);
+        m.items = vec![Bytes::new(); parts];
+        m.finish = Some(finish);
+        Some(s.ring.push_merge(m))
+    }
+
+    /// Room for one question to every other worker?
+    fn may_ask(&mut self, key: Key) -> bool {
+        let others = self.shared.workers.len().saturating_sub(1);
+        if self.obs.asks_out + others > MAX_ASKS_IN_FLIGHT {
+            self.reply_static(key, ERR_BUSY);
+            return false;
+        }
+        true
+    }
+
+    /// Ask every worker for its part (`first + worker index`) of the
+    /// answer at `key`'s slot `seq`; this worker answers its own at once.
+    fn ask_workers(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        seq: u64,
+        first: u32,
+        ask: Ask,
+    ) {
+        let ask = Arc::new(ask);
+        for w in 0..self.shared.workers.len() {
+            if w == self.id {
+                continue;
+            }
+            let part = first + w as u32;
+            let msg = WorkerMsg::Ask(AskMsg {
+                from: self.id,
+                session: key,
+                seq,
+                part,
+                ask: ask.clone(),
+            });
+            match self.shared.workers[w].tx.send(msg) {
+                Ok(()) => self.obs.asks_out += 1,
+                Err(_) => self.fold_part(cx, key, seq, part, Bytes::from_static(ERR_PEER_BUSY)),
+            }
+        }
+        // Last: this part may complete the answer.
+        let own = self.answer(cx, &ask, Some(key));
+        self.fold_part(cx, key, seq, first + self.id as u32, own);
+    }
+
+    /// This worker's part of the answer to `ask`. `asker`: the asking
+    /// session, when it lives here.
+    fn answer(&mut self, cx: &mut Context<'_, Timer>, ask: &Ask, asker: Option<Key>) -> Bytes {
+        match ask {
+            Ask::Publish => {
+                self.publish_stats(false);
+                Bytes::new()
+            }
+            Ask::Reset => {
+                let (commands, net_in, net_out) = self.live_totals();
+                self.obs.stats.reset();
+                self.obs.reset_base = (commands, net_in, net_out);
+                self.publish_stats(false);
+                Bytes::new()
+            }
+            Ask::List(filter) => {
+                let now = self.obs.stats.now();
+                let mut text = String::new();
+                for (_, s) in self.sessions.iter() {
+                    if filter.matches(s) {
+                        text.push_str(&client_info_line(s, self.id, now));
+                        text.push('\n');
+                    }
+                }
+                Bytes::from(text)
+            }
+            Ask::Kill(filter) => {
+                let victims: Vec<Key> = self
+                    .sessions
+                    .iter()
+                    .filter(|(_, s)| filter.matches(s))
+                    .map(|(k, _)| k)
+                    .collect();
+                let n = victims.len();
+                for k in victims {
+                    if Some(k) == asker {
+                        // It killed itself: the reply goes out first.
+                        if let Some(s) = self.sessions.get_mut(k) {
+                            s.close_after_flush = true;
+                        }
+                        continue;
+                    }
+                    if let Some(s) = self.sessions.get(k) {
+                        log::debug!(
+                            target: "mithril::worker",
+                            "worker {}: client {} ({}) killed by CLIENT KILL",
+                            self.id,
+                            s.id,
+                            s.peer
+                        );
+                    }
+                    self.close_session(cx, k);
+                }
+                Bytes::from(format!(":{n}\r\n"))
+            }
+        }
+    }
+
+    /// A fabric message for observability.
+    pub(super) fn observe_msg(&mut self, cx: &mut Context<'_, Timer>, msg: WorkerMsg) {
+        match msg {
+            WorkerMsg::Ask(a) => {
+                let frame = self.answer(cx, &a.ask, None);
+                let reply = WorkerMsg::Answer(AnswerMsg {
+                    session: a.session,
+                    seq: a.seq,
+                    part: a.part,
+                    frame,
+                });
+                if let Some(w) = self.shared.workers.get(a.from) {
+                    if let Err(back) = w.tx.send(reply) {
+                        self.obs.outbox.push((a.from, back));
+                    }
+                }
+            }
+            WorkerMsg::Answer(a) => {
+                self.obs.asks_out = self.obs.asks_out.saturating_sub(1);
+                self.fold_part(cx, a.session, a.seq, a.part, a.frame);
+            }
+            WorkerMsg::Accept(_) | WorkerMsg::Shutdown => {}
+        }
+    }
+
+    /// Fold one part of a gathered answer (called by `fold_part` for
+    /// merges that carry a finishing closure).
+    pub(super) fn collect_part(&mut self, session: Key, seq: u64, part: u32, frame: Bytes) {
+        let Some(m) = self
+            .sessions
+            .get_mut(session)
+            .and_then(|s| s.ring.merge_mut(seq))
+        else {
+            return;
+        };
+        if let Some(slot) = m.items.get_mut(part as usize) {
+            *slot = frame;
+        }
+        m.parts_left = m.parts_left.saturating_sub(1);
+        if m.parts_left > 0 {
+            return;
+        }
+        let items = std::mem::take(&mut m.items);
+        let Some(finish) = m.finish.take() else {
+            return;
+        };
+        let reply = finish(items);
+        self.deliver(session, seq, reply, &[]);
+    }
+
+    fn info(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+        let asked: Vec<Vec<u8>> = (1..args.len())
+            .filter_map(|i| args.get(i))
+            .map(<[u8]>::to_vec)
+            .collect();
+        let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
+        let masters = if info::wants(&refs, "keyspace") {
+            self.topo.shards.len()
+        } else {
+            0
+        };
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
+        if !self.may_ask(key) {
+            return;
+        }
+        let shared = self.shared.clone();
+        let finish: Finish = Box::new(move |parts: Vec<Bytes>| {
+            let (nodes, workers) = parts.split_at(masters.min(parts.len()));
+            if let Some(e) = first_error(workers) {
+                return e;
+            }
+            let keyspace = info::keyspace_sum(nodes);
+            let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
+            encode_text(proto, info::info_text(&shared, &refs, &keyspace).as_bytes())
+        });
+        let workers = self.shared.workers.len();
+        let Some(seq) = self.gather_slot(key, masters + workers, finish) else {
+            return;
+        };
+        for shard in 0..masters {
+            let out = Outgoing {
+                seq: Some(seq),
+                purpose: Purpose::Part(shard as u32),
+                ..Outgoing::new(key, Bytes::from_static(INFO_KEYSPACE))
+            };
+            match self.pools.pool_for_shard(shard, proto) {
+                Some(pool) => self.send_to_pool(cx, pool, out),
+                None => self.fold_part(
+                    cx,
+                    key,
+                    seq,
+                    shard as u32,
+                    Bytes::from_static(router::ERR_NO_TOPOLOGY),
+                ),
+            }
+        }
+        self.ask_workers(cx, key, seq, masters as u32, Ask::Publish);
+    }
+
+    fn client_list(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+        let filter = match aclient::parse_list(args) {
+            Ok(f) => f,
+            Err(e) => return self.reply(key, e),
+        };
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
+        if !self.may_ask(key) {
+            return;
+        }
+        let finish: Finish = Box::new(move |parts: Vec<Bytes>| {
+            if let Some(e) = first_error(&parts) {
+                return e;
+            }
+            let text: Vec<u8> = parts.concat();
+            encode_text(proto, &text)
+        });
+        let workers = self.shared.workers.len();
+        if let Some(seq) = self.gather_slot(key, workers, finish) {
+            self.ask_workers(cx, key, seq, 0, Ask::List(filter));
+        }
+    }
+
+    fn client_kill(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        if !aclient::may_kill(s) {
+            return self.reply_static(
+                key,
+                b"-NOPERM this user has no permissions to run the 'client|kill' command\r\n",
+            );
+        }
+        let filter = match aclient::parse_kill(s, args) {
+            Ok(f) => f,
+            Err(e) => return self.reply(key, e),
+        };
+        if !self.may_ask(key) {
+            return;
+        }
+        let shape = filter.clone();
+        let finish: Finish = Box::new(move |parts: Vec<Bytes>| {
+            if let Some(e) = first_error(&parts) {
+                return e;
+            }
+            let killed = parts.iter().map(|p| int_of(p)).sum();
+            aclient::kill_reply(&shape, killed)
+        });
+        let workers = self.shared.workers.len();
+        if let Some(seq) = self.gather_slot(key, workers, finish) {
+            self.ask_workers(cx, key, seq, 0, Ask::Kill(filter));
+        }
+    }
+
+    fn reset_stats(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        if !self.may_ask(key) {
+            return;
+        }
+        let shared = self.shared.clone();
+        let finish: Finish = Box::new(move |parts: Vec<Bytes>| {
+            if let Some(e) = first_error(&parts) {
+                return e;
+            }
+            shared.total_connections.store(0, Ordering::Relaxed);
+            shared.rejected_connections.store(0, Ordering::Relaxed);
+            Bytes::from_static(b"+OK\r\n")
+        });
+        let workers = self.shared.workers.len();
+        if let Some(seq) = self.gather_slot(key, workers, finish) {
+            self.ask_workers(cx, key, seq, 0, Ask::Reset);
+        }
+    }
+
+    /// Commands dispatched, bytes read and written, since the worker
+    /// started (closed sessions included).
+    fn live_totals(&self) -> (u64, u64, u64) {
+        let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
+        for (_, s) in self.sessions.iter() {
+            net_in += s.net_in;
+            net_out += s.net_out;
+        }
+        (self.commands, net_in, net_out)
+    }
+
+    /// Publish this worker's snapshot. `tick`: also take a rate sample.
+    pub(super) fn publish_stats(&mut self, tick: bool) {
+        let now = self.obs.stats.now();
+        let mut clients = ClientsSnap::default();
+        let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
+        for (_, s) in self.sessions.iter() {
+            clients.connected += 1;
+            clients.blocked += u64::from(s.blocked);
+            clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
+            let (q, o) = (s.rbuf.len() as u64, s.out_bytes() as u64);
+            clients.qbuf += q;
+            clients.qbuf_max = clients.qbuf_max.max(q);
+            clients.out += o;
+            clients.out_max = clients.out_max.max(o);
+            clients.outstanding += s.outstanding() as u64;
+            net_in += s.net_in;
+            net_out += s.net_out;
+        }
+        let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
+        let blank = |addr| NodeSnap {
+            addr,
+            connections: 0,
+            in_flight: 0,
+            unsent: 0,
+            reconnects: 0,
+            down: false,
+            totals: Default::default(),
+        };
+        for (&addr, t) in &self.obs.stats.nodes {
+            nodes.entry(addr).or_insert_with(|| blank(addr)).totals = *t;
+        }
+        for (_, b) in self.backends.iter() {
+            let e = nodes.entry(b.addr).or_insert_with(|| blank(b.addr));
+            let in_flight = b.in_flight() as u64;
+            e.connections += 1;
+            e.in_flight += in_flight;
+            e.unsent += in_flight - b.awaiting() as u64;
+            e.totals.requests += b.replies + in_flight;
+            e.totals.responses += b.replies;
+            e.totals.bytes_in += b.obs.bytes_in;
+            e.totals.bytes_out += b.obs.bytes_out;
+            e.totals.rtt_sum_us += b.obs.clock.sum_us;
+            e.totals.rtt_count += b.obs.clock.count;
+        }
+        for (i, p) in self.pools.pools.iter().enumerate() {
+            let e = nodes.entry(p.key.addr).or_insert_with(|| blank(p.key.addr));
+            e.reconnects += p.reconnects;
+            e.down |= self.pools.is_down(i, now);
+        }
+        let (c0, in0, out0) = self.obs.reset_base;
+        let sample = Sample {
+            at: now,
+            commands: self.commands.saturating_sub(c0),
+            net_in: net_in.saturating_sub(in0),
+            net_out: net_out.saturating_sub(out0),
+        };
+        let before = if tick {
+            self.obs.stats.sample(sample)
+        } else {
+            self.obs.stats.before(sample)
+        };
+        let snap = Snapshot {
+            worker: self.id,
+            now: sample,
+            before,
+            counters: self.obs.stats.counters,
+            clients,
+            cmds: self.obs.stats.command_snaps(),
+            nodes: nodes.into_values().collect(),
+        };
+        if let Some(slot) = self.shared.stats.snapshots.get(self.id) {
+            slot.store(Arc::new(snap));
+        }
+    }
+
+    /// Housekeeping, once per tick: publish, retry refused answers, log
+    /// nodes going down and coming back, and topology changes.
+    pub(super) fn observe_tick(&mut self) {
+        self.obs.stats.refill_slow_budget();
+        self.publish_stats(true);
+        if !self.obs.outbox.is_empty() {
+            for (to, msg) in std::mem::take(&mut self.obs.outbox) {
+                let Some(w) = self.shared.workers.get(to) else {
+                    continue;
+                };
+                if let Err(back) = w.tx.send(msg) {
+                    self.obs.outbox.push((to, back));
+                }
+            }
+        }
+        let seen = &mut self.obs.stats.pool_seen;
+        seen.resize(self.pools.pools.len(), (0, 0));
+        for (p, was) in self.pools.pools.iter().zip(seen.iter_mut()) {
+            if p.failures > 0 && was.0 == 0 {
+                log::info!(
+                    target: "mithril::worker",
+                    "worker {}: node {} is down: {}",
+                    self.id,
+                    p.key.addr,
+                    p.last_error
+                );
+            }
+            if p.reconnects > was.1 {
+                log::info!(
+                    target: "mithril::worker",
+                    "worker {}: node {} is up again",
+                    self.id,
+                    p.key.addr
+                );
+            }
+            *was = (p.failures, p.reconnects);
+        }
+        if self.topo.epoch != self.obs.epoch_seen {
+            self.obs.epoch_seen = self.topo.epoch;
+            let replicas: usize = self.topo.shards.iter().map(|s| s.replicas.len()).sum();
+            log::info!(
+                target: "mithril::worker",
+                "worker {}: now routing with topology epoch {} ({} masters, {replicas} replicas)",
+                self.id,
+                self.topo.epoch,
+                self.topo.shards.len()
+            );
+        }
+    }
+}
