@@ -270,9 +270,19 @@ fn sigterm_answers_every_request_already_sent_then_exits_0() {
         &cluster.seeds(),
         &format!("pidfile {}\n", pidfile.display()),
     );
-    assert_eq!(
-        fs::read_to_string(&pidfile).unwrap().trim(),
-        m.pid.to_string()
+    // In the foreground the pid is written once the first topology is in,
+    // which can be a moment after the listener answers.
+    wait_until_explained(
+        "the pidfile to hold the pid",
+        Duration::from_secs(10),
+        || {
+            let held = fs::read_to_string(&pidfile).unwrap_or_default();
+            if held.trim() == m.pid.to_string() {
+                Ok(())
+            } else {
+                Err(format!("pidfile holds {held:?}"))
+            }
+        },
     );
     // Hold every write on the node, so the requests are still in flight
     // when the signal arrives.
