@@ -116,6 +116,33 @@ impl Default for RequestScanner {
     }
 }
 
+/// A plain decimal number at `buf[at..]` followed by CRLF, as a header
+/// line carries it: 1 to 18 digits, no sign, no leading zero (except "0").
+/// Returns the number and the offset after the CRLF.
+#[inline]
+fn plain_number(buf: &[u8], at: usize) -> Option<(u64, usize)> {
+    let digits = buf.get(at..)?;
+    let mut v: u64 = 0;
+    let mut n = 0;
+    while let Some(&b) = digits.get(n) {
+        if !b.is_ascii_digit() {
+            break;
+        }
+        v = v * 10 + u64::from(b - b'0');
+        n += 1;
+        if n > 18 {
+            return None;
+        }
+    }
+    if n == 0 || (n > 1 && digits[0] == b'0') {
+        return None;
+    }
+    if digits.get(n..n + 2) != Some(&b"\r\n"[..]) {
+        return None;
+    }
+    Some((v, at + n + 2))
+}
+
 impl RequestScanner {
     pub fn new() -> Self {
         RequestScanner {
@@ -135,6 +162,15 @@ impl RequestScanner {
     /// call stopped. `buf` must start at the frame's first byte and may only
     /// have grown since the last call (see the module doc).
     pub fn scan(&mut self, buf: &[u8], limits: &Limits, authenticated: bool) -> Scan {
+        // Fast path: a whole, ordinary multibulk request already in the
+        // buffer (the pipelined case) is walked in one tight loop. Anything
+        // else — incomplete, unusual or wrong — goes through the state
+        // machine from the start, which decides it exactly as before.
+        if self.phase == Phase::Start && buf.first() == Some(&b'*') {
+            if let Some(len) = self.whole(buf, limits, authenticated) {
+                return Scan::Request { len };
+            }
+        }
         let out = self.step(buf, limits, authenticated);
         if out != Scan::Incomplete {
             // The frame is settled; the next call starts a new one. `args`
@@ -145,6 +181,46 @@ impl RequestScanner {
             self.remaining = 0;
         }
         out
+    }
+
+    /// The fast path: `Some(len)` when `buf` starts with a complete,
+    /// well-formed multibulk request whose counts and lengths are plain
+    /// decimal numbers within the limits; its argument ranges are then in
+    /// `args`. `None` (and nothing remembered) in every other case.
+    #[inline]
+    fn whole(&mut self, buf: &[u8], limits: &Limits, authenticated: bool) -> Option<usize> {
+        let (count, mut pos) = plain_number(buf, 1)?;
+        let mut max_args = limits.max_multibulk_len as u64;
+        let mut max_bulk = limits.max_bulk_len as u64;
+        if !authenticated {
+            max_args = max_args.min(UNAUTH_MAX_ARGS as u64);
+            max_bulk = max_bulk.min(UNAUTH_MAX_BULK as u64);
+        }
+        if count == 0 || count > max_args {
+            return None;
+        }
+        self.args.clear();
+        for _ in 0..count {
+            if buf.get(pos) != Some(&b'$') {
+                self.args.clear();
+                return None;
+            }
+            let (len, data) = match plain_number(buf, pos + 1) {
+                Some(v) if v.0 <= max_bulk => v,
+                _ => {
+                    self.args.clear();
+                    return None;
+                }
+            };
+            let end = data + len as usize;
+            if buf.get(end..end + 2) != Some(&b"\r\n"[..]) {
+                self.args.clear();
+                return None;
+            }
+            self.args.push(data..end);
+            pos = end + 2;
+        }
+        Some(pos)
     }
 
     /// Argument ranges of the request just returned as `Request` (into the
@@ -209,7 +285,7 @@ impl RequestScanner {
     /// Reads the `*<n>` or `$<n>` header line starting at `pos`: its number
     /// and the offset of its CR, or the result to return (incomplete, the
     /// line's too-big error, or its invalid-length error).
-    #[inline]
+    #[inline(always)]
     fn header(
         &mut self,
         buf: &[u8],
