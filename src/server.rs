@@ -152,6 +152,7 @@ pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError>
         started: Instant::now(),
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
+        blocked_clients: AtomicUsize::new(0),
         leases: Default::default(),
     });
 

@@ -87,6 +87,9 @@ pub struct Shared {
     pub started: Instant,
     pub rejected_connections: AtomicU64,
     pub total_connections: AtomicU64,
+    /// Clients waiting on a blocking command right now (INFO
+    /// `blocked_clients`).
+    pub blocked_clients: AtomicUsize,
     /// Leased connections per node (locked only when a lease is opened or
     /// closed, never per request).
     pub leases: std::sync::Mutex<std::collections::HashMap<SocketAddr, usize>>,

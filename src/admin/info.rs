@@ -162,11 +162,12 @@ fn clients(t: &mut String, shared: &Shared) {
          maxclients:{}\r\n\
          client_recent_max_input_buffer:0\r\n\
          client_recent_max_output_buffer:0\r\n\
-         blocked_clients:0\r\n\
+         blocked_clients:{}\r\n\
          tracking_clients:0\r\n\
          clients_in_timeout_table:0\r\n",
         shared.clients.load(Ordering::Relaxed),
         shared.config.maxclients,
+        shared.blocked_clients.load(Ordering::Relaxed),
     );
 }
 

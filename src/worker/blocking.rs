@@ -20,6 +20,7 @@ use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 
 /// Most idle leased connections a worker keeps per node.
 const IDLE_LEASES: usize = 16;
@@ -74,6 +75,9 @@ impl Worker {
         };
         let session = out.session;
         if let Some(s) = self.sessions.get_mut(session) {
+            if !s.blocked {
+                self.shared.blocked_clients.fetch_add(1, Ordering::Relaxed);
+            }
             s.blocked = true;
             s.lease = lease;
         }
@@ -145,6 +149,9 @@ impl Worker {
     /// The blocking command was answered: the session reads on.
     pub(super) fn unblock(&mut self, session: Key) {
         if let Some(s) = self.sessions.get_mut(session) {
+            if s.blocked {
+                self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+            }
             s.blocked = false;
             s.lease = Key::NONE;
             self.ready_sessions.push(session);

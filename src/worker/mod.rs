@@ -252,6 +252,9 @@ impl Worker {
         if self.backends.contains(s.lease) {
             self.drop_backend(cx, s.lease);
         }
+        if s.blocked {
+            self.shared.blocked_clients.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
