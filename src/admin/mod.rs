@@ -141,6 +141,9 @@ pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
     match family {
         "ping" => match args.len() {
             1 => stat(PONG),
+            // PING takes at most one message (Redis checks this itself:
+            // the table's arity only says "at least one").
+            3.. => error("ERR wrong number of arguments for 'ping' command"),
             _ => built(
                 |e| {
                     e.bulk(arg(1));

@@ -236,10 +236,11 @@ impl Worker {
             "exec" => return self.txn_exec(cx, key),
             "discard" => return self.txn_discard(key),
             "ping"
-                if self
-                    .sessions
-                    .get(key)
-                    .is_some_and(|s| s.proto == Proto::Resp2 && s.sub.is_some()) =>
+                if self.sessions.get(key).is_some_and(|s| {
+                    s.proto == Proto::Resp2
+                        && s.sub.as_ref().is_some_and(|x| x.count() > 0)
+                        && args.len() <= 2
+                }) =>
             {
                 let r = super::pubsub::subscribed_ping(args.get(1));
                 return self.reply(key, r);

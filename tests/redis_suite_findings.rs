@@ -1,0 +1,133 @@
+//! Differences from a Redis node that Redis's own test suite found
+//! (tools/redis-testsuite/run.sh), each checked here against a real cluster
+//! and, where the answer is the node's, against that node's answer.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+use support::*;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mithril"))
+}
+
+fn setup() -> (RedisCluster, Mithril) {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    (cluster, m)
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Some(s.as_bytes().to_vec()))
+}
+
+fn arr(v: Vec<Reply>) -> Reply {
+    Reply::Array(Some(v))
+}
+
+/// `blocked_clients` from INFO clients.
+fn blocked_clients(c: &mut Conn) -> i64 {
+    let info = c.cmd(&["INFO", "clients"]);
+    info.as_str()
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .unwrap_or_else(|| panic!("no blocked_clients in {info:?}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("blocked_clients is not a number ({e}): {info:?}"))
+}
+
+fn wait_blocked(c: &mut Conn, want: i64) {
+    let mut last = -1;
+    let seen = poll_until(Duration::from_secs(5), || {
+        last = blocked_clients(c);
+        (last == want).then_some(())
+    });
+    assert!(
+        seen.is_some(),
+        "blocked_clients stayed {last}, expected {want}"
+    );
+}
+
+#[test]
+fn ping_with_more_than_one_argument_is_an_arity_error() {
+    let (cluster, m) = setup();
+    let mut c = m.conn();
+    let mut node = cluster.nodes[0].conn();
+    let want = Reply::Error("ERR wrong number of arguments for 'ping' command".into());
+    for args in [&["PING", "x", "y"][..], &["PING", "x", "y", "z"][..]] {
+        assert_eq!(node.cmd(args), want, "the node's answer to {args:?}");
+        assert_eq!(c.cmd(args), want, "mithril's answer to {args:?}");
+    }
+    // One message is still echoed, and the connection is still usable.
+    assert_eq!(c.cmd(&["PING", "x"]), bulk("x"));
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
+
+#[test]
+fn ping_after_unsubscribing_from_everything_is_a_plain_pong() {
+    let (cluster, m) = setup();
+    let mut node = cluster.nodes[0].conn();
+    let mut c = m.conn();
+    // Redis's sequence (the suite's "Pub/Sub PING"), asked of a node and of
+    // mithril: while subscribed, PING answers ["pong", msg]; once the last
+    // subscription is gone, it is a plain PONG again.
+    for (who, conn) in [("node", &mut node), ("mithril", &mut c)] {
+        assert_eq!(
+            conn.cmd(&["SUBSCRIBE", "somechannel"]),
+            arr(vec![bulk("subscribe"), bulk("somechannel"), Reply::Int(1)]),
+            "{who}"
+        );
+        assert_eq!(
+            conn.cmd(&["PING"]),
+            arr(vec![bulk("pong"), bulk("")]),
+            "{who}"
+        );
+        assert_eq!(
+            conn.cmd(&["PING", "foo"]),
+            arr(vec![bulk("pong"), bulk("foo")]),
+            "{who}"
+        );
+        assert_eq!(
+            conn.cmd(&["UNSUBSCRIBE", "somechannel"]),
+            arr(vec![
+                bulk("unsubscribe"),
+                bulk("somechannel"),
+                Reply::Int(0)
+            ]),
+            "{who}"
+        );
+        assert_eq!(conn.cmd(&["PING"]), Reply::Simple("PONG".into()), "{who}");
+        // Ordinary commands work again.
+        assert_eq!(conn.cmd(&["ECHO", "hi"]), bulk("hi"), "{who}");
+    }
+}
+
+#[test]
+fn info_blocked_clients_counts_clients_waiting_on_a_blocking_command() {
+    let (_cluster, m) = setup();
+    let mut admin = m.conn();
+    assert_eq!(blocked_clients(&mut admin), 0);
+
+    let mut a = m.conn();
+    a.send(&[b"BLPOP", b"bc:list", b"0"]);
+    wait_blocked(&mut admin, 1);
+    let mut b = m.conn();
+    b.send(&[b"BRPOPLPUSH", b"bc:{x}src", b"bc:{x}dst", b"0"]);
+    wait_blocked(&mut admin, 2);
+
+    // Answered: the count goes down and the client got its element.
+    assert_eq!(admin.cmd(&["LPUSH", "bc:list", "v"]), Reply::Int(1));
+    assert_eq!(a.read_reply(), arr(vec![bulk("bc:list"), bulk("v")]));
+    wait_blocked(&mut admin, 1);
+
+    // A client that leaves while blocked is no longer counted.
+    drop(b);
+    wait_blocked(&mut admin, 0);
+
+    // A blocking command that times out counts only while it waits.
+    a.send(&[b"BLPOP", b"bc:empty", b"0.2"]);
+    assert_eq!(a.read_reply(), Reply::Array(None));
+    wait_blocked(&mut admin, 0);
+}
