@@ -26,6 +26,20 @@ pub fn cpu_ticks_sum(pids: &[u32]) -> Option<u64> {
     pids.iter().map(|&p| cpu_ticks(p)).sum()
 }
 
+/// CPU time (user + system) of every child this process has waited for,
+/// in clock ticks: the before/after difference around one redis-benchmark
+/// run is that run's CPU (rb::run reaps it; the cluster's servers are
+/// reaped only at the end).
+pub fn reaped_children_ticks() -> u64 {
+    // SAFETY: getrusage writes into the rusage we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    ((us(ru.ru_utime) + us(ru.ru_stime)) * ticks_per_sec() / 1e6).round() as u64
+}
+
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`, 100 on usual kernels).
 pub fn ticks_per_sec() -> f64 {
     // SAFETY: sysconf takes no pointers.

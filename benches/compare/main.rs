@@ -210,6 +210,8 @@ struct Sample {
     requests: u64,
     mithril_ticks: Option<u64>,
     node_ticks: Option<u64>,
+    /// redis-benchmark's own CPU.
+    client_ticks: Option<u64>,
 }
 
 /// One side (direct or mithril) of one workload.
@@ -331,7 +333,9 @@ impl Bench<'_> {
         let m0 = cpu::cpu_ticks(self.mithril.pid);
         let n0 = cpu::cpu_ticks_sum(&nodes);
         let e0 = node_error_replies(self.cluster)?;
+        let c0 = cpu::reaped_children_ticks();
         let out = rb::run(&spec, self.dir, timeout);
+        let c1 = cpu::reaped_children_ticks();
         let m1 = cpu::cpu_ticks(self.mithril.pid);
         let n1 = cpu::cpu_ticks_sum(&nodes);
         let e1 = node_error_replies(self.cluster)?;
@@ -352,6 +356,7 @@ impl Bench<'_> {
         let delta = |a: Option<u64>, b: Option<u64>| Some(b?.saturating_sub(a?));
         let mithril_ticks = delta(m0, m1);
         let node_ticks = delta(n0, n1);
+        let client_ticks = delta(Some(c0), Some(c1));
         let mut line = format!(
             "  {label:<9} {:<10} {:<8} n={:<9}",
             w.label(),
@@ -380,6 +385,7 @@ impl Bench<'_> {
                     requests,
                     mithril_ticks,
                     node_ticks,
+                    client_ticks,
                 })
             }
             _ => {
@@ -505,7 +511,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
         settings.rounds
     );
     println!(
-        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>6} {:>7}",
+        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>6} {:>7}",
         "workload",
         "requests",
         "side",
@@ -514,6 +520,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
         "p99 ms",
         "mithril us/r",
         "nodes us/r",
+        "client us/r",
         "clean",
         "ratio"
     );
@@ -532,7 +539,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 ),
             };
             println!(
-                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>6} {:>7}",
+                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>6} {:>7}",
                 name,
                 requests,
                 side.name(),
@@ -545,6 +552,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
                     fmt_opt(mithril_cpu, 2)
                 },
                 fmt_opt(s.cpu_us_per_request(|x| x.node_ticks), 2),
+                fmt_opt(s.cpu_us_per_request(|x| x.client_ticks), 2),
                 format!("{}/{}", s.samples.len(), settings.rounds),
                 ratio.unwrap_or_default(),
             );
@@ -553,7 +561,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
     println!(
         "(MSET/MGET: direct sends its {MULTI_KEYS} keys in one slot, the only form --cluster can \
          send; mithril's {MULTI_KEYS} keys are spread over slots. us/r = CPU microseconds per \
-         request, user+system, from /proc/PID/stat.)"
+         request, user+system: mithril and the nodes from /proc/PID/stat, the client \
+         (redis-benchmark) from getrusage of the reaped child. With every process on the \
+         same cores, req/s is bounded by cores / (sum of the three us/r).)"
     );
 }
 
