@@ -78,6 +78,11 @@ pub struct EventLoop<T> {
     /// Upper bound on one poll's sleep, so periodic housekeeping does not
     /// depend on timers alone.
     max_sleep: Duration,
+    /// The clock as read after the last poll. The next sleep is computed
+    /// from it, not from a fresh reading: a timer may then fire late by
+    /// the time the turn in between took, and the loop saves one clock
+    /// read per turn.
+    now: Instant,
 }
 
 impl<T> EventLoop<T> {
@@ -94,6 +99,7 @@ impl<T> EventLoop<T> {
             timers: Timers::new(),
             notifier: Notifier::new(waker),
             max_sleep: Duration::from_secs(1),
+            now: Instant::now(),
         })
     }
 
@@ -116,13 +122,12 @@ impl<T> EventLoop<T> {
 
     /// Run one turn. Returns the number of readiness events handled.
     pub fn turn<H: Handler<Timer = T>>(&mut self, handler: &mut H) -> io::Result<usize> {
-        let now = Instant::now();
         self.notifier.set_idle();
         let timeout = if handler.has_pending_work() {
             Duration::ZERO
         } else {
             match self.timers.next_deadline() {
-                Some(at) => at.saturating_duration_since(now).min(self.max_sleep),
+                Some(at) => at.saturating_duration_since(self.now).min(self.max_sleep),
                 None => self.max_sleep,
             }
         };
@@ -133,10 +138,11 @@ impl<T> EventLoop<T> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
+        self.now = Instant::now();
         let mut cx = Context {
             registry: self.poll.registry(),
             timers: &mut self.timers,
-            now: Instant::now(),
+            now: self.now,
         };
         let mut n = 0;
         for event in self.events.iter() {

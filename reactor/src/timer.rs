@@ -92,12 +92,14 @@ impl<T> Timers<T> {
     pub fn pop_expired(&mut self, now: Instant) -> Option<(TimerId, T)> {
         loop {
             let Reverse((at, _, key)) = *self.heap.peek()?;
+            // Not due yet: whether it was cancelled can wait (the common
+            // case, checked once per loop turn).
+            if at > now {
+                return None;
+            }
             if !self.entries.contains(key) {
                 self.heap.pop();
                 continue;
-            }
-            if at > now {
-                return None;
             }
             self.heap.pop();
             let data = self.entries.remove(key)?;

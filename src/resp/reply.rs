@@ -81,6 +81,11 @@ impl ReplyScanner {
     /// Scans the reply at the front of `buf`, resuming where the previous
     /// call stopped.
     pub fn scan(&mut self, buf: &[u8]) -> ReplyScan {
+        // An empty buffer holds no partial reply either (bytes leave the
+        // buffer only as whole frames): the common end of a read's batch.
+        if buf.is_empty() {
+            return ReplyScan::Incomplete;
+        }
         let out = self.step(buf);
         if out != ReplyScan::Incomplete {
             self.reset();

@@ -166,9 +166,16 @@ impl RequestScanner {
         // buffer (the pipelined case) is walked in one tight loop. Anything
         // else — incomplete, unusual or wrong — goes through the state
         // machine from the start, which decides it exactly as before.
-        if self.phase == Phase::Start && buf.first() == Some(&b'*') {
-            if let Some(len) = self.whole(buf, limits, authenticated) {
-                return Scan::Request { len };
+        if self.phase == Phase::Start {
+            match buf.first() {
+                // Nothing to look at: the common end of a read's batch.
+                None => return Scan::Incomplete,
+                Some(&b'*') => {
+                    if let Some(len) = self.whole(buf, limits, authenticated) {
+                        return Scan::Request { len };
+                    }
+                }
+                Some(_) => {}
             }
         }
         let out = self.step(buf, limits, authenticated);

@@ -1091,7 +1091,10 @@ impl Handler for Worker {
             cx.schedule_in(TICK, Timer::Tick);
         }
         self.check_topology();
-        while let Some(msg) = self.rx.try_recv() {
+        // is_empty is two loads; try_recv on an empty channel costs more,
+        // and this runs every turn.
+        while !self.rx.is_empty() {
+            let Some(msg) = self.rx.try_recv() else { break };
             match msg {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
                 WorkerMsg::Shutdown => self.begin_drain(cx),
