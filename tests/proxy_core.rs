@@ -23,6 +23,14 @@ fn owner(cluster: &RedisCluster, key: &str) -> Conn {
     Conn::connect(&format!("127.0.0.1:{port}"))
 }
 
+fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}
+
+fn bulk(s: &str) -> Reply {
+    Reply::Bulk(Some(s.as_bytes().to_vec()))
+}
+
 fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.as_bytes().to_vec()).collect()
 }
@@ -573,4 +581,86 @@ fn m_sessions(m: &Mithril) -> i64 {
         .find_map(|l| l.strip_prefix("connected_clients:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(-1)
+}
+
+/// A request that follows a cross-slot MSET waits for the MSET's part in
+/// its slot, inline or not: here the part meets keys split between source
+/// and target (TRYAGAIN, waits, then key by key), and a read of one of its
+/// keys, sent right behind it, must see the new value, not the old one the
+/// source would serve at once.
+#[test]
+fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
+    let (cluster, m) = setup("topology-refresh-secs 3600");
+    let mut c = m.conn();
+    let (a, b) = ("{split}a", "{split}b");
+    let slot = key_slot(a.as_bytes());
+    let other = (0..)
+        .map(|i| format!("other:{i}"))
+        .find(|k| key_slot(k.as_bytes()) != slot)
+        .unwrap();
+    assert_eq!(c.cmd(&["MSET", a, "old-a", b, "old-b"]), ok());
+    let from_port = cluster.port_for_slot(slot);
+    let from = cluster
+        .masters()
+        .into_iter()
+        .find(|n| n.port == from_port)
+        .unwrap();
+    let to = cluster
+        .masters()
+        .into_iter()
+        .find(|n| n.port != from_port)
+        .unwrap();
+    let s = slot.to_string();
+    assert_eq!(
+        to.conn()
+            .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]),
+        ok()
+    );
+    assert_eq!(
+        from.conn()
+            .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to.id]),
+        ok()
+    );
+    // Only `a` moves: the slot's keys are split.
+    let port = to.port.to_string();
+    assert_eq!(
+        from.conn()
+            .cmd(&["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS", a]),
+        ok()
+    );
+    let mset = encode_command(&[
+        b"MSET",
+        a.as_bytes(),
+        b"new-a",
+        b.as_bytes(),
+        b"new-b",
+        other.as_bytes(),
+        b"v",
+    ]);
+    for (round, inline) in [(1, true), (2, false)] {
+        let mut wire = mset.clone();
+        if inline {
+            wire.extend_from_slice(format!("GET {b}\r\nGET {a}\r\n").as_bytes());
+        } else {
+            wire.extend_from_slice(&encode_command(&[b"GET", b.as_bytes()]));
+            wire.extend_from_slice(&encode_command(&[b"GET", a.as_bytes()]));
+        }
+        c.write_raw(&wire).unwrap();
+        assert_eq!(c.read_reply(), ok(), "round {round}");
+        assert_eq!(
+            c.read_reply(),
+            bulk("new-b"),
+            "round {round} (inline: {inline})"
+        );
+        assert_eq!(
+            c.read_reply(),
+            bulk("new-a"),
+            "round {round} (inline: {inline})"
+        );
+        // Back to the old values for the next round, straight on the nodes.
+        assert_eq!(from.conn().cmd(&["SET", b, "old-b"]), ok());
+        let mut t = to.conn();
+        assert_eq!(t.cmd(&["ASKING"]), ok());
+        assert_eq!(t.cmd(&["SET", a, "old-a"]), ok());
+    }
 }

@@ -237,6 +237,12 @@ impl RequestScanner {
         &self.args
     }
 
+    /// The multibulk rewrite of the inline request just returned, to look
+    /// at (its arguments are `args`) before deciding to take it.
+    pub fn inline_frame(&self) -> &[u8] {
+        &self.inline_frame
+    }
+
     /// Takes the multibulk rewrite of the inline request just returned.
     /// Empty when the last result was not `Inline`.
     pub fn take_inline_frame(&mut self) -> Vec<u8> {

@@ -461,6 +461,18 @@ impl Worker {
                     frame
                 }
                 Scan::Inline { len } => {
+                    // The same slot gates as a multibulk request: the line
+                    // stays in the buffer and is scanned again later.
+                    if !s.gates.is_empty() {
+                        let args = crate::command::Args {
+                            buf: s.scanner.inline_frame(),
+                            ranges: s.scanner.args(),
+                        };
+                        if retry::gated_for(s, &args) {
+                            s.gate_wait = true;
+                            return;
+                        }
+                    }
                     let _ = s.rbuf.split_to(len);
                     let frame = Bytes::from(s.scanner.take_inline_frame());
                     self.args.clear();

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::cluster::RedisCluster;
-use super::resp::Conn;
+use super::resp::{encode_command, Conn};
 use super::slots::{key_for_slot, key_slot};
 use super::wait_until;
 
@@ -109,7 +109,25 @@ pub fn run_load_named(
             expect.push(Expect::Mget(
                 written.iter().map(|(_, v)| v.clone()).collect(),
             ));
-            let replies = match c.try_pipeline(&cmds) {
+            // Then, per hot slot, an inline GET of a key the MSET just
+            // wrote: an inline request must wait behind the MSET's part in
+            // that slot (its slot gate) exactly like a multibulk one.
+            let mut frames: Vec<Vec<u8>> = cmds
+                .iter()
+                .map(|c| {
+                    let args: Vec<&[u8]> = c.iter().map(Vec::as_slice).collect();
+                    encode_command(&args)
+                })
+                .collect();
+            for tag in &tags {
+                let (k, v) = written
+                    .iter()
+                    .find(|(k, _)| k.starts_with(&format!("{{{tag}}}")))
+                    .expect("the MSET wrote a key in every hot slot");
+                frames.push(format!("GET {k}\r\n").into_bytes());
+                expect.push(Expect::Value(k.clone(), v.clone()));
+            }
+            let replies = match c.try_pipeline_frames(&frames) {
                 Ok(r) => r,
                 Err(e) => {
                     m.had_errors = true;
@@ -158,6 +176,14 @@ pub fn run_load_named(
                             m.strings.insert(k, v);
                         }
                     }
+                    Expect::Value(k, want) => {
+                        let got = r.as_bulk().map(|b| String::from_utf8_lossy(b).into_owned());
+                        if got.as_deref() != Some(want.as_str()) && !tolerate_errors {
+                            errors.push(format!(
+                                "round {round}: inline GET {k} gave {got:?}, expected {want:?}"
+                            ));
+                        }
+                    }
                     Expect::Mget(values) => {
                         let got: Vec<Option<String>> = r
                             .as_array()
@@ -201,6 +227,8 @@ enum Expect {
     Added(String, String),
     Mset(Vec<(String, String)>),
     Mget(Vec<String>),
+    /// An inline GET right after the MSET that wrote the key.
+    Value(String, String),
 }
 
 /// Every acknowledged write is on the node that owns its slot.

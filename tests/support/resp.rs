@@ -446,6 +446,16 @@ impl Conn {
             .collect()
     }
 
+    /// `try_pipeline` for frames already encoded (inline ones among them):
+    /// one write, then one reply per frame.
+    pub fn try_pipeline_frames(&mut self, frames: &[Vec<u8>]) -> io::Result<Vec<Reply>> {
+        self.write_raw(&frames.concat())?;
+        frames
+            .iter()
+            .map(|_| self.try_read_reply(IO_TIMEOUT))
+            .collect()
+    }
+
     pub fn write_raw(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.stream.write_all(bytes)?;
         self.stream.flush()
