@@ -178,6 +178,100 @@ fn threshold_zero_logs_everything_and_negative_nothing() {
     assert_eq!(c.cmd(&["SLOWLOG", "LEN"]).as_int(), 0);
 }
 
+#[test]
+fn config_set_changes_the_slow_log_while_running() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    // Off at start, two workers: the change must reach both.
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nslowlog-log-slower-than -1\n",
+    );
+    let mut admin = m.conn();
+    let get = |c: &mut Conn, name: &str| -> String {
+        let r = c.cmd(&["CONFIG", "GET", name]);
+        r.as_array()[1].as_str().to_string()
+    };
+    assert_eq!(get(&mut admin, "slowlog-log-slower-than"), "-1");
+    let mut clients: Vec<Conn> = (0..4).map(|_| m.conn()).collect();
+    for c in clients.iter_mut() {
+        c.cmd(&["SET", "before", "1"]);
+    }
+    assert_eq!(admin.cmd(&["SLOWLOG", "LEN"]).as_int(), 0);
+
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(get(&mut admin, "slowlog-log-slower-than"), "0");
+    // Every worker picks it up within a tick (100 ms).
+    let logged = wait_until_explained("every worker logs", Duration::from_secs(5), || {
+        admin.cmd(&["SLOWLOG", "RESET"]);
+        for (i, c) in clients.iter_mut().enumerate() {
+            c.cmd(&["SET", &format!("after:{i}"), "1"]);
+        }
+        let got = admin.cmd(&["SLOWLOG", "GET", "100"]);
+        let keys: std::collections::BTreeSet<String> = entries(&got)
+            .iter()
+            .map(|e| args_of(e))
+            .filter(|a| a[0] == "SET")
+            .map(|a| a[1].clone())
+            .collect();
+        if keys.len() == clients.len() {
+            Ok(keys)
+        } else {
+            Err(format!("logged only {keys:?}"))
+        }
+    });
+    assert!(logged.contains("after:0") && logged.contains("after:3"));
+
+    // A shorter log drops the oldest entries at once.
+    for i in 0..10 {
+        clients[0].cmd(&["SET", &format!("more:{i}"), "1"]);
+    }
+    assert!(admin.cmd(&["SLOWLOG", "LEN"]).as_int() >= 10);
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "slowlog-max-len", "3"]),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(get(&mut admin, "slowlog-max-len"), "3");
+    assert_eq!(admin.cmd(&["SLOWLOG", "LEN"]).as_int(), 3);
+    // And keeps the newest three from then on (SLOWLOG itself is never
+    // logged).
+    for i in 0..5 {
+        clients[0].cmd(&["SET", &format!("last:{i}"), "1"]);
+    }
+    let newest = admin.cmd(&["SLOWLOG", "GET", "-1"]);
+    let names: Vec<Vec<String>> = entries(&newest).iter().map(|e| args_of(e)).collect();
+    assert_eq!(
+        names,
+        [
+            ["SET", "last:4", "1"],
+            ["SET", "last:3", "1"],
+            ["SET", "last:2", "1"]
+        ]
+    );
+
+    // A bad value changes nothing and says why, in Redis's form.
+    let r = admin.cmd(&["CONFIG", "SET", "slowlog-max-len", "lots"]);
+    assert!(
+        r.as_error().starts_with(
+            "ERR CONFIG SET failed (possibly related to argument 'slowlog-max-len') - "
+        ),
+        "{r:?}"
+    );
+    assert_eq!(get(&mut admin, "slowlog-max-len"), "3");
+    // Off again.
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+        Reply::Simple("OK".into())
+    );
+    assert_eq!(get(&mut admin, "slowlog-log-slower-than"), "-1");
+}
+
 /// `field=value` pairs of one CLIENT LIST line.
 fn line_fields(line: &str) -> std::collections::HashMap<String, String> {
     line.split(' ')

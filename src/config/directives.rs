@@ -547,7 +547,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "slowlog-log-slower-than",
         default: "10000",
         summary: "microseconds a request must take to enter the slow log; -1 is off, 0 logs all",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {
@@ -564,7 +564,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "slowlog-max-len",
         default: "128",
         summary: "entries the slow log keeps",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {

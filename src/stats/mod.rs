@@ -38,6 +38,7 @@ use arc_swap::ArcSwap;
 use hist::Hist;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -284,8 +285,9 @@ pub struct Hub {
     pub slowlog: slowlog::SlowLogs,
     /// `stats yes`: per-request accounting is on.
     pub enabled: bool,
-    /// `slowlog-log-slower-than` in µs; `u64::MAX` when off.
-    pub slow_threshold_us: u64,
+    /// `slowlog-log-slower-than` in µs; `u64::MAX` when off. Live (CONFIG
+    /// SET): workers copy it at every tick.
+    pub slow_threshold_us: AtomicU64,
     /// The zero of every stamp.
     pub base: Instant,
 }
@@ -298,8 +300,22 @@ impl Hub {
                 .collect(),
             slowlog: slowlog::SlowLogs::new(workers, cfg.slowlog_max_len),
             enabled: cfg.stats,
-            slow_threshold_us: u64::try_from(cfg.slowlog_log_slower_than).unwrap_or(u64::MAX),
+            slow_threshold_us: AtomicU64::new(slow_threshold(cfg.slowlog_log_slower_than)),
             base,
+        }
+    }
+
+    /// CONFIG SET slowlog-log-slower-than (negative: off).
+    pub fn set_slow_threshold(&self, micros: i64) {
+        self.slow_threshold_us
+            .store(slow_threshold(micros), Ordering::Relaxed);
+    }
+
+    /// The live `slowlog-log-slower-than`, as the directive spells it.
+    pub fn slow_threshold(&self) -> i64 {
+        match self.slow_threshold_us.load(Ordering::Relaxed) {
+            u64::MAX => -1,
+            us => i64::try_from(us).unwrap_or(i64::MAX),
         }
     }
 
@@ -307,6 +323,11 @@ impl Hub {
     pub fn load_all(&self) -> Vec<Arc<Snapshot>> {
         self.snapshots.iter().map(|s| s.load_full()).collect()
     }
+}
+
+/// The directive's value as a threshold: negative is off (`u64::MAX`).
+fn slow_threshold(micros: i64) -> u64 {
+    u64::try_from(micros).unwrap_or(u64::MAX)
 }
 
 /// Sums over a set of snapshots.
@@ -469,7 +490,7 @@ impl WorkerStats {
             turn: hub.base,
             base: hub.base,
             enabled: hub.enabled,
-            slow_us: hub.slow_threshold_us,
+            slow_us: hub.slow_threshold_us.load(Ordering::Relaxed),
             slow_budget: hub.slowlog.max_len(),
             slow_per_tick: hub.slowlog.max_len(),
             cmds,
@@ -548,8 +569,11 @@ impl WorkerStats {
         true
     }
 
-    /// A new tick: the slow log budget is full again.
-    pub fn refill_slow_budget(&mut self) {
+    /// A new tick: the slow log settings as CONFIG SET last left them,
+    /// and the budget full again.
+    pub fn refill_slow_budget(&mut self, hub: &Hub) {
+        self.slow_us = hub.slow_threshold_us.load(Ordering::Relaxed);
+        self.slow_per_tick = hub.slowlog.max_len();
         self.slow_budget = self.slow_per_tick;
     }
 

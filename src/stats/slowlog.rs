@@ -26,7 +26,7 @@ use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 /// Most arguments kept per entry (the last one may be the "more" note).
@@ -50,7 +50,8 @@ pub struct SlowEntry {
 pub struct SlowLogs {
     logs: Vec<Mutex<VecDeque<SlowEntry>>>,
     next_id: AtomicU64,
-    max_len: usize,
+    /// `slowlog-max-len`, live (CONFIG SET).
+    max_len: AtomicUsize,
 }
 
 impl SlowLogs {
@@ -60,13 +61,14 @@ impl SlowLogs {
                 .map(|_| Mutex::new(VecDeque::new()))
                 .collect(),
             next_id: AtomicU64::new(0),
-            max_len,
+            max_len: AtomicUsize::new(max_len),
         }
     }
 
     /// Add an entry to `worker`'s log (its id is assigned here).
     pub fn push(&self, worker: usize, mut e: SlowEntry) {
-        if self.max_len == 0 {
+        let max_len = self.max_len();
+        if max_len == 0 {
             return;
         }
         let Some(log) = self.logs.get(worker) else {
@@ -75,24 +77,35 @@ impl SlowLogs {
         e.id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
         log.push_front(e);
-        log.truncate(self.max_len);
+        log.truncate(max_len);
     }
 
     /// Entries, newest first, at most `n`.
     pub fn newest(&self, n: usize) -> Vec<SlowEntry> {
+        let n = n.min(self.max_len());
         let mut all: Vec<SlowEntry> = Vec::new();
         for log in &self.logs {
             let log = log.lock().unwrap_or_else(|p| p.into_inner());
-            all.extend(log.iter().take(n.min(self.max_len)).cloned());
+            all.extend(log.iter().take(n).cloned());
         }
         all.sort_unstable_by_key(|e| std::cmp::Reverse(e.id));
-        all.truncate(n.min(self.max_len));
+        all.truncate(n);
         all
     }
 
     /// `slowlog-max-len`.
     pub fn max_len(&self) -> usize {
-        self.max_len
+        self.max_len.load(Ordering::Relaxed)
+    }
+
+    /// CONFIG SET slowlog-max-len: takes effect at once (each worker's log
+    /// is cut to the new length; workers pick up the per-tick budget at
+    /// their next tick).
+    pub fn set_max_len(&self, n: usize) {
+        self.max_len.store(n, Ordering::Relaxed);
+        for log in &self.logs {
+            log.lock().unwrap_or_else(|p| p.into_inner()).truncate(n);
+        }
     }
 
     /// Entries kept (what SLOWLOG LEN says).
@@ -102,7 +115,7 @@ impl SlowLogs {
             .iter()
             .map(|l| l.lock().unwrap_or_else(|p| p.into_inner()).len())
             .sum();
-        total.min(self.max_len)
+        total.min(self.max_len())
     }
 
     pub fn is_empty(&self) -> bool {

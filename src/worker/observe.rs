@@ -621,7 +621,7 @@ impl Worker {
     /// Housekeeping, once per tick: publish, retry refused answers, log
     /// nodes going down and coming back, and topology changes.
     pub(super) fn observe_tick(&mut self) {
-        self.obs.stats.refill_slow_budget();
+        self.obs.stats.refill_slow_budget(&self.shared.stats);
         self.publish_stats(true);
         if !self.obs.outbox.is_empty() {
             for (to, msg) in std::mem::take(&mut self.obs.outbox) {
