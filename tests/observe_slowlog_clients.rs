@@ -25,6 +25,16 @@ fn busy_script(ms: u64) -> String {
     )
 }
 
+/// A one-master cluster and mithril with two workers in front of it.
+fn one_master_two_workers(extra: &str) -> (RedisCluster, Mithril) {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), &format!("threads 2\n{extra}"));
+    (cluster, m)
+}
+
 fn entries(r: &Reply) -> Vec<&[Reply]> {
     r.as_array().iter().map(|e| e.as_array()).collect()
 }
@@ -180,16 +190,8 @@ fn threshold_zero_logs_everything_and_negative_nothing() {
 
 #[test]
 fn config_set_changes_the_slow_log_while_running() {
-    let cluster = RedisCluster::start(ClusterSpec {
-        masters: 1,
-        ..ClusterSpec::default()
-    });
     // Off at start, two workers: the change must reach both.
-    let m = Mithril::start(
-        bin(),
-        &cluster.seeds(),
-        "threads 2\nslowlog-log-slower-than -1\n",
-    );
+    let (_cluster, m) = one_master_two_workers("slowlog-log-slower-than -1\n");
     let mut admin = m.conn();
     let get = |c: &mut Conn, name: &str| -> String {
         let r = c.cmd(&["CONFIG", "GET", name]);
@@ -290,15 +292,7 @@ fn list(c: &mut Conn, args: &[&str]) -> Vec<std::collections::HashMap<String, St
 
 #[test]
 fn client_list_and_kill_span_every_worker() {
-    let cluster = RedisCluster::start(ClusterSpec {
-        masters: 1,
-        ..ClusterSpec::default()
-    });
-    let m = Mithril::start(
-        bin(),
-        &cluster.seeds(),
-        "threads 2\nplacement round-robin\n",
-    );
+    let (_cluster, m) = one_master_two_workers("placement round-robin\n");
     let mut conns: Vec<Conn> = (0..4).map(|_| m.conn()).collect();
     let mut ids = Vec::new();
     for (i, c) in conns.iter_mut().enumerate() {
