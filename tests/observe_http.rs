@@ -273,8 +273,26 @@ fn twemproxy_s_flag_opens_the_stats_port() {
     let m = Mithril::start(&wrapper, &cluster.seeds(), "");
     let doc = stats_json(port);
     assert_eq!(doc["service"], "nutcracker");
-    assert_eq!(doc["curr_connections"], 0);
+    // The harness's readiness check has closed its connection; the
+    // statistics show that within a publication (100 ms).
+    let curr = |want: u64| {
+        wait_until_explained(
+            &format!("curr_connections {want}"),
+            Duration::from_secs(5),
+            || {
+                let doc = stats_json(port);
+                if doc["curr_connections"] == want {
+                    Ok(())
+                } else {
+                    Err(format!("curr_connections {}", doc["curr_connections"]))
+                }
+            },
+        )
+    };
+    curr(0);
     let mut c = m.conn();
+    c.cmd(&["PING"]);
+    curr(1);
     let got = c.cmd(&["CONFIG", "GET", "stats-port"]);
     assert_eq!(got.as_array()[1].as_str(), port.to_string());
     // The metrics endpoint stays off unless configured.
