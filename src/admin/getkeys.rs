@@ -14,8 +14,8 @@
 //! Errors are Redis's texts for an unknown command, a command without key
 //! arguments, a wrong argument count, and arguments that yield no key.
 
-use super::{built, error, parse_i64, Outcome};
-use crate::command::{self, flags, key_flags as K, Args, BeginSearch, Command, FindKeys, KeySpec};
+use super::{built, error, Outcome};
+use crate::command::{self, flags, key_flags as K, kw_eq, Args, Command, SpecOutcome};
 use crate::session::Session;
 
 pub fn getkeys(s: &Session, args: &Args, with_flags: bool) -> Outcome {
@@ -77,12 +77,6 @@ pub(super) struct SpecRange {
     flags: u32,
 }
 
-enum Resolved {
-    Skip,
-    Keys(SpecRange),
-    Invalid,
-}
-
 /// The key ranges of every spec that finds keys in this call, or `None`
 /// when the specs are not what decides the keys (no real key spec, one
 /// with variable flags, or one that cannot read this call).
@@ -97,10 +91,15 @@ pub(super) fn spec_ranges(cmd: &Command, args: &Args) -> Option<Vec<SpecRange>> 
     }
     let mut out = Vec::new();
     for spec in cmd.key_specs {
-        match resolve(spec, args) {
-            Resolved::Skip => {}
-            Resolved::Keys(r) => out.push(r),
-            Resolved::Invalid => return None,
+        match command::resolve_spec(spec, args) {
+            SpecOutcome::Skip => {}
+            SpecOutcome::Keys { first, last, step } => out.push(SpecRange {
+                first,
+                last,
+                step,
+                flags: spec.flags,
+            }),
+            SpecOutcome::Invalid => return None,
         }
     }
     Some(out)
@@ -112,108 +111,6 @@ fn flags_from_specs(ranges: &[SpecRange], pos: usize) -> u32 {
         .iter()
         .find(|r| pos >= r.first && pos <= r.last && (pos - r.first) % r.step == 0)
         .map_or(0, |r| r.flags)
-}
-
-fn resolve(spec: &KeySpec, args: &Args) -> Resolved {
-    if spec.flags & K::NOT_KEY != 0 {
-        return Resolved::Skip;
-    }
-    let argc = args.len() as i64;
-    let mut first = match spec.begin {
-        BeginSearch::Index(pos) => i64::from(pos),
-        BeginSearch::Keyword {
-            keyword,
-            start_from,
-        } => match find_keyword(args, keyword, i64::from(start_from)) {
-            Some(pos) => pos + 1,
-            None => return Resolved::Skip,
-        },
-        BeginSearch::Unknown => return Resolved::Invalid,
-    };
-    let (last, step) = match spec.find {
-        FindKeys::Range {
-            last_key,
-            key_step,
-            limit,
-        } => {
-            let last_key = i64::from(last_key);
-            let last = if last_key >= 0 {
-                first + last_key
-            } else if limit == 0 {
-                argc + last_key
-            } else {
-                first + ((argc - first) / i64::from(limit) + last_key)
-            };
-            (last, i64::from(key_step))
-        }
-        FindKeys::Keynum {
-            keynum_idx,
-            first_key,
-            key_step,
-        } => {
-            let idx = i64::from(keynum_idx);
-            if idx >= argc {
-                return Resolved::Invalid;
-            }
-            let count = usize::try_from(first + idx)
-                .ok()
-                .and_then(|i| args.get(i))
-                .and_then(parse_i64);
-            let count = match count {
-                Some(n) if n >= 0 => n,
-                _ => return Resolved::Invalid,
-            };
-            first += i64::from(first_key);
-            (first + i64::from(count as i32) - 1, i64::from(key_step))
-        }
-        FindKeys::Unknown => return Resolved::Invalid,
-    };
-    if last >= argc || last < first || first >= argc || step < 1 {
-        return Resolved::Invalid;
-    }
-    if spec.flags & K::INCOMPLETE != 0 {
-        return Resolved::Invalid;
-    }
-    Resolved::Keys(SpecRange {
-        first,
-        last,
-        step,
-        flags: spec.flags,
-    })
-}
-
-/// A keyword begin-search: forward from `start_from` to the second-to-last
-/// argument, or for a negative value backward from `argc + start_from`
-/// down to `argv[2]`.
-fn find_keyword(args: &Args, keyword: &str, start_from: i64) -> Option<i64> {
-    let argc = args.len() as i64;
-    let (start, end) = if start_from > 0 {
-        (start_from, argc - 1)
-    } else {
-        (argc + start_from, 1)
-    };
-    let forward = start <= end;
-    let mut i = start;
-    while i != end {
-        if i >= argc || i < 1 {
-            break;
-        }
-        let arg = usize::try_from(i).ok().and_then(|i| args.get(i));
-        if arg.is_some_and(|a| kw_eq(a, keyword)) {
-            return Some(i);
-        }
-        i = if forward { i + 1 } else { i - 1 };
-    }
-    None
-}
-
-/// Case-insensitive keyword match on the C string (bytes before a NUL).
-fn kw_eq(arg: &[u8], keyword: &str) -> bool {
-    let arg = match arg.iter().position(|&b| b == 0) {
-        Some(n) => arg.get(..n).unwrap_or(arg),
-        None => arg,
-    };
-    arg.eq_ignore_ascii_case(keyword.as_bytes())
 }
 
 /// The flags Redis's per-command key rules give a key at `pos`.

@@ -48,7 +48,7 @@ enum Mode {
 }
 
 /// What one key spec says about one call.
-enum SpecOutcome {
+pub(crate) enum SpecOutcome {
     /// The spec applies to nothing here (NOT_KEY, or its keyword is absent).
     Skip,
     Keys {
@@ -216,7 +216,7 @@ fn specs_from(cmd: &Command, args: &Args, from: usize) -> Mode {
     Mode::Done
 }
 
-fn resolve_spec(spec: &KeySpec, args: &Args) -> SpecOutcome {
+pub(crate) fn resolve_spec(spec: &KeySpec, args: &Args) -> SpecOutcome {
     if spec.flags & key_flags::NOT_KEY != 0 {
         return SpecOutcome::Skip;
     }
@@ -464,7 +464,7 @@ fn xread_rule(args: &Args) -> Mode {
 
 /// Case-insensitive keyword match with C string semantics: the server compares
 /// NUL-terminated strings, so anything after an embedded NUL is ignored.
-fn kw_eq(arg: &[u8], keyword: &str) -> bool {
+pub(crate) fn kw_eq(arg: &[u8], keyword: &str) -> bool {
     c_str(arg).eq_ignore_ascii_case(keyword.as_bytes())
 }
 
