@@ -183,8 +183,10 @@ impl Acceptor {
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
-        let Some(ticket) = Ticket::acquire(&self.shared.clients, self.shared.config.maxclients)
-        else {
+        let Some(ticket) = Ticket::acquire(
+            &self.shared.clients,
+            self.shared.live.maxclients.load(Ordering::Relaxed),
+        ) else {
             reject(std_stream);
             self.shared
                 .rejected_connections

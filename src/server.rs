@@ -158,6 +158,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     cfg.forget_client_passwords();
     let started = Instant::now();
     let stats = crate::stats::Hub::new(cfg.threads, &cfg, started); // observe
+    let live = crate::shared::Live::new(&cfg);
     let shared = Arc::new(Shared {
         admin,
         config: cfg,
@@ -169,6 +170,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         started,
         rejected_connections: AtomicU64::new(0),
         total_connections: AtomicU64::new(0),
+        live,
         leases: Default::default(),
         overload: Default::default(),
         stats,

@@ -95,6 +95,8 @@ pub struct Shared {
     pub started: Instant,
     pub rejected_connections: AtomicU64,
     pub total_connections: AtomicU64,
+    /// The settings CONFIG SET changes while running.
+    pub live: Live,
     /// Leased connections per node (locked only when a lease is opened or
     /// closed, never per request).
     pub leases: std::sync::Mutex<std::collections::HashMap<SocketAddr, usize>>,
@@ -105,6 +107,28 @@ pub struct Shared {
     pub stats: crate::stats::Hub,
     /// The memory budget's total and the overload counters.
     pub overload: Overload,
+}
+
+/// Directives `CONFIG SET` may change while mithril runs, kept where every
+/// thread can read them: the acceptor loads `maxclients` at each accept,
+/// workers copy `maxmemory` and `timeout` at every tick (100 ms). The
+/// configuration keeps the start-up values.
+pub struct Live {
+    pub maxclients: AtomicUsize,
+    /// Bytes; 0: no budget.
+    pub maxmemory: AtomicU64,
+    /// Seconds; 0: never.
+    pub timeout_secs: AtomicU64,
+}
+
+impl Live {
+    pub fn new(cfg: &crate::config::Config) -> Live {
+        Live {
+            maxclients: AtomicUsize::new(cfg.maxclients),
+            maxmemory: AtomicU64::new(cfg.maxmemory),
+            timeout_secs: AtomicU64::new(cfg.timeout_secs),
+        }
+    }
 }
 
 /// Process-wide overload state: the buffered-bytes total the `maxmemory`

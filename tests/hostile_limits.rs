@@ -147,6 +147,106 @@ fn idle_clients_are_closed_after_timeout_but_not_subscribers_or_blocked_ones() {
     assert!(m.log().contains("idle for"), "{}", m.log());
 }
 
+/// maxclients, maxmemory and timeout changed with CONFIG SET while
+/// mithril runs take effect without a restart (CONFIG GET shows them).
+#[test]
+fn config_set_changes_the_limits_while_running() {
+    let (_cluster, m) = setup("threads 2");
+    let mut admin = m.conn();
+    let get = |c: &mut Conn, name: &str| -> String {
+        c.cmd(&["CONFIG", "GET", name]).as_array()[1]
+            .as_str()
+            .to_string()
+    };
+    let set = |c: &mut Conn, name: &str, value: &str| {
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", name, value]),
+            Reply::Simple("OK".into()),
+            "CONFIG SET {name} {value}"
+        );
+    };
+
+    // maxclients below the clients already here: nobody is closed, new
+    // connections are turned away; raised again, they are served.
+    let mut other = m.conn();
+    assert_eq!(other.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    set(&mut admin, "maxclients", "2");
+    assert_eq!(get(&mut admin, "maxclients"), "2");
+    let mut refused = m.conn();
+    assert_eq!(
+        refused.read_reply().as_error(),
+        "ERR max number of clients reached"
+    );
+    assert!(refused.is_closed(Duration::from_secs(5)));
+    assert_eq!(other.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    set(&mut admin, "maxclients", "100");
+    let mut again = m.conn();
+    assert_eq!(again.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    drop(again);
+
+    // maxmemory: no budget at start, so a 3 MB hog changes nothing; a
+    // budget set below what is buffered refuses writes within a tick, and
+    // lifting it lets them pass again.
+    let k = tagged("live");
+    let h = hog(&m, 3 * 1024 * 1024);
+    wait_until_explained("the hog to be buffered", Duration::from_secs(10), || {
+        let used = used_memory(&mut admin);
+        if used >= 3 * 1024 * 1024 {
+            Ok(())
+        } else {
+            Err(format!("used_memory={used}"))
+        }
+    });
+    assert_eq!(other.cmd(&["SET", &k, "1"]), Reply::Simple("OK".into()));
+    set(&mut admin, "maxmemory", "1mb");
+    assert_eq!(get(&mut admin, "maxmemory"), (1024 * 1024).to_string());
+    // (Writes may pass until the workers' next tick.)
+    let mut attempt = 0;
+    let refused_key = wait_until_explained("writes to be refused", Duration::from_secs(5), || {
+        attempt += 1;
+        let key = format!("{k}:{attempt}");
+        match other.cmd(&["SET", &key, "2"]) {
+            Reply::Error(e) if e == OOM => Ok(key),
+            r => Err(format!("SET answered {r:?}")),
+        }
+    });
+    assert_eq!(
+        other.cmd(&["GET", &refused_key]).as_bulk(),
+        None,
+        "never sent"
+    );
+    assert_eq!(other.cmd(&["GET", &k]).as_str(), "1", "reads pass");
+    set(&mut admin, "maxmemory", "0");
+    wait_until_explained(
+        "writes to pass again",
+        Duration::from_secs(5),
+        || match other.cmd(&["SET", &k, "3"]) {
+            Reply::Simple(ok) if ok == "OK" => Ok(()),
+            r => Err(format!("SET answered {r:?}")),
+        },
+    );
+    drop(h);
+
+    // timeout: from never to 1 second; an idle client is closed.
+    let mut idle = m.conn();
+    assert_eq!(idle.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    set(&mut admin, "timeout", "1");
+    assert_eq!(get(&mut admin, "timeout"), "1");
+    assert!(
+        idle.is_closed(Duration::from_secs(10)),
+        "the idle client is still open"
+    );
+    // A bad value changes nothing and says why.
+    let mut fresh = m.conn();
+    let r = fresh.cmd(&["CONFIG", "SET", "maxclients", "0"]);
+    assert!(
+        r.as_error()
+            .starts_with("ERR CONFIG SET failed (possibly related to argument 'maxclients') - "),
+        "{r:?}"
+    );
+    assert_eq!(get(&mut fresh, "maxclients"), "100");
+}
+
 /// The `tr` (timer) and `tm->when` (clock ticks) fields of mithril's side
 /// of the connection from client port `client` to mithril port `port`.
 fn tcp_timer(pid: u32, port: u16, client: u16) -> (u32, u64) {

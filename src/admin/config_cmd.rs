@@ -1,10 +1,12 @@
 //! CONFIG: read mithril's own settings, change those that may change at
-//! run time (`loglevel`, `slowlog-log-slower-than`, `slowlog-max-len`).
+//! run time (`loglevel`, `maxclients`, `maxmemory`, `timeout`,
+//! `slowlog-log-slower-than`, `slowlog-max-len`).
 //!
 //! CONFIG GET reads the startup `Config` through the directive table, with
 //! live exceptions: the settable directives show their current values
-//! (`loglevel` from `AdminState`, the slow log's from the statistics hub),
-//! and `requirepass` is never revealed: "(hidden)" when set, "" when not. CONFIG SET checks every pair before applying any, in Redis's
+//! (`loglevel` from `AdminState`, the slow log's from the statistics hub,
+//! the others from `Shared::live`), and `requirepass` is never revealed:
+//! "(hidden)" when set, "" when not. CONFIG SET checks every pair before applying any, in Redis's
 //! order (unknown name, immutable, duplicate; then values), with Redis's
 //! error texts. Names are the directives', not Redis's: `maxmemory` is an
 //! unknown option here.
@@ -15,6 +17,7 @@ use crate::config::{self, glob_match, Directive, LogLevel, DIRECTIVES};
 use crate::session::Session;
 use crate::shared::Shared;
 use bytes::Bytes;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// What CONFIG GET shows for a password that is set.
 pub const HIDDEN_PASSWORD: &str = "(hidden)";
@@ -34,8 +37,8 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
                 "GET <pattern> [<pattern> ...]",
                 "    Return the directives whose names match a glob-like pattern, with their values.",
                 "SET <directive> <value> [<directive> <value> ...]",
-                "    Change a directive while mithril runs: loglevel, slowlog-log-slower-than,",
-                "    slowlog-max-len.",
+                "    Change a directive while mithril runs: loglevel, maxclients, maxmemory,",
+                "    timeout, slowlog-log-slower-than, slowlog-max-len.",
                 "RESETSTAT",
                 "    Reset the statistics of INFO (stats, commandstats, latencystats) on every worker.",
                 "REWRITE",
@@ -57,6 +60,9 @@ fn shown_value(shared: &Shared, d: &Directive) -> Option<String> {
         "loglevel" => Some(shared.admin.loglevel().name().to_string()),
         "slowlog-log-slower-than" => Some(shared.stats.slow_threshold().to_string()),
         "slowlog-max-len" => Some(shared.stats.slowlog.max_len().to_string()),
+        "maxclients" => Some(shared.live.maxclients.load(Relaxed).to_string()),
+        "maxmemory" => Some(shared.live.maxmemory.load(Relaxed).to_string()),
+        "timeout" => Some(shared.live.timeout_secs.load(Relaxed).to_string()),
         "requirepass" if shared.admin.has_password() => Some(HIDDEN_PASSWORD.to_string()),
         _ => d.value(&shared.config),
     }
@@ -136,23 +142,22 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
         }
         seen.push(d);
     }
-    // Parse every value before applying any; the slow log's through the
-    // directive's own parser, into a scratch configuration.
+    // Parse every value before applying any: all but loglevel through the
+    // directive's own parser, into a scratch configuration that is then
+    // applied field by field.
     let mut level = None;
     let mut scratch = crate::config::Config::default();
-    let mut slow = (None, None);
     for (k, d) in seen.iter().enumerate() {
         let value = args.get(2 + 2 * k + 1).unwrap_or_default();
         let value = std::str::from_utf8(value).ok();
         match d.name {
-            "slowlog-log-slower-than" | "slowlog-max-len" => {
+            "slowlog-log-slower-than"
+            | "slowlog-max-len"
+            | "maxclients"
+            | "maxmemory"
+            | "timeout" => {
                 if let Err(why) = d.set(&mut scratch, &[value.unwrap_or("")]) {
                     return set_failed(d.name.as_bytes(), &why);
-                }
-                if d.name == "slowlog-max-len" {
-                    slow.1 = Some(scratch.slowlog_max_len);
-                } else {
-                    slow.0 = Some(scratch.slowlog_log_slower_than);
                 }
             }
             "loglevel" => match value.and_then(|v| v.parse::<LogLevel>().ok()) {
@@ -172,13 +177,23 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
         shared.admin.set_loglevel(l);
         log::info!(target: "mithril::admin", "CONFIG SET loglevel {}", l.name());
     }
-    if let Some(us) = slow.0 {
-        shared.stats.set_slow_threshold(us);
-        log::info!(target: "mithril::admin", "CONFIG SET slowlog-log-slower-than {us}");
-    }
-    if let Some(n) = slow.1 {
-        shared.stats.slowlog.set_max_len(n);
-        log::info!(target: "mithril::admin", "CONFIG SET slowlog-max-len {n}");
+    for d in &seen {
+        match d.name {
+            "slowlog-log-slower-than" => shared
+                .stats
+                .set_slow_threshold(scratch.slowlog_log_slower_than),
+            "slowlog-max-len" => shared.stats.slowlog.set_max_len(scratch.slowlog_max_len),
+            "maxclients" => shared.live.maxclients.store(scratch.maxclients, Relaxed),
+            "maxmemory" => shared.live.maxmemory.store(scratch.maxmemory, Relaxed),
+            "timeout" => shared
+                .live
+                .timeout_secs
+                .store(scratch.timeout_secs, Relaxed),
+            _ => continue,
+        }
+        if let Some(v) = d.value(&scratch) {
+            log::info!(target: "mithril::admin", "CONFIG SET {} {v}", d.name);
+        }
     }
     Outcome::Reply(Bytes::from_static(super::OK))
 }

@@ -332,7 +332,7 @@ fn clients(t: &mut String, cx: &Ctx) {
          clients_in_timeout_table:0\r\n\
          backend_connections:{backends}\r\n",
         cx.shared.clients.load(Ordering::Relaxed),
-        cx.shared.config.maxclients,
+        cx.shared.live.maxclients.load(Ordering::Relaxed),
         c.qbuf_max,
         c.out_max,
         c.blocked,
@@ -346,7 +346,7 @@ fn memory(t: &mut String, cx: &Ctx) {
     // What the maxmemory check compares (every buffer the workers count,
     // summed each tick), and the budget itself.
     let used = cx.shared.overload.used_memory.load(Ordering::Relaxed);
-    let maxmemory: u64 = cx.shared.config.maxmemory;
+    let maxmemory: u64 = cx.shared.live.maxmemory.load(Ordering::Relaxed);
     let _ = write!(
         t,
         "used_memory:{used}\r\n\

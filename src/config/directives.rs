@@ -166,7 +166,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "maxclients",
         default: "10000",
         summary: "most client connections open at once",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {
@@ -318,7 +318,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "maxmemory",
         default: "0",
         summary: "bytes buffered for clients past which write commands get -OOM; 0 is no limit",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Size,
         arity: (1, 1),
         setter: |c, a| {
@@ -357,7 +357,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "timeout",
         default: "0",
         summary: "close a client idle for this many seconds; 0 never does",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {

@@ -123,7 +123,14 @@ fn table_names_are_lower_case_unique_and_runtime_ones_are_those_config_set_appli
     // Exactly the directives admin/config_cmd.rs knows how to apply live.
     assert_eq!(
         runtime,
-        ["loglevel", "slowlog-log-slower-than", "slowlog-max-len"]
+        [
+            "maxclients",
+            "maxmemory",
+            "timeout",
+            "loglevel",
+            "slowlog-log-slower-than",
+            "slowlog-max-len"
+        ]
     );
     names.sort_unstable();
     names.dedup();

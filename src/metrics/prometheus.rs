@@ -82,7 +82,7 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "max_clients",
         "gauge",
         "The maxclients setting.",
-        shared.config.maxclients,
+        shared.live.maxclients.load(Ordering::Relaxed),
     );
     o.single(
         "blocked_clients",

@@ -326,6 +326,11 @@ impl Worker {
     /// sessions (idle timeout, soft limits of sessions that stopped
     /// flushing, buffers of idle sessions).
     pub(super) fn overload_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        // The settings as CONFIG SET last left them.
+        let live = &self.shared.live;
+        self.overload.maxmemory = live.maxmemory.load(Ordering::Relaxed);
+        let secs = live.timeout_secs.load(Ordering::Relaxed);
+        self.overload.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
         self.publish_buffered();
         self.shared.overload.sum(&self.shared.workers);
         self.overload.ticks += 1;
