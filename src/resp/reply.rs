@@ -86,6 +86,18 @@ impl ReplyScanner {
         if buf.is_empty() {
             return ReplyScan::Incomplete;
         }
+        // Fast path: a whole bulk string or non-negative integer at the
+        // start of a fresh scan (GET, INCR, ...), decided in one look. Any
+        // other shape, and a bulk not yet whole, takes the general path,
+        // which agrees with every answer given here.
+        if self.pos == 0 && self.bulk_end.is_none() && self.stack.is_empty() {
+            if let Some((len, head)) = whole_bulk_or_integer(buf) {
+                // A header that arrived in pieces may have left `searched`
+                // behind: the next frame starts clean.
+                self.searched = 0;
+                return ReplyScan::Complete { len, head };
+            }
+        }
         let out = self.step(buf);
         if out != ReplyScan::Incomplete {
             self.reset();
@@ -278,6 +290,24 @@ impl ReplyScanner {
             head: self.head,
         }
     }
+}
+
+/// The length and type byte of the `$<n>\r\n<n bytes>\r\n` or `:<n>\r\n`
+/// frame `buf` starts with, when it is whole and in the plain shape
+/// `quick_header` reads; `None` otherwise.
+#[inline]
+fn whole_bulk_or_integer(buf: &[u8]) -> Option<(usize, u8)> {
+    let kind = *buf.first()?;
+    if kind != b'$' && kind != b':' {
+        return None;
+    }
+    let (n, cr) = quick_header(buf, 0)?;
+    let body = cr + 2;
+    if kind == b':' {
+        return Some((body, kind));
+    }
+    let end = body.checked_add(usize::try_from(n).ok()?)?;
+    (buf.get(end..end.checked_add(2)?)? == b"\r\n").then_some((end + 2, kind))
 }
 
 /// Parses a length or count line: `Ok(None)` for `-1`, `Ok(Some(n))` for
