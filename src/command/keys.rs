@@ -262,7 +262,7 @@ pub(crate) fn resolve_spec(spec: &KeySpec, args: &Args) -> SpecOutcome {
             let count = usize::try_from(first + idx)
                 .ok()
                 .and_then(|i| args.get(i))
-                .and_then(parse_strict_i64);
+                .and_then(crate::resp::parse_i64);
             let count = match count {
                 Some(n) if n >= 0 => n,
                 _ => return SpecOutcome::Invalid,
@@ -473,40 +473,6 @@ pub(super) fn c_str(arg: &[u8]) -> &[u8] {
     match arg.iter().position(|&b| b == 0) {
         Some(n) => arg.get(..n).unwrap_or(arg),
         None => arg,
-    }
-}
-
-/// Strict integer parse, as the server reads a key count: optional '-',
-/// no '+', no spaces, no leading zeros, no overflow, at most 20 bytes.
-pub(super) fn parse_strict_i64(s: &[u8]) -> Option<i64> {
-    if s.is_empty() || s.len() > 20 {
-        return None;
-    }
-    if s == b"0" {
-        return Some(0);
-    }
-    let (neg, digits) = match s.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, s),
-    };
-    match digits.first() {
-        Some(b'1'..=b'9') => {}
-        _ => return None,
-    }
-    let mut v: u64 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-    }
-    if neg {
-        if v > i64::MAX as u64 + 1 {
-            return None;
-        }
-        Some((v as i64).wrapping_neg())
-    } else {
-        i64::try_from(v).ok()
     }
 }
 
