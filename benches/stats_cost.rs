@@ -27,12 +27,15 @@ mod cpu;
 #[path = "compare/rb.rs"]
 #[allow(dead_code)]
 mod rb;
+#[path = "compare/vg.rs"]
+mod vg;
 
 use rb::{RunSpec, Target, Test};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 use support::{key_slot, ClusterSpec, Conn, Mithril, RedisCluster, Reply};
+use vg::{stop_and_read, wrapper_script};
 
 const KEYSPACE: u64 = 100_000;
 const DATA_SIZE: u32 = 32;
@@ -305,7 +308,7 @@ fn callgrind(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Strin
             };
             let tag = format!("p{pipeline}-{stats}");
             let run_out = dir.join(format!("callgrind.{tag}.run.out"));
-            let script = wrapper(dir, &format!("{tag}-run"), bin, &run_out)?;
+            let script = wrapper_script(dir, &format!("{tag}-run"), bin, &run_out)?;
             let mut m = Mithril::start(&script, &cluster.seeds(), &conf);
             let spec = RunSpec {
                 target: Target::Plain { port: m.port },
@@ -323,7 +326,7 @@ fn callgrind(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Strin
                 return Err(o.errors.join("; "));
             }
             let idle_out = dir.join(format!("callgrind.{tag}.idle.out"));
-            let script = wrapper(dir, &format!("{tag}-idle"), bin, &idle_out)?;
+            let script = wrapper_script(dir, &format!("{tag}-idle"), bin, &idle_out)?;
             let mut m = Mithril::start(&script, &cluster.seeds(), &conf);
             std::thread::sleep(length);
             let idle_ir = stop_and_read(&mut m, &idle_out)?;
@@ -362,35 +365,6 @@ fn callgrind(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Strin
     }
     println!("callgrind files in {}", dir.display());
     Ok(())
-}
-
-fn wrapper(dir: &Path, name: &str, bin: &Path, out: &Path) -> Result<PathBuf, String> {
-    use std::os::unix::fs::PermissionsExt;
-    let path = dir.join(format!("{name}.sh"));
-    let text = format!(
-        "#!/bin/sh\nexec valgrind --tool=callgrind --callgrind-out-file='{}' '{}' \"$@\"\n",
-        out.display(),
-        bin.display()
-    );
-    std::fs::write(&path, text)
-        .and_then(|()| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
-}
-
-fn stop_and_read(m: &mut Mithril, out: &Path) -> Result<u64, String> {
-    let code = m.stop();
-    if code != Some(0) {
-        return Err(format!("mithril under valgrind exited with {code:?}"));
-    }
-    let text = std::fs::read_to_string(out).map_err(|e| format!("{}: {e}", out.display()))?;
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix("totals:")
-                .or_else(|| l.strip_prefix("summary:"))
-        })
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| format!("no totals in {}", out.display()))
 }
 
 /// `key:%012d` for the whole key space, set straight on the owning masters.

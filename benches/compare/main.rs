@@ -28,6 +28,7 @@ mod support;
 mod callgrind;
 mod cpu;
 mod rb;
+mod vg;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
