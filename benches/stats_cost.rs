@@ -34,8 +34,8 @@ use rb::{RunSpec, Target, Test};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
-use support::{key_slot, ClusterSpec, Conn, Mithril, RedisCluster, Reply};
-use vg::{stop_and_read, wrapper_script};
+use support::{ClusterSpec, Mithril, RedisCluster};
+use vg::{prefill, stop_and_read, wrapper_script};
 
 const KEYSPACE: u64 = 100_000;
 const DATA_SIZE: u32 = 32;
@@ -85,7 +85,7 @@ fn run() -> Result<(), String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     eprintln!("stats_cost: starting a 3-master cluster...");
     let cluster = RedisCluster::start(ClusterSpec::default());
-    prefill(&cluster)?;
+    prefill(&cluster, KEYSPACE, DATA_SIZE)?;
     let mode = std::env::var("MODE").unwrap_or_default();
     if mode.trim() == "callgrind" {
         return callgrind(&cluster, &bin, &dir);
@@ -364,39 +364,5 @@ fn callgrind(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Strin
         }
     }
     println!("callgrind files in {}", dir.display());
-    Ok(())
-}
-
-/// `key:%012d` for the whole key space, set straight on the owning masters.
-fn prefill(cluster: &RedisCluster) -> Result<(), String> {
-    let map = cluster.slot_map();
-    let value = vec![b'x'; DATA_SIZE as usize];
-    let mut per_node: Vec<(u16, Vec<Vec<Vec<u8>>>)> = Vec::new();
-    for i in 0..KEYSPACE {
-        let key = format!("key:{i:012}").into_bytes();
-        let slot = key_slot(&key);
-        let port = map
-            .iter()
-            .find(|&&(a, b, _)| (a..=b).contains(&slot))
-            .map(|&(_, _, p)| p)
-            .ok_or_else(|| format!("no node serves slot {slot}"))?;
-        let cmd = vec![b"SET".to_vec(), key, value.clone()];
-        match per_node.iter_mut().find(|(p, _)| *p == port) {
-            Some((_, cmds)) => cmds.push(cmd),
-            None => per_node.push((port, vec![cmd])),
-        }
-    }
-    for (port, cmds) in per_node {
-        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}"))
-            .map_err(|e| format!("node {port}: {e}"))?;
-        for batch in cmds.chunks(1000) {
-            if c.pipeline(batch)
-                .iter()
-                .any(|r| !matches!(r, Reply::Simple(s) if s == "OK"))
-            {
-                return Err(format!("prefill on {port} failed"));
-            }
-        }
-    }
     Ok(())
 }

@@ -28,14 +28,12 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::rb::{self, RunSpec, Target, Test};
-use crate::support::{key_slot, ClusterSpec, Conn, Mithril, RedisCluster, Reply};
-use crate::vg::{stop_and_read, wrapper_script};
+use crate::support::{ClusterSpec, Mithril, RedisCluster};
+use crate::vg::{prefill, stop_and_read, wrapper_script};
 use crate::{Settings, DATA_SIZE, KEYSPACE};
 
 /// Functions listed from `callgrind_annotate`.
 const TOP_FUNCTIONS: usize = 15;
-/// SETs per pipeline while prefilling.
-const PREFILL_BATCH: usize = 1000;
 
 pub fn run(settings: &Settings) -> Result<(), String> {
     let valgrind = Command::new("valgrind")
@@ -53,7 +51,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let dir = crate::bench_dir()?;
     eprintln!("bench: starting a 3-master cluster...");
     let cluster = RedisCluster::start(ClusterSpec::default());
-    prefill(&cluster)?;
+    prefill(&cluster, KEYSPACE, DATA_SIZE)?;
     println!(
         "prefilled key:000000000000..key:{:012} ({DATA_SIZE}-byte values) on the nodes",
         KEYSPACE - 1
@@ -145,38 +143,4 @@ fn annotate(out: &Path) -> Result<Vec<String>, String> {
         .map(str::to_string)
         .collect();
     Ok(lines)
-}
-
-/// SETs `key:%012d` (the names redis-benchmark's `-r` makes) for the whole
-/// key space straight on the owning masters, so no GET of the run misses.
-fn prefill(cluster: &RedisCluster) -> Result<(), String> {
-    let map = cluster.slot_map();
-    let value = vec![b'x'; DATA_SIZE as usize];
-    let mut per_node: Vec<(u16, Vec<Vec<Vec<u8>>>)> = Vec::new();
-    for i in 0..KEYSPACE {
-        let key = format!("key:{i:012}").into_bytes();
-        let slot = key_slot(&key);
-        let port = map
-            .iter()
-            .find(|&&(a, b, _)| (a..=b).contains(&slot))
-            .map(|&(_, _, p)| p)
-            .ok_or_else(|| format!("no node serves slot {slot}"))?;
-        let cmd = vec![b"SET".to_vec(), key, value.clone()];
-        match per_node.iter_mut().find(|(p, _)| *p == port) {
-            Some((_, cmds)) => cmds.push(cmd),
-            None => per_node.push((port, vec![cmd])),
-        }
-    }
-    for (port, cmds) in per_node {
-        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}"))
-            .map_err(|e| format!("cannot reach node {port}: {e}"))?;
-        for batch in cmds.chunks(PREFILL_BATCH) {
-            for r in c.pipeline(batch) {
-                if !matches!(&r, Reply::Simple(s) if s == "OK") {
-                    return Err(format!("prefill SET on node {port}: {r:?}"));
-                }
-            }
-        }
-    }
-    Ok(())
 }
