@@ -19,6 +19,7 @@
 use super::{Outgoing, Timer, Worker};
 use crate::backend::Purpose;
 use crate::command::{Args, Command, Fanout, Wide};
+use crate::resp::encode::Proto;
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::router;
 use crate::session::ring::{Fold, Merge};
@@ -350,6 +351,21 @@ impl Worker {
         merge.request = req.clone(); // observe: slow log
         let seq = s.ring.push_merge(merge);
         self.obs.stats.counters.fragments += masters as u64; // observe
+        self.parts_to_masters(cx, key, seq, masters, proto, &req);
+    }
+
+    /// Sends `req` to the first `masters` masters as parts 0.. of the
+    /// merge at `seq`; a master with no pool folds a no-topology error in
+    /// its place.
+    pub(super) fn parts_to_masters(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        seq: u64,
+        masters: usize,
+        proto: Proto,
+        req: &Bytes,
+    ) {
         for shard in 0..masters {
             let out = Outgoing {
                 seq: Some(seq),

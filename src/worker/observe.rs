@@ -22,13 +22,12 @@
 //! are out per worker; answers a full mailbox refused wait in the outbox
 //! and are retried each tick, never dropped.
 
-use super::{Outgoing, Timer, Worker};
+use super::{Timer, Worker};
 use crate::admin::client::{self as aclient, client_info_line};
 use crate::admin::{info, Outcome};
-use crate::backend::{Backend, Purpose};
+use crate::backend::Backend;
 use crate::command::{Args, Command};
 use crate::resp::encode::{Encoder, Proto};
-use crate::router;
 use crate::session::ring::{Fold, Merge};
 use crate::session::Session;
 use crate::shared::{Shared, WorkerMsg};
@@ -438,23 +437,8 @@ impl Worker {
         let Some(seq) = self.gather_slot(key, masters + workers, finish) else {
             return;
         };
-        for shard in 0..masters {
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(shard as u32),
-                ..Outgoing::new(key, Bytes::from_static(INFO_KEYSPACE))
-            };
-            match self.pools.pool_for_shard(shard, proto) {
-                Some(pool) => self.send_to_pool(cx, pool, out),
-                None => self.fold_part(
-                    cx,
-                    key,
-                    seq,
-                    shard as u32,
-                    Bytes::from_static(router::ERR_NO_TOPOLOGY),
-                ),
-            }
-        }
+        let req = Bytes::from_static(INFO_KEYSPACE);
+        self.parts_to_masters(cx, key, seq, masters, proto, &req);
         self.ask_workers(cx, key, seq, masters as u32, Ask::Publish);
     }
 
