@@ -20,21 +20,6 @@ const HELPER_ADDR: &str = "HOSTILE_HELPER_ADDR";
 const HELPER_CONNS: &str = "HOSTILE_HELPER_CONNS";
 const MAXCLIENTS_ERR: &[u8] = b"-ERR max number of clients reached\r\n";
 
-/// Raises this process's open-file limit to its hard limit.
-fn raise_fd_limit() -> u64 {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
-    unsafe {
-        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-        lim.rlim_cur = lim.rlim_max;
-        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-    }
-    lim.rlim_cur
-}
-
 /// Run by `twenty_thousand_connections_...` in a child process: opens
 /// `HOSTILE_HELPER_CONNS` connections, classifies each (served: PING gets
 /// PONG; refused: the maxclients error, then a close), prints

@@ -140,3 +140,19 @@ pub fn kill_and_reap(child: &mut Child) -> Option<ExitStatus> {
     signal_child(child, libc::SIGKILL);
     child.wait().ok()
 }
+
+/// Raises this process's open-file limit to its hard limit; returns the
+/// limit now in force.
+pub fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid rlimit struct.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    lim.rlim_cur
+}
