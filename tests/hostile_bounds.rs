@@ -161,22 +161,31 @@ fn a_subscriber_that_does_not_read_holds_at_most_the_push_window() {
     for r in publisher.pipeline(&cmds) {
         assert_eq!(r, Reply::Int(1));
     }
-    let f = wait_until_explained(
-        "the subscriber's push window to fill",
+    // The window fills to 4,096 frames and mithril stops reading the
+    // subscriber connection; it reads again only once fewer than half are
+    // left. The kernel may still take some of the queued frames after that
+    // (its socket buffers grow), so the backlog settles between half the
+    // window and the window, and stays there while the client reads nothing.
+    let settled = |probe: &mut Conn| -> Result<u64, String> {
+        let a = session(probe, id).ok_or("session gone")?["pushes"];
+        std::thread::sleep(Duration::from_millis(300));
+        let b = session(probe, id).ok_or("session gone")?["pushes"];
+        assert!(a <= 4096 && b <= 4096, "past the window: {a}, {b}");
+        if a == b && b >= 2048 {
+            Ok(b)
+        } else {
+            Err(format!("backlog {a} then {b}"))
+        }
+    };
+    let held = wait_until_explained(
+        "the subscriber's push window to fill and settle",
         // Generous: the other tests of this file run alongside on 2 cores.
         Duration::from_secs(60),
-        || {
-            let f = session(&mut probe, id).ok_or("session gone")?;
-            if f["pushes"] >= 4096 {
-                Ok(f)
-            } else {
-                Err(format!("{f:?}"))
-            }
-        },
+        || settled(&mut probe),
     );
-    assert_eq!(f["pushes"], 4096, "exactly the window: {f:?}");
+    assert!((2048..=4096).contains(&held), "{held}");
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(session(&mut probe, id).unwrap()["pushes"], 4096);
+    assert_eq!(session(&mut probe, id).unwrap()["pushes"], held);
     // Reading drains the window, the node's buffer refills it: every
     // message arrives, in order.
     for i in 0..N {
