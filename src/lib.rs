@@ -10,10 +10,10 @@
 
 pub mod acceptor;
 pub mod acl;
-pub mod admin;
 pub mod backend;
 pub mod command;
 pub mod config;
+pub mod local;
 pub mod logging;
 pub mod metrics;
 pub mod resp;

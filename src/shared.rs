@@ -102,7 +102,7 @@ pub struct Shared {
     pub leases: std::sync::Mutex<std::collections::HashMap<SocketAddr, usize>>,
     /// What the commands mithril answers itself keep: live CONFIG values,
     /// the password, the run id and the emulated node's id.
-    pub admin: crate::admin::AdminState,
+    pub admin: crate::local::AdminState,
     /// observe: every worker's published statistics and the slow logs.
     pub stats: crate::stats::Hub,
     /// The memory budget's total and the overload counters.

@@ -20,6 +20,7 @@ over a plain socket.
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 
@@ -57,7 +58,6 @@ ARG_KINDS = {
 }
 
 ROUTES = {
-    "Local": "Route::Local",
     "Slot": "Route::Slot",
     "AnyMaster": "Route::AnyMaster",
     "Blocking": "Route::Blocking",
@@ -77,6 +77,23 @@ ROUTES = {
 
 class GenError(Exception):
     pass
+
+
+def local_variant(name):
+    """The LocalCmd variant of a local command: `client|list` is ClientList."""
+    return "".join(w[:1].upper() + w[1:] for w in re.split(r"[|\-_]", name) if w)
+
+
+def route_rust(route):
+    """The Rust expression of a route: `Local(Ping)` names its local handler."""
+    m = re.fullmatch(r"Local\(([A-Z][A-Za-z]*)\)", route)
+    if m:
+        return "Route::Local(L::%s)" % m.group(1)
+    return ROUTES[route]
+
+
+def valid_route(route):
+    return route == "Local" or route in ROUTES or re.fullmatch(r"Local\(([A-Z][A-Za-z]*)\)", route)
 
 
 def note(msg):
@@ -322,12 +339,15 @@ def assign_routes(model, routes):
     routes = {k: v for k, v in routes.items() if not k.startswith("_")}
     for name in routes:
         find(model, name)
-        if routes[name] not in ROUTES:
+        if not valid_route(routes[name]):
             raise GenError("%s: unknown route %r" % (name, routes[name]))
     missing = []
     for name, e in model.items():
         if name in routes:
             e["route"] = routes[name]
+            # A bare "Local" names the handler after the command.
+            if e["route"] == "Local":
+                e["route"] = "Local(%s)" % local_variant(name)
         elif has_keys(e):
             e["route"] = "Slot"
         else:
@@ -336,6 +356,8 @@ def assign_routes(model, routes):
         for sname, s in e["subs"].items():
             if sname in routes:
                 s["route"] = routes[sname]
+                if s["route"] == "Local":
+                    s["route"] = "Local(%s)" % local_variant(sname)
             elif e["route"] == "Unsupported":
                 s["route"] = "Unsupported"
             elif has_keys(s):
@@ -501,7 +523,7 @@ def emit_command(e, ind):
     else:
         f("key_specs: &[],")
     f("legacy_keys: (%d, %d, %d)," % (e["first"], e["last"], e["step"]))
-    f("route: %s," % ROUTES[e["route"]])
+    f("route: %s," % route_rust(e["route"]))
     if e["subs"]:
         f("subcommands: &[")
         for k in sorted(e["subs"]):
@@ -553,6 +575,26 @@ def emit(model, source):
     out.append("use super::flags as F;")
     out.append("use super::key_flags as K;")
     out.append("use super::{Arg, ArgKind, BeginSearch, Command, Doc, Fanout, FindKeys, KeySpec, Route, Wide};")
+    out.append("use LocalCmd as L;")
+    out.append("")
+    locals_ = set()
+    def collect(e):
+        m = re.fullmatch(r"Local\(([A-Za-z]+)\)", e["route"])
+        if m:
+            locals_.add(m.group(1))
+        for sub in e["subs"].values():
+            collect(sub)
+    for n in names:
+        collect(model[n])
+    out.append("/// The commands mithril answers itself, one variant per handler (a")
+    out.append("/// subcommand shares its container's unless the overlay names its own).")
+    out.append("/// `crate::local` answers them; `crate::router::decide` sends the ones")
+    out.append("/// that need the whole worker elsewhere.")
+    out.append("#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]")
+    out.append("pub enum LocalCmd {")
+    for v in sorted(locals_):
+        out.append("    %s," % v)
+    out.append("}")
     out.append("")
     out.append("/// Longest top-level command name, in bytes.")
     out.append("pub(super) const MAX_NAME_LEN: usize = %d;" % max_len)

@@ -5,15 +5,15 @@
 //!   Config (requirepass, user lines) ──Acl::from_config──► Acl (in AdminState)
 //!                                                            │
 //!   AUTH / HELLO AUTH ──authenticate──► Arc<User> on the session
-//!   dispatch ── NOAUTH gate ──► denied(shared, session, cmd, args)
-//!                                  │ session.restricted == false: one branch, done
-//!                                  └ else: mode of the command, then every key,
-//!                                    then every channel ──► NOPERM reply
+//!   router::decide ── NOAUTH, OOM ──► restricted user? ──► refusal(acl, user, cmd, args)
+//!                                     │ no (View::acl is None): one branch, done
+//!                                     └ yes: mode of the command, then every key,
+//!                                       then every channel ──► NOPERM reply
 //! ```
 //!
 //! What it owns: [`Acl`] (the users, built once at start and never changed),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
-//! the permission check ([`denied`]) with Redis 7.0's NOPERM texts, the
+//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, the
 //! failure counters `INFO stats` shows, and the credentials mithril sends
 //! to the cluster ([`backend_auth_frame`]).
 //!
@@ -56,7 +56,7 @@ pub const ERR_NOPERM_CHANNEL: &[u8] =
     b"-NOPERM this user has no permissions to access one of the channels used as arguments\r\n";
 
 /// Whether the user a new session starts as (`default`) is restricted:
-/// fixed at start (see [`AdminState::new`](crate::admin::AdminState::new)),
+/// fixed at start (see [`AdminState::new`](crate::local::AdminState::new)),
 /// read once per accepted connection.
 static DEFAULT_RESTRICTED: AtomicBool = AtomicBool::new(false);
 
@@ -374,22 +374,12 @@ fn is_script_call(cmd: &Command) -> bool {
     )
 }
 
-/// The permission check of the dispatch path: `None` when the session may
-/// run the command, else the NOPERM reply. Costs one branch for a session
-/// whose user may run everything.
-#[inline]
-pub fn denied(shared: &Shared, s: &Session, cmd: &'static Command, args: &Args) -> Option<Bytes> {
-    if !s.restricted {
-        return None;
-    }
-    denied_slow(shared, s, cmd, args)
-}
-
+/// The permission check of the dispatch path, for a restricted user
+/// (the router asks only then): `None` when `user` may run the command,
+/// else the NOPERM reply.
 #[cold]
 #[inline(never)]
-fn denied_slow(shared: &Shared, s: &Session, cmd: &'static Command, args: &Args) -> Option<Bytes> {
-    let acl = &shared.admin.acl;
-    let user = s.user.as_ref().unwrap_or_else(|| acl.default_user());
+pub fn refusal(acl: &Acl, user: &User, cmd: &'static Command, args: &Args) -> Option<Bytes> {
     match acl.check(user, cmd, args) {
         Ok(()) => None,
         Err(Denial::Command) => Some(Bytes::from(format!(

@@ -35,6 +35,7 @@ use std::ops::Range;
 
 pub use keys::{first_key, is_blocking_call, keys, KeyIter};
 pub use reply::{unknown_command_reply, unknown_subcommand_reply, wrong_arity_reply};
+pub use table::LocalCmd;
 
 /// Command flags, one bit each, in the order `COMMAND INFO` lists them.
 pub mod flags {
@@ -328,8 +329,8 @@ pub enum FindKeys {
 /// How the proxy handles the command (spec: commands.txt).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
-    /// Answered by the proxy itself.
-    Local,
+    /// Answered by the proxy itself, by the named handler (`crate::local`).
+    Local(LocalCmd),
     /// Sent to the owner of its first key's slot (the node enforces same-slot);
     /// a call without keys at runtime (EVAL with numkeys 0) goes to any master.
     Slot,

@@ -12,6 +12,42 @@ use super::doc_flags as DF;
 use super::flags as F;
 use super::key_flags as K;
 use super::{Arg, ArgKind, BeginSearch, Command, Doc, Fanout, FindKeys, KeySpec, Route, Wide};
+use LocalCmd as L;
+
+/// The commands mithril answers itself, one variant per handler (a
+/// subcommand shares its container's unless the overlay names its own).
+/// `crate::local` answers them; `crate::router::decide` sends the ones
+/// that need the whole worker elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LocalCmd {
+    Acl,
+    Asking,
+    Auth,
+    Client,
+    ClientKill,
+    ClientList,
+    Cluster,
+    Command,
+    Config,
+    ConfigResetstat,
+    Discard,
+    Echo,
+    Exec,
+    Hello,
+    Info,
+    Lolwut,
+    Multi,
+    Ping,
+    Quit,
+    Readonly,
+    Readwrite,
+    Reset,
+    Select,
+    Slowlog,
+    Time,
+    Unwatch,
+    Watch,
+}
 
 /// Longest top-level command name, in bytes.
 pub(super) const MAX_NAME_LEN: usize = 20;
@@ -95,7 +131,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Acl),
         subcommands: &[
             Command {
                 name: "acl|cat",
@@ -104,7 +140,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List the ACL categories or the commands inside a category",
@@ -124,7 +160,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Remove the specified ACL users and the associated rules",
@@ -145,7 +181,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns whether the user can execute the given command without executing the command.",
@@ -167,7 +203,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Generate a pseudorandom secure password to use for ACL users",
@@ -187,7 +223,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the rules for a specific ACL user",
@@ -211,7 +247,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -228,7 +264,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List the current ACL rules in ACL config file format",
@@ -245,7 +281,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Reload the ACLs from the configured ACL file",
@@ -262,7 +298,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List latest events denied because of ACLs in place",
@@ -292,7 +328,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Save the current ACL rules in the configured ACL file",
@@ -310,7 +346,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Modify or create the rules for a specific ACL user",
@@ -336,7 +372,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List the username of all the configured ACL rules",
@@ -353,7 +389,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Acl),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return the name of the user associated to the current connection",
@@ -402,7 +438,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Asking),
         subcommands: &[],
         doc: Doc {
             summary: "Sent by cluster clients after an -ASK redirect",
@@ -419,7 +455,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Auth),
         subcommands: &[],
         doc: Doc {
             summary: "Authenticate to the server",
@@ -948,7 +984,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Client),
         subcommands: &[
             Command {
                 name: "client|caching",
@@ -957,7 +993,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Instruct the server about tracking or not keys in the next request",
@@ -984,7 +1020,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "A client claims its capability.",
@@ -1004,7 +1040,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the current connection name",
@@ -1021,7 +1057,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get tracking notifications redirection client ID if any",
@@ -1038,7 +1074,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -1055,7 +1091,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns the client ID for the current connection",
@@ -1072,7 +1108,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns information about the current client connection.",
@@ -1090,7 +1126,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::ClientKill),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Kill the connection of a client",
@@ -1147,7 +1183,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::ClientList),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the list of client connections",
@@ -1193,7 +1229,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Set client eviction mode for the current connection",
@@ -1220,7 +1256,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Controls whether commands sent by the client affect the LRU/LFU of accessed keys.",
@@ -1247,7 +1283,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Stop processing commands from clients for some time",
@@ -1278,7 +1314,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Instruct the server whether to reply to commands",
@@ -1306,7 +1342,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Sets information specific to the client or connection.",
@@ -1334,7 +1370,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Set the current connection name",
@@ -1355,7 +1391,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Enable or disable server assisted client side caching support",
@@ -1388,7 +1424,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return information about server assisted client side caching for the current connection",
@@ -1405,7 +1441,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Unblock a client blocked in a blocking command from a different connection",
@@ -1433,7 +1469,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Client),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Resume processing of clients that were paused",
@@ -1459,7 +1495,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Cluster),
         subcommands: &[
             Command {
                 name: "cluster|addslots",
@@ -1468,7 +1504,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Assign new hash slots to receiving node",
@@ -1488,7 +1524,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Assign new hash slots to receiving node",
@@ -1515,7 +1551,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Advance the cluster config epoch",
@@ -1533,7 +1569,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return the number of failure reports active for a given node",
@@ -1574,7 +1610,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Set hash slots as unbound in receiving node",
@@ -1594,7 +1630,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Set hash slots as unbound in receiving node",
@@ -1621,7 +1657,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Forces a replica to perform a manual failover of its master.",
@@ -1648,7 +1684,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Delete a node's own slots information",
@@ -1665,7 +1701,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Remove a node from the nodes table",
@@ -1707,7 +1743,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -1724,7 +1760,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Provides info about Redis Cluster node state",
@@ -1742,7 +1778,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns the hash slot of the specified key",
@@ -1762,7 +1798,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns a list of all TCP links to and from peer nodes in cluster",
@@ -1780,7 +1816,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Force a node cluster to handshake with another node",
@@ -1805,7 +1841,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return the node id",
@@ -1822,7 +1858,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns the shard ID of a node.",
@@ -1840,7 +1876,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get Cluster config for the node",
@@ -1858,7 +1894,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List replica nodes of the specified master node",
@@ -1879,7 +1915,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Reconfigure a node as a replica of the specified master node",
@@ -1899,7 +1935,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Reset a Redis Cluster node",
@@ -1926,7 +1962,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Forces the node to save cluster state on disk",
@@ -1943,7 +1979,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Set the configuration epoch in a new node",
@@ -1963,7 +1999,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Bind a hash slot to a specific node",
@@ -1997,7 +2033,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get array of cluster slots to node mappings",
@@ -2015,7 +2051,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List replica nodes of the specified master node",
@@ -2039,7 +2075,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return an array of slot usage statistics for slots assigned to the current node.",
@@ -2089,7 +2125,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Cluster),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get array of Cluster slot to node mappings",
@@ -2120,7 +2156,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Command),
         subcommands: &[
             Command {
                 name: "command|count",
@@ -2129,7 +2165,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get total number of Redis commands",
@@ -2146,7 +2182,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get array of specific Redis command documentation",
@@ -2167,7 +2203,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Extract keys given a full Redis command",
@@ -2188,7 +2224,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Extract keys and access flags given a full Redis command",
@@ -2209,7 +2245,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -2226,7 +2262,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get array of specific Redis command details, or all when no argument is given.",
@@ -2250,7 +2286,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Command),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get an array of Redis command names",
@@ -2289,7 +2325,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Config),
         subcommands: &[
             Command {
                 name: "config|get",
@@ -2298,7 +2334,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Config),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the values of configuration parameters",
@@ -2327,7 +2363,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Config),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -2344,7 +2380,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::ConfigResetstat),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Reset the stats returned by INFO",
@@ -2362,7 +2398,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Config),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Rewrite the configuration file with the in memory configuration",
@@ -2380,7 +2416,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Config),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Set configuration parameters to the given values",
@@ -2550,7 +2586,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::TRANSACTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Discard),
         subcommands: &[],
         doc: Doc {
             summary: "Discard all commands issued after MULTI",
@@ -2590,7 +2626,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Echo),
         subcommands: &[],
         doc: Doc {
             summary: "Echo the given string",
@@ -2716,7 +2752,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW | A::TRANSACTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Exec),
         subcommands: &[],
         doc: Doc {
             summary: "Execute all commands issued after MULTI",
@@ -3960,7 +3996,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Hello),
         subcommands: &[],
         doc: Doc {
             summary: "Handshake with Redis",
@@ -4445,7 +4481,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Info),
         subcommands: &[],
         doc: Doc {
             summary: "Get information and statistics about the server",
@@ -4839,7 +4875,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::READ | A::FAST,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Lolwut),
         subcommands: &[],
         doc: Doc {
             summary: "Display some computer art and the Redis version",
@@ -5499,7 +5535,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::TRANSACTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Multi),
         subcommands: &[],
         doc: Doc {
             summary: "Mark the start of a transaction block",
@@ -5873,7 +5909,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Ping),
         subcommands: &[],
         doc: Doc {
             summary: "Ping the server",
@@ -6167,7 +6203,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Quit),
         subcommands: &[],
         doc: Doc {
             summary: "Close the connection",
@@ -6205,7 +6241,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Readonly),
         subcommands: &[],
         doc: Doc {
             summary: "Enables read queries for a connection to a cluster replica node",
@@ -6222,7 +6258,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Readwrite),
         subcommands: &[],
         doc: Doc {
             summary: "Disables read queries for a connection to a cluster replica node",
@@ -6349,7 +6385,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Reset),
         subcommands: &[],
         doc: Doc {
             summary: "Reset the connection",
@@ -6868,7 +6904,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Select),
         subcommands: &[],
         doc: Doc {
             summary: "Change the selected database for the current connection",
@@ -7212,7 +7248,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Slowlog),
         subcommands: &[
             Command {
                 name: "slowlog|get",
@@ -7221,7 +7257,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Slowlog),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the slow log's entries",
@@ -7245,7 +7281,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Slowlog),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -7262,7 +7298,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Slowlog),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the slow log's length",
@@ -7280,7 +7316,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local,
+                route: Route::Local(L::Slowlog),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Clear all entries from the slow log",
@@ -7800,7 +7836,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Time),
         subcommands: &[],
         doc: Doc {
             summary: "Return the current server time",
@@ -7932,7 +7968,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::FAST | A::TRANSACTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Local,
+        route: Route::Local(L::Unwatch),
         subcommands: &[],
         doc: Doc {
             summary: "Forget about all watched keys",
@@ -7996,7 +8032,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RO, begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: -1, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (1, -1, 1),
-        route: Route::Local,
+        route: Route::Local(L::Watch),
         subcommands: &[],
         doc: Doc {
             summary: "Watch the given keys to determine execution of the MULTI/EXEC block",

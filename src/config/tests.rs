@@ -120,7 +120,7 @@ fn table_names_are_lower_case_unique_and_runtime_ones_are_those_config_set_appli
         .filter(|d| d.runtime_settable)
         .map(|d| d.name)
         .collect();
-    // Exactly the directives admin/config_cmd.rs knows how to apply live.
+    // Exactly the directives local/config_cmd.rs knows how to apply live.
     assert_eq!(
         runtime,
         [

@@ -249,7 +249,7 @@ impl Session {
             created: now,
             last_active: now,
             _ticket: ticket,
-            authenticated: !crate::admin::password_required(),
+            authenticated: !crate::local::password_required(),
             user: None,
             restricted: crate::acl::default_restricted(),
             pressure: Pressure::default(),

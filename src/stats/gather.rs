@@ -17,7 +17,7 @@
 //! part; an answer the asker's full mailbox refuses waits in the peer's
 //! outbox (bounded by the askers' limits) and is retried every tick.
 
-use crate::admin::client::{KillFilter, ListFilter};
+use crate::local::client::{KillFilter, ListFilter};
 use bytes::Bytes;
 use reactor::Key;
 use std::sync::Arc;

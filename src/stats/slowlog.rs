@@ -19,8 +19,8 @@
 //! how many more there were), each at most 128 bytes (then how many more);
 //! passwords are replaced by `(redacted)`.
 
-use crate::admin::Outcome;
 use crate::command::Args;
+use crate::local::Outcome;
 use crate::resp::encode::{Encoder, Proto};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
@@ -205,7 +205,7 @@ pub fn command(logs: &SlowLogs, proto: Proto, name: &str, args: &Args) -> Outcom
         "slowlog|get" => {
             let count = match args.get(2) {
                 None => 10,
-                Some(a) => match crate::admin::parse_i64(a) {
+                Some(a) => match crate::local::parse_i64(a) {
                     Some(-1) => usize::MAX,
                     Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
                     _ => return Outcome::Reply(Bytes::from_static(ERR_COUNT)),

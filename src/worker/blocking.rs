@@ -14,9 +14,9 @@
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
-use crate::command::{self, Args, Command};
+
 use crate::router;
-use crate::topology::key_slot;
+
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::net::SocketAddr;
@@ -29,14 +29,9 @@ impl Worker {
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
-        cmd: &'static Command,
+        slot: u16,
         frame: Bytes,
-        args: &Args,
     ) {
-        let Some(k) = command::first_key(cmd, args).and_then(|i| args.get(i)) else {
-            return self.forward_any(cx, key, frame);
-        };
-        let slot = key_slot(k);
         if self.topo.is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }

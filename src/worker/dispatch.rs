@@ -1,15 +1,13 @@
-//! What a request means: resolve the command, apply the session's state
-//! (transaction, subscribed context), and send it where its route says:
-//! a node, several nodes, a lease, the subscriber connection, or the proxy
-//! itself.
+//! Carrying out what the router decided for a request: build the
+//! session's [`View`], ask `router::decide`, and apply the [`Decision`]
+//! (one arm per variant): send it to a node, several nodes, a lease, the
+//! subscriber connection, the open transaction, or answer it here.
 
 use super::{Outgoing, Timer, Worker};
-use crate::admin::{self, Outcome};
-use crate::command::{self, flags, Args, Command, Route};
+use crate::command::{Args, Command, LocalCmd};
 use crate::config::ReadFrom;
-use crate::resp::Proto;
-use crate::router;
-use crate::topology::key_slot;
+use crate::local::{self as local, Outcome};
+use crate::router::{self, Decided, Decision, Refusal, TxnOp, View};
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::ops::Range;
@@ -29,6 +27,8 @@ impl Worker {
         self.args = ranges;
     }
 
+    /// Decide what the request does (`router::decide`, pure), then carry
+    /// the decision out: one arm per [`Decision`] variant.
     fn dispatch_with(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -40,115 +40,107 @@ impl Worker {
             buf: &frame,
             ranges,
         };
-        let cmd = match command::resolve(&args) {
-            Ok(c) => c,
-            Err(rejection) => {
-                // observe: refused before running; the error is no call.
-                let known = match rejection {
-                    command::Rejection::WrongArity(c) => Some(c),
-                    _ => None,
-                };
-                self.observe_rejected(key, known);
-                let r = rejection.reply(&args);
-                self.txn_flag(key);
-                return self.reply(key, Bytes::from(r));
-            }
-        };
-        // observe: the reply slot this request takes carries its start
-        // time and command (see crate::stats).
-        let stamp = self.obs.stats.stamp(cmd);
-        // NOAUTH gate (requirepass); also records the command for CLIENT INFO.
-        if !self.sessions.get_mut(key).is_some_and(|s| {
-            s.ring.stamp = stamp;
-            admin::admit(s, cmd)
-        }) {
-            self.observe_rejected(key, Some(cmd)); // observe
-            return self.reply(key, Bytes::from_static(admin::ERR_NOAUTH));
-        }
-        // maxmemory: one compare unless a budget is set (overload.rs).
-        if self.oom_refuses(key, cmd) {
-            self.txn_flag(key);
-            return self.reply_static(key, super::overload::ERR_OOM);
-        }
         let Some(s) = self.sessions.get(key) else {
             return;
         };
-        // ACL (user lines): one bool test unless the user is restricted.
-        if let Some(denied) = crate::acl::denied(&self.shared, s, cmd, &args) {
+        let acl = &self.shared.admin.acl;
+        let view = View {
+            proto: s.proto,
+            authenticated: s.authenticated,
+            in_txn: s.txn.is_some(),
+            txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
+            subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
+            over_memory: self.over_memory(),
+            acl: s.restricted.then(|| {
+                (
+                    acl,
+                    &**s.user.as_ref().unwrap_or_else(|| acl.default_user()),
+                )
+            }),
+        };
+        let Decided { cmd, decision } = router::decide(&view, &args, &self.topo);
+        if let Some(cmd) = cmd {
+            // observe: the reply slot this request takes carries its start
+            // time and command (see crate::stats); CLIENT INFO shows it.
+            let stamp = self.obs.stats.stamp(cmd);
+            if let Some(s) = self.sessions.get_mut(key) {
+                s.ring.stamp = stamp;
+                s.last_cmd = cmd.name;
+            }
+        }
+        match (cmd, decision) {
+            (_, Decision::Refuse(r)) => self.refuse(key, r),
+            (_, Decision::Slot { slot, read }) => self.forward_slot(cx, key, slot, read, frame),
+            (_, Decision::AnyMaster) => self.forward_any(cx, key, frame),
+            (_, Decision::PubsubHome) => self.forward_pubsub_home(cx, key, frame),
+            (_, Decision::Lease { slot }) => self.blocking(cx, key, slot, frame),
+            (Some(cmd), d) => {
+                // These look at the arguments while handing the frame on:
+                // through a second handle.
+                let held = frame.clone();
+                let args = Args { buf: &held, ranges };
+                self.apply_command(cx, key, cmd, d, frame, &args)
+            }
+            (None, _) => {}
+        }
+    }
+
+    /// The decisions that need the command and its arguments.
+    fn apply_command(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        decision: Decision,
+        frame: Bytes,
+        args: &Args,
+    ) {
+        match decision {
+            Decision::Fanout(kind) => self.fanout(cx, key, cmd, kind, frame, args),
+            Decision::Wide(wide) => self.wide(cx, key, wide, frame, args),
+            Decision::Subscribe => self.subscribe(cx, key, cmd, frame, args),
+            Decision::Queue => self.txn_queue(key, cmd, frame, args),
+            Decision::Gather(g) => self.gather(cx, key, g, cmd, args),
+            Decision::Txn(op) => {
+                self.slow_local(key, args); // observe
+                match op {
+                    TxnOp::Multi => self.txn_multi(key),
+                    TxnOp::Exec => self.txn_exec(cx, key),
+                    TxnOp::Discard => self.txn_discard(key),
+                }
+            }
+            Decision::SubscribedPing => {
+                self.slow_local(key, args); // observe
+                let r = super::pubsub::subscribed_ping(args.get(1));
+                self.reply(key, r)
+            }
+            Decision::Reset => {
+                self.slow_local(key, args); // observe
+                self.reset_state(cx, key);
+                self.local(key, LocalCmd::Reset, cmd, args)
+            }
+            Decision::Local(which) => {
+                self.slow_local(key, args); // observe
+                self.local(key, which, cmd, args)
+            }
+            Decision::Refuse(r) => self.refuse(key, r),
+            Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
+            Decision::AnyMaster => self.forward_any(cx, key, frame),
+            Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
+            Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
+        }
+    }
+
+    /// An error answer before the request ran.
+    fn refuse(&mut self, key: Key, r: Refusal) {
+        if let Some(known) = r.rejected {
+            // observe: refused before running; the error is no call.
+            self.observe_rejected(key, known);
+        }
+        if r.dooms_txn {
             self.txn_flag(key);
-            return self.reply(key, denied);
         }
-        let plain = s.txn.is_none() && s.sub.is_none();
-        if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, &args) {
-            // The hot path: one key, one slot, one node.
-            let slot = command::first_key(cmd, &args)
-                .and_then(|i| args.get(i))
-                .map(key_slot);
-            let read = cmd.flags & flags::READONLY != 0;
-            return match slot {
-                Some(slot) => self.forward_slot(cx, key, slot, read, frame),
-                None => self.forward_any(cx, key, frame),
-            };
-        }
-        // Everything else may hand the frame on while still reading its
-        // arguments: look at them through a second handle.
-        let held = frame.clone();
-        let args = Args { buf: &held, ranges };
-        if s.proto == Proto::Resp2
-            && s.sub.as_ref().is_some_and(|x| x.count() > 0)
-            && !super::pubsub::allowed_when_subscribed(cmd)
-        {
-            let r = super::pubsub::not_allowed_reply(cmd);
-            return self.reply(key, r);
-        }
-        if s.txn.is_some() && !super::txn::runs_immediately(cmd) {
-            return self.txn_queue(key, cmd, frame, &args);
-        }
-        match cmd.route {
-            Route::Slot => {
-                if command::is_blocking_call(cmd, &args) {
-                    return self.blocking(cx, key, cmd, frame, &args);
-                }
-                match command::first_key(cmd, &args).and_then(|i| args.get(i)) {
-                    Some(k) => {
-                        let slot = key_slot(k);
-                        let read = cmd.flags & flags::READONLY != 0;
-                        self.forward_slot(cx, key, slot, read, frame);
-                    }
-                    None => self.forward_any(cx, key, frame),
-                }
-            }
-            Route::Fanout(kind) => self.fanout(cx, key, cmd, kind, frame, &args),
-            Route::ClusterWide(wide) => self.wide(cx, key, wide, frame, &args),
-            Route::AnyMaster => {
-                if cmd.name == "publish" || cmd.name.starts_with("pubsub|") {
-                    // Subscribers all live on the pub/sub home node: publish
-                    // there (the cluster forwards to every node, and the
-                    // count returned is mithril's subscribers) and ask it.
-                    self.forward_pubsub_home(cx, key, frame)
-                } else {
-                    self.forward_any(cx, key, frame)
-                }
-            }
-            Route::Pubsub => self.subscribe(cx, key, cmd, frame, &args),
-            Route::Blocking => self.blocking(cx, key, cmd, frame, &args),
-            Route::SlotArg => {
-                let slot = args
-                    .get(2)
-                    .and_then(|s| std::str::from_utf8(s).ok())
-                    .and_then(|s| s.parse::<u16>().ok())
-                    .filter(|&s| s < 16384);
-                match slot {
-                    Some(slot) => self.forward_slot(cx, key, slot, false, frame),
-                    None => self.reply_static(key, b"-ERR Invalid or out of range slot\r\n"),
-                }
-            }
-            Route::Local => self.local(cx, key, cmd, frame, &args),
-            Route::Unsupported => {
-                let r = command::unknown_command_reply(&args);
-                self.reply(key, Bytes::from(r))
-            }
-        }
+        self.reply(key, r.reply)
     }
 
     /// Send a single-slot request to the node serving `slot` (a replica
@@ -217,42 +209,12 @@ impl Worker {
         }
     }
 
-    fn local(
-        &mut self,
-        cx: &mut Context<'_, Timer>,
-        key: Key,
-        cmd: &'static Command,
-        frame: Bytes,
-        args: &Args,
-    ) {
-        // observe: INFO, CLIENT LIST/KILL, SLOWLOG, CONFIG RESETSTAT
-        // (worker/observe.rs: they need every worker, or the masters).
-        if self.observe_local(cx, key, cmd, args) {
-            return;
-        }
-        self.slow_local(key, args); // observe: slowlog-log-slower-than 0
-        match cmd.name {
-            "multi" => return self.txn_multi(key),
-            "exec" => return self.txn_exec(cx, key),
-            "discard" => return self.txn_discard(key),
-            "ping"
-                if self.sessions.get(key).is_some_and(|s| {
-                    s.proto == Proto::Resp2
-                        && s.sub.as_ref().is_some_and(|x| x.count() > 0)
-                        && args.len() <= 2
-                }) =>
-            {
-                let r = super::pubsub::subscribed_ping(args.get(1));
-                return self.reply(key, r);
-            }
-            "reset" => self.reset_state(cx, key),
-            _ => {}
-        }
-        let _ = frame;
+    /// A command `crate::local` answers from the session and shared state.
+    fn local(&mut self, key: Key, which: LocalCmd, cmd: &'static Command, args: &Args) {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        match admin::execute(&self.shared, s, cmd, args) {
+        match local::execute(&self.shared, s, which, cmd, args) {
             Outcome::Reply(r) => self.reply(key, r),
             Outcome::ReplyAndClose(r) => {
                 self.reply(key, r);

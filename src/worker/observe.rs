@@ -23,11 +23,12 @@
 //! and are retried each tick, never dropped.
 
 use super::{Timer, Worker};
-use crate::admin::client::{self as aclient, client_info_line};
-use crate::admin::{info, Outcome};
 use crate::backend::Backend;
 use crate::command::{Args, Command};
+use crate::local::client::{self as aclient, client_info_line};
+use crate::local::{info, Outcome};
 use crate::resp::encode::{Encoder, Proto};
+use crate::router::Gather;
 use crate::session::ring::{Fold, Merge};
 use crate::session::Session;
 use crate::shared::{Shared, WorkerMsg};
@@ -187,30 +188,31 @@ fn int_of(frame: &[u8]) -> u64 {
 
 impl Worker {
     /// Local commands that observe the whole proxy; false: not one of them.
-    pub(super) fn observe_local(
+    /// The local commands that need every worker (or the masters): INFO,
+    /// CLIENT LIST/KILL, CONFIG RESETSTAT, SLOWLOG.
+    pub(super) fn gather(
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
+        what: Gather,
         cmd: &'static Command,
         args: &Args,
-    ) -> bool {
-        match cmd.name {
-            "info" => self.info(cx, key, args),
-            "client|list" => self.client_list(cx, key, args),
-            "client|kill" => self.client_kill(cx, key, args),
-            "config|resetstat" => self.reset_stats(cx, key),
-            "slowlog|get" | "slowlog|len" | "slowlog|reset" | "slowlog|help" => {
+    ) {
+        match what {
+            Gather::Info => self.info(cx, key, args),
+            Gather::ClientList => self.client_list(cx, key, args),
+            Gather::ClientKill => self.client_kill(cx, key, args),
+            Gather::ResetStats => self.reset_stats(cx, key),
+            Gather::Slowlog => {
                 let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
-                    return true;
+                    return;
                 };
                 let logs = &self.shared.stats.slowlog;
                 match slowlog::command(logs, proto, cmd.name, args) {
                     Outcome::Reply(r) | Outcome::ReplyAndClose(r) => self.reply(key, r),
                 }
             }
-            _ => return false,
         }
-        true
     }
 
     /// With `slowlog-log-slower-than 0` every command is logged, those the

@@ -29,16 +29,12 @@
 //! or where the session itself is being served).
 
 use super::{Timer, Worker};
-use crate::command::{flags, Command};
 use crate::config::{Config, OutputLimit};
 use crate::session::{ReadOutcome, Session};
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-
-/// Redis's reply to a write while over `maxmemory` (its shared `oomerr`).
-pub const ERR_OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
 
 /// Sent, when it can be, to a client cut off at `query-buffer-limit`.
 const ERR_QUERY_LIMIT: &[u8] =
@@ -206,23 +202,13 @@ impl Worker {
         self.overload.buffered = self.overload.buffered.saturating_sub(accounted);
     }
 
-    /// The `maxmemory` gate, before any work for `cmd`: true when it must be
-    /// refused with [`ERR_OOM`]. Commands that may grow memory (denyoom),
-    /// and EXEC of a transaction holding one, are refused while the
-    /// process-wide total is over the budget.
+    /// The `maxmemory` gate's input: the process-wide total is over the
+    /// budget (one compare while no budget is set). The router refuses
+    /// commands that may grow memory, and EXEC of a transaction holding
+    /// one, while this holds.
     #[inline]
-    pub(super) fn oom_refuses(&self, key: Key, cmd: &Command) -> bool {
-        if self.overload.maxmemory == 0 {
-            return false;
-        }
-        let denyoom = cmd.flags & flags::DENYOOM != 0
-            || (cmd.name == "exec"
-                && self
-                    .sessions
-                    .get(key)
-                    .and_then(|s| s.txn.as_ref())
-                    .is_some_and(|t| t.denyoom));
-        denyoom
+    pub(super) fn over_memory(&self) -> bool {
+        self.overload.maxmemory != 0
             && self.shared.overload.used_memory.load(Ordering::Relaxed) > self.overload.maxmemory
     }
 

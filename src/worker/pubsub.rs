@@ -29,29 +29,6 @@ use std::collections::{HashSet, VecDeque};
 
 const ERR_TOO_MANY: &[u8] = b"-ERR mithril: too many subscriptions for one client (32768)\r\n";
 
-/// Commands a RESP2 client may send while subscribed.
-pub(super) fn allowed_when_subscribed(cmd: &Command) -> bool {
-    matches!(
-        cmd.name,
-        "subscribe"
-            | "psubscribe"
-            | "unsubscribe"
-            | "punsubscribe"
-            | "ssubscribe"
-            | "sunsubscribe"
-            | "ping"
-            | "quit"
-            | "reset"
-    )
-}
-
-pub(super) fn not_allowed_reply(cmd: &Command) -> Bytes {
-    let name = cmd.name.split('|').next().unwrap_or(cmd.name);
-    Bytes::from(format!(
-        "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
-    ))
-}
-
 /// PING while subscribed (RESP2): `["pong", message or ""]`.
 pub(super) fn subscribed_ping(msg: Option<&[u8]>) -> Bytes {
     let mut out = Vec::new();

@@ -14,7 +14,7 @@
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::{InFlight, Purpose};
-use crate::command::{self, Args, Command, Route};
+use crate::command::{self, Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::router;
@@ -32,14 +32,6 @@ const ERR_DISCARD_WITHOUT: &[u8] = b"-ERR DISCARD without MULTI\r\n";
 const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_TOO_LARGE: &[u8] = b"-ERR mithril: transaction too large (query-buffer-limit)\r\n";
-
-/// Commands that act at once even inside MULTI.
-pub(super) fn runs_immediately(cmd: &Command) -> bool {
-    matches!(
-        cmd.name,
-        "exec" | "discard" | "multi" | "quit" | "reset" | "watch" | "unwatch"
-    )
-}
 
 /// How many replies a transaction frame produces (one per request in it).
 pub(super) fn replies_of(f: &InFlight) -> u32 {
@@ -93,23 +85,6 @@ impl Worker {
 
     /// Queue one request of an open transaction.
     pub(super) fn txn_queue(&mut self, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
-        let refusal: Option<&'static [u8]> = match cmd.route {
-            Route::Slot | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => None,
-            Route::Local if matches!(cmd.name, "ping" | "echo" | "time") => None,
-            Route::Unsupported => None,
-            _ => Some(
-                b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n",
-            ),
-        };
-        if cmd.route == Route::Unsupported {
-            let r = command::unknown_command_reply(args);
-            self.txn_flag(key);
-            return self.reply(key, Bytes::from(r));
-        }
-        if let Some(r) = refusal {
-            self.txn_flag(key);
-            return self.reply_static(key, r);
-        }
         let limit = self.query_limit;
         let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) else {
             return;

@@ -1,31 +1,36 @@
 //! Commands the proxy answers itself.
 //!
-//! What it owns: the replies to every command the table routes `Local`
-//! (connection commands, AUTH/HELLO/RESET, INFO, CONFIG, CLIENT, COMMAND,
-//! ACL WHOAMI and the one-node CLUSTER face), the NOAUTH gate
-//! ([`admit`]), and [`AdminState`], the bit of live state those commands
-//! keep in `Shared`.
+//! What it owns: the replies to every command the table routes
+//! `Local(which)` and the router hands over as `Decision::Local`
+//! (connection commands, AUTH/HELLO/RESET, CONFIG, CLIENT, COMMAND, ACL
+//! and the one-node CLUSTER face), and [`AdminState`], the bit of live
+//! state those commands keep in `Shared`. INFO, CLIENT LIST/KILL, CONFIG
+//! RESETSTAT and SLOWLOG need every worker: the router sends them to the
+//! worker instead (`Decision::Gather`), and the INFO text is built here
+//! ([`info`]).
 //!
 //! ```text
-//!   dispatch ── admit(session, cmd) ──► NOAUTH? ── reply
-//!                      │ ok
-//!                      ▼ Route::Local
-//!               execute(shared, session, cmd, args) ──► Outcome (one frame)
-//!                  ├─ auth        AUTH HELLO RESET
-//!                  ├─ acl_cmd     ACL WHOAMI USERS LIST
-//!                  ├─ client      CLIENT ...          (+ client_info_line)
-//!                  ├─ config_cmd  CONFIG ...
-//!                  ├─ cluster     CLUSTER ...         (one master, all slots)
-//!                  ├─ introspect  COMMAND ...         (from the static table)
-//!                  ├─ getkeys     COMMAND GETKEYS[ANDFLAGS]
-//!                  └─ info        INFO
+//!   router::decide ──► Decision::Local(which)
+//!                             │
+//!                             ▼
+//!   execute(shared, session, which, cmd, args) ──► Outcome (one frame)
+//!      ├─ auth        AUTH HELLO RESET
+//!      ├─ acl_cmd     ACL WHOAMI USERS LIST
+//!      ├─ client      CLIENT ...          (+ client_info_line)
+//!      ├─ config_cmd  CONFIG ...
+//!      ├─ cluster     CLUSTER ...         (one master, all slots)
+//!      ├─ introspect  COMMAND ...         (from the static table)
+//!      └─ getkeys     COMMAND GETKEYS[ANDFLAGS]
 //! ```
+//!
+//! The match in [`execute`] is exhaustive over `LocalCmd`, which the
+//! command table's generator emits: a command marked local in
+//! `tools/command_overlay.json` does not compile until it has a handler.
 //!
 //! Invariants: every reply is exactly one frame, built in the session's
 //! protocol with [`Encoder`], so one handler answers RESP2 and RESP3 the
 //! way Redis 7 does (texts of errors included); a handler touches only its
-//! own session and `Shared`. Nothing here is on the path of routed traffic
-//! except [`admit`], which is one store and one test.
+//! own session and `Shared`. Nothing here is on the path of routed traffic.
 //!
 //! Never: send anything to a backend, block, or panic on client input.
 
@@ -43,7 +48,7 @@ pub use auth::reset_session;
 pub use client::client_info_line;
 pub use state::{password_required, AdminState};
 
-use crate::command::{flags, Args, Command};
+use crate::command::{Args, Command, LocalCmd};
 use crate::resp::encode::Encoder;
 use crate::session::Session;
 use crate::shared::Shared;
@@ -54,10 +59,6 @@ use bytes::Bytes;
 pub const REDIS_VERSION: &str = "7.2.0";
 /// mithril's own version.
 pub const MITHRIL_VERSION: &str = env!("CARGO_PKG_VERSION");
-
-/// The reply to any command but AUTH, HELLO, QUIT and RESET while a client
-/// has not authenticated.
-pub const ERR_NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
 
 pub enum Outcome {
     Reply(Bytes),
@@ -70,15 +71,6 @@ const PONG: &[u8] = b"+PONG\r\n";
 const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
 const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
 const ERR_WATCH: &[u8] = b"-ERR mithril: WATCH and UNWATCH are not supported through the proxy\r\n";
-
-/// The auth gate, run for every command that passed lookup and arity
-/// checks (the order Redis uses): remembers the command for CLIENT INFO
-/// and says whether this session may run it.
-#[inline]
-pub fn admit(s: &mut Session, cmd: &'static Command) -> bool {
-    s.last_cmd = cmd.name;
-    s.authenticated || cmd.flags & flags::NO_AUTH != 0
-}
 
 fn stat(s: &'static [u8]) -> Outcome {
     Outcome::Reply(Bytes::from_static(s))
@@ -135,11 +127,19 @@ pub fn parse_i64(b: &[u8]) -> Option<i64> {
     s.parse().ok()
 }
 
-pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Args) -> Outcome {
+/// Answer a local command. `which` is the handler the command table
+/// names; `cmd` is the resolved (sub)command, for the families that look
+/// at their subcommand.
+pub fn execute(
+    shared: &Shared,
+    s: &mut Session,
+    which: LocalCmd,
+    cmd: &'static Command,
+    args: &Args,
+) -> Outcome {
     let arg = |i: usize| args.get(i).unwrap_or_default();
-    let family = cmd.name.split('|').next().unwrap_or(cmd.name);
-    match family {
-        "ping" => match args.len() {
+    match which {
+        LocalCmd::Ping => match args.len() {
             1 => stat(PONG),
             // PING takes at most one message (Redis checks this itself:
             // the table's arity only says "at least one").
@@ -151,21 +151,21 @@ pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 s,
             ),
         },
-        "echo" => built(
+        LocalCmd::Echo => built(
             |e| {
                 e.bulk(arg(1));
             },
             s,
         ),
-        "quit" => Outcome::ReplyAndClose(Bytes::from_static(OK)),
-        "select" => match parse_i64(arg(1)) {
+        LocalCmd::Quit => Outcome::ReplyAndClose(Bytes::from_static(OK)),
+        LocalCmd::Select => match parse_i64(arg(1)) {
             None => stat(ERR_NOT_INTEGER),
             Some(n) if i32::try_from(n).is_err() => stat(ERR_NOT_INTEGER),
             Some(0) => stat(OK),
             Some(_) => error("ERR SELECT is not allowed in cluster mode"),
         },
-        "time" => time(s),
-        "lolwut" => built(
+        LocalCmd::Time => time(s),
+        LocalCmd::Lolwut => built(
             |e| {
                 e.verbatim(
                     b"txt",
@@ -175,19 +175,28 @@ pub fn execute(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
             s,
         ),
         // Cluster-client handshakes; the proxy routes every read itself.
-        "asking" | "readonly" | "readwrite" => stat(OK),
-        "watch" | "unwatch" => stat(ERR_WATCH),
-        "auth" => auth::auth(shared, s, args),
-        "hello" => auth::hello(shared, s, args),
-        "reset" => auth::reset(s),
-        "acl" => acl_cmd::acl(shared, s, cmd),
-        "client" => client::client(shared, s, cmd, args),
-        "config" => config_cmd::config(shared, s, cmd, args),
-        "cluster" => cluster::cluster(shared, s, cmd, args),
-        "command" => introspect::command(shared, s, cmd, args),
-        "info" => info::info(shared, s, args),
-        _ => error(&format!(
-            "ERR mithril: '{}' is not supported yet",
+        LocalCmd::Asking | LocalCmd::Readonly | LocalCmd::Readwrite => stat(OK),
+        LocalCmd::Watch | LocalCmd::Unwatch => stat(ERR_WATCH),
+        LocalCmd::Auth => auth::auth(shared, s, args),
+        LocalCmd::Hello => auth::hello(shared, s, args),
+        LocalCmd::Reset => auth::reset(s),
+        LocalCmd::Acl => acl_cmd::acl(shared, s, cmd),
+        LocalCmd::Client => client::client(shared, s, cmd, args),
+        LocalCmd::Config => config_cmd::config(shared, s, cmd, args),
+        LocalCmd::Cluster => cluster::cluster(shared, s, cmd, args),
+        LocalCmd::Command => introspect::command(shared, s, cmd, args),
+        // The router sends these to the worker (they need every worker,
+        // or the transaction code); reaching here is a routing bug,
+        // answered rather than panicked on.
+        LocalCmd::Info
+        | LocalCmd::ClientKill
+        | LocalCmd::ClientList
+        | LocalCmd::ConfigResetstat
+        | LocalCmd::Slowlog
+        | LocalCmd::Multi
+        | LocalCmd::Exec
+        | LocalCmd::Discard => error(&format!(
+            "ERR mithril: internal routing error for '{}'",
             display_name(cmd)
         )),
     }

@@ -6,7 +6,8 @@
 //!   Retry there and remember it; the topology is refreshed soon.
 //! - `-ASK <slot> <host>:<port>`: this one key is being migrated; retry on
 //!   that node once, preceded by ASKING on the same connection.
-//! - `-TRYAGAIN ...`, `-CLUSTERDOWN ...`: passed to the client for now.
+//! - `-TRYAGAIN ...`, `-CLUSTERDOWN ...`: not redirects; the worker's
+//!   retry policy (`worker/retry.rs`) waits and sends the request again.
 //!
 //! Only error frames are looked at, so replies that are not errors pay
 //! nothing for redirect handling.

@@ -1,0 +1,388 @@
+//! Routing: what one request does, decided before anything is done.
+//!
+//! [`decide`] looks at the session's state (a [`View`]), the resolved
+//! command, its arguments and the topology snapshot, and returns a
+//! [`Decision`]; the worker carries the decision out (`worker/apply.rs`,
+//! one arm per variant). The function is pure: it reads no socket, no
+//! pool, no clock and no global, so every outcome is unit-tested below
+//! without a redis-server. A new kind of outcome is a new variant here and
+//! one arm in the worker.
+//!
+//! [`redirect`] reads the cluster's answers that send a request elsewhere
+//! (MOVED, ASK); what is done with TRYAGAIN and CLUSTERDOWN is the worker's
+//! retry policy (`worker/retry.rs`).
+//!
+//! Never: allocate on the plain single-key path (a GET decides to
+//! [`Decision::Slot`] with nothing but comparisons and the key's CRC16).
+
+pub mod redirect;
+
+pub use redirect::{
+    parse_redirect, Redirect, ASKING, ERR_NO_TOPOLOGY, ERR_SLOT_UNSERVED, ERR_TOO_MANY_REDIRECTS,
+    MAX_HOPS,
+};
+
+use crate::acl::{Acl, User};
+use crate::command::{self, flags, Args, Command, Fanout, LocalCmd, Rejection, Route, Wide};
+use crate::resp::Proto;
+use crate::topology::{key_slot, Topology};
+use bytes::Bytes;
+
+/// `maxmemory` refusal (Redis's text).
+pub const ERR_OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+/// The reply to any command but AUTH, HELLO, QUIT and RESET while a client
+/// has not authenticated.
+pub const ERR_NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
+const ERR_BAD_SLOT: &[u8] = b"-ERR Invalid or out of range slot\r\n";
+const ERR_IN_MULTI: &[u8] =
+    b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n";
+
+/// What the router needs to know of the session (and of the process-wide
+/// memory gate) to decide. Built by the worker per request from plain
+/// fields; nothing in it is looked up.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    pub proto: Proto,
+    /// AUTH done, or no password required.
+    pub authenticated: bool,
+    /// Between MULTI and EXEC/DISCARD.
+    pub in_txn: bool,
+    /// The open transaction queued a command that may grow memory.
+    pub txn_denyoom: bool,
+    /// Channels plus patterns the session is subscribed to.
+    pub subscribed: usize,
+    /// The process is over `maxmemory` (false when no budget is set).
+    pub over_memory: bool,
+    /// The ACL store and the session's user, when that user is restricted
+    /// (None: the user may run everything, the common case).
+    pub acl: Option<(&'a Acl, &'a User)>,
+}
+
+/// Why a request is answered with an error before it runs, and what that
+/// refusal means for the session's bookkeeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The error frame.
+    pub reply: Bytes,
+    /// Counted as a rejected command, not a call (statistics), with the
+    /// command when it is known.
+    pub rejected: Option<Option<&'static Command>>,
+    /// An open MULTI is doomed (EXEC answers EXECABORT).
+    pub dooms_txn: bool,
+}
+
+/// Transaction control handled by the worker's transaction code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxnOp {
+    Multi,
+    Exec,
+    Discard,
+}
+
+/// Local commands that need the whole worker (every worker, or every
+/// master) rather than just the session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gather {
+    /// INFO: sections gathered from every worker (and the masters).
+    Info,
+    ClientList,
+    ClientKill,
+    /// CONFIG RESETSTAT: every worker's statistics.
+    ResetStats,
+    /// SLOWLOG GET/LEN/RESET/HELP: the process-wide slow log.
+    Slowlog,
+}
+
+/// What one request does. The order in which [`decide`] checks for each
+/// is written on the function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Answer with an error now; nothing is sent anywhere.
+    Refuse(Refusal),
+    /// To the master of `slot`, or a replica when `read` and read
+    /// splitting allow.
+    Slot { slot: u16, read: bool },
+    /// A keyless command any master can answer (rotated over masters).
+    AnyMaster,
+    /// PUBLISH and PUBSUB: the node every subscriber connection goes to.
+    PubsubHome,
+    /// Split per slot, parts merged in order.
+    Fanout(Fanout),
+    /// Involves every master.
+    Wide(Wide),
+    /// A blocking command: on a leased connection to the master of
+    /// `slot`.
+    Lease { slot: u16 },
+    /// (P)SUBSCRIBE / (P)UNSUBSCRIBE on the session's subscriber
+    /// connection.
+    Subscribe,
+    /// Queued in the open transaction (answered +QUEUED or refused there).
+    Queue,
+    /// MULTI / EXEC / DISCARD.
+    Txn(TxnOp),
+    /// PING of a RESP2 subscribed client: `["pong", message]`.
+    SubscribedPing,
+    /// RESET: leave the transaction and every subscription, then answer
+    /// locally as [`LocalCmd::Reset`].
+    Reset,
+    /// Answered from the worker's view of the whole process.
+    Gather(Gather),
+    /// Answered by `crate::local` from the session and shared state.
+    Local(LocalCmd),
+}
+
+/// What [`decide`] concluded, with the command it resolved (None only
+/// for requests refused before a command was found).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decided {
+    pub cmd: Option<&'static Command>,
+    pub decision: Decision,
+}
+
+impl Decided {
+    fn refuse(cmd: Option<&'static Command>, refusal: Refusal) -> Decided {
+        Decided {
+            cmd,
+            decision: Decision::Refuse(refusal),
+        }
+    }
+}
+
+fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
+    Refusal {
+        reply,
+        rejected: None,
+        dooms_txn,
+    }
+}
+
+/// Decide what the request in `args` does. Outcomes, in the order they
+/// are checked (the order Redis's `processCommand` uses, then mithril's
+/// routing):
+///
+/// 1. Unknown command or subcommand, wrong arity: `Refuse` (a rejection,
+///    not a call; dooms an open MULTI).
+/// 2. Not authenticated and the command is not `no-auth`: `Refuse` with
+///    NOAUTH (a rejection).
+/// 3. Over `maxmemory` and the command may grow memory (or EXEC of a
+///    transaction that would run one): `Refuse` with OOM (dooms MULTI).
+/// 4. A restricted user without the right to this command, key or
+///    channel: `Refuse` with NOPERM (dooms MULTI).
+/// 5. Outside MULTI and not subscribed, a single-slot command that does
+///    not block: `Slot` for its first key's slot, `AnyMaster` when the call
+///    has no key (EVAL with numkeys 0). This is the hot path.
+/// 6. A RESP2 subscribed session and a command that context does not
+///    allow: `Refuse` with Redis's "only (P|S)SUBSCRIBE ..." error.
+/// 7. Inside MULTI, any command but EXEC, DISCARD, MULTI, QUIT, RESET,
+///    WATCH and UNWATCH: `Queue`, or `Refuse` (dooming the transaction)
+///    for an unknown command or one that cannot run inside a transaction
+///    through the proxy.
+/// 8. By the command's route: `Lease` (blocking, including XREAD with
+///    BLOCK), `Slot`, `AnyMaster`, `PubsubHome` (PUBLISH, PUBSUB),
+///    `Fanout`, `Wide`, `Subscribe`, `Slot` of the slot named in `argv[2]`
+///    (`Refuse` when it is not a slot number), `Refuse` with the
+///    unknown-command error for unsupported commands, and for local
+///    commands `Txn`, `SubscribedPing` (RESP2, subscribed, at most one
+///    argument), `Reset`, `Gather` or `Local`.
+///
+/// Routed outcomes (`Slot`, `AnyMaster`, `PubsubHome`, `Fanout`, `Wide`,
+/// `Lease`) are refused with CLUSTERDOWN while no topology is known.
+#[inline]
+pub fn decide(v: &View<'_>, args: &Args<'_>, topo: &Topology) -> Decided {
+    // 1. The command and its arity.
+    let cmd = match command::resolve(args) {
+        Ok(c) => c,
+        Err(rejection) => {
+            let known = match rejection {
+                Rejection::WrongArity(c) => Some(c),
+                _ => None,
+            };
+            return Decided::refuse(
+                None,
+                Refusal {
+                    reply: Bytes::from(rejection.reply(args)),
+                    rejected: Some(known),
+                    dooms_txn: true,
+                },
+            );
+        }
+    };
+    let decision = decide_command(v, cmd, args, topo);
+    Decided {
+        cmd: Some(cmd),
+        decision,
+    }
+}
+
+#[inline]
+fn decide_command(
+    v: &View<'_>,
+    cmd: &'static Command,
+    args: &Args<'_>,
+    topo: &Topology,
+) -> Decision {
+    // 2. Authentication.
+    if !v.authenticated && cmd.flags & flags::NO_AUTH == 0 {
+        return Decision::Refuse(Refusal {
+            reply: Bytes::from_static(ERR_NOAUTH),
+            rejected: Some(Some(cmd)),
+            dooms_txn: false,
+        });
+    }
+    // 3. Memory.
+    if v.over_memory && (cmd.flags & flags::DENYOOM != 0 || (cmd.name == "exec" && v.txn_denyoom)) {
+        return Decision::Refuse(refusal(Bytes::from_static(ERR_OOM), true));
+    }
+    // 4. Permissions.
+    if let Some((acl, user)) = v.acl {
+        if let Some(reply) = crate::acl::refusal(acl, user, cmd, args) {
+            return Decision::Refuse(refusal(reply, true));
+        }
+    }
+    // 5. The hot path.
+    let plain = !v.in_txn && v.subscribed == 0;
+    if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, args) {
+        if topo.is_empty() {
+            return no_topology();
+        }
+        return slot_of_first_key(cmd, args);
+    }
+    // 6. The RESP2 subscribed context.
+    if v.proto == Proto::Resp2 && v.subscribed > 0 && !allowed_when_subscribed(cmd) {
+        return Decision::Refuse(refusal(not_allowed_reply(cmd), false));
+    }
+    // 7. Inside MULTI.
+    if v.in_txn && !runs_immediately(cmd) {
+        return queue_in_txn(cmd, args);
+    }
+    // 8. The route.
+    let routed = match cmd.route {
+        Route::Local(which) => return local(v, which, args),
+        Route::Unsupported => {
+            let r = command::unknown_command_reply(args);
+            return Decision::Refuse(refusal(Bytes::from(r), false));
+        }
+        Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args),
+        Route::Blocking => lease(cmd, args),
+        Route::Slot => slot_of_first_key(cmd, args),
+        Route::AnyMaster if cmd.name == "publish" || cmd.name.starts_with("pubsub|") => {
+            Decision::PubsubHome
+        }
+        Route::AnyMaster => Decision::AnyMaster,
+        Route::Fanout(kind) => Decision::Fanout(kind),
+        Route::ClusterWide(wide) => Decision::Wide(wide),
+        Route::Pubsub => return Decision::Subscribe,
+        Route::SlotArg => match args
+            .get(2)
+            .and_then(|s| std::str::from_utf8(s).ok())
+            .and_then(|s| s.parse::<u16>().ok())
+            .filter(|&s| s < 16384)
+        {
+            Some(slot) => Decision::Slot { slot, read: false },
+            None => return Decision::Refuse(refusal(Bytes::from_static(ERR_BAD_SLOT), false)),
+        },
+    };
+    if topo.is_empty() {
+        return no_topology();
+    }
+    routed
+}
+
+#[inline]
+fn slot_of_first_key(cmd: &'static Command, args: &Args<'_>) -> Decision {
+    match command::first_key(cmd, args).and_then(|i| args.get(i)) {
+        Some(k) => Decision::Slot {
+            slot: key_slot(k),
+            read: cmd.flags & flags::READONLY != 0,
+        },
+        None => Decision::AnyMaster,
+    }
+}
+
+fn lease(cmd: &'static Command, args: &Args<'_>) -> Decision {
+    match command::first_key(cmd, args).and_then(|i| args.get(i)) {
+        Some(k) => Decision::Lease { slot: key_slot(k) },
+        None => Decision::AnyMaster,
+    }
+}
+
+#[cold]
+fn no_topology() -> Decision {
+    Decision::Refuse(refusal(Bytes::from_static(ERR_NO_TOPOLOGY), false))
+}
+
+fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
+    match which {
+        LocalCmd::Multi => Decision::Txn(TxnOp::Multi),
+        LocalCmd::Exec => Decision::Txn(TxnOp::Exec),
+        LocalCmd::Discard => Decision::Txn(TxnOp::Discard),
+        LocalCmd::Ping if v.proto == Proto::Resp2 && v.subscribed > 0 && args.len() <= 2 => {
+            Decision::SubscribedPing
+        }
+        LocalCmd::Reset => Decision::Reset,
+        LocalCmd::Info => Decision::Gather(Gather::Info),
+        LocalCmd::ClientList => Decision::Gather(Gather::ClientList),
+        LocalCmd::ClientKill => Decision::Gather(Gather::ClientKill),
+        LocalCmd::ConfigResetstat => Decision::Gather(Gather::ResetStats),
+        LocalCmd::Slowlog => Decision::Gather(Gather::Slowlog),
+        other => Decision::Local(other),
+    }
+}
+
+/// Inside MULTI: what may be queued. Keyed commands (one slot, checked as
+/// they queue), keyless ones any master runs, and PING/ECHO/TIME, which a
+/// node answers in the transaction like Redis does.
+fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
+    match cmd.route {
+        Route::Slot | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => Decision::Queue,
+        Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time) => Decision::Queue,
+        Route::Unsupported => {
+            let r = command::unknown_command_reply(args);
+            Decision::Refuse(refusal(Bytes::from(r), true))
+        }
+        _ => Decision::Refuse(refusal(Bytes::from_static(ERR_IN_MULTI), true)),
+    }
+}
+
+/// Commands that act at once even inside MULTI.
+pub fn runs_immediately(cmd: &Command) -> bool {
+    matches!(
+        cmd.route,
+        Route::Local(
+            LocalCmd::Exec
+                | LocalCmd::Discard
+                | LocalCmd::Multi
+                | LocalCmd::Quit
+                | LocalCmd::Reset
+                | LocalCmd::Watch
+                | LocalCmd::Unwatch
+        )
+    )
+}
+
+/// Commands a RESP2 client may send while subscribed.
+pub fn allowed_when_subscribed(cmd: &Command) -> bool {
+    matches!(
+        cmd.name,
+        "subscribe"
+            | "psubscribe"
+            | "unsubscribe"
+            | "punsubscribe"
+            | "ssubscribe"
+            | "sunsubscribe"
+            | "ping"
+            | "quit"
+            | "reset"
+    )
+}
+
+/// Redis's refusal of a command in the RESP2 subscribed context.
+pub fn not_allowed_reply(cmd: &Command) -> Bytes {
+    let name = cmd.name.split('|').next().unwrap_or(cmd.name);
+    Bytes::from(format!(
+        "-ERR Can't execute '{name}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n"
+    ))
+}
+
+#[cfg(test)]
+mod tests;

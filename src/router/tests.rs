@@ -1,0 +1,406 @@
+//! Every outcome of `decide`, without a redis-server: requests built the
+//! way the scanner cuts them, a two-shard topology, and session views.
+
+use super::*;
+use crate::topology::{Node, Role as NodeRole, Shard};
+use std::ops::Range;
+
+struct Req {
+    buf: Vec<u8>,
+    ranges: Vec<Range<usize>>,
+}
+
+impl Req {
+    fn new(words: &[&str]) -> Req {
+        let mut buf = Vec::new();
+        let mut ranges = Vec::new();
+        for w in words {
+            let start = buf.len();
+            buf.extend_from_slice(w.as_bytes());
+            ranges.push(start..buf.len());
+        }
+        Req { buf, ranges }
+    }
+
+    fn args(&self) -> Args<'_> {
+        Args {
+            buf: &self.buf,
+            ranges: &self.ranges,
+        }
+    }
+}
+
+fn topo() -> Topology {
+    let node = |i: u8| Node {
+        id: format!("{i:040}"),
+        addr: format!("127.0.0.1:{}", 7000 + i as u16).parse().unwrap(),
+        role: NodeRole::Master,
+        healthy: true,
+    };
+    Topology::new(
+        vec![node(0), node(1)],
+        vec![
+            Shard {
+                master: 0,
+                replicas: vec![],
+                ranges: vec![(0, 8191)],
+            },
+            Shard {
+                master: 1,
+                replicas: vec![],
+                ranges: vec![(8192, 16383)],
+            },
+        ],
+    )
+}
+
+fn plain() -> View<'static> {
+    View {
+        proto: Proto::Resp2,
+        authenticated: true,
+        in_txn: false,
+        txn_denyoom: false,
+        subscribed: 0,
+        over_memory: false,
+        acl: None,
+    }
+}
+
+fn decide_with(v: &View<'_>, words: &[&str]) -> Decided {
+    decide(v, &Req::new(words).args(), &topo())
+}
+
+fn decision(v: &View<'_>, words: &[&str]) -> Decision {
+    decide_with(v, words).decision
+}
+
+/// The refusal's reply as text, or a panic naming what was decided.
+fn refused(v: &View<'_>, words: &[&str]) -> (String, Refusal) {
+    match decision(v, words) {
+        Decision::Refuse(r) => (String::from_utf8_lossy(&r.reply).into_owned(), r),
+        d => panic!("{words:?}: expected a refusal, got {d:?}"),
+    }
+}
+
+#[test]
+fn unknown_commands_and_bad_arity_are_rejections_that_doom_multi() {
+    let (text, r) = refused(&plain(), &["nosuch", "x"]);
+    assert!(text.starts_with("-ERR unknown command 'nosuch'"), "{text}");
+    assert_eq!(r.rejected, Some(None));
+    assert!(r.dooms_txn);
+    let (text, r) = refused(&plain(), &["get"]);
+    assert_eq!(text, "-ERR wrong number of arguments for 'get' command\r\n");
+    assert_eq!(r.rejected.flatten().map(|c| c.name), Some("get"));
+    assert_eq!(decide_with(&plain(), &["get"]).cmd, None);
+}
+
+#[test]
+fn unauthenticated_sessions_get_noauth_except_for_no_auth_commands() {
+    let v = View {
+        authenticated: false,
+        ..plain()
+    };
+    let (text, r) = refused(&v, &["get", "k"]);
+    assert_eq!(text.as_bytes(), ERR_NOAUTH);
+    assert!(r.rejected.is_some() && !r.dooms_txn);
+    assert_eq!(
+        decision(&v, &["auth", "pw"]),
+        Decision::Local(LocalCmd::Auth)
+    );
+    assert_eq!(
+        decision(&v, &["hello", "3"]),
+        Decision::Local(LocalCmd::Hello)
+    );
+}
+
+#[test]
+fn over_memory_refuses_denyoom_commands_and_exec_of_such_a_transaction() {
+    let v = View {
+        over_memory: true,
+        ..plain()
+    };
+    let (text, r) = refused(&v, &["set", "k", "v"]);
+    assert_eq!(text.as_bytes(), ERR_OOM);
+    assert!(r.dooms_txn && r.rejected.is_none());
+    // Reads and deletions still run.
+    assert!(matches!(decision(&v, &["get", "k"]), Decision::Slot { .. }));
+    assert_eq!(
+        decision(&v, &["del", "k"]),
+        Decision::Fanout(Fanout::SumIntegers)
+    );
+    let txn = View {
+        in_txn: true,
+        txn_denyoom: true,
+        ..v
+    };
+    assert_eq!(refused(&txn, &["exec"]).0.as_bytes(), ERR_OOM);
+    let harmless = View {
+        txn_denyoom: false,
+        ..txn
+    };
+    assert_eq!(decision(&harmless, &["exec"]), Decision::Txn(TxnOp::Exec));
+}
+
+#[test]
+fn restricted_users_are_checked_against_their_rights() {
+    let cfg = crate::config::parse_str("user reader on >r mode read ~app:*\n", "test")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let acl = Acl::from_config(&cfg);
+    let user = acl
+        .users()
+        .iter()
+        .find(|u| u.name == "reader")
+        .cloned()
+        .unwrap();
+    let v = View {
+        acl: Some((&acl, &user)),
+        ..plain()
+    };
+    let (text, r) = refused(&v, &["set", "app:1", "v"]);
+    assert!(text.starts_with("-NOPERM"), "{text}");
+    assert!(r.dooms_txn);
+    let (text, _) = refused(&v, &["get", "other"]);
+    assert!(text.starts_with("-NOPERM"), "{text}");
+    assert!(matches!(
+        decision(&v, &["get", "app:1"]),
+        Decision::Slot { read: true, .. }
+    ));
+}
+
+#[test]
+fn single_key_commands_go_to_their_slot() {
+    // "foo" hashes to 12182, "{user1}" tags to the slot of "user1".
+    assert_eq!(
+        decision(&plain(), &["get", "foo"]),
+        Decision::Slot {
+            slot: 12182,
+            read: true
+        }
+    );
+    assert_eq!(
+        decision(&plain(), &["set", "foo", "1"]),
+        Decision::Slot {
+            slot: 12182,
+            read: false
+        }
+    );
+    assert_eq!(
+        decision(&plain(), &["set", "{user1}.a", "1"]),
+        Decision::Slot {
+            slot: key_slot(b"user1"),
+            read: false
+        }
+    );
+    // A keyless call of a keyed command (EVAL with numkeys 0).
+    assert_eq!(
+        decision(&plain(), &["eval", "return 1", "0"]),
+        Decision::AnyMaster
+    );
+}
+
+#[test]
+fn routed_requests_wait_for_a_topology() {
+    let empty = Topology::empty();
+    let req = Req::new(&["get", "foo"]);
+    let d = decide(&plain(), &req.args(), &empty).decision;
+    let Decision::Refuse(r) = d else {
+        panic!("{d:?}")
+    };
+    assert_eq!(&r.reply[..], ERR_NO_TOPOLOGY);
+    // Local commands do not need one.
+    let req = Req::new(&["ping"]);
+    assert_eq!(
+        decide(&plain(), &req.args(), &empty).decision,
+        Decision::Local(LocalCmd::Ping)
+    );
+}
+
+#[test]
+fn resp2_subscribed_sessions_may_only_subscribe_ping_quit_reset() {
+    let v = View {
+        subscribed: 2,
+        ..plain()
+    };
+    let (text, r) = refused(&v, &["get", "k"]);
+    assert!(
+        text.starts_with("-ERR Can't execute 'get': only (P|S)SUBSCRIBE"),
+        "{text}"
+    );
+    assert!(!r.dooms_txn);
+    assert_eq!(decision(&v, &["subscribe", "c"]), Decision::Subscribe);
+    assert_eq!(decision(&v, &["ping"]), Decision::SubscribedPing);
+    assert_eq!(decision(&v, &["ping", "hi"]), Decision::SubscribedPing);
+    assert_eq!(decision(&v, &["reset"]), Decision::Reset);
+    assert_eq!(decision(&v, &["quit"]), Decision::Local(LocalCmd::Quit));
+    // RESP3 subscribers run anything, and their PING is a plain one.
+    let v3 = View {
+        proto: Proto::Resp3,
+        ..v
+    };
+    assert!(matches!(
+        decision(&v3, &["get", "k"]),
+        Decision::Slot { .. }
+    ));
+    assert_eq!(decision(&v3, &["ping"]), Decision::Local(LocalCmd::Ping));
+}
+
+#[test]
+fn inside_multi_commands_queue_or_doom_the_transaction() {
+    let v = View {
+        in_txn: true,
+        ..plain()
+    };
+    assert_eq!(decision(&v, &["set", "k", "v"]), Decision::Queue);
+    assert_eq!(decision(&v, &["mget", "a", "b"]), Decision::Queue);
+    assert_eq!(decision(&v, &["blpop", "q", "0"]), Decision::Queue);
+    assert_eq!(decision(&v, &["ping"]), Decision::Queue);
+    assert_eq!(decision(&v, &["echo", "x"]), Decision::Queue);
+    let (text, r) = refused(&v, &["subscribe", "c"]);
+    assert!(text.contains("cannot be used inside MULTI"), "{text}");
+    assert!(r.dooms_txn);
+    let (_, r) = refused(&v, &["client", "list"]);
+    assert!(r.dooms_txn);
+    assert_eq!(decision(&v, &["exec"]), Decision::Txn(TxnOp::Exec));
+    assert_eq!(decision(&v, &["discard"]), Decision::Txn(TxnOp::Discard));
+    assert_eq!(decision(&v, &["multi"]), Decision::Txn(TxnOp::Multi));
+    assert_eq!(decision(&v, &["reset"]), Decision::Reset);
+    assert_eq!(decision(&v, &["quit"]), Decision::Local(LocalCmd::Quit));
+}
+
+#[test]
+fn blocking_commands_take_a_lease_on_their_slot() {
+    assert_eq!(
+        decision(&plain(), &["blpop", "q", "0"]),
+        Decision::Lease {
+            slot: key_slot(b"q")
+        }
+    );
+    // XREAD blocks only with BLOCK before STREAMS.
+    assert_eq!(
+        decision(&plain(), &["xread", "block", "0", "streams", "s", "$"]),
+        Decision::Lease {
+            slot: key_slot(b"s")
+        }
+    );
+    assert_eq!(
+        decision(&plain(), &["xread", "streams", "s", "0"]),
+        Decision::Slot {
+            slot: key_slot(b"s"),
+            read: true
+        }
+    );
+}
+
+#[test]
+fn keyless_commands_publish_and_pubsub() {
+    assert_eq!(
+        decision(&plain(), &["publish", "c", "m"]),
+        Decision::PubsubHome
+    );
+    assert_eq!(
+        decision(&plain(), &["pubsub", "channels"]),
+        Decision::PubsubHome
+    );
+    assert_eq!(
+        decision(&plain(), &["randomkey"]),
+        Decision::Wide(Wide::Randomkey)
+    );
+}
+
+#[test]
+fn multi_key_and_cluster_wide_commands() {
+    assert_eq!(
+        decision(&plain(), &["mget", "a", "b"]),
+        Decision::Fanout(Fanout::Mget)
+    );
+    assert_eq!(
+        decision(&plain(), &["mset", "a", "1", "b", "2"]),
+        Decision::Fanout(Fanout::Mset)
+    );
+    assert_eq!(
+        decision(&plain(), &["del", "a", "b"]),
+        Decision::Fanout(Fanout::SumIntegers)
+    );
+    assert_eq!(
+        decision(&plain(), &["pfcount", "a", "b"]),
+        Decision::Fanout(Fanout::Pfcount)
+    );
+    assert_eq!(
+        decision(&plain(), &["dbsize"]),
+        Decision::Wide(Wide::Dbsize)
+    );
+    assert_eq!(
+        decision(&plain(), &["scan", "0"]),
+        Decision::Wide(Wide::Scan)
+    );
+    assert_eq!(decision(&plain(), &["unsubscribe"]), Decision::Subscribe);
+}
+
+#[test]
+fn slot_arguments_name_the_node() {
+    assert_eq!(
+        decision(&plain(), &["cluster", "countkeysinslot", "42"]),
+        Decision::Slot {
+            slot: 42,
+            read: false
+        }
+    );
+    let (text, _) = refused(&plain(), &["cluster", "countkeysinslot", "16384"]);
+    assert_eq!(text, "-ERR Invalid or out of range slot\r\n");
+}
+
+#[test]
+fn local_commands_go_to_their_handler_or_the_worker() {
+    let v = plain();
+    assert_eq!(decision(&v, &["ping"]), Decision::Local(LocalCmd::Ping));
+    assert_eq!(
+        decision(&v, &["client", "setname", "x"]),
+        Decision::Local(LocalCmd::Client)
+    );
+    assert_eq!(
+        decision(&v, &["config", "get", "x"]),
+        Decision::Local(LocalCmd::Config)
+    );
+    assert_eq!(decision(&v, &["info"]), Decision::Gather(Gather::Info));
+    assert_eq!(
+        decision(&v, &["client", "list"]),
+        Decision::Gather(Gather::ClientList)
+    );
+    assert_eq!(
+        decision(&v, &["client", "kill", "id", "1"]),
+        Decision::Gather(Gather::ClientKill)
+    );
+    assert_eq!(
+        decision(&v, &["config", "resetstat"]),
+        Decision::Gather(Gather::ResetStats)
+    );
+    assert_eq!(
+        decision(&v, &["slowlog", "len"]),
+        Decision::Gather(Gather::Slowlog)
+    );
+    assert_eq!(decision(&v, &["multi"]), Decision::Txn(TxnOp::Multi));
+    assert_eq!(decision(&v, &["reset"]), Decision::Reset);
+}
+
+#[test]
+fn every_local_command_in_the_table_has_a_decision_that_is_not_a_refusal() {
+    // Whatever the table marks Local is answered somewhere: decide never
+    // refuses a well-formed local command for a plain session.
+    for c in crate::command::all() {
+        let mut stack = vec![c];
+        while let Some(c) = stack.pop() {
+            stack.extend(c.subcommands.iter());
+            let Route::Local(which) = c.route else {
+                continue;
+            };
+            let d = local(&plain(), which, &Req::new(&["x"]).args());
+            assert!(!matches!(d, Decision::Refuse(_)), "{}: {d:?}", c.name);
+        }
+    }
+}
+
+#[test]
+fn the_hot_path_decision_is_small() {
+    // A Decision travels by value on every request.
+    assert!(std::mem::size_of::<Decision>() <= 64);
+}
