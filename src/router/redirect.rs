@@ -12,6 +12,7 @@
 //! Only error frames are looked at, so replies that are not errors pay
 //! nothing for redirect handling.
 
+use crate::topology::Topology;
 use std::net::{IpAddr, SocketAddr};
 
 /// Redirects followed for one request before giving up with -TRYAGAIN.
@@ -19,14 +20,30 @@ pub const MAX_HOPS: u8 = 5;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redirect {
-    Moved { slot: u16, addr: SocketAddr },
-    Ask { slot: u16, addr: SocketAddr },
+    Moved {
+        slot: u16,
+        addr: SocketAddr,
+    },
+    Ask {
+        slot: u16,
+        addr: SocketAddr,
+    },
+    /// A redirect whose target cannot be reached yet: the endpoint is `?`
+    /// (the node does not know it), or a host name the topology's address
+    /// book does not hold. The worker asks for a topology refresh and
+    /// tries the request again after a wait.
+    Unresolved {
+        slot: u16,
+        ask: bool,
+    },
 }
 
 /// Parse a MOVED/ASK error frame. `via` is the address of the node that
 /// answered: a redirect may name only a port (`:7001`), meaning that
-/// node's host.
-pub fn parse_redirect(frame: &[u8], via: SocketAddr) -> Option<Redirect> {
+/// node's host. A host name is looked up in `topo`'s address book (the
+/// names nodes announce with `cluster-announce-hostname`); nothing here
+/// calls a resolver.
+pub fn parse_redirect(frame: &[u8], via: SocketAddr, topo: &Topology) -> Option<Redirect> {
     let body = frame.strip_prefix(b"-")?;
     let body = body.strip_suffix(b"\r\n").unwrap_or(body);
     let (ask, rest) = if let Some(r) = body.strip_prefix(b"MOVED ") {
@@ -43,11 +60,20 @@ pub fn parse_redirect(frame: &[u8], via: SocketAddr) -> Option<Redirect> {
     let port: u16 = port.parse().ok()?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let ip = if host.is_empty() {
-        via.ip()
+        Some(via.ip())
     } else {
-        host.parse::<IpAddr>().ok()?
+        host.parse::<IpAddr>().ok()
     };
-    let addr = SocketAddr::new(ip, port);
+    let addr = match ip {
+        Some(ip) => SocketAddr::new(ip, port),
+        None if host == "?" || host.contains(char::is_whitespace) => {
+            return Some(Redirect::Unresolved { slot, ask })
+        }
+        None => match topo.lookup_host(host, port) {
+            Some(addr) => addr,
+            None => return Some(Redirect::Unresolved { slot, ask }),
+        },
+    };
     Some(if ask {
         Redirect::Ask { slot, addr }
     } else {
@@ -70,6 +96,46 @@ mod tests {
 
     fn via() -> SocketAddr {
         "10.1.2.3:7000".parse().unwrap()
+    }
+
+    fn parse_redirect(frame: &[u8], via: SocketAddr) -> Option<Redirect> {
+        super::parse_redirect(frame, via, &Topology::empty())
+    }
+
+    #[test]
+    fn host_names_resolve_through_the_address_book() {
+        let mut topo = Topology::empty();
+        let a: SocketAddr = "127.0.0.1:7001".parse().unwrap();
+        topo.hosts.push(("node-a".into(), 7001, a));
+        assert_eq!(
+            super::parse_redirect(b"-MOVED 3999 node-a:7001\r\n", via(), &topo),
+            Some(Redirect::Moved {
+                slot: 3999,
+                addr: a
+            })
+        );
+        assert_eq!(
+            super::parse_redirect(b"-ASK 3999 NODE-A:7001\r\n", via(), &topo),
+            Some(Redirect::Ask {
+                slot: 3999,
+                addr: a
+            })
+        );
+        // Same name, another port: not that node.
+        assert_eq!(
+            super::parse_redirect(b"-MOVED 3999 node-a:7002\r\n", via(), &topo),
+            Some(Redirect::Unresolved {
+                slot: 3999,
+                ask: false
+            })
+        );
+        assert_eq!(
+            super::parse_redirect(b"-ASK 12 ?:7001\r\n", via(), &topo),
+            Some(Redirect::Unresolved {
+                slot: 12,
+                ask: true
+            })
+        );
     }
 
     #[test]
@@ -104,7 +170,6 @@ mod tests {
             b"-MOVED\r\n",
             b"-MOVED 99999 1.2.3.4:5\r\n",
             b"-MOVED 1 1.2.3.4\r\n",
-            b"-MOVED 1 host.example:5\r\n",
             b"+MOVED 1 1.2.3.4:5\r\n",
             b"-ASK x 1.2.3.4:5\r\n",
         ] {

@@ -39,6 +39,7 @@ fn node_addr(host: &str, port: i64, answered_by: SocketAddr) -> Option<SocketAdd
 struct Builder {
     nodes: Vec<Node>,
     shards: Vec<Shard>,
+    hosts: Vec<(String, u16, SocketAddr)>,
 }
 
 impl Builder {
@@ -48,6 +49,27 @@ impl Builder {
         }
         self.nodes.push(node);
         self.nodes.len() - 1
+    }
+
+    /// Remember a name a node announces (not an IP literal, not empty or
+    /// `?`) for the address it was reached at.
+    fn name(&mut self, host: &str, port: u16, addr: SocketAddr) {
+        if host.is_empty() || host == "?" || host.parse::<IpAddr>().is_ok() {
+            return;
+        }
+        if !self
+            .hosts
+            .iter()
+            .any(|(h, p, _)| *p == port && h.eq_ignore_ascii_case(host))
+        {
+            self.hosts.push((host.to_string(), port, addr));
+        }
+    }
+
+    fn build(self) -> Topology {
+        let mut t = Topology::new(self.nodes, self.shards);
+        t.hosts = self.hosts;
+        t
     }
 }
 
@@ -59,6 +81,7 @@ pub fn from_shards(reply: &Value, answered_by: SocketAddr) -> Result<Topology, P
     let mut b = Builder {
         nodes: Vec::new(),
         shards: Vec::new(),
+        hosts: Vec::new(),
     };
     for shard in shards {
         let mut ranges = Vec::new();
@@ -109,6 +132,14 @@ pub fn from_shards(reply: &Value, answered_by: SocketAddr) -> Result<Topology, P
             let Some(addr) = node_addr(&host, port, answered_by) else {
                 continue;
             };
+            // The names a redirect may use for this node.
+            if let Ok(p) = u16::try_from(port) {
+                for field in ["hostname", "endpoint"] {
+                    if let Some(name) = n.get(field).and_then(text) {
+                        b.name(&name, p, addr);
+                    }
+                }
+            }
             let idx = b.node_index(Node {
                 id,
                 addr,
@@ -128,7 +159,7 @@ pub fn from_shards(reply: &Value, answered_by: SocketAddr) -> Result<Topology, P
             });
         }
     }
-    Ok(Topology::new(b.nodes, b.shards))
+    Ok(b.build())
 }
 
 /// Parse CLUSTER SLOTS (older servers): one entry per range, master first.
@@ -139,6 +170,7 @@ pub fn from_slots(reply: &Value, answered_by: SocketAddr) -> Result<Topology, Pa
     let mut b = Builder {
         nodes: Vec::new(),
         shards: Vec::new(),
+        hosts: Vec::new(),
     };
     for e in entries {
         let Some(items) = e.as_array() else {
@@ -167,6 +199,14 @@ pub fn from_slots(reply: &Value, answered_by: SocketAddr) -> Result<Topology, Pa
             let Some(addr) = node_addr(&host, port, answered_by) else {
                 continue;
             };
+            // The endpoint may be a name; Redis 7 also puts the node's
+            // hostname in a metadata map (element 4).
+            if let Ok(p) = u16::try_from(port) {
+                b.name(&host, p, addr);
+                if let Some(name) = f.get(3).and_then(|m| m.get("hostname")).and_then(text) {
+                    b.name(&name, p, addr);
+                }
+            }
             let role = if i == 0 { Role::Master } else { Role::Replica };
             shard_nodes.push(b.node_index(Node {
                 id,
@@ -187,7 +227,7 @@ pub fn from_slots(reply: &Value, answered_by: SocketAddr) -> Result<Topology, Pa
             }),
         }
     }
-    Ok(Topology::new(b.nodes, b.shards))
+    Ok(b.build())
 }
 
 #[cfg(test)]

@@ -46,6 +46,11 @@ pub struct Topology {
     /// slot → index into `shards`, or NO_SHARD.
     slots: Box<[u16]>,
     pub fetched_at: Instant,
+    /// The address book: names the nodes announce (`cluster-announce-
+    /// hostname`, a hostname endpoint) with their port, and the address
+    /// each was reached at. Redirects that name a host are resolved here,
+    /// without a resolver call on the worker.
+    pub hosts: Vec<(String, u16, SocketAddr)>,
 }
 
 impl Topology {
@@ -57,6 +62,7 @@ impl Topology {
             shards: Vec::new(),
             slots: vec![NO_SHARD; SLOTS].into_boxed_slice(),
             fetched_at: Instant::now(),
+            hosts: Vec::new(),
         }
     }
 
@@ -91,7 +97,17 @@ impl Topology {
             shards,
             slots,
             fetched_at: Instant::now(),
+            hosts: Vec::new(),
         }
+    }
+
+    /// The address of the node announced as `host:port`, if the book
+    /// knows that name (case-insensitive, as host names are).
+    pub fn lookup_host(&self, host: &str, port: u16) -> Option<SocketAddr> {
+        self.hosts
+            .iter()
+            .find(|(h, p, _)| *p == port && h.eq_ignore_ascii_case(host))
+            .map(|&(_, _, a)| a)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -120,7 +136,10 @@ impl Topology {
 
     /// Same nodes, roles, health and slot map (epoch and time ignored).
     pub fn same_layout(&self, other: &Topology) -> bool {
-        self.nodes == other.nodes && self.shards == other.shards && self.slots == other.slots
+        self.nodes == other.nodes
+            && self.shards == other.shards
+            && self.slots == other.slots
+            && self.hosts == other.hosts
     }
 
     pub fn masters(&self) -> impl Iterator<Item = &Node> {

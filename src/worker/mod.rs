@@ -72,6 +72,10 @@ const TICK: Duration = Duration::from_millis(100);
 
 const HELLO3: &[u8] = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n";
 const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
+/// What a client gets when a redirect's endpoint stays unknown through
+/// every retry wait.
+const ERR_UNRESOLVED: &[u8] =
+    b"-TRYAGAIN mithril: the cluster redirected to an endpoint not known yet\r\n";
 
 /// A request on its way to a backend.
 pub struct Outgoing {
@@ -805,7 +809,7 @@ impl Worker {
                 }
                 Read::Intermediate(frame, head) => {
                     if head == b'-' && b.txn_redirect.is_none() {
-                        b.txn_redirect = router::parse_redirect(&frame, via);
+                        b.txn_redirect = router::parse_redirect(&frame, via, &self.topo);
                     }
                 }
                 Read::Broken(why) => {
@@ -852,8 +856,8 @@ impl Worker {
             _ => {}
         }
         if head == b'-' {
-            if let Some(r) = router::parse_redirect(&frame, via) {
-                self.follow(cx, f, r);
+            if let Some(r) = router::parse_redirect(&frame, via, &self.topo) {
+                self.follow(cx, via, f, r);
                 return;
             }
             if retry::is_retryable(&frame) {
@@ -867,7 +871,7 @@ impl Worker {
                 .get_mut(bkey)
                 .and_then(|b| b.txn_redirect.take())
             {
-                self.follow(cx, f, r);
+                self.follow(cx, via, f, r);
                 return;
             }
         }
@@ -893,7 +897,7 @@ impl Worker {
     }
 
     /// Retry a redirected request where the cluster says its slot lives.
-    fn follow(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, r: Redirect) {
+    fn follow(&mut self, cx: &mut Context<'_, Timer>, via: SocketAddr, f: InFlight, r: Redirect) {
         if f.hops >= router::MAX_HOPS {
             self.complete(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
@@ -913,6 +917,16 @@ impl Worker {
                 self.obs.stats.counters.ask += 1; // observe
                 log::debug!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
                 (addr, true)
+            }
+            Redirect::Unresolved { slot, ask } => {
+                // A target the address book does not know (a new host
+                // name, or `?`): refresh the topology and ask the same node
+                // again after a wait, as for TRYAGAIN; by then the book
+                // has the name, or the slot has settled.
+                log::debug!(target: "mithril::worker", "worker {}: redirect of slot {slot} (ask {ask}) to an unknown endpoint", self.id);
+                self.shared.topology.request_refresh();
+                let frame = Bytes::from_static(ERR_UNRESOLVED);
+                return self.try_again(cx, via, f, frame);
             }
         };
         if f.purpose == Purpose::Blocking {
