@@ -158,6 +158,11 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     cfg.forget_client_passwords();
     let started = Instant::now();
     let stats = crate::stats::Hub::new(cfg.threads, &cfg, started); // observe
+                                                                    // Every loop's microsecond clock counts from the statistics' base, so
+                                                                    // a turn's `now_us` is the stamp clock with no second conversion.
+    for l in &mut loops {
+        l.set_epoch(started);
+    }
     let live = crate::shared::Live::new(&cfg);
     let shared = Arc::new(Shared {
         admin,

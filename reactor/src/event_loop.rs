@@ -37,6 +37,10 @@ pub struct Context<'a, T> {
     pub timers: &'a mut Timers<T>,
     /// The time this turn's poll returned (cheap "now" for timestamps).
     pub now: Instant,
+    /// The same instant as microseconds since the loop's epoch
+    /// ([`EventLoop::set_epoch`]), computed once per turn for handlers
+    /// that stamp and measure in integers.
+    pub now_us: u64,
 }
 
 impl<T> Context<'_, T> {
@@ -83,6 +87,8 @@ pub struct EventLoop<T> {
     /// the time the turn in between took, and the loop saves one clock
     /// read per turn.
     now: Instant,
+    /// The origin of `Context::now_us`.
+    epoch: Instant,
 }
 
 impl<T> EventLoop<T> {
@@ -100,7 +106,14 @@ impl<T> EventLoop<T> {
             notifier: Notifier::new(waker),
             max_sleep: Duration::from_secs(1),
             now: Instant::now(),
+            epoch: Instant::now(),
         })
+    }
+
+    /// Count `Context::now_us` from `epoch` (default: the loop's creation).
+    /// Loops given the same epoch have comparable microsecond clocks.
+    pub fn set_epoch(&mut self, epoch: Instant) {
+        self.epoch = epoch;
     }
 
     pub fn registry(&self) -> &Registry {
@@ -139,10 +152,13 @@ impl<T> EventLoop<T> {
             Err(e) => return Err(e),
         }
         self.now = Instant::now();
+        // u64 arithmetic (as_micros would go through u128).
+        let d = self.now.saturating_duration_since(self.epoch);
         let mut cx = Context {
             registry: self.poll.registry(),
             timers: &mut self.timers,
             now: self.now,
+            now_us: d.as_secs() * 1_000_000 + u64::from(d.subsec_micros()),
         };
         let mut n = 0;
         for event in self.events.iter() {

@@ -18,7 +18,7 @@
 //! Invariants: never allocates, never panics, never yields an index outside
 //! argv, and terminates on any input (every step is at least 1).
 
-use super::{key_flags, lookup_sub, Args, BeginSearch, Command, FindKeys, KeySpec, Route};
+use super::{flags, key_flags, lookup_sub, Args, BeginSearch, Command, FindKeys, KeySpec, Route};
 
 /// Iterator over the argv indexes of a call's keys, in Redis's order.
 #[derive(Debug, Clone)]
@@ -118,10 +118,16 @@ pub fn first_key(cmd: &'static Command, args: &Args) -> Option<usize> {
 /// Whether this call needs a blocking lease: the commands routed `Blocking`,
 /// and XREAD / XREADGROUP when a BLOCK option comes before STREAMS (read as
 /// the server parses the options, so a malformed call is not blocking).
+#[inline]
 pub fn is_blocking_call(cmd: &Command, args: &Args) -> bool {
-    if cmd.route == Route::Blocking {
-        return true;
-    }
+    // Two tests for the common command (no `blocking` flag, not routed
+    // Blocking); only XREAD/XREADGROUP read their options.
+    cmd.route == Route::Blocking
+        || (cmd.flags & flags::BLOCKING != 0 && stream_read_blocks(cmd, args))
+}
+
+/// XREAD / XREADGROUP with BLOCK before STREAMS.
+fn stream_read_blocks(cmd: &Command, args: &Args) -> bool {
     if cmd.name != "xread" && cmd.name != "xreadgroup" {
         return false;
     }

@@ -97,8 +97,9 @@ pub enum Gather {
 /// is written on the function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Answer with an error now; nothing is sent anywhere.
-    Refuse(Refusal),
+    /// Answer with an error now; nothing is sent anywhere. Boxed so a
+    /// decision stays two words (it is returned on every request).
+    Refuse(Box<Refusal>),
     /// To the master of `slot`, or a replica when `read` and read
     /// splitting allow.
     Slot { slot: u16, read: bool },
@@ -137,15 +138,6 @@ pub enum Decision {
 pub struct Decided {
     pub cmd: Option<&'static Command>,
     pub decision: Decision,
-}
-
-impl Decided {
-    fn refuse(cmd: Option<&'static Command>, refusal: Refusal) -> Decided {
-        Decided {
-            cmd,
-            decision: Decision::Refuse(refusal),
-        }
-    }
 }
 
 fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
@@ -187,35 +179,41 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///
 /// Routed outcomes (`Slot`, `AnyMaster`, `PubsubHome`, `Fanout`, `Wide`,
 /// `Lease`) are refused with CLUSTERDOWN while no topology is known.
-#[inline]
+///
+/// [`resolve`] and [`decide_command`] are the two halves, for a caller
+/// that wants the command before the decision (the worker stamps it).
 pub fn decide(v: &View<'_>, args: &Args<'_>, topo: &Topology) -> Decided {
-    // 1. The command and its arity.
-    let cmd = match command::resolve(args) {
-        Ok(c) => c,
-        Err(rejection) => {
-            let known = match rejection {
-                Rejection::WrongArity(c) => Some(c),
-                _ => None,
-            };
-            return Decided::refuse(
-                None,
-                Refusal {
-                    reply: Bytes::from(rejection.reply(args)),
-                    rejected: Some(known),
-                    dooms_txn: true,
-                },
-            );
-        }
-    };
-    let decision = decide_command(v, cmd, args, topo);
-    Decided {
-        cmd: Some(cmd),
-        decision,
+    match resolve(args) {
+        Ok(cmd) => Decided {
+            cmd: Some(cmd),
+            decision: decide_command(v, cmd, args, topo),
+        },
+        Err(refused) => Decided {
+            cmd: None,
+            decision: refused,
+        },
     }
 }
 
+/// Outcome 1 of [`decide`]: the command and its arity, or the refusal.
 #[inline]
-fn decide_command(
+pub fn resolve(args: &Args<'_>) -> Result<&'static Command, Decision> {
+    command::resolve(args).map_err(|rejection| {
+        let known = match rejection {
+            Rejection::WrongArity(c) => Some(c),
+            _ => None,
+        };
+        Decision::Refuse(Box::new(Refusal {
+            reply: Bytes::from(rejection.reply(args)),
+            rejected: Some(known),
+            dooms_txn: true,
+        }))
+    })
+}
+
+/// Outcomes 2 to 8 of [`decide`], for a resolved command.
+#[inline]
+pub fn decide_command(
     v: &View<'_>,
     cmd: &'static Command,
     args: &Args<'_>,
@@ -223,20 +221,20 @@ fn decide_command(
 ) -> Decision {
     // 2. Authentication.
     if !v.authenticated && cmd.flags & flags::NO_AUTH == 0 {
-        return Decision::Refuse(Refusal {
+        return Decision::Refuse(Box::new(Refusal {
             reply: Bytes::from_static(ERR_NOAUTH),
             rejected: Some(Some(cmd)),
             dooms_txn: false,
-        });
+        }));
     }
     // 3. Memory.
     if v.over_memory && (cmd.flags & flags::DENYOOM != 0 || (cmd.name == "exec" && v.txn_denyoom)) {
-        return Decision::Refuse(refusal(Bytes::from_static(ERR_OOM), true));
+        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_OOM), true)));
     }
     // 4. Permissions.
     if let Some((acl, user)) = v.acl {
         if let Some(reply) = crate::acl::refusal(acl, user, cmd, args) {
-            return Decision::Refuse(refusal(reply, true));
+            return Decision::Refuse(Box::new(refusal(reply, true)));
         }
     }
     // 5. The hot path.
@@ -249,7 +247,7 @@ fn decide_command(
     }
     // 6. The RESP2 subscribed context.
     if v.proto == Proto::Resp2 && v.subscribed > 0 && !allowed_when_subscribed(cmd) {
-        return Decision::Refuse(refusal(not_allowed_reply(cmd), false));
+        return Decision::Refuse(Box::new(refusal(not_allowed_reply(cmd), false)));
     }
     // 7. Inside MULTI.
     if v.in_txn && !runs_immediately(cmd) {
@@ -260,7 +258,7 @@ fn decide_command(
         Route::Local(which) => return local(v, which, args),
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
-            return Decision::Refuse(refusal(Bytes::from(r), false));
+            return Decision::Refuse(Box::new(refusal(Bytes::from(r), false)));
         }
         Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args),
         Route::Blocking => lease(cmd, args),
@@ -279,7 +277,9 @@ fn decide_command(
             .filter(|&s| s < 16384)
         {
             Some(slot) => Decision::Slot { slot, read: false },
-            None => return Decision::Refuse(refusal(Bytes::from_static(ERR_BAD_SLOT), false)),
+            None => {
+                return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_BAD_SLOT), false)))
+            }
         },
     };
     if topo.is_empty() {
@@ -308,7 +308,10 @@ fn lease(cmd: &'static Command, args: &Args<'_>) -> Decision {
 
 #[cold]
 fn no_topology() -> Decision {
-    Decision::Refuse(refusal(Bytes::from_static(ERR_NO_TOPOLOGY), false))
+    Decision::Refuse(Box::new(refusal(
+        Bytes::from_static(ERR_NO_TOPOLOGY),
+        false,
+    )))
 }
 
 fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
@@ -338,9 +341,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time) => Decision::Queue,
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
-            Decision::Refuse(refusal(Bytes::from(r), true))
+            Decision::Refuse(Box::new(refusal(Bytes::from(r), true)))
         }
-        _ => Decision::Refuse(refusal(Bytes::from_static(ERR_IN_MULTI), true)),
+        _ => Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_IN_MULTI), true))),
     }
 }
 

@@ -454,10 +454,9 @@ const SAMPLES: usize = 12;
 /// One worker's statistics. Owned by the worker; `pub` fields are the
 /// event counters the worker bumps where the event happens.
 pub struct WorkerStats {
-    /// The current turn's clock, µs since `base`.
+    /// The current turn's clock, µs since the hub's `base`.
     pub now_us: u64,
     turn: Instant,
-    base: Instant,
     enabled: bool,
     /// `slowlog-log-slower-than` in µs (`u64::MAX`: off).
     pub slow_us: u64,
@@ -488,7 +487,6 @@ impl WorkerStats {
         WorkerStats {
             now_us: 0,
             turn: hub.base,
-            base: hub.base,
             enabled: hub.enabled,
             slow_us: hub.slow_threshold_us.load(Ordering::Relaxed),
             slow_budget: hub.slowlog.max_len(),
@@ -504,15 +502,13 @@ impl WorkerStats {
         }
     }
 
-    /// Move the clock to this turn's `now` (cheap when it did not move).
+    /// Move the clock to this turn's `now`; `now_us` is the same instant
+    /// in µs since `base`, which the event loop computes once per turn
+    /// (its epoch is the hub's base: `server.rs`).
     #[inline]
-    pub fn set_now(&mut self, now: Instant) {
-        if now != self.turn {
-            self.turn = now;
-            // u64 arithmetic (as_micros would go through u128).
-            let d = now.saturating_duration_since(self.base);
-            self.now_us = d.as_secs() * 1_000_000 + u64::from(d.subsec_micros());
-        }
+    pub fn set_now(&mut self, now: Instant, now_us: u64) {
+        self.turn = now;
+        self.now_us = now_us;
     }
 
     pub fn now(&self) -> Instant {
@@ -674,11 +670,11 @@ mod tests {
         let h = hub();
         let mut w = WorkerStats::new(&h);
         let get = command::lookup(b"get").unwrap();
-        w.set_now(h.base + Duration::from_micros(100));
+        w.set_now(h.base + Duration::from_micros(100), 100);
         let s = w.stamp(get);
         assert_eq!(stamp_start(s), 100);
         assert_eq!(cmdid::command(stamp_cmd(s)).unwrap().name, "get");
-        w.set_now(h.base + Duration::from_micros(350));
+        w.set_now(h.base + Duration::from_micros(350), 350);
         w.reply_left(s, b'$');
         w.reply_left(s, b'-');
         w.reply_left(NO_STAMP, b'$');

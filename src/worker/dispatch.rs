@@ -7,7 +7,7 @@ use super::{Outgoing, Timer, Worker};
 use crate::command::{Args, Command, LocalCmd};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
-use crate::router::{self, Decided, Decision, Refusal, TxnOp, View};
+use crate::router::{self, Decision, Refusal, TxnOp, View};
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::ops::Range;
@@ -40,48 +40,57 @@ impl Worker {
             buf: &frame,
             ranges,
         };
-        let Some(s) = self.sessions.get(key) else {
-            return;
-        };
-        let acl = &self.shared.admin.acl;
-        let view = View {
-            proto: s.proto,
-            authenticated: s.authenticated,
-            in_txn: s.txn.is_some(),
-            txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
-            subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
-            over_memory: self.over_memory(),
-            acl: s.restricted.then(|| {
-                (
-                    acl,
-                    &**s.user.as_ref().unwrap_or_else(|| acl.default_user()),
-                )
-            }),
-        };
-        let Decided { cmd, decision } = router::decide(&view, &args, &self.topo);
-        if let Some(cmd) = cmd {
-            // observe: the reply slot this request takes carries its start
-            // time and command (see crate::stats); CLIENT INFO shows it.
-            let stamp = self.obs.stats.stamp(cmd);
-            if let Some(s) = self.sessions.get_mut(key) {
-                s.ring.stamp = stamp;
+        let over_memory = self.over_memory();
+        // router::decide in its two halves, so the command is stamped
+        // before anything is done for it.
+        let (cmd, decision) = match router::resolve(&args) {
+            Ok(cmd) => {
+                let Some(s) = self.sessions.get_mut(key) else {
+                    return;
+                };
+                // observe: the reply slot this request takes carries its
+                // start time and command (see crate::stats); CLIENT INFO
+                // shows it.
+                s.ring.stamp = self.obs.stats.stamp(cmd);
                 s.last_cmd = cmd.name;
+                let acl = &self.shared.admin.acl;
+                let view = View {
+                    proto: s.proto,
+                    authenticated: s.authenticated,
+                    in_txn: s.txn.is_some(),
+                    txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
+                    subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
+                    over_memory,
+                    acl: s.restricted.then(|| {
+                        (
+                            acl,
+                            &**s.user.as_ref().unwrap_or_else(|| acl.default_user()),
+                        )
+                    }),
+                };
+                (
+                    Some(cmd),
+                    router::decide_command(&view, cmd, &args, &self.topo),
+                )
             }
-        }
-        match (cmd, decision) {
-            (_, Decision::Refuse(r)) => self.refuse(key, r),
-            (_, Decision::Slot { slot, read }) => self.forward_slot(cx, key, slot, read, frame),
-            (_, Decision::AnyMaster) => self.forward_any(cx, key, frame),
-            (_, Decision::PubsubHome) => self.forward_pubsub_home(cx, key, frame),
-            (_, Decision::Lease { slot }) => self.blocking(cx, key, slot, frame),
-            (Some(cmd), d) => {
+            Err(refused) => (None, refused),
+        };
+        match decision {
+            Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
+            Decision::Refuse(r) => self.refuse(key, *r),
+            Decision::AnyMaster => self.forward_any(cx, key, frame),
+            Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
+            Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
+            d => {
+                let Some(cmd) = cmd else {
+                    return; // every other decision names a command
+                };
                 // These look at the arguments while handing the frame on:
                 // through a second handle.
                 let held = frame.clone();
                 let args = Args { buf: &held, ranges };
                 self.apply_command(cx, key, cmd, d, frame, &args)
             }
-            (None, _) => {}
         }
     }
 
@@ -123,7 +132,7 @@ impl Worker {
                 self.slow_local(key, args); // observe
                 self.local(key, which, cmd, args)
             }
-            Decision::Refuse(r) => self.refuse(key, r),
+            Decision::Refuse(r) => self.refuse(key, *r),
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
             Decision::AnyMaster => self.forward_any(cx, key, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
@@ -153,9 +162,8 @@ impl Worker {
         read: bool,
         frame: Bytes,
     ) {
-        if self.topo.is_empty() {
-            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
-        }
+        // No topology check here: the router refused the request already
+        // when none is known (every caller acts on a decision).
         let Some(s) = self.sessions.get(key) else {
             return;
         };

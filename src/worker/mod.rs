@@ -1090,7 +1090,7 @@ impl Handler for Worker {
     type Timer = Timer;
 
     fn on_event(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key, event: &Event) {
-        self.obs.stats.set_now(cx.now); // observe: the turn's clock
+        self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
         match kind {
             SESSION => {
                 if event.is_writable() {
@@ -1111,7 +1111,7 @@ impl Handler for Worker {
     }
 
     fn on_fabric(&mut self, cx: &mut Context<'_, Timer>) {
-        self.obs.stats.set_now(cx.now); // observe: the turn's clock
+        self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
         if !self.tick_armed {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);
