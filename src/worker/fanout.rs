@@ -12,13 +12,16 @@
 //! Cross-slot PFCOUNT is folded as a sum, as the spec asks: an upper bound
 //! of the union's cardinality, exact when the HyperLogLogs are disjoint.
 //!
+//! A cross-slot MSET with a key but no value is refused whole, with the
+//! server's arity error, before any part is sent.
+//!
 //! Cluster-wide (DBSIZE, FLUSHALL, SCAN, RANDOMKEY): the same merge for
 //! every master; SCAN walks the masters one after the other with a cursor
 //! that carries the master's index in its top bits.
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::Purpose;
-use crate::command::{Args, Command, Fanout, Wide};
+use crate::command::{self, Args, Command, Fanout, Wide};
 use crate::resp::encode::Proto;
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::router;
@@ -135,6 +138,13 @@ impl Worker {
     ) {
         // Keys (and for MSET their values) per argument position.
         let step = if kind == Fanout::Mset { 2 } else { 1 };
+        if step == 2 && args.len() % 2 == 0 {
+            // A key without its value: the table's arity (-3) lets it
+            // through, and pairing the arguments below would drop that
+            // key. A server refuses the whole command, so refuse it before
+            // any part is sent.
+            return self.reply(key, Bytes::from(command::wrong_arity_reply(cmd)));
+        }
         let nkeys = (args.len() - 1) / step;
         let slot_of = |i: usize| key_slot(args.get(1 + i * step).unwrap_or_default());
         let first = slot_of(0);
@@ -163,7 +173,6 @@ impl Worker {
             Fanout::Mset => Fold::AllOk,
             Fanout::SumIntegers | Fanout::Pfcount => Fold::Sum,
         };
-        let _ = cmd;
         // Every part's request goes into one buffer, then is cut into
         // zero-copy slices: one allocation for all parts.
         let mut buf = bytes::BytesMut::with_capacity(frame.len() + runs.len() * (16 + name.len()));
