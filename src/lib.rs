@@ -14,6 +14,7 @@ pub mod admin;
 pub mod backend;
 pub mod command;
 pub mod config;
+pub mod hll;
 pub mod logging;
 pub mod metrics;
 pub mod resp;
