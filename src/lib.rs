@@ -13,6 +13,7 @@ pub mod acl;
 pub mod backend;
 pub mod command;
 pub mod config;
+pub mod hll;
 pub mod local;
 pub mod logging;
 pub mod metrics;

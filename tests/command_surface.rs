@@ -107,7 +107,7 @@ fn fanout_over_a_thousand_keys_with_duplicates_and_mixed_pipeline() {
         c.cmd(&["MGET", "{t}a", "{t}b"]),
         Reply::Array(Some(vec![bulk("1"), bulk("2")]))
     );
-    // PFCOUNT over slots: the sum of the parts (disjoint sets here).
+    // PFCOUNT over slots: the union (of disjoint sets here).
     assert_eq!(c.cmd(&["PFADD", "hll:a", "x", "y"]), Reply::Int(1));
     assert_eq!(c.cmd(&["PFADD", "hll:b", "z"]), Reply::Int(1));
     assert_eq!(c.cmd(&["PFCOUNT", "hll:a", "hll:b"]), Reply::Int(3));

@@ -45,6 +45,9 @@ pub enum Fold {
     AllOk,
     /// Integer replies summed (DEL, UNLINK, EXISTS, TOUCH, DBSIZE).
     Sum,
+    /// HyperLogLog strings (one GET per key) merged into `hll`; an error
+    /// is kept in `items` at its key's position (cross-slot PFCOUNT).
+    Union,
 }
 
 /// The merge state of one fanned-out request.
@@ -57,7 +60,10 @@ pub struct Merge {
     /// For `Items`: the reply items by position.
     pub items: Vec<Bytes>,
     pub sum: i64,
-    /// The first error any part answered; it becomes the reply.
+    /// For `Union`: the registers merged so far.
+    pub hll: Option<crate::hll::Union>,
+    /// The first error any part answered; it becomes the reply (`Union`
+    /// keeps its errors in `items` instead: the first in key order wins).
     pub error: Option<Bytes>,
     /// The slots this request gates on its session until it completes.
     pub gated: Vec<u16>,
@@ -82,6 +88,7 @@ impl Merge {
             part_keys: Vec::new(),
             items: Vec::new(),
             sum: 0,
+            hll: None,
             error: None,
             gated: Vec::new(),
             waiting: std::collections::VecDeque::new(),

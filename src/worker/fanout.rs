@@ -4,13 +4,22 @@
 //! grouped by slot — never by node, since a node refuses keys of two slots
 //! in one command — and each group becomes a part, sent in parallel. The
 //! request's ring slot holds a merge state that every part's reply folds
-//! into (MGET items by key position, MSET all-OK, the rest summed); when
-//! the last part is in, the slot becomes one ordinary reply. A redirected
-//! part is retried like any request before it folds. When all keys share
-//! one slot, the original request is forwarded untouched.
+//! into (MGET items by key position, MSET all-OK, PFCOUNT a union, the
+//! rest summed); when the last part is in, the slot becomes one ordinary
+//! reply. A redirected part is retried like any request before it folds.
+//! When all keys share one slot, the original request is forwarded
+//! untouched.
 //!
-//! Cross-slot PFCOUNT is folded as a sum, as the spec asks: an upper bound
-//! of the union's cardinality, exact when the HyperLogLogs are disjoint.
+//! Cross-slot PFCOUNT counts the union of the HyperLogLogs, as one server
+//! does, not the sum of per-slot counts (which overcounts whatever the
+//! sets share): each key's HLL string is read with GET, one part per key,
+//! merged register by register as the parts arrive, and the union's
+//! cardinality estimated the way Redis 7 does (`crate::hll`). A missing
+//! key is an empty set; the first bad key in key order gives the error
+//! (WRONGTYPE, or INVALIDOBJ for a corrupt HLL), as on a server.
+//!
+//! A cross-slot MSET with a key but no value is refused whole, with the
+//! server's arity error, before any part is sent.
 //!
 //! Cluster-wide (DBSIZE, FLUSHALL, SCAN, RANDOMKEY): the same merge for
 //! every master; SCAN walks the masters one after the other with a cursor
@@ -18,7 +27,7 @@
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::Purpose;
-use crate::command::{Args, Command, Fanout, Wide};
+use crate::command::{self, Args, Command, Fanout, Wide};
 use crate::resp::encode::Proto;
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::router;
@@ -123,6 +132,60 @@ fn array_items(frame: &Bytes) -> Option<Vec<Bytes>> {
     (at == frame.len()).then_some(items)
 }
 
+/// The body of a bulk string reply: `Some(None)` for a null (RESP2
+/// `$-1`, RESP3 `_`), `None` if `frame` is not a bulk string.
+fn bulk_body(frame: &[u8]) -> Option<Option<&[u8]>> {
+    if frame == b"$-1\r\n" || frame == b"_\r\n" {
+        return Some(None);
+    }
+    let rest = frame.strip_prefix(b"$")?;
+    let nl = rest.windows(2).position(|w| w == b"\r\n")?;
+    let len: usize = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
+    let body = rest.get(nl + 2..)?.strip_suffix(b"\r\n")?;
+    (body.len() == len).then_some(Some(body))
+}
+
+/// The merge state of a PFCOUNT union over `keys` keys (one part each).
+pub(super) fn union_merge(keys: usize) -> Merge {
+    let mut m = Merge::new(Fold::Union, keys as u32);
+    m.hll = Some(crate::hll::Union::new());
+    m.items = vec![Bytes::new(); keys];
+    m
+}
+
+/// One key's GET reply into a PFCOUNT union (part `part` is key `part`):
+/// its HLL string merged, nothing for a missing key (an empty set), or
+/// an error kept at the key's position. Every string is merged, even once
+/// another key failed: a bad string before that key in key order must
+/// still be the one that answers.
+fn fold_union(m: &mut Merge, part: u32, frame: Bytes) {
+    let error = if frame.first() == Some(&b'-') {
+        Some(frame)
+    } else {
+        match bulk_body(&frame) {
+            Some(None) => None,
+            Some(Some(hll)) => match m.hll.as_mut().map(|u| u.merge(hll)) {
+                Some(Err(invalid)) => Some(Bytes::from_static(invalid.reply())),
+                _ => None,
+            },
+            None => Some(Bytes::from_static(ERR_BAD_PART)),
+        }
+    };
+    if let (Some(e), Some(at)) = (error, m.items.get_mut(part as usize)) {
+        *at = e;
+    }
+}
+
+/// The reply of a PFCOUNT union once every key is in: the error of the
+/// first bad key in key order, as a server answers, else the count.
+fn union_reply(m: &Merge) -> Bytes {
+    if let Some(e) = m.items.iter().find(|e| !e.is_empty()) {
+        return e.clone();
+    }
+    let count = m.hll.as_ref().map_or(0, crate::hll::Union::count);
+    Bytes::from(format!(":{count}\r\n"))
+}
+
 impl Worker {
     pub(super) fn fanout(
         &mut self,
@@ -135,16 +198,30 @@ impl Worker {
     ) {
         // Keys (and for MSET their values) per argument position.
         let step = if kind == Fanout::Mset { 2 } else { 1 };
+        if step == 2 && args.len() % 2 == 0 {
+            // A key without its value: the table's arity (-3) lets it
+            // through, and pairing the arguments below would drop that
+            // key. A server refuses the whole command, so refuse it before
+            // any part is sent.
+            return self.reply(key, Bytes::from(command::wrong_arity_reply(cmd)));
+        }
         let nkeys = (args.len() - 1) / step;
         let slot_of = |i: usize| key_slot(args.get(1 + i * step).unwrap_or_default());
         let first = slot_of(0);
-        if (1..nkeys).all(|i| slot_of(i) == first) && !self.tainted(key, first) {
+        // One key is never refused with TRYAGAIN, so a tainted slot does
+        // not matter to it; and PFCOUNT of one key must reach the node as
+        // it is, since only there may it answer the key's cached count.
+        let lone_pfcount = kind == Fanout::Pfcount && nkeys == 1;
+        if (1..nkeys).all(|i| slot_of(i) == first) && (lone_pfcount || !self.tainted(key, first)) {
             // One slot: the node can take the request as it is.
             let read = kind == Fanout::Mget;
             return self.forward_slot(cx, key, first, read, frame);
         }
         if self.topo.is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        }
+        if kind == Fanout::Pfcount {
+            return self.pfcount_union(cx, key, frame, args, nkeys);
         }
         // Group key indexes by slot: sort (slot, index) pairs, so each
         // slot's keys form one run, in request order within it.
@@ -161,9 +238,9 @@ impl Worker {
         let fold = match kind {
             Fanout::Mget => Fold::Items,
             Fanout::Mset => Fold::AllOk,
-            Fanout::SumIntegers | Fanout::Pfcount => Fold::Sum,
+            Fanout::SumIntegers => Fold::Sum,
+            Fanout::Pfcount => Fold::Union, // taken by pfcount_union above
         };
-        let _ = cmd;
         // Every part's request goes into one buffer, then is cut into
         // zero-copy slices: one allocation for all parts.
         let mut buf = bytes::BytesMut::with_capacity(frame.len() + runs.len() * (16 + name.len()));
@@ -227,6 +304,68 @@ impl Worker {
         }
     }
 
+    /// PFCOUNT over several slots: the cardinality of the union, as one
+    /// server computes it. Each key's HLL string is read with its own GET
+    /// (MGET would answer nil for a key of another type, where PFCOUNT
+    /// answers WRONGTYPE), part `i` for key `i`; the strings are merged
+    /// here as they arrive (crate::hll) and the union is estimated once
+    /// the last is in.
+    fn pfcount_union(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        frame: Bytes,
+        args: &Args,
+        nkeys: usize,
+    ) {
+        let keys = || (1..=nkeys).map(|i| args.get(i).unwrap_or_default());
+        let mut buf = bytes::BytesMut::with_capacity(keys().map(|k| k.len() + 24).sum::<usize>());
+        let mut ends = Vec::with_capacity(nkeys);
+        for k in keys() {
+            buf.extend_from_slice(b"*2\r\n$3\r\nGET\r\n");
+            bulk_into(&mut buf, k);
+            ends.push(buf.len());
+        }
+        let mut reqs = buf.freeze();
+        let slots: Vec<u16> = keys().map(key_slot).collect();
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let proto = s.proto;
+        let mut merge = union_merge(nkeys);
+        // Gate the keys' slots, each once (see `fanout`).
+        let mut gated = slots.clone();
+        gated.sort_unstable();
+        gated.dedup();
+        for slot in &gated {
+            *s.gates.entry(*slot).or_insert(0) += 1;
+        }
+        merge.gated = gated;
+        merge.request = frame; // observe: slow log
+        let seq = s.ring.push_merge(merge);
+        self.obs.stats.counters.fragments += nkeys as u64; // observe
+        let mut at = 0;
+        for (part, (slot, end)) in slots.into_iter().zip(ends).enumerate() {
+            let req = reqs.split_to(end - at);
+            at = end;
+            let out = Outgoing {
+                seq: Some(seq),
+                purpose: Purpose::Part(part as u32),
+                ..Outgoing::new(key, req)
+            };
+            match self.pools.pool_for_slot(&self.topo, slot, proto) {
+                Some(pool) => self.send_to_pool(cx, pool, out),
+                None => self.fold_part(
+                    cx,
+                    key,
+                    seq,
+                    part as u32,
+                    Bytes::from_static(router::ERR_SLOT_UNSERVED),
+                ),
+            }
+        }
+    }
+
     /// Fold one part's reply into the merge at `seq`; the last part turns
     /// the merge into the reply.
     pub(super) fn fold_part(
@@ -248,7 +387,9 @@ impl Worker {
         if m.finish.is_some() {
             return self.collect_part(session, seq, part, frame);
         }
-        if frame.first() == Some(&b'-') {
+        if m.fold == Fold::Union {
+            fold_union(m, part, frame);
+        } else if frame.first() == Some(&b'-') {
             m.error.get_or_insert(frame);
         } else {
             match m.fold {
@@ -263,6 +404,7 @@ impl Worker {
                         m.error.get_or_insert(frame);
                     }
                 }
+                Fold::Union => {} // folded above
                 Fold::Items => {
                     let positions = m.part_keys.get(part as usize);
                     match (array_items(&frame), positions) {
@@ -294,6 +436,7 @@ impl Worker {
         } else {
             match m.fold {
                 Fold::Sum => Bytes::from(format!(":{}\r\n", m.sum)),
+                Fold::Union => union_reply(m),
                 Fold::AllOk => Bytes::from_static(b"+OK\r\n"),
                 Fold::Items => {
                     let total: usize = m.items.iter().map(|i| i.len()).sum();
@@ -495,5 +638,77 @@ mod tests {
             Bytes::from_static(b"*2\r\n$1\r\n0\r\n*0\r\n")
         );
         assert_eq!(int_reply(b":-5\r\n"), Some(-5));
+    }
+
+    fn bulk(body: &[u8]) -> Bytes {
+        let mut out = bytes::BytesMut::new();
+        bulk_into(&mut out, body);
+        out.freeze()
+    }
+
+    #[test]
+    fn bulk_bodies_and_nulls() {
+        assert_eq!(bulk_body(b"$2\r\nab\r\n"), Some(Some(&b"ab"[..])));
+        assert_eq!(bulk_body(b"$0\r\n\r\n"), Some(Some(&b""[..])));
+        assert_eq!(bulk_body(b"$-1\r\n"), Some(None));
+        assert_eq!(bulk_body(b"_\r\n"), Some(None));
+        assert_eq!(bulk_body(b"$3\r\nab\r\n"), None);
+        assert_eq!(bulk_body(b"$2\r\nabc\r\n"), None);
+        assert_eq!(bulk_body(b":1\r\n"), None);
+        assert_eq!(bulk_body(b"+OK\r\n"), None);
+    }
+
+    #[test]
+    fn a_union_answers_the_first_bad_key_in_key_order_whatever_arrives_first() {
+        let valid = bulk(include_bytes!("../hll/testdata/sparse-a.hll"));
+        let mut corrupt = b"HYLL\x01".to_vec();
+        corrupt.extend_from_slice(&[0; 11]);
+        corrupt.extend_from_slice(&[0x40, 0x00]); // XZERO:1, 16383 short
+        let corrupt = bulk(&corrupt);
+        let wrongtype = Bytes::from_static(
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        );
+        let replies = [valid, corrupt, wrongtype.clone()];
+        for order in [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ] {
+            let mut m = union_merge(3);
+            for part in order {
+                fold_union(&mut m, part, replies[part as usize].clone());
+            }
+            assert_eq!(union_reply(&m), crate::hll::ERR_CORRUPT, "{order:?}");
+        }
+        let mut m = union_merge(2);
+        fold_union(&mut m, 1, bulk(b"not an hll"));
+        fold_union(&mut m, 0, wrongtype.clone());
+        assert_eq!(union_reply(&m), wrongtype);
+    }
+
+    #[test]
+    fn a_union_counts_missing_keys_as_empty_sets() {
+        let mut m = union_merge(4);
+        fold_union(&mut m, 2, Bytes::from_static(b"_\r\n"));
+        fold_union(&mut m, 0, Bytes::from_static(b"$-1\r\n"));
+        fold_union(
+            &mut m,
+            3,
+            bulk(include_bytes!("../hll/testdata/sparse-b.hll")),
+        );
+        fold_union(
+            &mut m,
+            1,
+            bulk(include_bytes!("../hll/testdata/sparse-a.hll")),
+        );
+        // PFCOUNT sparse-a sparse-b on the server that wrote them.
+        assert_eq!(union_reply(&m), Bytes::from_static(b":149\r\n"));
+        assert_eq!(union_reply(&union_merge(2)), Bytes::from_static(b":0\r\n"));
+        let mut m = union_merge(1);
+        fold_union(&mut m, 0, Bytes::from_static(b":1\r\n"));
+        assert_eq!(union_reply(&m), Bytes::from_static(ERR_BAD_PART));
     }
 }

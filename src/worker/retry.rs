@@ -7,8 +7,10 @@
 //! intact. A TRYAGAIN that outlasts the waits means the keys really are
 //! split between the two nodes: a fan-out-family request (MGET, MSET, DEL,
 //! UNLINK, EXISTS, TOUCH, PFCOUNT) is then re-sent key by key with the same
-//! command name (each single-key request follows ASK on its own; at most
-//! SPLIT_IN_FLIGHT at a time) and the replies fold like any fan-out's.
+//! command name — PFCOUNT as a GET of each key, merged into a union as a
+//! cross-slot PFCOUNT is — (each single-key request follows ASK on its own;
+//! at most SPLIT_IN_FLIGHT at a time) and the replies fold like any
+//! fan-out's.
 //!
 //! Ordering. Retries are late by design, so a later request of the same
 //! session on the same slot must not overtake them. Fan-outs gate their
@@ -137,7 +139,12 @@ fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
 /// The single-key requests of a fan-out-family request, in key order.
 fn split_keys(p: &Parsed, kind: Fanout) -> Vec<Bytes> {
     let args = p.args();
-    let name = args.get(0).unwrap_or_default();
+    // PFCOUNT k1 k2 counts the union: its keys are read, not counted one
+    // by one (the sum of their counts overcounts what they share).
+    let name = match kind {
+        Fanout::Pfcount => &b"GET"[..],
+        _ => args.get(0).unwrap_or_default(),
+    };
     let step = if kind == Fanout::Mset { 2 } else { 1 };
     let n = (args.len() - 1) / step;
     (0..n)
@@ -157,7 +164,8 @@ fn fold_of(kind: Fanout) -> Fold {
     match kind {
         Fanout::Mget => Fold::Items,
         Fanout::Mset => Fold::AllOk,
-        Fanout::SumIntegers | Fanout::Pfcount => Fold::Sum,
+        Fanout::SumIntegers => Fold::Sum,
+        Fanout::Pfcount => Fold::Union,
     }
 }
 
@@ -325,7 +333,10 @@ impl Worker {
             return false;
         }
         self.obs.stats.counters.splits += 1; // observe
-        let mut m = Merge::new(fold_of(kind), reqs.len() as u32);
+        let mut m = match fold_of(kind) {
+            Fold::Union => super::fanout::union_merge(reqs.len()),
+            fold => Merge::new(fold, reqs.len() as u32),
+        };
         m.request = f.req.clone(); // observe: slow log
         if m.fold == Fold::Items {
             m.items = vec![Bytes::new(); reqs.len()];

@@ -1,0 +1,354 @@
+//! Cross-slot fan-outs answer exactly what one server would: PFCOUNT over
+//! keys on several masters is the cardinality of the union (merged from
+//! the keys' HLL strings, as Redis merges them), not a sum of per-slot
+//! counts; MSET with a key but no value is refused whole, nothing written.
+//!
+//! The reference is Redis itself: the same values under one hash tag sit
+//! in one slot, so mithril forwards that PFCOUNT untouched and the node
+//! computes it.
+
+mod support;
+
+use std::path::Path;
+use support::*;
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_mithril"))
+}
+
+fn setup(extra: &str) -> (RedisCluster, Mithril) {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), extra);
+    (cluster, m)
+}
+
+fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}
+
+fn err(s: &str) -> Reply {
+    Reply::Error(s.into())
+}
+
+/// One key `<prefix>:<n>` owned by each master, in master order.
+fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
+    cluster
+        .masters()
+        .iter()
+        .map(|n| {
+            (0..)
+                .map(|i| format!("{prefix}:{i}"))
+                .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) == n.port)
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The direct connection to the master that owns `key`.
+fn owner(cluster: &RedisCluster, key: &str) -> Conn {
+    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
+    Conn::connect(&format!("127.0.0.1:{port}"))
+}
+
+/// PFADD `key` with the elements `e:<from>` .. `e:<to - 1>`.
+fn pfadd(c: &mut Conn, key: &str, from: usize, to: usize) {
+    let elements: Vec<String> = (from..to).map(|i| format!("e:{i}")).collect();
+    let mut args = vec!["PFADD", key];
+    args.extend(elements.iter().map(String::as_str));
+    assert_eq!(c.cmd(&args), Reply::Int(1), "PFADD {key}");
+}
+
+/// `SET key value` with a binary value, straight on the key's owner.
+fn set_raw(cluster: &RedisCluster, key: &str, value: &[u8]) {
+    assert_eq!(
+        owner(cluster, key).cmd_bytes(&[b"SET", key.as_bytes(), value]),
+        ok()
+    );
+}
+
+#[test]
+fn pfcount_across_masters_is_the_union_of_the_sets() {
+    let (cluster, m) = setup("");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "hll");
+    let (a, b, d) = (&keys[0], &keys[1], &keys[2]);
+    // Overlapping sets: a and b share 500 elements (both sparse), d is
+    // dense (20,000 elements) and holds all of a and b.
+    let sets = [(a, "{one}a", 0, 1000), (b, "{one}b", 500, 1500)];
+    for (spread, tagged, from, to) in sets {
+        pfadd(&mut c, spread, from, to);
+        pfadd(&mut c, tagged, from, to);
+    }
+    pfadd(&mut c, d, 0, 20_000);
+    pfadd(&mut c, "{one}d", 0, 20_000);
+    let mut direct = owner(&cluster, "{one}a");
+    let encoding =
+        |key: &str, conn: &mut Conn| conn.cmd(&["GETRANGE", key, "4", "4"]).as_bulk().unwrap()[0];
+    assert_eq!(encoding(a, &mut owner(&cluster, a)), 1, "a is sparse");
+    assert_eq!(encoding(d, &mut owner(&cluster, d)), 0, "d is dense");
+
+    // Each spread combination against Redis's own answer for the same
+    // values in one slot (a missing key counts as empty).
+    let combos: [&[&str]; 6] = [
+        &["a", "b"],
+        &["b", "a"],
+        &["a", "d"],
+        &["a", "b", "d"],
+        &["d", "missing", "b", "a", "a"],
+        &["missing", "missing2"],
+    ];
+    for combo in combos {
+        let spread: Vec<&str> = combo
+            .iter()
+            .map(|k| match *k {
+                "a" => a.as_str(),
+                "b" => b.as_str(),
+                "d" => d.as_str(),
+                other => other,
+            })
+            .collect();
+        let tagged: Vec<String> = combo.iter().map(|k| format!("{{one}}{k}")).collect();
+        let mut one = vec!["PFCOUNT"];
+        one.extend(tagged.iter().map(String::as_str));
+        let want = direct.cmd(&one);
+        assert_eq!(c.cmd(&one), want, "one slot through mithril: {combo:?}");
+        let mut across = vec!["PFCOUNT"];
+        across.extend(&spread);
+        assert_eq!(c.cmd(&across), want, "across masters: {combo:?}");
+    }
+    // The union, not the sum (which would be 1,000 + 1,000 = ~2,000).
+    let union = c.cmd(&["PFCOUNT", a, b]).as_int();
+    assert!((1400..1600).contains(&union), "{union}");
+
+    // RESP3: a missing key's null is an empty set too.
+    assert!(!c.cmd(&["HELLO", "3"]).is_error());
+    let want = direct.cmd(&["PFCOUNT", "{one}a", "{one}b", "{one}missing"]);
+    assert_eq!(c.cmd(&["PFCOUNT", a, b, "missing"]), want);
+
+    // Nothing was written by the cross-slot counts: the keys' values are
+    // the ones PFADD left (GET of the spread keys equals the tagged ones).
+    for (spread, tagged) in [(a, "{one}a"), (b, "{one}b"), (d, "{one}d")] {
+        let got = owner(&cluster, spread).cmd(&["GET", spread]);
+        assert_eq!(got, direct.cmd(&["GET", tagged]), "{spread}");
+    }
+}
+
+#[test]
+fn pfcount_across_masters_answers_the_errors_a_server_would() {
+    let (cluster, m) = setup("");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "bad");
+    let (hll, other, third) = (&keys[0], &keys[1], &keys[2]);
+    pfadd(&mut c, hll, 0, 10);
+    pfadd(&mut c, "{one}hll", 0, 10);
+    let mut direct = owner(&cluster, "{one}hll");
+    let header = |encoding: u8| {
+        let mut v = b"HYLL".to_vec();
+        v.push(encoding);
+        v.extend_from_slice(&[0; 11]);
+        v
+    };
+    let dense_short = {
+        let mut v = header(0);
+        v.extend_from_slice(&[0; 100]);
+        v
+    };
+    let sparse_short = {
+        let mut v = header(1);
+        v.extend_from_slice(&[0x40, 0x00]); // XZERO:1 — 16,383 registers missing
+        v
+    };
+    let bad_magic = {
+        let mut v = header(1);
+        v[0] = b'h';
+        v.extend_from_slice(&[0x7f, 0xff]);
+        v
+    };
+    let cases: [(&str, Vec<u8>); 6] = [
+        ("str", b"hello".to_vec()),
+        ("int", b"123".to_vec()),
+        ("dense-short", dense_short),
+        ("sparse-short", sparse_short),
+        ("magic", bad_magic),
+        ("encoding", {
+            let mut v = header(2);
+            v.extend_from_slice(&[0x7f, 0xff]);
+            v
+        }),
+    ];
+    for (name, value) in &cases {
+        set_raw(&cluster, other, value);
+        set_raw(&cluster, "{one}other", value);
+        let want = direct.cmd(&["PFCOUNT", "{one}hll", "{one}other"]);
+        assert!(want.is_error(), "{name}: Redis refuses it: {want:?}");
+        assert_eq!(c.cmd(&["PFCOUNT", hll, other]), want, "{name}");
+        let want = direct.cmd(&["PFCOUNT", "{one}other", "{one}hll"]);
+        assert_eq!(c.cmd(&["PFCOUNT", other, hll]), want, "{name}, first");
+    }
+    // Strings at the edges of the format, which a server accepts or
+    // refuses in its own way: the same answers across masters.
+    let edges: [(&str, Vec<u8>); 4] = [
+        (
+            "a VAL after an exact end",
+            [header(1), vec![0x7f, 0xff, 0x80]].concat(),
+        ),
+        (
+            "a cut XZERO that completes",
+            [header(1), vec![0x40, 0xfe, 0x7f]].concat(),
+        ),
+        (
+            "VAL:32 at the last register",
+            [header(1), vec![0x7f, 0xfe, 0xfc]].concat(),
+        ),
+        // Every register 63: outside the estimate, which then overflows.
+        ("dense, all 63", [header(0), vec![0xff; 12288]].concat()),
+    ];
+    for (name, value) in &edges {
+        set_raw(&cluster, other, value);
+        set_raw(&cluster, "{one}other", value);
+        let want = direct.cmd(&["PFCOUNT", "{one}hll", "{one}other"]);
+        assert_eq!(c.cmd(&["PFCOUNT", hll, other]), want, "{name}");
+    }
+
+    // The texts, once: Redis 7.0's own.
+    set_raw(&cluster, other, b"hello");
+    assert_eq!(
+        c.cmd(&["PFCOUNT", hll, other]),
+        err("WRONGTYPE Key is not a valid HyperLogLog string value.")
+    );
+    for k in [other.as_str(), "{one}other"] {
+        set_raw(&cluster, k, &cases[3].1); // the corrupt sparse string
+    }
+    assert_eq!(
+        c.cmd(&["PFCOUNT", hll, other]),
+        err("INVALIDOBJ Corrupted HLL object detected")
+    );
+
+    // Not a string: GET's own error, as PFCOUNT gives it.
+    assert_eq!(c.cmd(&["RPUSH", third, "x"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["RPUSH", "{one}third", "x"]), Reply::Int(1));
+    let wrongtype = err("WRONGTYPE Operation against a key holding the wrong kind of value");
+    assert_eq!(c.cmd(&["PFCOUNT", hll, third]), wrongtype);
+    // Several bad keys: the first one in key order decides, as on a server
+    // (here the corrupt sparse string, then the list).
+    for order in [[other, third], [third, other]] {
+        let tagged: Vec<&str> = order
+            .iter()
+            .map(|k| {
+                if *k == other {
+                    "{one}other"
+                } else {
+                    "{one}third"
+                }
+            })
+            .collect();
+        let want = direct.cmd(&["PFCOUNT", "{one}hll", tagged[0], tagged[1]]);
+        assert_eq!(c.cmd(&["PFCOUNT", hll, order[0], order[1]]), want);
+    }
+    assert_eq!(
+        c.cmd(&["PFCOUNT", third, other]),
+        wrongtype,
+        "the list comes first"
+    );
+    // The session goes on.
+    assert_eq!(c.cmd(&["PFCOUNT", hll]), Reply::Int(10));
+}
+
+/// A PFCOUNT forwarded whole to a slot whose keys are split by a
+/// migration gets TRYAGAIN until the waits are spent, then is re-sent key
+/// by key: those keys' HLLs are merged the same way, not summed.
+#[test]
+fn pfcount_split_by_a_migration_is_still_the_union() {
+    let (cluster, m) = setup("topology-refresh-secs 3600");
+    let mut c = m.conn();
+    let (a, b) = ("{split}a", "{split}b");
+    pfadd(&mut c, a, 0, 1000);
+    pfadd(&mut c, b, 500, 1500);
+    let want = c.cmd(&["PFCOUNT", a, b]);
+    let union = want.as_int();
+    assert!((1400..1600).contains(&union), "{union}");
+
+    let slot = key_slot(a.as_bytes());
+    let from_port = cluster.port_for_slot(slot);
+    let masters = cluster.masters();
+    let from = masters.iter().find(|n| n.port == from_port).unwrap();
+    let to = masters.iter().find(|n| n.port != from_port).unwrap();
+    let s = slot.to_string();
+    assert_eq!(
+        to.conn()
+            .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]),
+        ok()
+    );
+    assert_eq!(
+        from.conn()
+            .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to.id]),
+        ok()
+    );
+    // Only `a` moves: the slot's keys are split.
+    let port = to.port.to_string();
+    assert_eq!(
+        from.conn()
+            .cmd(&["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS", a]),
+        ok()
+    );
+    assert!(from
+        .conn()
+        .cmd(&["PFCOUNT", a, b])
+        .as_error()
+        .starts_with("TRYAGAIN"));
+    assert_eq!(c.cmd(&["PFCOUNT", a, b]), want);
+}
+
+#[test]
+fn mset_with_a_key_but_no_value_is_refused_whole() {
+    let (cluster, m) = setup("");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "ms");
+    let (a, b, d) = (keys[0].as_str(), keys[1].as_str(), keys[2].as_str());
+    let arity = |cmd: &str| {
+        err(&format!(
+            "ERR wrong number of arguments for '{cmd}' command"
+        ))
+    };
+    let nothing_written = |what: &str| {
+        for k in [a, b, d, "{one}a", "{one}b", "{one}c"] {
+            assert_eq!(
+                owner(&cluster, k).cmd(&["EXISTS", k]),
+                Reply::Int(0),
+                "{what}: {k} written"
+            );
+        }
+    };
+
+    // Keys on three masters, the last one without a value.
+    assert_eq!(c.cmd(&["MSET", a, "1", b, "2", d]), arity("mset"));
+    nothing_written("MSET across masters");
+    assert_eq!(c.cmd(&["mset", b, "2", a]), arity("mset"));
+    nothing_written("mset across masters");
+    // One slot: the node's own refusal, the same text.
+    assert_eq!(
+        c.cmd(&["MSET", "{one}a", "1", "{one}b", "2", "{one}c"]),
+        arity("mset")
+    );
+    nothing_written("MSET in one slot");
+    assert_eq!(c.cmd(&["MSET", a]), arity("mset"));
+    // MSETNX is not fanned out: in one slot the node refuses the odd
+    // count itself; across slots the node it goes to refuses the slots
+    // first (what a cluster node answers), and nothing is written either.
+    assert_eq!(c.cmd(&["MSETNX", "{one}a", "1", "{one}b"]), arity("msetnx"));
+    assert_eq!(
+        c.cmd(&["MSETNX", a, "1", b]),
+        err("CROSSSLOT Keys in request don't hash to the same slot")
+    );
+    nothing_written("MSETNX");
+
+    // The session is fine, and a well-formed MSET still fans out.
+    assert_eq!(c.cmd(&["MSET", a, "1", b, "2", d, "3"]), ok());
+    for (k, v) in [(a, "1"), (b, "2"), (d, "3")] {
+        assert_eq!(
+            owner(&cluster, k).cmd(&["GET", k]),
+            Reply::Bulk(Some(v.as_bytes().to_vec())),
+            "{k} on its owner"
+        );
+    }
+}
