@@ -44,8 +44,9 @@ struct Daemon {
 
 impl Daemon {
     fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill on the pid the daemon wrote; checked to be running.
         if running(self.pid) {
+            // SAFETY: kill(2) takes plain integers; the pid is the one the
+            // daemon wrote, checked to be running.
             unsafe {
                 libc::kill(self.pid as libc::pid_t, sig);
             }

@@ -209,10 +209,12 @@ fn a_frozen_node_costs_its_clients_backend_timeout_at_most() {
     let port = cluster.port_for_slot(hot_slots()[0]);
     let pid = cluster.nodes.iter().find(|n| n.port == port).unwrap().pid;
     // Freeze the node: its socket stays open, nothing answers.
+    // SAFETY: kill(2) takes plain integers; `pid` is a node this test started.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
     let asked = Instant::now();
     let r = c.cmd(&["GET", &key]);
     let waited = asked.elapsed();
+    // SAFETY: as for SIGSTOP above.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     assert!(r.as_error().contains("backend-timeout"), "{r:?}");
     assert!(
