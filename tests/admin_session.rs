@@ -9,14 +9,9 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 const PASSWORD: &str = "s3cret-pw";
 

@@ -5,13 +5,8 @@
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 fn setup(extra: &str) -> (RedisCluster, Mithril) {
     let cluster = RedisCluster::start(ClusterSpec::default());

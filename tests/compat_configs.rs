@@ -10,10 +10,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
 fn run(args: &[&str]) -> Output {
     Command::new(bin())
         .args(args)

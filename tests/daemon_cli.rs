@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mithril"))
+    Command::new(support::bin())
         .args(args)
         .stdin(Stdio::null())
         .output()

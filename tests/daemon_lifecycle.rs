@@ -13,10 +13,6 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
 fn one_master() -> RedisCluster {
     RedisCluster::start(ClusterSpec {
         masters: 1,

@@ -6,12 +6,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::Path;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
     parts.iter().map(|p| p.as_bytes().to_vec()).collect()

@@ -4,13 +4,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 fn setup() -> (RedisCluster, Mithril) {
     let cluster = RedisCluster::start(ClusterSpec::default());

@@ -4,16 +4,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{run_load, verify};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// Hot slots spread over the masters.
 fn hot_slots() -> Vec<u16> {

@@ -7,13 +7,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 fn ok() -> Reply {
     Reply::Simple("OK".into())

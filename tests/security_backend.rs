@@ -10,13 +10,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 const CLUSTER_PW: &str = "cluster-s3cret";
 

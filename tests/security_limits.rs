@@ -8,15 +8,10 @@ mod support;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 const PASSWORD: &str = "the-right-password";
 

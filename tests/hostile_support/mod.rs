@@ -12,13 +12,8 @@ use crate::support::*;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::Once;
 use std::time::{Duration, Instant};
-
-pub fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// Makes every mithril this test binary starts accept the test-only
 /// commands (a debug build reads `MITHRIL_TEST_HOOKS=1` at start). Set once,

@@ -45,6 +45,17 @@ use std::time::{Duration, Instant};
 const PORT_LOW: u16 = 12000;
 const PORT_HIGH: u16 = 22000;
 
+/// The mithril binary cargo built for this test or bench. Cargo names it
+/// in `CARGO_BIN_EXE_mithril` for integration tests and benches only: the
+/// dev-cluster example, which includes this module too, has no such binary
+/// and must not call this.
+pub fn bin() -> &'static Path {
+    match option_env!("CARGO_BIN_EXE_mithril") {
+        Some(path) => Path::new(path),
+        None => panic!("support::bin(): CARGO_BIN_EXE_mithril is set only for tests and benches"),
+    }
+}
+
 /// A process-wide random u64 (std seeds `RandomState` from the OS).
 pub fn random_u64() -> u64 {
     let mut h = RandomState::new().build_hasher();
