@@ -15,14 +15,6 @@ use support::*;
 
 const PASSWORD: &str = "s3cret-pw";
 
-fn err(s: &str) -> Reply {
-    Reply::Error(s.to_string())
-}
-
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
 /// A standalone redis-server with a password, killed on drop.
 struct Standalone {
     port: u16,

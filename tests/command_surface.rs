@@ -14,16 +14,8 @@ fn setup(extra: &str) -> (RedisCluster, Mithril) {
     (cluster, m)
 }
 
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
 fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
 }
 
 #[test]

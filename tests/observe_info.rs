@@ -8,10 +8,6 @@ mod support;
 use std::collections::HashMap;
 use support::*;
 
-fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
-    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
-}
-
 /// `field:value` lines of an INFO text.
 fn fields(text: &str) -> HashMap<String, String> {
     text.lines()
@@ -47,12 +43,12 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
     let mut other = m.conn();
     // 100 keys, then 1,000 GETs in pipelines of 100, from one client.
     let sets: Vec<Vec<Vec<u8>>> = (0..100)
-        .map(|i| cmd(&["SET", &format!("k:{i}"), "v"]))
+        .map(|i| argv(&["SET", &format!("k:{i}"), "v"]))
         .collect();
     assert!(c.pipeline(&sets).iter().all(|r| r.as_str() == "OK"));
     for round in 0..10 {
         let gets: Vec<Vec<Vec<u8>>> = (0..100)
-            .map(|i| cmd(&["GET", &format!("k:{}", (i + round) % 100)]))
+            .map(|i| argv(&["GET", &format!("k:{}", (i + round) % 100)]))
             .collect();
         assert!(c.pipeline(&gets).iter().all(|r| r.as_str() == "v"));
     }
@@ -208,9 +204,9 @@ fn keyspace_is_summed_from_the_masters() {
     let mut cmds = Vec::new();
     for i in 0..300 {
         if i % 3 == 0 {
-            cmds.push(cmd(&["SET", &format!("ks:{i}"), "v", "EX", "1000"]));
+            cmds.push(argv(&["SET", &format!("ks:{i}"), "v", "EX", "1000"]));
         } else {
-            cmds.push(cmd(&["SET", &format!("ks:{i}"), "v"]));
+            cmds.push(argv(&["SET", &format!("ks:{i}"), "v"]));
         }
     }
     assert!(c.pipeline(&cmds).iter().all(|r| r.as_str() == "OK"));

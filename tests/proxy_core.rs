@@ -18,18 +18,6 @@ fn owner(cluster: &RedisCluster, key: &str) -> Conn {
     Conn::connect(&format!("127.0.0.1:{port}"))
 }
 
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
-
-fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
-    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
-}
-
 /// One command per line; the key is the second word (the third for OBJECT).
 const SCRIPT: &str = "
 SET s:1 hello
@@ -169,7 +157,7 @@ fn data_lands_on_the_node_that_owns_the_slot() {
     let (cluster, m) = setup("");
     let mut c = m.conn();
     let cmds: Vec<Vec<Vec<u8>>> = (0..1000)
-        .map(|i| cmd(&["SET", &format!("key:{i}"), &format!("value:{i}")]))
+        .map(|i| argv(&["SET", &format!("key:{i}"), &format!("value:{i}")]))
         .collect();
     for r in c.pipeline(&cmds) {
         assert_eq!(r, Reply::Simple("OK".into()));
@@ -202,20 +190,24 @@ fn ten_thousand_pipelined_mixed_commands_come_back_in_order() {
     let mut lists = [0i64; 20];
     for i in 0..2500 {
         let key = format!("k:{i}");
-        cmds.push(cmd(&["SET", &key, &format!("v{i}")]));
+        cmds.push(argv(&["SET", &key, &format!("v{i}")]));
         expect.push(Reply::Simple("OK".into()));
         let ctr = format!("ctr:{}", i % 50);
         counters[i % 50] += 1;
-        cmds.push(cmd(&["INCR", &ctr]));
+        cmds.push(argv(&["INCR", &ctr]));
         expect.push(Reply::Int(counters[i % 50]));
-        cmds.push(cmd(&["GET", &key]));
+        cmds.push(argv(&["GET", &key]));
         expect.push(Reply::Bulk(Some(format!("v{i}").into_bytes())));
         if i % 2 == 0 {
             lists[i % 20] += 1;
-            cmds.push(cmd(&["RPUSH", &format!("list:{}", i % 20), &i.to_string()]));
+            cmds.push(argv(&[
+                "RPUSH",
+                &format!("list:{}", i % 20),
+                &i.to_string(),
+            ]));
             expect.push(Reply::Int(lists[i % 20]));
         } else {
-            cmds.push(cmd(&["PING"]));
+            cmds.push(argv(&["PING"]));
             expect.push(Reply::Simple("PONG".into()));
         }
     }
@@ -328,7 +320,7 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
         .cmd(&["GET", key])
         .as_error()
         .starts_with("MOVED "));
-    let cmds: Vec<Vec<Vec<u8>>> = (0..100).map(|_| cmd(&["INCR", key])).collect();
+    let cmds: Vec<Vec<Vec<u8>>> = (0..100).map(|_| argv(&["INCR", key])).collect();
     let got = c.pipeline(&cmds);
     for (i, r) in got.iter().enumerate() {
         assert_eq!(*r, Reply::Int(3 + i as i64));
@@ -350,9 +342,9 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
         .clone();
     migrate_slot(&cluster, key_slot(other.as_bytes()), &target, &[other]);
     let got = c.pipeline(&[
-        cmd(&["GET", other]),
-        cmd(&["GET", key]),
-        cmd(&["GET", other]),
+        argv(&["GET", other]),
+        argv(&["GET", key]),
+        argv(&["GET", other]),
     ]);
     assert_eq!(got[0].as_bulk(), Some(&b"o"[..]));
     assert_eq!(got[1].as_bulk(), Some(&b"102"[..]));

@@ -13,10 +13,6 @@ fn setup() -> (RedisCluster, Mithril) {
     (cluster, m)
 }
 
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
-
 fn arr(v: Vec<Reply>) -> Reply {
     Reply::Array(Some(v))
 }

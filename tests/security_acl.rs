@@ -10,18 +10,6 @@ mod support;
 use std::time::Duration;
 use support::*;
 
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
-fn err(s: &str) -> Reply {
-    Reply::Error(s.to_string())
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
-
 fn noperm_cmd(name: &str) -> Reply {
     err(&format!(
         "NOPERM this user has no permissions to run the '{name}' command"

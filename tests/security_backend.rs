@@ -15,14 +15,6 @@ use support::*;
 
 const CLUSTER_PW: &str = "cluster-s3cret";
 
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
-
 /// A 3-master cluster whose nodes require `CLUSTER_PW` from `default`.
 fn protected_cluster() -> RedisCluster {
     let cluster = RedisCluster::start(ClusterSpec {

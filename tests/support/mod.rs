@@ -27,7 +27,7 @@ mod slots;
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
 pub use mithril::Mithril;
 pub use process::{pid_alive, raise_fd_limit, spawn_child};
-pub use resp::{encode_command, parse_reply, Conn, Reply};
+pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use slots::{key_for_slot, key_slot};
 
 use std::collections::hash_map::RandomState;
