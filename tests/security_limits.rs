@@ -16,19 +16,11 @@ use support::*;
 const PASSWORD: &str = "the-right-password";
 
 fn start(cluster: &RedisCluster) -> Mithril {
-    let mut m = Mithril::spawn(
+    Mithril::start_locked(
         bin(),
         &cluster.seeds(),
         &format!("requirepass {PASSWORD}\nthreads 2\n"),
-    );
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        assert!(m.exit_status().is_none(), "{}", m.stdio());
-        let mut c = Conn::try_connect(&m.addr()).ok()?;
-        c.send(&[b"PING"]);
-        matches!(c.try_read_reply(Duration::from_secs(2)).ok()?, Reply::Error(e) if e.starts_with("NOAUTH"))
-            .then_some(())
-    });
-    m
+    )
 }
 
 fn authed(m: &Mithril) -> Conn {

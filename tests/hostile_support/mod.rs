@@ -31,22 +31,12 @@ pub fn setup(extra: &str) -> (RedisCluster, Mithril) {
     (cluster, m)
 }
 
-/// Like `setup`, for a mithril with `requirepass`: ready once PING gets
-/// NOAUTH (the harness's own readiness check expects PONG).
+/// Like `setup`, for a mithril with `requirepass` (ready once PING gets
+/// NOAUTH: see `Mithril::start_locked`).
 pub fn setup_with_password(extra: &str) -> (RedisCluster, Mithril) {
     enable_hooks();
     let cluster = RedisCluster::start(ClusterSpec::default());
-    let mut m = Mithril::spawn(bin(), &cluster.seeds(), extra);
-    let addr = m.addr();
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        assert!(m.exit_status().is_none(), "mithril exited: {}", m.log());
-        let mut c = Conn::try_connect(&addr).ok()?;
-        c.send(&[b"PING"]);
-        match c.try_read_reply(Duration::from_secs(2)).ok()? {
-            Reply::Error(e) if e.starts_with("NOAUTH") => Some(()),
-            _ => None,
-        }
-    });
+    let m = Mithril::start_locked(bin(), &cluster.seeds(), extra);
     (cluster, m)
 }
 
