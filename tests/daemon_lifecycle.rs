@@ -9,7 +9,7 @@ mod support;
 use std::fs;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -62,14 +62,6 @@ impl Drop for Daemon {
     }
 }
 
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
-}
-
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -106,7 +98,7 @@ fn daemonize_writes_a_locked_pidfile_and_removes_it_after_sigterm() {
         ),
     );
     let started = Instant::now();
-    let out = run(&["-c", conf.to_str().unwrap()]);
+    let out = run_mithril(&["-c", conf.to_str().unwrap()]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -158,7 +150,7 @@ fn daemonize_writes_a_locked_pidfile_and_removes_it_after_sigterm() {
 
     // A second instance on the same pidfile refuses, says why, and leaves
     // the file alone.
-    let other = run(&[
+    let other = run_mithril(&[
         "-c",
         conf.to_str().unwrap(),
         "--port",
@@ -200,7 +192,7 @@ fn a_daemon_that_cannot_start_makes_the_parent_fail_with_its_error() {
             pidfile.display()
         ),
     );
-    let out = run(&["-d", "-c", conf.to_str().unwrap()]);
+    let out = run_mithril(&["-d", "-c", conf.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("cannot listen on 192.0.2.1"), "{err}");

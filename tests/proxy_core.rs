@@ -7,12 +7,6 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use support::*;
 
-fn setup(extra: &str) -> (RedisCluster, Mithril) {
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(bin(), &cluster.seeds(), extra);
-    (cluster, m)
-}
-
 fn owner(cluster: &RedisCluster, key: &str) -> Conn {
     let port = cluster.port_for_slot(key_slot(key.as_bytes()));
     Conn::connect(&format!("127.0.0.1:{port}"))
@@ -130,7 +124,7 @@ fn normalize(cmd: &[String], r: Reply) -> Reply {
 
 #[test]
 fn single_key_commands_answer_like_the_owning_node() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut via = m.conn();
     let mut proxied = Vec::new();
     for c in script() {
@@ -154,7 +148,7 @@ fn single_key_commands_answer_like_the_owning_node() {
 
 #[test]
 fn data_lands_on_the_node_that_owns_the_slot() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let cmds: Vec<Vec<Vec<u8>>> = (0..1000)
         .map(|i| argv(&["SET", &format!("key:{i}"), &format!("value:{i}")]))
@@ -182,7 +176,7 @@ fn data_lands_on_the_node_that_owns_the_slot() {
 
 #[test]
 fn ten_thousand_pipelined_mixed_commands_come_back_in_order() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let mut cmds = Vec::new();
     let mut expect = Vec::new();
@@ -255,7 +249,7 @@ fn migrate_slot(cluster: &RedisCluster, slot: u16, to: &RedisNode, keys: &[&str]
 #[test]
 fn moved_and_ask_are_followed_without_the_client_seeing_them() {
     // A long refresh period: only the redirect itself can teach mithril.
-    let (cluster, m) = setup("topology-refresh-secs 3600");
+    let (cluster, m) = cluster_and_mithril("topology-refresh-secs 3600");
     let mut c = m.conn();
     let key = "{moving}a";
     let slot = key_slot(key.as_bytes());
@@ -353,7 +347,7 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
 
 #[test]
 fn malformed_input_closes_only_the_offending_connection() {
-    let (_cluster, m) = setup("threads 1");
+    let (_cluster, m) = cluster_and_mithril("threads 1");
     let mut good = m.conn();
     assert_eq!(
         good.cmd(&["SET", "survivor", "yes"]),
@@ -412,7 +406,7 @@ fn malformed_input_closes_only_the_offending_connection() {
 
 #[test]
 fn inline_commands_blank_lines_and_quit() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     c.write_raw(b"\r\n\r\nPING\r\nSET 'in line' \"a\\x41b\"\r\nGET 'in line'\r\n")
         .unwrap();
@@ -430,7 +424,7 @@ fn inline_commands_blank_lines_and_quit() {
 
 #[test]
 fn local_commands_and_error_texts() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(c.cmd(&["ping", "hi"]).as_bulk(), Some(&b"hi"[..]));
@@ -460,7 +454,7 @@ fn local_commands_and_error_texts() {
 
 #[test]
 fn maxclients_refuses_with_redis_error_and_releases_slots() {
-    let (_cluster, m) = setup("maxclients 2");
+    let (_cluster, m) = cluster_and_mithril("maxclients 2");
     // The harness's own readiness probe may still hold a slot for a
     // moment: take the two slots as they become free.
     let take_slot = || {
@@ -506,7 +500,7 @@ fn starts_when_only_one_seed_answers_and_errors_without_any() {
 
 #[test]
 fn a_dead_master_gives_errors_not_hangs() {
-    let (mut cluster, m) = setup("connect-timeout 500");
+    let (mut cluster, m) = cluster_and_mithril("connect-timeout 500");
     let mut c = m.conn();
     let victim = cluster.masters()[0].port;
     let idx = cluster.nodes.iter().position(|n| n.port == victim).unwrap();
@@ -543,7 +537,7 @@ fn a_dead_master_gives_errors_not_hangs() {
 
 #[test]
 fn a_client_that_sends_and_half_closes_gets_its_replies_then_eof() {
-    let (_cluster, m) = setup("threads 1");
+    let (_cluster, m) = cluster_and_mithril("threads 1");
     let before = m_sessions(&m);
     for _ in 0..20 {
         let mut c = m.conn();
@@ -577,7 +571,7 @@ fn m_sessions(m: &Mithril) -> i64 {
 /// source would serve at once.
 #[test]
 fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
-    let (cluster, m) = setup("topology-refresh-secs 3600");
+    let (cluster, m) = cluster_and_mithril("topology-refresh-secs 3600");
     let mut c = m.conn();
     let (a, b) = ("{split}a", "{split}b");
     let slot = key_slot(a.as_bytes());

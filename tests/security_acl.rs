@@ -345,11 +345,7 @@ fn protected_mode_refuses_an_open_non_loopback_start() {
         "{out}"
     );
     // -t says the same.
-    let o = std::process::Command::new(bin())
-        .args(["-t", "-c"])
-        .arg(&m.conf_path)
-        .output()
-        .unwrap();
+    let o = run_mithril(&["-t", "-c", m.conf_path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("protected mode"));
     // With a password it starts (still on loopback here: the harness talks

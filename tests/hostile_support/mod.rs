@@ -26,9 +26,7 @@ pub fn enable_hooks() {
 /// A 3-master cluster and mithril in front of it, with the test hooks on.
 pub fn setup(extra: &str) -> (RedisCluster, Mithril) {
     enable_hooks();
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(bin(), &cluster.seeds(), extra);
-    (cluster, m)
+    cluster_and_mithril(extra)
 }
 
 /// Like `setup`, for a mithril with `requirepass` (ready once PING gets

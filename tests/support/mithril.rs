@@ -8,7 +8,7 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
 
 use super::process::{kill_and_reap, signal_child, spawn_child, terminate_all};
@@ -258,6 +258,17 @@ impl Drop for Mithril {
         }
         remove_temp_dir(&self.dir);
     }
+}
+
+/// Runs `bin()` with `args` to the end, standard input closed, and returns
+/// its status and what it printed: for `-t`, `-V`, `--print-config` and
+/// start-up failures.
+pub fn run_mithril(args: &[&str]) -> Output {
+    Command::new(super::bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
 }
 
 /// The value of the last `port` directive in a config text.

@@ -25,7 +25,7 @@ mod resp;
 mod slots;
 
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
-pub use mithril::Mithril;
+pub use mithril::{run_mithril, Mithril};
 pub use process::{pid_alive, raise_fd_limit, spawn_child};
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use slots::{key_for_slot, key_slot};
@@ -54,6 +54,14 @@ pub fn bin() -> &'static Path {
         Some(path) => Path::new(path),
         None => panic!("support::bin(): CARGO_BIN_EXE_mithril is set only for tests and benches"),
     }
+}
+
+/// A 3-master cluster (no replicas) with mithril in front of it, `extra_conf`
+/// appended to mithril's config: where most proxy tests start.
+pub fn cluster_and_mithril(extra_conf: &str) -> (RedisCluster, Mithril) {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), extra_conf);
+    (cluster, m)
 }
 
 /// A process-wide random u64 (std seeds `RandomState` from the OS).
