@@ -129,17 +129,6 @@ fn brute_force_auth_does_not_slow_other_clients() {
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
 }
 
-/// Resident memory of a process, from /proc.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn unauthenticated_clients_cannot_make_the_proxy_buffer_much() {
     let cluster = RedisCluster::start(ClusterSpec {

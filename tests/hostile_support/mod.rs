@@ -1,6 +1,7 @@
 //! Helpers for the `hostile_*` tests: starting mithril with its test hooks,
-//! reading its process figures from /proc, looking at its sessions through
-//! `MITHRIL-TEST SESSIONS`, and raw sockets for clients that misbehave.
+//! looking at its sessions through `MITHRIL-TEST SESSIONS`, and raw sockets
+//! for clients that misbehave (its process figures from /proc come from
+//! `tests/support`).
 //!
 //! Owns nothing but what it creates per call. Never: talk to anything but
 //! 127.0.0.1, or read another process's /proc entries than the mithril it
@@ -36,29 +37,6 @@ pub fn setup_with_password(extra: &str) -> (RedisCluster, Mithril) {
     let cluster = RedisCluster::start(ClusterSpec::default());
     let m = Mithril::start_locked(bin(), &cluster.seeds(), extra);
     (cluster, m)
-}
-
-/// A field of /proc/PID/status in kB (VmRSS, VmHWM, ...).
-pub fn status_kb(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
-    text.lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(field)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
-pub fn rss_kb(pid: u32) -> u64 {
-    status_kb(pid, "VmRSS")
-}
-
-/// Open file descriptors of `pid`.
-pub fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap_or_else(|e| panic!("cannot list /proc/{pid}/fd: {e}"))
-        .count()
 }
 
 /// One line of `MITHRIL-TEST SESSIONS`, as numbers by name.

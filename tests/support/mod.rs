@@ -26,7 +26,7 @@ mod slots;
 
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
 pub use mithril::{run_mithril, Mithril};
-pub use process::{pid_alive, raise_fd_limit, spawn_child};
+pub use process::{fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb};
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use slots::{key_for_slot, key_slot};
 
