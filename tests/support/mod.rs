@@ -22,12 +22,14 @@ pub mod load;
 mod mithril;
 mod process;
 mod resp;
+mod rng;
 mod slots;
 
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
 pub use mithril::{run_mithril, Mithril};
 pub use process::{fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb};
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
+pub use rng::Rng;
 pub use slots::{key_for_slot, key_slot};
 
 use std::collections::hash_map::RandomState;
