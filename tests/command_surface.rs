@@ -281,19 +281,8 @@ fn transactions() {
     let key = "{moved}k";
     let slot = key_slot(key.as_bytes());
     assert_eq!(c.cmd(&["SET", key, "1"]), ok());
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port == from_port)
-        .unwrap()
-        .clone();
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port != from_port)
-        .unwrap()
-        .clone();
+    let from = cluster.node_for_slot(slot).clone();
+    let to = cluster.other_master(slot).clone();
     let s = slot.to_string();
     to.conn()
         .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]);

@@ -285,13 +285,8 @@ fn redirects_are_counted_through_a_migration() {
     let k2 = "{ask}k";
     assert_eq!(c.cmd(&["SET", k2, "two"]).as_str(), "OK");
     let slot = key_slot(k2.as_bytes());
-    let from_port = cluster.port_for_slot(slot);
-    let src = cluster.nodes.iter().find(|n| n.port == from_port).unwrap();
-    let dst = cluster
-        .nodes
-        .iter()
-        .find(|n| n.master_of.is_none() && n.port != from_port)
-        .unwrap();
+    let src = cluster.node_for_slot(slot);
+    let dst = cluster.other_master(slot);
     let s = slot.to_string();
     let ok = |r: Reply| assert_eq!(r.as_str(), "OK");
     ok(dst

@@ -220,8 +220,7 @@ fn ten_thousand_pipelined_mixed_commands_come_back_in_order() {
 
 /// Move `slot` from its owner to `to` the way redis-cli --cluster does.
 fn migrate_slot(cluster: &RedisCluster, slot: u16, to: &RedisNode, keys: &[&str]) {
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster.nodes.iter().find(|n| n.port == from_port).unwrap();
+    let from = cluster.node_for_slot(slot);
     let s = slot.to_string();
     assert_eq!(
         to.conn()
@@ -254,19 +253,8 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
     let key = "{moving}a";
     let slot = key_slot(key.as_bytes());
     assert_eq!(c.cmd(&["SET", key, "1"]), Reply::Simple("OK".into()));
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port == from_port)
-        .unwrap()
-        .clone();
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port != from_port)
-        .unwrap()
-        .clone();
+    let from = cluster.node_for_slot(slot).clone();
+    let to = cluster.other_master(slot).clone();
     let s = slot.to_string();
 
     // Half-way: the slot is migrating and our key already moved: ASK.
@@ -580,17 +568,8 @@ fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
         .find(|k| key_slot(k.as_bytes()) != slot)
         .unwrap();
     assert_eq!(c.cmd(&["MSET", a, "old-a", b, "old-b"]), ok());
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port == from_port)
-        .unwrap();
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port != from_port)
-        .unwrap();
+    let from = cluster.node_for_slot(slot);
+    let to = cluster.other_master(slot);
     let s = slot.to_string();
     assert_eq!(
         to.conn()
