@@ -9,8 +9,8 @@
 //! part is retried like any request before it folds. When all keys share
 //! one slot, the original request is forwarded untouched.
 //!
-//! Cross-slot PFCOUNT is folded as a sum, as the spec asks: an upper bound
-//! of the union's cardinality, exact when the HyperLogLogs are disjoint.
+//! Cross-slot PFCOUNT is folded as a sum, on purpose: an upper bound of the
+//! union's cardinality, exact when the HyperLogLogs are disjoint.
 //!
 //! Cluster-wide (DBSIZE, FLUSHALL, SCAN, RANDOMKEY): the same merge for
 //! every master; SCAN walks the masters one after the other with a cursor
