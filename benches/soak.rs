@@ -12,7 +12,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,7 +31,7 @@ fn main() {
         println!("usage: cargo bench --bench soak -- --secs N   (mixed load while resharding and failing over)");
         return;
     };
-    let bin = Path::new(env!("CARGO_BIN_EXE_mithril"));
+    let bin = support::bin();
     let mut cluster = RedisCluster::start(ClusterSpec {
         replicas_per_master: 1,
         ..Default::default()

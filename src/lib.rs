@@ -6,7 +6,9 @@
 //! and redirects are followed without the client seeing them.
 //!
 //! The library exists so tests can reach the pieces; the daemon is
-//! `main.rs`. See DESIGN.md for the thread layout and the loop phases.
+//! `main.rs`. `doc/architecture.md` describes the thread layout, the loop
+//! phases and a request's way through a worker; `doc/lexicon.md` defines
+//! the terms.
 
 pub mod acceptor;
 pub mod acl;

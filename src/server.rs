@@ -1,4 +1,5 @@
-//! Starting and stopping the proxy: the threads of the design card.
+//! Starting and stopping the proxy and its threads (see the thread table
+//! in `doc/architecture.md`).
 //!
 //! ```text
 //!   main ── bind, first topology, spawn ──► signals   (sigwait: TERM INT HUP)

@@ -6,14 +6,9 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// The shape of a reply: types all the way down, map keys by name, scalar
 /// values left out.

@@ -17,10 +17,6 @@ use std::path::Path;
 use std::time::Duration;
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
 /// A connection that keeps every reply's raw bytes.
 struct Raw {
     s: TcpStream,

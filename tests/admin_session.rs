@@ -9,24 +9,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
 const PASSWORD: &str = "s3cret-pw";
-
-fn err(s: &str) -> Reply {
-    Reply::Error(s.to_string())
-}
-
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
 
 /// A standalone redis-server with a password, killed on drop.
 struct Standalone {
@@ -123,23 +110,11 @@ fn auth_flows_match_redis_with_a_password() {
         masters: 1,
         ..ClusterSpec::default()
     });
-    // The harness waits for PONG, which a locked proxy does not give: wait
-    // for its NOAUTH instead.
-    let mut m = Mithril::spawn(
+    let m = Mithril::start_locked(
         bin(),
         &cluster.seeds(),
         &format!("requirepass {PASSWORD}\n"),
     );
-    let addr = m.addr();
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        assert!(m.exit_status().is_none(), "mithril exited: {}", m.log());
-        let mut c = Conn::try_connect(&addr).ok()?;
-        c.send(&[b"PING"]);
-        match c.try_read_reply(Duration::from_secs(2)).ok()? {
-            Reply::Error(e) if e.starts_with("NOAUTH") => Some(()),
-            _ => None,
-        }
-    });
     let live = Standalone::start(PASSWORD);
 
     // Before AUTH: only AUTH, HELLO, QUIT and RESET run; lookup and arity

@@ -5,35 +5,16 @@
 mod support;
 
 use std::collections::{BTreeSet, HashSet};
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
-fn setup(extra: &str) -> (RedisCluster, Mithril) {
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(bin(), &cluster.seeds(), extra);
-    (cluster, m)
-}
-
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
 
 fn strs(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
-
 #[test]
 fn fanout_over_a_thousand_keys_with_duplicates_and_mixed_pipeline() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let keys: Vec<String> = (0..1000).map(|i| format!("fk:{i}")).collect();
     let slots: HashSet<u16> = keys.iter().map(|k| key_slot(k.as_bytes())).collect();
@@ -119,7 +100,7 @@ fn fanout_over_a_thousand_keys_with_duplicates_and_mixed_pipeline() {
 
 #[test]
 fn cluster_wide_commands() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let cmds: Vec<Vec<Vec<u8>>> = (0..300)
         .map(|i| {
@@ -218,7 +199,7 @@ fn cluster_wide_commands() {
 
 #[test]
 fn transactions() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     assert_eq!(c.cmd(&["MULTI"]), ok());
     assert_eq!(c.cmd(&["SET", "{u}a", "1"]), Reply::Simple("QUEUED".into()));
@@ -300,19 +281,8 @@ fn transactions() {
     let key = "{moved}k";
     let slot = key_slot(key.as_bytes());
     assert_eq!(c.cmd(&["SET", key, "1"]), ok());
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port == from_port)
-        .unwrap()
-        .clone();
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port != from_port)
-        .unwrap()
-        .clone();
+    let from = cluster.node_for_slot(slot).clone();
+    let to = cluster.other_master(slot).clone();
     let s = slot.to_string();
     to.conn()
         .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]);
@@ -342,7 +312,7 @@ fn transactions() {
 
 #[test]
 fn blocking_commands_use_leases_and_keep_order() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     // 50 clients blocked at once...
     let mut blocked: Vec<Conn> = (0..50).map(|_| m.conn()).collect();
     for (i, b) in blocked.iter_mut().enumerate() {
@@ -440,7 +410,7 @@ fn info_field(cluster: &RedisCluster, field: &str) -> i64 {
 
 #[test]
 fn pubsub_confirmations_interleave_and_messages_flow() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut sub = m.conn();
     let mut publisher = m.conn();
     sub.write_raw(b"*3\r\n$9\r\nSUBSCRIBE\r\n$2\r\nc1\r\n$2\r\nc2\r\n*2\r\n$10\r\nPSUBSCRIBE\r\n$3\r\np.*\r\n").unwrap();
@@ -600,7 +570,7 @@ fn stat(node: &RedisNode, name: &str) -> i64 {
 
 #[test]
 fn not_implemented_commands_answer_unknown_command() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let refused: &[&[&str]] = &[
         &["EVALSHA", "abc", "0"],
@@ -661,7 +631,7 @@ fn not_implemented_commands_answer_unknown_command() {
 
 #[test]
 fn resp3_sessions_get_resp3_replies_and_pushes() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let hello = c.cmd(&["HELLO", "3"]);
     assert!(matches!(hello, Reply::Map(_)), "{hello:?}");

@@ -38,21 +38,27 @@ fn count_one() {
     let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
 }
 
+// SAFETY: every method only counts, then hands the caller's request,
+// with the caller's guarantees, to the system allocator unchanged.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count_one();
-        System.alloc(layout)
+        // SAFETY: the caller's guarantees for `layout`, passed on.
+        unsafe { System.alloc(layout) }
     }
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
         count_one();
-        System.alloc_zeroed(layout)
+        // SAFETY: as for `alloc`.
+        unsafe { System.alloc_zeroed(layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         count_one();
-        System.realloc(ptr, layout, new_size)
+        // SAFETY: `ptr` came from this allocator, which is System's.
+        unsafe { System.realloc(ptr, layout, new_size) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        System.dealloc(ptr, layout)
+        // SAFETY: as for `realloc`.
+        unsafe { System.dealloc(ptr, layout) }
     }
 }
 

@@ -6,21 +6,9 @@ mod support;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
-}
 
 /// The directive lines of a printed config (comments dropped).
 fn directives(printed: &str) -> Vec<String> {
@@ -33,7 +21,7 @@ fn directives(printed: &str) -> Vec<String> {
 
 /// `-t --print-config` of `file`: the printed text, checked to exit 0.
 fn print_config(file: &Path) -> (String, String) {
-    let o = run(&["-t", "--print-config", "-c", file.to_str().unwrap()]);
+    let o = run_mithril(&["-t", "--print-config", "-c", file.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
     assert_eq!(o.status.code(), Some(0), "{}: {stderr}", file.display());
     (String::from_utf8_lossy(&o.stdout).into_owned(), stderr)
@@ -283,7 +271,7 @@ fn the_example_files_check_and_print() {
         ("predixy/predixy.conf", "predixy configuration"),
     ] {
         let path = root.join(file);
-        let o = run(&["-t", "-c", path.to_str().unwrap()]);
+        let o = run_mithril(&["-t", "-c", path.to_str().unwrap()]);
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert_eq!(o.status.code(), Some(0));
         assert_eq!(
@@ -311,7 +299,7 @@ fn the_example_files_check_and_print() {
         ),
     ] {
         let path = root.join(file);
-        let o = run(&["-t", "-c", path.to_str().unwrap()]);
+        let o = run_mithril(&["-t", "-c", path.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1), "{file}");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(stderr.contains(&format!("{}:", path.display())), "{stderr}");

@@ -6,15 +6,8 @@ mod support;
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mithril"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
-}
+use std::process::Output;
+use support::run_mithril;
 
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -38,7 +31,7 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
         "bad.conf",
         "cluster-nodes 127.0.0.1:7000\n\nport 70000\n",
     );
-    let o = run(&["-t", "-c", &native]);
+    let o = run_mithril(&["-t", "-c", &native]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).contains(&format!(
@@ -55,7 +48,7 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
         "bad.yml",
         "alpha:\n  listen: 127.0.0.1:22121\n  redis: true\n  hash_tag: \"ab\"\n  servers:\n   - 127.0.0.1:7000:1\n",
     );
-    let o = run(&["-t", "-c", &yml]);
+    let o = run_mithril(&["-t", "-c", &yml]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).contains(&format!("{yml}:4: 'hash_tag: ab'")),
@@ -64,7 +57,7 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
     );
 
     let px = write(&dir, "bad.conf2", "Bind 127.0.0.1:7617\nWorkerThreads many\nClusterServerPool {\n  Servers {\n    + 127.0.0.1:7000\n  }\n}\n");
-    let o = run(&["-t", &px]);
+    let o = run_mithril(&["-t", &px]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).contains(&format!("{px}:2: 'WorkerThreads many'")),
@@ -73,7 +66,7 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
     );
 
     let good = write(&dir, "good.conf", "cluster-nodes 127.0.0.1:7000\n");
-    let o = run(&["-t", "-c", &good]);
+    let o = run_mithril(&["-t", "-c", &good]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
     assert_eq!(out(&o), format!("configuration file {good} syntax is ok\n"));
     support::remove_temp_dir(&dir);
@@ -87,7 +80,7 @@ fn twemproxy_flags_are_accepted() {
     let pid = dir.join("x.pid").display().to_string();
 
     // -V is the version, as for nutcracker.
-    let o = run(&["-V"]);
+    let o = run_mithril(&["-V"]);
     assert_eq!(out(&o), format!("mithril {}\n", env!("CARGO_PKG_VERSION")));
 
     // Short and long spellings, attached values, bundled switches: the
@@ -125,7 +118,7 @@ fn twemproxy_flags_are_accepted() {
             "-v8",
         ],
     ] {
-        let o = run(&args);
+        let o = run_mithril(&args);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
         let printed = out(&o);
         for line in [
@@ -148,19 +141,19 @@ fn twemproxy_flags_are_accepted() {
         ("9", "debug"),
         ("11", "debug"),
     ] {
-        let o = run(&["-t", "--print-config", "-c", &conf, "-v", v]);
+        let o = run_mithril(&["-t", "--print-config", "-c", &conf, "-v", v]);
         assert!(
             out(&o).lines().any(|l| l == format!("loglevel {level}")),
             "-v {v}"
         );
     }
-    let o = run(&["-t", "-c", &conf, "-v", "12"]);
+    let o = run_mithril(&["-t", "-c", &conf, "-v", "12"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("'-v 12'"), "{}", err(&o));
 
     // Stats flags: -s and -a set stats-port and stats-bind; the others are
     // accepted with a warning each; bad values refused.
-    let o = run(&[
+    let o = run_mithril(&[
         "-t",
         "--print-config",
         "-c",
@@ -194,7 +187,7 @@ fn twemproxy_flags_are_accepted() {
             "{flag}: {e}"
         );
     }
-    let o = run(&["-t", "-c", &conf, "-s", "http"]);
+    let o = run_mithril(&["-t", "-c", &conf, "-s", "http"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(err(&o).contains("-s takes a port number"), "{}", err(&o));
     support::remove_temp_dir(&dir);

@@ -18,7 +18,7 @@ fn make(dest: &Path, target: &str, extra: &[&str]) -> String {
         .arg(target)
         .arg(format!("DESTDIR={}", dest.display()))
         .arg("PREFIX=/usr")
-        .arg(format!("MITHRIL={}", env!("CARGO_BIN_EXE_mithril")))
+        .arg(format!("MITHRIL={}", support::bin().display()))
         .args(extra)
         .output()
         .unwrap_or_else(|e| panic!("cannot run make: {e}"));
@@ -79,7 +79,7 @@ fn make_install_lays_out_the_tree_and_keeps_a_modified_config() {
     );
     assert_eq!(
         fs::read(dest.join("usr/bin/mithril")).unwrap(),
-        fs::read(env!("CARGO_BIN_EXE_mithril")).unwrap()
+        fs::read(support::bin()).unwrap()
     );
 
     // The administrator edits the config; a second install keeps it.

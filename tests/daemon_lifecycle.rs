@@ -9,13 +9,9 @@ mod support;
 use std::fs;
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 fn one_master() -> RedisCluster {
     RedisCluster::start(ClusterSpec {
@@ -44,8 +40,9 @@ struct Daemon {
 
 impl Daemon {
     fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill on the pid the daemon wrote; checked to be running.
         if running(self.pid) {
+            // SAFETY: kill(2) takes plain integers; the pid is the one the
+            // daemon wrote, checked to be running.
             unsafe {
                 libc::kill(self.pid as libc::pid_t, sig);
             }
@@ -63,14 +60,6 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.signal(libc::SIGKILL);
     }
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
 }
 
 fn text(bytes: &[u8]) -> String {
@@ -109,7 +98,7 @@ fn daemonize_writes_a_locked_pidfile_and_removes_it_after_sigterm() {
         ),
     );
     let started = Instant::now();
-    let out = run(&["-c", conf.to_str().unwrap()]);
+    let out = run_mithril(&["-c", conf.to_str().unwrap()]);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -161,7 +150,7 @@ fn daemonize_writes_a_locked_pidfile_and_removes_it_after_sigterm() {
 
     // A second instance on the same pidfile refuses, says why, and leaves
     // the file alone.
-    let other = run(&[
+    let other = run_mithril(&[
         "-c",
         conf.to_str().unwrap(),
         "--port",
@@ -203,7 +192,7 @@ fn a_daemon_that_cannot_start_makes_the_parent_fail_with_its_error() {
             pidfile.display()
         ),
     );
-    let out = run(&["-d", "-c", conf.to_str().unwrap()]);
+    let out = run_mithril(&["-d", "-c", conf.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("cannot listen on 192.0.2.1"), "{err}");

@@ -19,22 +19,6 @@ fn info_field(info: &Reply, field: &str) -> String {
         .to_string()
 }
 
-/// A small deterministic generator (xorshift64*), seeded per run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn three_masters_form_and_every_slot_is_owned() {
     let cluster = RedisCluster::start(ClusterSpec::default());

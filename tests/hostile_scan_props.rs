@@ -7,26 +7,11 @@
 
 #[path = "fuzz/oracle.rs"]
 mod oracle;
+mod support;
 
 use std::path::Path;
-
-/// xorshift64*, seeded: the same streams on every run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn pick<'a>(&mut self, items: &[&'a [u8]]) -> &'a [u8] {
-        items[self.below(items.len() as u64) as usize]
-    }
-}
+// Seeded: the same streams on every run.
+use support::Rng;
 
 fn bulk(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(format!("${}\r\n", data.len()).as_bytes());

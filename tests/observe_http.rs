@@ -7,13 +7,8 @@ mod support;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// Send `request` and read until the server closes: (status line, headers,
 /// body).

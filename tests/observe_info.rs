@@ -6,16 +6,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::Path;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
-fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
-    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
-}
 
 /// `field:value` lines of an INFO text.
 fn fields(text: &str) -> HashMap<String, String> {
@@ -52,12 +43,12 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
     let mut other = m.conn();
     // 100 keys, then 1,000 GETs in pipelines of 100, from one client.
     let sets: Vec<Vec<Vec<u8>>> = (0..100)
-        .map(|i| cmd(&["SET", &format!("k:{i}"), "v"]))
+        .map(|i| argv(&["SET", &format!("k:{i}"), "v"]))
         .collect();
     assert!(c.pipeline(&sets).iter().all(|r| r.as_str() == "OK"));
     for round in 0..10 {
         let gets: Vec<Vec<Vec<u8>>> = (0..100)
-            .map(|i| cmd(&["GET", &format!("k:{}", (i + round) % 100)]))
+            .map(|i| argv(&["GET", &format!("k:{}", (i + round) % 100)]))
             .collect();
         assert!(c.pipeline(&gets).iter().all(|r| r.as_str() == "v"));
     }
@@ -213,9 +204,9 @@ fn keyspace_is_summed_from_the_masters() {
     let mut cmds = Vec::new();
     for i in 0..300 {
         if i % 3 == 0 {
-            cmds.push(cmd(&["SET", &format!("ks:{i}"), "v", "EX", "1000"]));
+            cmds.push(argv(&["SET", &format!("ks:{i}"), "v", "EX", "1000"]));
         } else {
-            cmds.push(cmd(&["SET", &format!("ks:{i}"), "v"]));
+            cmds.push(argv(&["SET", &format!("ks:{i}"), "v"]));
         }
     }
     assert!(c.pipeline(&cmds).iter().all(|r| r.as_str() == "OK"));
@@ -294,13 +285,8 @@ fn redirects_are_counted_through_a_migration() {
     let k2 = "{ask}k";
     assert_eq!(c.cmd(&["SET", k2, "two"]).as_str(), "OK");
     let slot = key_slot(k2.as_bytes());
-    let from_port = cluster.port_for_slot(slot);
-    let src = cluster.nodes.iter().find(|n| n.port == from_port).unwrap();
-    let dst = cluster
-        .nodes
-        .iter()
-        .find(|n| n.master_of.is_none() && n.port != from_port)
-        .unwrap();
+    let src = cluster.node_for_slot(slot);
+    let dst = cluster.other_master(slot);
     let s = slot.to_string();
     let ok = |r: Reply| assert_eq!(r.as_str(), "OK");
     ok(dst

@@ -5,13 +5,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 #[test]
 fn node_down_and_up_are_logged_and_failures_sampled() {

@@ -3,13 +3,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// A script that keeps the node busy for `ms` milliseconds.
 fn busy_script(ms: u64) -> String {

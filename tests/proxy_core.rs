@@ -4,35 +4,12 @@
 mod support;
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::{Duration, Instant};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
-fn setup(extra: &str) -> (RedisCluster, Mithril) {
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(bin(), &cluster.seeds(), extra);
-    (cluster, m)
-}
 
 fn owner(cluster: &RedisCluster, key: &str) -> Conn {
     let port = cluster.port_for_slot(key_slot(key.as_bytes()));
     Conn::connect(&format!("127.0.0.1:{port}"))
-}
-
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
-
-fn cmd(parts: &[&str]) -> Vec<Vec<u8>> {
-    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
 }
 
 /// One command per line; the key is the second word (the third for OBJECT).
@@ -147,7 +124,7 @@ fn normalize(cmd: &[String], r: Reply) -> Reply {
 
 #[test]
 fn single_key_commands_answer_like_the_owning_node() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut via = m.conn();
     let mut proxied = Vec::new();
     for c in script() {
@@ -171,10 +148,10 @@ fn single_key_commands_answer_like_the_owning_node() {
 
 #[test]
 fn data_lands_on_the_node_that_owns_the_slot() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let cmds: Vec<Vec<Vec<u8>>> = (0..1000)
-        .map(|i| cmd(&["SET", &format!("key:{i}"), &format!("value:{i}")]))
+        .map(|i| argv(&["SET", &format!("key:{i}"), &format!("value:{i}")]))
         .collect();
     for r in c.pipeline(&cmds) {
         assert_eq!(r, Reply::Simple("OK".into()));
@@ -199,7 +176,7 @@ fn data_lands_on_the_node_that_owns_the_slot() {
 
 #[test]
 fn ten_thousand_pipelined_mixed_commands_come_back_in_order() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let mut cmds = Vec::new();
     let mut expect = Vec::new();
@@ -207,20 +184,24 @@ fn ten_thousand_pipelined_mixed_commands_come_back_in_order() {
     let mut lists = [0i64; 20];
     for i in 0..2500 {
         let key = format!("k:{i}");
-        cmds.push(cmd(&["SET", &key, &format!("v{i}")]));
+        cmds.push(argv(&["SET", &key, &format!("v{i}")]));
         expect.push(Reply::Simple("OK".into()));
         let ctr = format!("ctr:{}", i % 50);
         counters[i % 50] += 1;
-        cmds.push(cmd(&["INCR", &ctr]));
+        cmds.push(argv(&["INCR", &ctr]));
         expect.push(Reply::Int(counters[i % 50]));
-        cmds.push(cmd(&["GET", &key]));
+        cmds.push(argv(&["GET", &key]));
         expect.push(Reply::Bulk(Some(format!("v{i}").into_bytes())));
         if i % 2 == 0 {
             lists[i % 20] += 1;
-            cmds.push(cmd(&["RPUSH", &format!("list:{}", i % 20), &i.to_string()]));
+            cmds.push(argv(&[
+                "RPUSH",
+                &format!("list:{}", i % 20),
+                &i.to_string(),
+            ]));
             expect.push(Reply::Int(lists[i % 20]));
         } else {
-            cmds.push(cmd(&["PING"]));
+            cmds.push(argv(&["PING"]));
             expect.push(Reply::Simple("PONG".into()));
         }
     }
@@ -239,8 +220,7 @@ fn ten_thousand_pipelined_mixed_commands_come_back_in_order() {
 
 /// Move `slot` from its owner to `to` the way redis-cli --cluster does.
 fn migrate_slot(cluster: &RedisCluster, slot: u16, to: &RedisNode, keys: &[&str]) {
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster.nodes.iter().find(|n| n.port == from_port).unwrap();
+    let from = cluster.node_for_slot(slot);
     let s = slot.to_string();
     assert_eq!(
         to.conn()
@@ -268,24 +248,13 @@ fn migrate_slot(cluster: &RedisCluster, slot: u16, to: &RedisNode, keys: &[&str]
 #[test]
 fn moved_and_ask_are_followed_without_the_client_seeing_them() {
     // A long refresh period: only the redirect itself can teach mithril.
-    let (cluster, m) = setup("topology-refresh-secs 3600");
+    let (cluster, m) = cluster_and_mithril("topology-refresh-secs 3600");
     let mut c = m.conn();
     let key = "{moving}a";
     let slot = key_slot(key.as_bytes());
     assert_eq!(c.cmd(&["SET", key, "1"]), Reply::Simple("OK".into()));
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port == from_port)
-        .unwrap()
-        .clone();
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port != from_port)
-        .unwrap()
-        .clone();
+    let from = cluster.node_for_slot(slot).clone();
+    let to = cluster.other_master(slot).clone();
     let s = slot.to_string();
 
     // Half-way: the slot is migrating and our key already moved: ASK.
@@ -333,7 +302,7 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
         .cmd(&["GET", key])
         .as_error()
         .starts_with("MOVED "));
-    let cmds: Vec<Vec<Vec<u8>>> = (0..100).map(|_| cmd(&["INCR", key])).collect();
+    let cmds: Vec<Vec<Vec<u8>>> = (0..100).map(|_| argv(&["INCR", key])).collect();
     let got = c.pipeline(&cmds);
     for (i, r) in got.iter().enumerate() {
         assert_eq!(*r, Reply::Int(3 + i as i64));
@@ -355,9 +324,9 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
         .clone();
     migrate_slot(&cluster, key_slot(other.as_bytes()), &target, &[other]);
     let got = c.pipeline(&[
-        cmd(&["GET", other]),
-        cmd(&["GET", key]),
-        cmd(&["GET", other]),
+        argv(&["GET", other]),
+        argv(&["GET", key]),
+        argv(&["GET", other]),
     ]);
     assert_eq!(got[0].as_bulk(), Some(&b"o"[..]));
     assert_eq!(got[1].as_bulk(), Some(&b"102"[..]));
@@ -366,7 +335,7 @@ fn moved_and_ask_are_followed_without_the_client_seeing_them() {
 
 #[test]
 fn malformed_input_closes_only_the_offending_connection() {
-    let (_cluster, m) = setup("threads 1");
+    let (_cluster, m) = cluster_and_mithril("threads 1");
     let mut good = m.conn();
     assert_eq!(
         good.cmd(&["SET", "survivor", "yes"]),
@@ -425,7 +394,7 @@ fn malformed_input_closes_only_the_offending_connection() {
 
 #[test]
 fn inline_commands_blank_lines_and_quit() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     c.write_raw(b"\r\n\r\nPING\r\nSET 'in line' \"a\\x41b\"\r\nGET 'in line'\r\n")
         .unwrap();
@@ -443,7 +412,7 @@ fn inline_commands_blank_lines_and_quit() {
 
 #[test]
 fn local_commands_and_error_texts() {
-    let (_cluster, m) = setup("");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(c.cmd(&["ping", "hi"]).as_bulk(), Some(&b"hi"[..]));
@@ -473,7 +442,7 @@ fn local_commands_and_error_texts() {
 
 #[test]
 fn maxclients_refuses_with_redis_error_and_releases_slots() {
-    let (_cluster, m) = setup("maxclients 2");
+    let (_cluster, m) = cluster_and_mithril("maxclients 2");
     // The harness's own readiness probe may still hold a slot for a
     // moment: take the two slots as they become free.
     let take_slot = || {
@@ -519,7 +488,7 @@ fn starts_when_only_one_seed_answers_and_errors_without_any() {
 
 #[test]
 fn a_dead_master_gives_errors_not_hangs() {
-    let (mut cluster, m) = setup("connect-timeout 500");
+    let (mut cluster, m) = cluster_and_mithril("connect-timeout 500");
     let mut c = m.conn();
     let victim = cluster.masters()[0].port;
     let idx = cluster.nodes.iter().position(|n| n.port == victim).unwrap();
@@ -556,7 +525,7 @@ fn a_dead_master_gives_errors_not_hangs() {
 
 #[test]
 fn a_client_that_sends_and_half_closes_gets_its_replies_then_eof() {
-    let (_cluster, m) = setup("threads 1");
+    let (_cluster, m) = cluster_and_mithril("threads 1");
     let before = m_sessions(&m);
     for _ in 0..20 {
         let mut c = m.conn();
@@ -590,7 +559,7 @@ fn m_sessions(m: &Mithril) -> i64 {
 /// source would serve at once.
 #[test]
 fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
-    let (cluster, m) = setup("topology-refresh-secs 3600");
+    let (cluster, m) = cluster_and_mithril("topology-refresh-secs 3600");
     let mut c = m.conn();
     let (a, b) = ("{split}a", "{split}b");
     let slot = key_slot(a.as_bytes());
@@ -599,17 +568,8 @@ fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
         .find(|k| key_slot(k.as_bytes()) != slot)
         .unwrap();
     assert_eq!(c.cmd(&["MSET", a, "old-a", b, "old-b"]), ok());
-    let from_port = cluster.port_for_slot(slot);
-    let from = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port == from_port)
-        .unwrap();
-    let to = cluster
-        .masters()
-        .into_iter()
-        .find(|n| n.port != from_port)
-        .unwrap();
+    let from = cluster.node_for_slot(slot);
+    let to = cluster.other_master(slot);
     let s = slot.to_string();
     assert_eq!(
         to.conn()

@@ -4,23 +4,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
-fn setup() -> (RedisCluster, Mithril) {
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(bin(), &cluster.seeds(), "");
-    (cluster, m)
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
 
 fn arr(v: Vec<Reply>) -> Reply {
     Reply::Array(Some(v))
@@ -52,7 +37,7 @@ fn wait_blocked(c: &mut Conn, want: i64) {
 
 #[test]
 fn ping_with_more_than_one_argument_is_an_arity_error() {
-    let (cluster, m) = setup();
+    let (cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     let mut node = cluster.nodes[0].conn();
     let want = Reply::Error("ERR wrong number of arguments for 'ping' command".into());
@@ -67,7 +52,7 @@ fn ping_with_more_than_one_argument_is_an_arity_error() {
 
 #[test]
 fn ping_after_unsubscribing_from_everything_is_a_plain_pong() {
-    let (cluster, m) = setup();
+    let (cluster, m) = cluster_and_mithril("");
     let mut node = cluster.nodes[0].conn();
     let mut c = m.conn();
     // Redis's sequence (the suite's "Pub/Sub PING"), asked of a node and of
@@ -106,7 +91,7 @@ fn ping_after_unsubscribing_from_everything_is_a_plain_pong() {
 
 #[test]
 fn info_blocked_clients_counts_clients_waiting_on_a_blocking_command() {
-    let (_cluster, m) = setup();
+    let (_cluster, m) = cluster_and_mithril("");
     let mut admin = m.conn();
     assert_eq!(blocked_clients(&mut admin), 0);
 

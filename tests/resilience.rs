@@ -4,16 +4,11 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::load::{run_load, verify};
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// Hot slots spread over the masters.
 fn hot_slots() -> Vec<u16> {
@@ -94,14 +89,7 @@ fn manual_failover_under_load_loses_nothing() {
     let stop = Arc::new(AtomicBool::new(false));
     let load = run_load(m.addr(), hot_slots(), stop.clone(), true);
     // Fail over the master of the first hot slot.
-    let port = cluster.port_for_slot(hot_slots()[0]);
-    let master = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port == port)
-        .unwrap()
-        .id
-        .clone();
+    let master = cluster.node_for_slot(hot_slots()[0]).id.clone();
     let replica = cluster
         .nodes
         .iter()
@@ -206,13 +194,14 @@ fn a_frozen_node_costs_its_clients_backend_timeout_at_most() {
     let mut c = m.conn();
     let key = format!("{{{}}}k", key_for_slot(hot_slots()[0], "f"));
     assert_eq!(c.cmd(&["SET", &key, "1"]), Reply::Simple("OK".into()));
-    let port = cluster.port_for_slot(hot_slots()[0]);
-    let pid = cluster.nodes.iter().find(|n| n.port == port).unwrap().pid;
+    let pid = cluster.node_for_slot(hot_slots()[0]).pid;
     // Freeze the node: its socket stays open, nothing answers.
+    // SAFETY: kill(2) takes plain integers; `pid` is a node this test started.
     unsafe { libc::kill(pid as i32, libc::SIGSTOP) };
     let asked = Instant::now();
     let r = c.cmd(&["GET", &key]);
     let waited = asked.elapsed();
+    // SAFETY: as for SIGSTOP above.
     unsafe { libc::kill(pid as i32, libc::SIGCONT) };
     assert!(r.as_error().contains("backend-timeout"), "{r:?}");
     assert!(
@@ -239,12 +228,7 @@ fn a_brief_clusterdown_is_waited_out() {
     let slot = hot_slots()[1];
     let key = format!("{{{}}}k", key_for_slot(slot, "d"));
     assert_eq!(c.cmd(&["SET", &key, "v"]), Reply::Simple("OK".into()));
-    let owner = cluster
-        .nodes
-        .iter()
-        .find(|n| n.port == cluster.port_for_slot(slot))
-        .unwrap()
-        .clone();
+    let owner = cluster.node_for_slot(slot).clone();
     let s = slot.to_string();
     // The owner stops serving the slot for a moment (a direct client would
     // see CLUSTERDOWN), then serves it again.

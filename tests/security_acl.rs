@@ -7,25 +7,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::*;
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
-fn err(s: &str) -> Reply {
-    Reply::Error(s.to_string())
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
 
 fn noperm_cmd(name: &str) -> Reply {
     err(&format!(
@@ -64,22 +47,10 @@ fn info_field(c: &mut Conn, section: &str, name: &str) -> i64 {
         .unwrap()
 }
 
-/// mithril with USERS in front of a 3-master cluster. The harness waits
-/// for PONG, which a locked proxy does not give: wait for NOAUTH instead.
+/// mithril with USERS in front of `cluster` (a locked proxy: ready once
+/// PING gets NOAUTH).
 fn start(cluster: &RedisCluster) -> Mithril {
-    let mut m = Mithril::spawn(bin(), &cluster.seeds(), USERS);
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        if m.exit_status().is_some() {
-            panic!("mithril exited: {}", m.stdio());
-        }
-        let mut c = Conn::try_connect(&m.addr()).ok()?;
-        c.send(&[b"PING"]);
-        match c.try_read_reply(Duration::from_secs(2)).ok()? {
-            Reply::Error(e) if e.starts_with("NOAUTH") => Some(()),
-            _ => None,
-        }
-    });
-    m
+    Mithril::start_locked(bin(), &cluster.seeds(), USERS)
 }
 
 #[test]
@@ -374,27 +345,16 @@ fn protected_mode_refuses_an_open_non_loopback_start() {
         "{out}"
     );
     // -t says the same.
-    let o = std::process::Command::new(bin())
-        .args(["-t", "-c"])
-        .arg(&m.conf_path)
-        .output()
-        .unwrap();
+    let o = run_mithril(&["-t", "-c", m.conf_path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("protected mode"));
     // With a password it starts (still on loopback here: the harness talks
     // to 127.0.0.1 only).
-    let mut m = Mithril::spawn(
+    let m = Mithril::start_locked(
         bin(),
         &cluster.seeds(),
         "bind 127.0.0.1\nrequirepass pw\nuser ops on >ops mode admin\n",
     );
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        assert!(m.exit_status().is_none(), "{}", m.stdio());
-        let mut c = Conn::try_connect(&m.addr()).ok()?;
-        c.send(&[b"PING"]);
-        matches!(c.try_read_reply(Duration::from_secs(2)).ok()?, Reply::Error(e) if e.starts_with("NOAUTH"))
-            .then_some(())
-    });
     let mut c = m.conn();
     assert_eq!(c.cmd(&["AUTH", "pw"]), ok());
     assert_eq!(c.cmd(&["ACL", "WHOAMI"]), bulk("default"));

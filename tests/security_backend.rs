@@ -10,23 +10,10 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
 const CLUSTER_PW: &str = "cluster-s3cret";
-
-fn ok() -> Reply {
-    Reply::Simple("OK".into())
-}
-
-fn bulk(s: &str) -> Reply {
-    Reply::Bulk(Some(s.as_bytes().to_vec()))
-}
 
 /// A 3-master cluster whose nodes require `CLUSTER_PW` from `default`.
 fn protected_cluster() -> RedisCluster {

@@ -8,32 +8,19 @@ mod support;
 
 use std::io::Write;
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
-
 const PASSWORD: &str = "the-right-password";
 
 fn start(cluster: &RedisCluster) -> Mithril {
-    let mut m = Mithril::spawn(
+    Mithril::start_locked(
         bin(),
         &cluster.seeds(),
         &format!("requirepass {PASSWORD}\nthreads 2\n"),
-    );
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        assert!(m.exit_status().is_none(), "{}", m.stdio());
-        let mut c = Conn::try_connect(&m.addr()).ok()?;
-        c.send(&[b"PING"]);
-        matches!(c.try_read_reply(Duration::from_secs(2)).ok()?, Reply::Error(e) if e.starts_with("NOAUTH"))
-            .then_some(())
-    });
-    m
+    )
 }
 
 fn authed(m: &Mithril) -> Conn {
@@ -140,17 +127,6 @@ fn brute_force_auth_does_not_slow_other_clients() {
         .unwrap();
     assert_eq!(counted, attempts);
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
-}
-
-/// Resident memory of a process, from /proc.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap()
 }
 
 #[test]

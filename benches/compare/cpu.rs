@@ -33,6 +33,7 @@ pub fn cpu_ticks_sum(pids: &[u32]) -> Option<u64> {
 pub fn reaped_children_ticks() -> u64 {
     // SAFETY: getrusage writes into the rusage we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above: `ru` is ours and large enough.
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
         return 0;
     }

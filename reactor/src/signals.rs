@@ -68,6 +68,7 @@ mod tests {
         // SIGUSR2 is blocked in this test thread only and sent to it.
         let set = SignalSet::new(&[libc::SIGUSR2]).unwrap();
         set.block().unwrap();
+        // SAFETY: signals this very thread, which has SIGUSR2 blocked.
         unsafe {
             libc::pthread_kill(libc::pthread_self(), libc::SIGUSR2);
         }

@@ -203,6 +203,7 @@ mod tests {
         std::io::Write::write_all(&mut a, b"abc").unwrap();
         let mut v: Vec<u8> = Vec::with_capacity(16);
         let n = read_into(b.as_raw_fd(), v.spare_capacity_mut()).unwrap();
+        // SAFETY: read(2) initialised exactly n bytes of the spare capacity.
         unsafe { v.set_len(n) };
         assert_eq!(v, b"abc");
     }

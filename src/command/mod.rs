@@ -326,7 +326,8 @@ pub enum FindKeys {
     Unknown,
 }
 
-/// How the proxy handles the command (spec: commands.txt).
+/// How the proxy handles the command (see the route table in
+/// `doc/architecture.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
     /// Answered by the proxy itself, by the named handler (`crate::local`).

@@ -1,6 +1,7 @@
 //! Helpers for the `hostile_*` tests: starting mithril with its test hooks,
-//! reading its process figures from /proc, looking at its sessions through
-//! `MITHRIL-TEST SESSIONS`, and raw sockets for clients that misbehave.
+//! looking at its sessions through `MITHRIL-TEST SESSIONS`, and raw sockets
+//! for clients that misbehave (its process figures from /proc come from
+//! `tests/support`).
 //!
 //! Owns nothing but what it creates per call. Never: talk to anything but
 //! 127.0.0.1, or read another process's /proc entries than the mithril it
@@ -12,13 +13,8 @@ use crate::support::*;
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
 use std::sync::Once;
 use std::time::{Duration, Instant};
-
-pub fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 /// Makes every mithril this test binary starts accept the test-only
 /// commands (a debug build reads `MITHRIL_TEST_HOOKS=1` at start). Set once,
@@ -31,51 +27,16 @@ pub fn enable_hooks() {
 /// A 3-master cluster and mithril in front of it, with the test hooks on.
 pub fn setup(extra: &str) -> (RedisCluster, Mithril) {
     enable_hooks();
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(bin(), &cluster.seeds(), extra);
-    (cluster, m)
+    cluster_and_mithril(extra)
 }
 
-/// Like `setup`, for a mithril with `requirepass`: ready once PING gets
-/// NOAUTH (the harness's own readiness check expects PONG).
+/// Like `setup`, for a mithril with `requirepass` (ready once PING gets
+/// NOAUTH: see `Mithril::start_locked`).
 pub fn setup_with_password(extra: &str) -> (RedisCluster, Mithril) {
     enable_hooks();
     let cluster = RedisCluster::start(ClusterSpec::default());
-    let mut m = Mithril::spawn(bin(), &cluster.seeds(), extra);
-    let addr = m.addr();
-    wait_until("mithril to answer NOAUTH", Duration::from_secs(20), || {
-        assert!(m.exit_status().is_none(), "mithril exited: {}", m.log());
-        let mut c = Conn::try_connect(&addr).ok()?;
-        c.send(&[b"PING"]);
-        match c.try_read_reply(Duration::from_secs(2)).ok()? {
-            Reply::Error(e) if e.starts_with("NOAUTH") => Some(()),
-            _ => None,
-        }
-    });
+    let m = Mithril::start_locked(bin(), &cluster.seeds(), extra);
     (cluster, m)
-}
-
-/// A field of /proc/PID/status in kB (VmRSS, VmHWM, ...).
-pub fn status_kb(pid: u32, field: &str) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
-    text.lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(field)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
-}
-
-pub fn rss_kb(pid: u32) -> u64 {
-    status_kb(pid, "VmRSS")
-}
-
-/// Open file descriptors of `pid`.
-pub fn fd_count(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .unwrap_or_else(|e| panic!("cannot list /proc/{pid}/fd: {e}"))
-        .count()
 }
 
 /// One line of `MITHRIL-TEST SESSIONS`, as numbers by name.

@@ -363,6 +363,25 @@ impl RedisCluster {
             .unwrap_or_else(|| panic!("no node serves slot {slot}"))
     }
 
+    /// The node that serves `slot`, as the cluster says.
+    pub fn node_for_slot(&self, slot: u16) -> &RedisNode {
+        let port = self.port_for_slot(slot);
+        self.nodes
+            .iter()
+            .find(|n| n.port == port)
+            .unwrap_or_else(|| panic!("slot {slot} is served on port {port}, by no node of ours"))
+    }
+
+    /// A running master other than the one that serves `slot` (a target to
+    /// move the slot to); panics with a single master.
+    pub fn other_master(&self, slot: u16) -> &RedisNode {
+        let port = self.port_for_slot(slot);
+        self.masters()
+            .into_iter()
+            .find(|n| n.port != port)
+            .unwrap_or_else(|| panic!("no master besides the one on port {port}"))
+    }
+
     /// SIGKILLs node `idx` and reaps it (its `pid` field keeps the old PID).
     pub fn kill(&mut self, idx: usize) {
         let Some(mut child) = self.children[idx].take() else {

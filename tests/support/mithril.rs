@@ -8,7 +8,7 @@
 
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
 
 use super::process::{kill_and_reap, signal_child, spawn_child, terminate_all};
@@ -36,6 +36,15 @@ enum NotReady {
     Failed(String),
 }
 
+/// What PING must get for the proxy to count as ready.
+#[derive(Clone, Copy)]
+enum Ready {
+    /// `+PONG`: clients may run commands at once.
+    Pong,
+    /// `-NOAUTH ...`: clients must authenticate first.
+    NoAuth,
+}
+
 impl Mithril {
     /// Writes a config in a fresh temp dir (`bind 127.0.0.1`, a free `port`,
     /// `cluster-nodes <seeds>`, `logfile <dir>/mithril.log`, `loglevel
@@ -43,9 +52,20 @@ impl Mithril {
     /// and waits (20 s) until PING answers PONG. If the port was snatched by
     /// another process meanwhile, it retries on another port.
     pub fn start(bin: &Path, seeds: &[String], extra_conf: &str) -> Mithril {
+        Mithril::start_until(bin, seeds, extra_conf, Ready::Pong)
+    }
+
+    /// Like `start`, for a mithril whose clients must authenticate first
+    /// (`requirepass`, or a user line that locks `default`): ready once
+    /// PING is answered with NOAUTH.
+    pub fn start_locked(bin: &Path, seeds: &[String], extra_conf: &str) -> Mithril {
+        Mithril::start_until(bin, seeds, extra_conf, Ready::NoAuth)
+    }
+
+    fn start_until(bin: &Path, seeds: &[String], extra_conf: &str, want: Ready) -> Mithril {
         let mut m = Mithril::spawn(bin, seeds, extra_conf);
         for _ in 0..PORT_ATTEMPTS {
-            match m.ready(READY_DEADLINE) {
+            match m.ready(READY_DEADLINE, want) {
                 Ok(()) => return m,
                 Err(NotReady::Failed(why)) => panic!("{why}"),
                 Err(NotReady::PortInUse) if last_port(extra_conf).is_some() => {
@@ -118,7 +138,7 @@ impl Mithril {
         self.status = None;
     }
 
-    fn ready(&mut self, timeout: Duration) -> Result<(), NotReady> {
+    fn ready(&mut self, timeout: Duration, want: Ready) -> Result<(), NotReady> {
         let addr = self.addr();
         let outcome = poll_until(timeout, || {
             if let Some(status) = self.exit_status() {
@@ -133,8 +153,9 @@ impl Mithril {
             }
             let mut c = Conn::try_connect(&addr).ok()?;
             c.send(&[b"PING"]);
-            match c.try_read_reply(Duration::from_secs(2)).ok()? {
-                Reply::Simple(s) if s == "PONG" => Some(Ok(())),
+            match (want, c.try_read_reply(Duration::from_secs(2)).ok()?) {
+                (Ready::Pong, Reply::Simple(s)) if s == "PONG" => Some(Ok(())),
+                (Ready::NoAuth, Reply::Error(e)) if e.starts_with("NOAUTH") => Some(Ok(())),
                 _ => None,
             }
         });
@@ -148,7 +169,7 @@ impl Mithril {
 
     /// Waits (20 s) until PING answers PONG; panics with the log otherwise.
     pub fn wait_ready(&mut self) {
-        match self.ready(READY_DEADLINE) {
+        match self.ready(READY_DEADLINE, Ready::Pong) {
             Ok(()) => {}
             Err(NotReady::PortInUse) => panic!("mithril: port {} is in use", self.port),
             Err(NotReady::Failed(why)) => panic!("{why}"),
@@ -237,6 +258,17 @@ impl Drop for Mithril {
         }
         remove_temp_dir(&self.dir);
     }
+}
+
+/// Runs `bin()` with `args` to the end, standard input closed, and returns
+/// its status and what it printed: for `-t`, `-V`, `--print-config` and
+/// start-up failures.
+pub fn run_mithril(args: &[&str]) -> Output {
+    Command::new(super::bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run mithril: {e}"))
 }
 
 /// The value of the last `port` directive in a config text.

@@ -22,12 +22,14 @@ pub mod load;
 mod mithril;
 mod process;
 mod resp;
+mod rng;
 mod slots;
 
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
-pub use mithril::Mithril;
-pub use process::{pid_alive, raise_fd_limit, spawn_child};
-pub use resp::{encode_command, parse_reply, Conn, Reply};
+pub use mithril::{run_mithril, Mithril};
+pub use process::{fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb};
+pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
+pub use rng::Rng;
 pub use slots::{key_for_slot, key_slot};
 
 use std::collections::hash_map::RandomState;
@@ -44,6 +46,25 @@ use std::time::{Duration, Instant};
 /// where outgoing connections would otherwise compete for them.
 const PORT_LOW: u16 = 12000;
 const PORT_HIGH: u16 = 22000;
+
+/// The mithril binary cargo built for this test or bench. Cargo names it
+/// in `CARGO_BIN_EXE_mithril` for integration tests and benches only: the
+/// dev-cluster example, which includes this module too, has no such binary
+/// and must not call this.
+pub fn bin() -> &'static Path {
+    match option_env!("CARGO_BIN_EXE_mithril") {
+        Some(path) => Path::new(path),
+        None => panic!("support::bin(): CARGO_BIN_EXE_mithril is set only for tests and benches"),
+    }
+}
+
+/// A 3-master cluster (no replicas) with mithril in front of it, `extra_conf`
+/// appended to mithril's config: where most proxy tests start.
+pub fn cluster_and_mithril(extra_conf: &str) -> (RedisCluster, Mithril) {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), extra_conf);
+    (cluster, m)
+}
 
 /// A process-wide random u64 (std seeds `RandomState` from the OS).
 pub fn random_u64() -> u64 {

@@ -6,7 +6,8 @@
 //! that forked the child ends, so forking from short-lived test threads would
 //! kill a cluster that a test shares through a static; one long-lived spawner
 //! avoids that while still cleaning up after a test binary that is killed or
-//! interrupted before its `Drop`s run. Never: signal anything but a PID this
+//! interrupted before its `Drop`s run. Also reads a process's figures from
+//! /proc (memory, open descriptors). Never: signal anything but a PID this
 //! process started, or use process-group or name-based kills.
 
 use std::io;
@@ -155,4 +156,28 @@ pub fn raise_fd_limit() -> u64 {
         libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
     }
     lim.rlim_cur
+}
+
+/// A field of /proc/PID/status in kB (VmRSS, VmHWM, ...).
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
+    text.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix(field)?.strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
+/// Resident memory of `pid` in kB.
+pub fn rss_kb(pid: u32) -> u64 {
+    status_kb(pid, "VmRSS")
+}
+
+/// Open file descriptors of `pid`.
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap_or_else(|e| panic!("cannot list /proc/{pid}/fd: {e}"))
+        .count()
 }

@@ -136,6 +136,27 @@ impl fmt::Debug for Reply {
     }
 }
 
+/// `+OK`, the reply tests compare with most.
+pub fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}
+
+/// An error reply with this text (without the leading `-`).
+pub fn err(text: &str) -> Reply {
+    Reply::Error(text.to_string())
+}
+
+/// A bulk string reply holding `text`.
+pub fn bulk(text: &str) -> Reply {
+    Reply::Bulk(Some(text.as_bytes().to_vec()))
+}
+
+/// A command's arguments as owned byte strings, the form `Conn::pipeline`
+/// takes.
+pub fn argv(parts: &[&str]) -> Vec<Vec<u8>> {
+    parts.iter().map(|p| p.as_bytes().to_vec()).collect()
+}
+
 /// One command as a RESP array of bulk strings.
 pub fn encode_command(args: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + args.iter().map(|a| a.len() + 16).sum::<usize>());
