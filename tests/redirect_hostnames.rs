@@ -7,16 +7,12 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::load::{run_load, verify};
 use support::*;
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_mithril"))
-}
 
 fn hostname_cluster() -> RedisCluster {
     RedisCluster::start(ClusterSpec {
