@@ -13,9 +13,9 @@
 //!
 //! What it owns: [`Acl`] (the users, built once at start and never changed),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
-//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, the
-//! failure counters `INFO stats` shows, and the credentials mithril sends
-//! to the cluster ([`backend_auth_frame`]).
+//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, and
+//! the failure counters `INFO stats` shows. (The credentials mithril sends
+//! to the cluster belong to the backend: `backend::auth`.)
 //!
 //! Invariants:
 //! - Passwords exist here only as SHA-256 digests; the given password is
@@ -396,48 +396,6 @@ pub fn session_user<'a>(shared: &'a Shared, s: &'a Session) -> &'a Arc<User> {
     s.user
         .as_ref()
         .unwrap_or_else(|| shared.admin.acl.default_user())
-}
-
-/// The AUTH request mithril sends first on every connection it opens to a
-/// cluster node, when `backend-password` is set.
-pub fn backend_auth_frame(cfg: &Config) -> Option<Bytes> {
-    if cfg.backend_password.is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(32 + cfg.backend_user.len() + cfg.backend_password.len());
-    let pass = cfg.backend_password.as_bytes();
-    if cfg.backend_user.is_empty() {
-        crate::resp::encode::request(&mut out, &[b"AUTH", pass]);
-    } else {
-        crate::resp::encode::request(&mut out, &[b"AUTH", cfg.backend_user.as_bytes(), pass]);
-    }
-    Some(Bytes::from(out))
-}
-
-/// The reason to log and answer when a connection set-up command (AUTH,
-/// HELLO 3, READONLY) was refused by the node: credential problems are
-/// named as such.
-pub fn setup_failure(reply: &[u8]) -> String {
-    let text = String::from_utf8_lossy(reply);
-    let text = text.trim_start_matches('-').trim_end();
-    if is_auth_refusal(text) {
-        format!(
-            "the node refused mithril's credentials (check backend-user and \
-             backend-password): {text}"
-        )
-    } else {
-        format!("set-up command failed: {text}")
-    }
-}
-
-/// Whether an error text (without the leading '-') is a node refusing
-/// authentication or asking for it.
-pub fn is_auth_refusal(text: &str) -> bool {
-    text.starts_with("WRONGPASS")
-        || text.starts_with("NOAUTH")
-        || text.starts_with("ERR AUTH")
-        || text.starts_with("ERR invalid password")
-        || text.starts_with("ERR Client sent AUTH")
 }
 
 #[cfg(test)]
