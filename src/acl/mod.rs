@@ -31,12 +31,9 @@
 //! Never: log or echo a password, allocate on the allowed path, or touch a
 //! backend.
 
-pub mod sha256;
-pub mod spec;
-
-pub use spec::{KeyPattern, Mode, Password, UserSpec};
-
 use crate::command::{self, acl as cat, flags, Args, Command};
+use crate::config::sha256;
+use crate::config::user::{KeyPattern, Mode, Password, UserSpec};
 use crate::config::{glob_match, Config};
 use crate::session::Session;
 use crate::shared::Shared;
