@@ -38,7 +38,7 @@ use crate::config::{glob_match, Config};
 use crate::session::Session;
 use crate::shared::Shared;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Reply to a command the user's mode does not include (`%s` is the
@@ -52,15 +52,14 @@ pub const ERR_NOPERM_KEY: &[u8] =
 pub const ERR_NOPERM_CHANNEL: &[u8] =
     b"-NOPERM this user has no permissions to access one of the channels used as arguments\r\n";
 
-/// Whether the user a new session starts as (`default`) is restricted:
-/// fixed at start (see [`AdminState::new`](crate::local::AdminState::new)),
-/// read once per accepted connection.
-static DEFAULT_RESTRICTED: AtomicBool = AtomicBool::new(false);
-
-/// The initial `Session::restricted`.
-#[inline]
-pub fn default_restricted() -> bool {
-    DEFAULT_RESTRICTED.load(Ordering::Relaxed)
+/// What a new session starts as, and what RESET puts it back to: the
+/// `default` user's standing, fixed with the users at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionStart {
+    /// May run commands before any AUTH: `default` is on and `nopass`.
+    pub authenticated: bool,
+    /// `default` may not run everything: the permission check runs.
+    pub restricted: bool,
 }
 
 /// A user as the running proxy knows it.
@@ -200,10 +199,12 @@ impl Acl {
         }
     }
 
-    /// Records, process-wide, what a new session starts as (see
-    /// [`default_restricted`]).
-    pub fn publish_defaults(&self) {
-        DEFAULT_RESTRICTED.store(!self.default_user().unrestricted, Ordering::Relaxed);
+    /// What a new session starts as (the `default` user's standing).
+    pub fn session_start(&self) -> SessionStart {
+        SessionStart {
+            authenticated: !self.password_required(),
+            restricted: !self.default_user().unrestricted,
+        }
     }
 
     pub fn default_user(&self) -> &Arc<User> {

@@ -275,3 +275,30 @@ fn authentication() {
         Err(AuthError::WrongPass)
     );
 }
+
+#[test]
+fn a_new_session_starts_as_the_default_user_stands() {
+    let start = |conf: &str| acl(conf).session_start();
+    assert_eq!(
+        start(""),
+        SessionStart {
+            authenticated: true,
+            restricted: false
+        }
+    );
+    assert_eq!(
+        start("requirepass pw\n"),
+        SessionStart {
+            authenticated: false,
+            restricted: false
+        }
+    );
+    assert_eq!(
+        start("user default on nopass mode read ~pub:*\n"),
+        SessionStart {
+            authenticated: true,
+            restricted: true
+        }
+    );
+    assert!(!start("user default off\nuser app on >pw mode write\n").authenticated);
+}

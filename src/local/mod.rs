@@ -46,7 +46,7 @@ mod state;
 
 pub use auth::reset_session;
 pub use client::client_info_line;
-pub use state::{password_required, AdminState};
+pub use state::AdminState;
 
 use crate::command::{Args, Command, LocalCmd};
 use crate::resp::encode::Encoder;
@@ -179,7 +179,7 @@ pub fn execute(
         LocalCmd::Watch | LocalCmd::Unwatch => stat(ERR_WATCH),
         LocalCmd::Auth => auth::auth(shared, s, args),
         LocalCmd::Hello => auth::hello(shared, s, args),
-        LocalCmd::Reset => auth::reset(s),
+        LocalCmd::Reset => auth::reset(shared, s),
         LocalCmd::Acl => acl_cmd::acl(shared, s, cmd),
         LocalCmd::Client => client::client(shared, s, cmd, args),
         LocalCmd::Config => config_cmd::config(shared, s, cmd, args),

@@ -13,19 +13,7 @@
 
 use crate::config::{Config, LogLevel};
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
-
-/// Whether a new session must authenticate (the `default` user has a
-/// password or is off). Fixed at start-up (users cannot be changed at run
-/// time), so a new session can read its initial `authenticated` value
-/// without reaching the configuration.
-static PASSWORD_REQUIRED: AtomicBool = AtomicBool::new(false);
-
-/// True when clients must authenticate before running commands.
-#[inline]
-pub fn password_required() -> bool {
-    PASSWORD_REQUIRED.load(Ordering::Relaxed)
-}
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Levels in the order of their index in `AdminState::loglevel`.
 const LEVELS: [LogLevel; 5] = [
@@ -50,13 +38,9 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    /// Built from the final configuration; also records process-wide
-    /// whether a password is required (see [`password_required`]) and
-    /// whether new sessions are restricted (`acl::default_restricted`).
+    /// Built from the final configuration.
     pub fn new(cfg: &Config) -> AdminState {
         let acl = crate::acl::Acl::from_config(cfg);
-        PASSWORD_REQUIRED.store(acl.password_required(), Ordering::Relaxed);
-        acl.publish_defaults();
         let (node_id, shard_id) = node_ids(cfg);
         AdminState {
             loglevel: AtomicU8::new(level_index(cfg.loglevel)),
@@ -191,17 +175,15 @@ mod tests {
         let mut cfg = Config::default();
         let open = AdminState::new(&cfg);
         assert!(!open.has_password());
-        assert!(!password_required());
+        assert!(!open.acl.password_required());
         cfg.requirepass = "pw".into();
         let locked = AdminState::new(&cfg);
         assert!(locked.has_password());
-        assert!(password_required());
+        assert!(locked.acl.password_required());
         assert!(locked.acl.authenticate(None, b"pw").is_ok());
         assert!(locked.acl.authenticate(None, b"pW").is_err());
         assert_eq!(locked.run_id.len(), 40);
         assert_ne!(locked.run_id, open.run_id);
-        // Leave the process-wide flag as a default config would.
-        AdminState::new(&Config::default());
     }
 
     #[test]

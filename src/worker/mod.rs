@@ -240,9 +240,10 @@ impl Worker {
             return;
         }
         let id = self.shared.new_client_id();
+        let start = self.shared.admin.acl.session_start();
         let now = cx.now;
         self.sessions
-            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
+            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, start, now));
         self.shared.workers[self.id]
             .sessions
             .fetch_add(1, Ordering::Relaxed);
