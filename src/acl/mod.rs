@@ -35,8 +35,6 @@ use crate::command::{self, acl as cat, flags, Args, Command};
 use crate::config::sha256;
 use crate::config::user::{KeyPattern, Mode, Password, UserSpec};
 use crate::config::{glob_match, Config};
-use crate::session::Session;
-use crate::shared::Shared;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -387,13 +385,6 @@ pub fn refusal(acl: &Acl, user: &User, cmd: &'static Command, args: &Args) -> Op
         Err(Denial::Key) => Some(Bytes::from_static(ERR_NOPERM_KEY)),
         Err(Denial::Channel) => Some(Bytes::from_static(ERR_NOPERM_CHANNEL)),
     }
-}
-
-/// The user a session runs as (`default` until it authenticates).
-pub fn session_user<'a>(shared: &'a Shared, s: &'a Session) -> &'a Arc<User> {
-    s.user
-        .as_ref()
-        .unwrap_or_else(|| shared.admin.acl.default_user())
 }
 
 #[cfg(test)]
