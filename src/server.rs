@@ -156,7 +156,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         loops.push(el);
     }
     let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
-    let admin = crate::local::AdminState::new(&cfg);
+    let admin = crate::shared::AdminState::new(&cfg);
     // From here on the users' passwords exist only as digests.
     cfg.forget_client_passwords();
     let started = Instant::now();

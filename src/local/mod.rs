@@ -3,11 +3,11 @@
 //! What it owns: the replies to every command the table routes
 //! `Local(which)` and the router hands over as `Decision::Local`
 //! (connection commands, AUTH/HELLO/RESET, CONFIG, CLIENT, COMMAND, ACL
-//! and the one-node CLUSTER face), and [`AdminState`], the bit of live
-//! state those commands keep in `Shared`. INFO, CLIENT LIST/KILL, CONFIG
-//! RESETSTAT and SLOWLOG need every worker: the router sends them to the
-//! worker instead (`Decision::Gather`), and the INFO text is built here
-//! ([`info`]).
+//! and the one-node CLUSTER face); the bit of live state those commands
+//! keep is `Shared::admin` (`shared::AdminState`). INFO, CLIENT
+//! LIST/KILL, CONFIG RESETSTAT and SLOWLOG need every worker: the router
+//! sends them to the worker instead (`Decision::Gather`), and the INFO
+//! text is built here ([`info`]).
 //!
 //! ```text
 //!   router::decide ──► Decision::Local(which)
@@ -42,11 +42,9 @@ mod config_cmd;
 mod getkeys;
 pub mod info;
 mod introspect;
-mod state;
 
 pub use auth::reset_session;
 pub use client::client_info_line;
-pub use state::AdminState;
 
 use crate::command::{Args, Command, LocalCmd};
 use crate::resp::encode::Encoder;

@@ -11,6 +11,7 @@
 //! Never: hold a client password in clear (the `Acl` keeps digests; it is
 //! not logged, and `CONFIG GET` shows it hidden).
 
+use crate::acl::Acl;
 use crate::config::{Config, LogLevel};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -28,7 +29,7 @@ pub struct AdminState {
     /// Index into `LEVELS`: the level as `CONFIG SET loglevel` left it.
     loglevel: AtomicU8,
     /// The users: `requirepass` and the `user` lines.
-    pub acl: crate::acl::Acl,
+    pub acl: Acl,
     /// 40 hex digits, new for each process (INFO `run_id`).
     pub run_id: String,
     /// The emulated node's id (CLUSTER MYID / NODES / SLOTS / SHARDS).
@@ -40,7 +41,7 @@ pub struct AdminState {
 impl AdminState {
     /// Built from the final configuration.
     pub fn new(cfg: &Config) -> AdminState {
-        let acl = crate::acl::Acl::from_config(cfg);
+        let acl = Acl::from_config(cfg);
         let (node_id, shard_id) = node_ids(cfg);
         AdminState {
             loglevel: AtomicU8::new(level_index(cfg.loglevel)),
