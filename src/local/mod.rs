@@ -52,11 +52,7 @@ use crate::session::Session;
 use crate::shared::Shared;
 use bytes::Bytes;
 
-/// The Redis version mithril reports (HELLO, INFO): it emulates the 7.2
-/// command surface.
-pub const REDIS_VERSION: &str = "7.2.0";
-/// mithril's own version.
-pub const MITHRIL_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use crate::shared::admin::{MITHRIL_VERSION, REDIS_VERSION};
 
 pub enum Outcome {
     Reply(Bytes),

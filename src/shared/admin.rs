@@ -1,6 +1,8 @@
 //! The little state the locally answered commands keep between requests:
 //! the live value of the one runtime setting (`loglevel`), the users (the
-//! [`Acl`]), this process's run id, and the emulated cluster node's ids.
+//! [`Acl`]), this process's run id, and the emulated cluster node's ids;
+//! and the versions the proxy reports ([`REDIS_VERSION`],
+//! [`MITHRIL_VERSION`]).
 //!
 //! Invariants: built once, before any worker runs ([`AdminState::new`]),
 //! from the final configuration; afterwards only `CONFIG SET` writes (one
@@ -15,6 +17,12 @@ use crate::acl::Acl;
 use crate::config::{Config, LogLevel};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU8, Ordering};
+
+/// The Redis version mithril reports (HELLO, INFO): it emulates the 7.2
+/// command surface.
+pub const REDIS_VERSION: &str = "7.2.0";
+/// mithril's own version (INFO, LOLWUT, the metrics endpoints).
+pub const MITHRIL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Levels in the order of their index in `AdminState::loglevel`.
 const LEVELS: [LogLevel; 5] = [
