@@ -115,16 +115,19 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     // observe: the metrics and stats ports (off unless configured).
     let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
-    crate::topology::probe::set_auth(crate::acl::backend_auth_frame(&cfg));
+    let auth = crate::backend::auth::for_probe(&cfg);
     let refresher = Refresher::new(
         cfg.cluster_nodes.clone(),
         Duration::from_secs(cfg.topology_refresh_secs),
         Duration::from_millis(cfg.connect_timeout_ms),
+        auth.clone(),
     );
     if !refresher.refresh_once() {
         // Credentials the cluster refuses will not get better by waiting.
         let timeout = Duration::from_millis(cfg.connect_timeout_ms);
-        if let Some(why) = crate::topology::probe::auth_problem(&cfg.cluster_nodes, timeout) {
+        if let Some(why) =
+            crate::topology::probe::auth_problem(&cfg.cluster_nodes, timeout, auth.as_ref())
+        {
             return Err(StartError(why));
         }
         log::warn!(
@@ -154,7 +157,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         loops.push(el);
     }
     let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
-    let admin = crate::local::AdminState::new(&cfg);
+    let admin = crate::shared::AdminState::new(&cfg);
     // From here on the users' passwords exist only as digests.
     cfg.forget_client_passwords();
     let started = Instant::now();

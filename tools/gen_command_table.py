@@ -588,8 +588,9 @@ def emit(model, source):
         collect(model[n])
     out.append("/// The commands mithril answers itself, one variant per handler (a")
     out.append("/// subcommand shares its container's unless the overlay names its own).")
-    out.append("/// `crate::local` answers them; `crate::router::decide` sends the ones")
-    out.append("/// that need the whole worker elsewhere.")
+    out.append("/// The layers above the table answer them (their match over this enum is")
+    out.append("/// exhaustive) or, for the ones that need the whole worker, route them")
+    out.append("/// there; the table only names them.")
     out.append("#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]")
     out.append("pub enum LocalCmd {")
     for v in sorted(locals_):

@@ -13,9 +13,9 @@
 //!
 //! What it owns: [`Acl`] (the users, built once at start and never changed),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
-//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, the
-//! failure counters `INFO stats` shows, and the credentials mithril sends
-//! to the cluster ([`backend_auth_frame`]).
+//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, and
+//! the failure counters `INFO stats` shows. (The credentials mithril sends
+//! to the cluster belong to the backend: `backend::auth`.)
 //!
 //! Invariants:
 //! - Passwords exist here only as SHA-256 digests; the given password is
@@ -31,17 +31,12 @@
 //! Never: log or echo a password, allocate on the allowed path, or touch a
 //! backend.
 
-pub mod sha256;
-pub mod spec;
-
-pub use spec::{KeyPattern, Mode, Password, UserSpec};
-
 use crate::command::{self, acl as cat, flags, Args, Command};
+use crate::config::sha256;
+use crate::config::user::{KeyPattern, Mode, Password, UserSpec};
 use crate::config::{glob_match, Config};
-use crate::session::Session;
-use crate::shared::Shared;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Reply to a command the user's mode does not include (`%s` is the
@@ -55,15 +50,14 @@ pub const ERR_NOPERM_KEY: &[u8] =
 pub const ERR_NOPERM_CHANNEL: &[u8] =
     b"-NOPERM this user has no permissions to access one of the channels used as arguments\r\n";
 
-/// Whether the user a new session starts as (`default`) is restricted:
-/// fixed at start (see [`AdminState::new`](crate::local::AdminState::new)),
-/// read once per accepted connection.
-static DEFAULT_RESTRICTED: AtomicBool = AtomicBool::new(false);
-
-/// The initial `Session::restricted`.
-#[inline]
-pub fn default_restricted() -> bool {
-    DEFAULT_RESTRICTED.load(Ordering::Relaxed)
+/// What a new session starts as, and what RESET puts it back to: the
+/// `default` user's standing, fixed with the users at start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionStart {
+    /// May run commands before any AUTH: `default` is on and `nopass`.
+    pub authenticated: bool,
+    /// `default` may not run everything: the permission check runs.
+    pub restricted: bool,
 }
 
 /// A user as the running proxy knows it.
@@ -203,10 +197,12 @@ impl Acl {
         }
     }
 
-    /// Records, process-wide, what a new session starts as (see
-    /// [`default_restricted`]).
-    pub fn publish_defaults(&self) {
-        DEFAULT_RESTRICTED.store(!self.default_user().unrestricted, Ordering::Relaxed);
+    /// What a new session starts as (the `default` user's standing).
+    pub fn session_start(&self) -> SessionStart {
+        SessionStart {
+            authenticated: !self.password_required(),
+            restricted: !self.default_user().unrestricted,
+        }
     }
 
     pub fn default_user(&self) -> &Arc<User> {
@@ -389,55 +385,6 @@ pub fn refusal(acl: &Acl, user: &User, cmd: &'static Command, args: &Args) -> Op
         Err(Denial::Key) => Some(Bytes::from_static(ERR_NOPERM_KEY)),
         Err(Denial::Channel) => Some(Bytes::from_static(ERR_NOPERM_CHANNEL)),
     }
-}
-
-/// The user a session runs as (`default` until it authenticates).
-pub fn session_user<'a>(shared: &'a Shared, s: &'a Session) -> &'a Arc<User> {
-    s.user
-        .as_ref()
-        .unwrap_or_else(|| shared.admin.acl.default_user())
-}
-
-/// The AUTH request mithril sends first on every connection it opens to a
-/// cluster node, when `backend-password` is set.
-pub fn backend_auth_frame(cfg: &Config) -> Option<Bytes> {
-    if cfg.backend_password.is_empty() {
-        return None;
-    }
-    let mut out = Vec::with_capacity(32 + cfg.backend_user.len() + cfg.backend_password.len());
-    let pass = cfg.backend_password.as_bytes();
-    if cfg.backend_user.is_empty() {
-        crate::resp::encode::request(&mut out, &[b"AUTH", pass]);
-    } else {
-        crate::resp::encode::request(&mut out, &[b"AUTH", cfg.backend_user.as_bytes(), pass]);
-    }
-    Some(Bytes::from(out))
-}
-
-/// The reason to log and answer when a connection set-up command (AUTH,
-/// HELLO 3, READONLY) was refused by the node: credential problems are
-/// named as such.
-pub fn setup_failure(reply: &[u8]) -> String {
-    let text = String::from_utf8_lossy(reply);
-    let text = text.trim_start_matches('-').trim_end();
-    if is_auth_refusal(text) {
-        format!(
-            "the node refused mithril's credentials (check backend-user and \
-             backend-password): {text}"
-        )
-    } else {
-        format!("set-up command failed: {text}")
-    }
-}
-
-/// Whether an error text (without the leading '-') is a node refusing
-/// authentication or asking for it.
-pub fn is_auth_refusal(text: &str) -> bool {
-    text.starts_with("WRONGPASS")
-        || text.starts_with("NOAUTH")
-        || text.starts_with("ERR AUTH")
-        || text.starts_with("ERR invalid password")
-        || text.starts_with("ERR Client sent AUTH")
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The permission model on requests built like the dispatcher builds them:
 //! modes against command classes, key and channel patterns, AUTH, the
-//! counters and the backend AUTH frame.
+//! counters.
 
 use super::*;
 use crate::command::resolve;
@@ -277,28 +277,28 @@ fn authentication() {
 }
 
 #[test]
-fn the_backend_auth_frame() {
-    let cfg = crate::config::parse_str("backend-password p\n", "t").unwrap();
+fn a_new_session_starts_as_the_default_user_stands() {
+    let start = |conf: &str| acl(conf).session_start();
     assert_eq!(
-        &backend_auth_frame(&cfg).unwrap()[..],
-        b"*2\r\n$4\r\nAUTH\r\n$1\r\np\r\n"
-    );
-    let cfg = crate::config::parse_str("backend-user u\nbackend-password p\n", "t").unwrap();
-    assert_eq!(
-        &backend_auth_frame(&cfg).unwrap()[..],
-        b"*3\r\n$4\r\nAUTH\r\n$1\r\nu\r\n$1\r\np\r\n"
-    );
-    assert!(backend_auth_frame(&crate::config::Config::default()).is_none());
-    assert!(
-        setup_failure(b"-WRONGPASS invalid username-password pair or user is disabled.\r\n")
-            .starts_with("the node refused mithril's credentials")
-    );
-    assert!(
-        setup_failure(b"-ERR AUTH <password> called without any password configured")
-            .contains("backend-password")
+        start(""),
+        SessionStart {
+            authenticated: true,
+            restricted: false
+        }
     );
     assert_eq!(
-        setup_failure(b"-ERR unknown\r\n"),
-        "set-up command failed: ERR unknown"
+        start("requirepass pw\n"),
+        SessionStart {
+            authenticated: false,
+            restricted: false
+        }
     );
+    assert_eq!(
+        start("user default on nopass mode read ~pub:*\n"),
+        SessionStart {
+            authenticated: true,
+            restricted: true
+        }
+    );
+    assert!(!start("user default off\nuser app on >pw mode write\n").authenticated);
 }

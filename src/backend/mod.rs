@@ -23,6 +23,7 @@
 //! the worker, which answers every request in it with an error: nothing
 //! waits forever.
 
+pub mod auth;
 pub mod pool;
 
 use crate::resp::reply::{ReplyScan, ReplyScanner};

@@ -330,7 +330,7 @@ pub enum FindKeys {
 /// `doc/architecture.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Route {
-    /// Answered by the proxy itself, by the named handler (`crate::local`).
+    /// Answered by the proxy itself, by the named handler.
     Local(LocalCmd),
     /// Sent to the owner of its first key's slot (the node enforces same-slot);
     /// a call without keys at runtime (EVAL with numkeys 0) goes to any master.

@@ -16,8 +16,9 @@ use LocalCmd as L;
 
 /// The commands mithril answers itself, one variant per handler (a
 /// subcommand shares its container's unless the overlay names its own).
-/// `crate::local` answers them; `crate::router::decide` sends the ones
-/// that need the whole worker elsewhere.
+/// The layers above the table answer them (their match over this enum is
+/// exhaustive) or, for the ones that need the whole worker, route them
+/// there; the table only names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LocalCmd {
     Acl,

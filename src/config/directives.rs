@@ -94,7 +94,7 @@ impl Directive {
             Kind::PerUser => Some(
                 cfg.users
                     .iter()
-                    .map(crate::acl::UserSpec::canonical)
+                    .map(super::UserSpec::canonical)
                     .collect::<Vec<_>>()
                     .join("; "),
             ),
@@ -843,7 +843,7 @@ fn set_bind(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
 /// One `user` line: parsed whole, then added (a second line for the same
 /// name is refused rather than merged).
 fn set_user(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
-    let user = crate::acl::UserSpec::parse(args)?;
+    let user = super::UserSpec::parse(args)?;
     if cfg.users.iter().any(|u| u.name == user.name) {
         return Err(format!(
             "user '{}' is defined twice: give each user one line",

@@ -22,6 +22,9 @@
 //! - `Config::threads` is never 0 once a `Config` exists: 0 in the file
 //!   means "one per core" and is resolved on the spot.
 //!
+//! The `user` lines are parsed here ([`UserSpec`], in [`user`]); the
+//! access control builds its users from them.
+//!
 //! Must never: panic on any file content, read files other than the named
 //! file and its includes, touch sockets, or start logging (it runs before
 //! the logger exists).
@@ -31,6 +34,8 @@ pub mod compat;
 mod directives;
 mod glob;
 mod lex;
+pub mod sha256;
+pub mod user;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -41,6 +46,7 @@ pub use directives::{
     get, lookup, matching, parse_bool, parse_size, render, Directive, DIRECTIVES,
 };
 pub use glob::glob_match;
+pub use user::UserSpec;
 
 /// Deepest allowed `include` nesting (the main file is level 0).
 pub const MAX_INCLUDE_DEPTH: usize = 16;
@@ -304,7 +310,7 @@ pub struct Config {
     pub protected_mode: bool,
     /// `user`: the users clients may authenticate as, in the order written
     /// (one line each; a line named `default` replaces the built-in user).
-    pub users: Vec<crate::acl::UserSpec>,
+    pub users: Vec<UserSpec>,
     /// `backend-user`: the user mithril authenticates as on the cluster's
     /// nodes; empty means `AUTH <password>` alone.
     pub backend_user: String,

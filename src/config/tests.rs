@@ -1148,7 +1148,7 @@ fn config_get_hides_passwords() {
         users,
         format!(
             "alice on #{} ~app:* &* mode write; bob on nopass ~* &* mode read",
-            crate::acl::sha256::hex(&crate::acl::sha256::digest(b"s3cret"))
+            crate::config::sha256::hex(&crate::config::sha256::digest(b"s3cret"))
         )
     );
     assert_eq!(

@@ -10,16 +10,25 @@
 //! the same user. Never: show a password in clear.
 
 use super::{built, display_name, error, help, Outcome};
+use crate::acl::User;
 use crate::command::Command;
 use crate::session::Session;
 use crate::shared::Shared;
+use std::sync::Arc;
+
+/// The user a session runs as (`default` until it authenticates).
+fn session_user<'a>(shared: &'a Shared, s: &'a Session) -> &'a Arc<User> {
+    s.user
+        .as_ref()
+        .unwrap_or_else(|| shared.admin.acl.default_user())
+}
 
 pub fn acl(shared: &Shared, s: &Session, cmd: &Command) -> Outcome {
     let mut users: Vec<_> = shared.admin.acl.users().iter().collect();
     users.sort_by(|a, b| a.name.cmp(&b.name));
     match cmd.name {
         "acl|whoami" => {
-            let me = crate::acl::session_user(shared, s);
+            let me = session_user(shared, s);
             built(
                 |e| {
                     e.bulk(me.name.as_bytes());

@@ -12,8 +12,8 @@
 //!
 //! Never: log or echo a password.
 
-use super::{built, client, parse_i64, state, Outcome};
-use crate::acl::AuthError;
+use super::{built, client, parse_i64, Outcome};
+use crate::acl::{AuthError, SessionStart};
 use crate::command::Args;
 use crate::resp::encode::Proto;
 use crate::session::Session;
@@ -143,8 +143,8 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
 }
 
 /// RESET: the connection as it was when it was accepted.
-pub fn reset(s: &mut Session) -> Outcome {
-    reset_session(s);
+pub fn reset(shared: &Shared, s: &mut Session) -> Outcome {
+    reset_session(s, shared.admin.acl.session_start());
     stat(b"+RESET\r\n")
 }
 
@@ -152,12 +152,12 @@ pub fn reset(s: &mut Session) -> Outcome {
 /// `default` user, and not authenticated when that user has a password.
 /// (Unsubscribing and discarding a transaction belong here too; their
 /// owners add them.)
-pub fn reset_session(s: &mut Session) {
+pub fn reset_session(s: &mut Session, start: SessionStart) {
     s.proto = Proto::Resp2;
     s.name = None;
-    s.authenticated = !state::password_required();
+    s.authenticated = start.authenticated;
     s.user = None;
-    s.restricted = crate::acl::default_restricted();
+    s.restricted = start.restricted;
 }
 
 /// The bytes before the first NUL: Redis formats options as C strings.

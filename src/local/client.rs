@@ -17,6 +17,7 @@ use crate::command::{Args, Command};
 use crate::resp::encode::Proto;
 use crate::session::Session;
 use crate::shared::Shared;
+use crate::stats::gather::{ClientType, KillFilter, ListFilter};
 use bytes::Bytes;
 use std::fmt::Write as _;
 use std::time::Instant;
@@ -235,15 +236,9 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
     line
 }
 
-/// Client kinds, as CLIENT LIST TYPE and CLIENT KILL TYPE name them. The
-/// proxy has no master or replica clients: those filters match nothing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientType {
-    Normal,
-    Master,
-    Replica,
-    Pubsub,
-}
+// The filters travel to the other workers inside `Ask` (stats::gather,
+// where they are defined); what they match is decided here, beside the
+// rest of CLIENT, from the session.
 
 impl ClientType {
     fn parse(name: &[u8]) -> Option<ClientType> {
@@ -280,14 +275,6 @@ fn error_frame(msg: &str) -> Bytes {
     }
 }
 
-/// Which sessions CLIENT LIST shows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ListFilter {
-    All,
-    Type(ClientType),
-    Ids(Vec<u64>),
-}
-
 impl ListFilter {
     pub fn matches(&self, s: &Session) -> bool {
         match self {
@@ -322,21 +309,6 @@ pub fn parse_list(args: &Args) -> Result<ListFilter, Bytes> {
         return Ok(ListFilter::Ids(ids));
     }
     Err(Bytes::from_static(super::ERR_SYNTAX))
-}
-
-/// Which sessions CLIENT KILL closes. Every filter given must match.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KillFilter {
-    /// The old form, `CLIENT KILL ip:port`: answers +OK or an error.
-    pub old_form: bool,
-    pub id: Option<u64>,
-    pub ctype: Option<ClientType>,
-    pub addr: Option<String>,
-    pub laddr: Option<String>,
-    /// Spare the calling connection (the new form's default).
-    pub skipme: bool,
-    /// The calling connection's id.
-    pub caller: u64,
 }
 
 impl KillFilter {

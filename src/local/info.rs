@@ -20,7 +20,7 @@ use super::{built, Outcome};
 use crate::command::Args;
 use crate::session::Session;
 use crate::shared::Shared;
-use crate::stats::{self, Totals};
+use crate::stats::{self, rss_bytes, Totals};
 use crate::topology::Role;
 use bytes::Bytes;
 use std::fmt::Write as _;
@@ -255,17 +255,6 @@ fn human(bytes: u64) -> String {
         }
     }
     format!("{bytes}B")
-}
-
-/// Resident set size, from /proc/self/statm (0 where it cannot be read).
-pub fn rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf only reads a system constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
 }
 
 fn server(t: &mut String, cx: &Ctx) {

@@ -3,11 +3,11 @@
 //! What it owns: the replies to every command the table routes
 //! `Local(which)` and the router hands over as `Decision::Local`
 //! (connection commands, AUTH/HELLO/RESET, CONFIG, CLIENT, COMMAND, ACL
-//! and the one-node CLUSTER face), and [`AdminState`], the bit of live
-//! state those commands keep in `Shared`. INFO, CLIENT LIST/KILL, CONFIG
-//! RESETSTAT and SLOWLOG need every worker: the router sends them to the
-//! worker instead (`Decision::Gather`), and the INFO text is built here
-//! ([`info`]).
+//! and the one-node CLUSTER face); the bit of live state those commands
+//! keep is `Shared::admin` (`shared::AdminState`). INFO, CLIENT
+//! LIST/KILL, CONFIG RESETSTAT and SLOWLOG need every worker: the router
+//! sends them to the worker instead (`Decision::Gather`), and the INFO
+//! text is built here ([`info`]).
 //!
 //! ```text
 //!   router::decide ──► Decision::Local(which)
@@ -42,11 +42,9 @@ mod config_cmd;
 mod getkeys;
 pub mod info;
 mod introspect;
-mod state;
 
 pub use auth::reset_session;
 pub use client::client_info_line;
-pub use state::{password_required, AdminState};
 
 use crate::command::{Args, Command, LocalCmd};
 use crate::resp::encode::Encoder;
@@ -54,11 +52,7 @@ use crate::session::Session;
 use crate::shared::Shared;
 use bytes::Bytes;
 
-/// The Redis version mithril reports (HELLO, INFO): it emulates the 7.2
-/// command surface.
-pub const REDIS_VERSION: &str = "7.2.0";
-/// mithril's own version.
-pub const MITHRIL_VERSION: &str = env!("CARGO_PKG_VERSION");
+pub use crate::shared::admin::{MITHRIL_VERSION, REDIS_VERSION};
 
 pub enum Outcome {
     Reply(Bytes),
@@ -179,7 +173,7 @@ pub fn execute(
         LocalCmd::Watch | LocalCmd::Unwatch => stat(ERR_WATCH),
         LocalCmd::Auth => auth::auth(shared, s, args),
         LocalCmd::Hello => auth::hello(shared, s, args),
-        LocalCmd::Reset => auth::reset(s),
+        LocalCmd::Reset => auth::reset(shared, s),
         LocalCmd::Acl => acl_cmd::acl(shared, s, cmd),
         LocalCmd::Client => client::client(shared, s, cmd, args),
         LocalCmd::Config => config_cmd::config(shared, s, cmd, args),

@@ -170,7 +170,7 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "memory_rss_bytes",
         "gauge",
         "Resident set size of the process.",
-        crate::local::info::rss_bytes(),
+        stats::rss_bytes(),
     );
     o.family("redirects_total", "counter", "Redirects followed, by kind.");
     o.value("redirects_total", "kind=\"moved\"", k.moved);

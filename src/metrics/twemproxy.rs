@@ -35,7 +35,7 @@ pub fn render(shared: &Shared) -> String {
         "{{\"service\":\"nutcracker\",\"source\":{},\"version\":{},\"uptime\":{},\
          \"timestamp\":{now},\"total_connections\":{},\"curr_connections\":{},",
         quote(&hostname()),
-        quote(crate::local::MITHRIL_VERSION),
+        quote(crate::shared::admin::MITHRIL_VERSION),
         shared.started.elapsed().as_secs(),
         shared.total_connections.load(Ordering::Relaxed),
         shared.clients.load(Ordering::Relaxed),

@@ -128,7 +128,8 @@ pub enum Decision {
     Reset,
     /// Answered from the worker's view of the whole process.
     Gather(Gather),
-    /// Answered by `crate::local` from the session and shared state.
+    /// Answered by the proxy itself, by the handler the variant names,
+    /// from the session and shared state.
     Local(LocalCmd),
 }
 

@@ -210,6 +210,7 @@ impl Session {
         stream: TcpStream,
         peer: SocketAddr,
         ticket: Ticket,
+        start: crate::acl::SessionStart,
         now: Instant,
     ) -> Session {
         let fd = stream.as_raw_fd();
@@ -249,9 +250,9 @@ impl Session {
             created: now,
             last_active: now,
             _ticket: ticket,
-            authenticated: !crate::local::password_required(),
+            authenticated: start.authenticated,
             user: None,
-            restricted: crate::acl::default_restricted(),
+            restricted: start.restricted,
             pressure: Pressure::default(),
             lib_name: None,
             lib_ver: None,

@@ -26,6 +26,10 @@ struct Ids {
 }
 
 fn ids() -> &'static Ids {
+    // A process-wide static on purpose: a pure function of the static
+    // command table, built once on first use and never written again, so
+    // it is a constant computed late rather than shared mutable state
+    // (nothing configures it, no start-up step sets it).
     static IDS: OnceLock<Ids> = OnceLock::new();
     IDS.get_or_init(|| {
         let top = command::all();

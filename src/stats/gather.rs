@@ -17,7 +17,6 @@
 //! part; an answer the asker's full mailbox refuses waits in the peer's
 //! outbox (bounded by the askers' limits) and is retried every tick.
 
-use crate::local::client::{KillFilter, ListFilter};
 use bytes::Bytes;
 use reactor::Key;
 use std::sync::Arc;
@@ -30,6 +29,42 @@ pub const ERR_BUSY: &[u8] =
     b"-ERR mithril: too many cross-worker requests in progress, try again\r\n";
 /// The part of a worker whose mailbox was full.
 pub const ERR_PEER_BUSY: &[u8] = b"-ERR mithril: a worker's mailbox is full, try again\r\n";
+
+/// Client kinds, as CLIENT LIST TYPE and CLIENT KILL TYPE name them. The
+/// proxy has no master or replica clients: those filters match nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientType {
+    Normal,
+    Master,
+    Replica,
+    Pubsub,
+}
+
+/// Which sessions CLIENT LIST shows. Parsed, and matched against a
+/// session, by the CLIENT command's code (it knows a session; this layer
+/// does not).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListFilter {
+    All,
+    Type(ClientType),
+    Ids(Vec<u64>),
+}
+
+/// Which sessions CLIENT KILL closes. Every filter given must match.
+/// Parsed and matched like [`ListFilter`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KillFilter {
+    /// The old form, `CLIENT KILL ip:port`: answers +OK or an error.
+    pub old_form: bool,
+    pub id: Option<u64>,
+    pub ctype: Option<ClientType>,
+    pub addr: Option<String>,
+    pub laddr: Option<String>,
+    /// Spare the calling connection (the new form's default).
+    pub skipme: bool,
+    /// The calling connection's id.
+    pub caller: u64,
+}
 
 pub enum Ask {
     /// Publish a fresh snapshot (INFO reads them next).

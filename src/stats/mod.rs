@@ -655,6 +655,18 @@ impl WorkerStats {
     }
 }
 
+/// Resident set size, from /proc/self/statm (0 where it cannot be read):
+/// INFO memory and the metrics endpoint show it.
+pub fn rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

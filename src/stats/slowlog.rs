@@ -20,7 +20,6 @@
 //! passwords are replaced by `(redacted)`.
 
 use crate::command::Args;
-use crate::local::Outcome;
 use crate::resp::encode::{Encoder, Proto};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
@@ -197,18 +196,18 @@ fn redacted(name: &[u8], args: &Args, i: usize) -> bool {
 
 const ERR_COUNT: &[u8] = b"-ERR count should be greater than or equal to -1\r\n";
 
-/// SLOWLOG GET [count] | LEN | RESET | HELP.
-pub fn command(logs: &SlowLogs, proto: Proto, name: &str, args: &Args) -> Outcome {
+/// SLOWLOG GET [count] | LEN | RESET | HELP: the reply frame.
+pub fn command(logs: &SlowLogs, proto: Proto, name: &str, args: &Args) -> Bytes {
     let mut out = Vec::new();
     let mut e = Encoder::new(&mut out, proto);
     match name {
         "slowlog|get" => {
             let count = match args.get(2) {
                 None => 10,
-                Some(a) => match crate::local::parse_i64(a) {
+                Some(a) => match crate::resp::parse_i64(a) {
                     Some(-1) => usize::MAX,
                     Some(n) if n >= 0 => usize::try_from(n).unwrap_or(usize::MAX),
-                    _ => return Outcome::Reply(Bytes::from_static(ERR_COUNT)),
+                    _ => return Bytes::from_static(ERR_COUNT),
                 },
             };
             let entries = logs.newest(count);
@@ -252,7 +251,7 @@ pub fn command(logs: &SlowLogs, proto: Proto, name: &str, args: &Args) -> Outcom
             }
         }
     }
-    Outcome::Reply(Bytes::from(out))
+    Bytes::from(out)
 }
 
 #[cfg(test)]

@@ -90,11 +90,19 @@ pub struct Refresher {
     seeds: Vec<String>,
     interval: Duration,
     timeout: Duration,
+    /// Sent ahead of every query (`backend-password`).
+    auth: Option<probe::Auth>,
 }
 
 impl Refresher {
-    /// A refresher over `seeds` (`host:port`). Nothing is fetched yet.
-    pub fn new(seeds: Vec<String>, interval: Duration, timeout: Duration) -> Refresher {
+    /// A refresher over `seeds` (`host:port`), authenticating with `auth`
+    /// when given. Nothing is fetched yet.
+    pub fn new(
+        seeds: Vec<String>,
+        interval: Duration,
+        timeout: Duration,
+        auth: Option<probe::Auth>,
+    ) -> Refresher {
         let (tx, rx) = crossbeam_channel::bounded(4);
         let handle = Arc::new(TopologyHandle {
             current: ArcSwap::from_pointee(Topology::empty()),
@@ -109,6 +117,7 @@ impl Refresher {
             seeds,
             interval,
             timeout,
+            auth,
         }
     }
 
@@ -144,13 +153,23 @@ impl Refresher {
     }
 
     fn fetch_from(&self, addr: SocketAddr) -> Result<Topology, String> {
-        let shards = probe::query(addr, self.timeout, &[b"CLUSTER", b"SHARDS"])
-            .map_err(|e| e.to_string())?;
+        let shards = probe::query(
+            addr,
+            self.timeout,
+            self.auth.as_ref(),
+            &[b"CLUSTER", b"SHARDS"],
+        )
+        .map_err(|e| e.to_string())?;
         let topo = if let Value::Error(e) = &shards {
             // Servers older than 7.0 do not know SHARDS.
             log::debug!(target: "mithril::topology", "{addr}: CLUSTER SHARDS failed ({}), trying CLUSTER SLOTS", String::from_utf8_lossy(e));
-            let slots = probe::query(addr, self.timeout, &[b"CLUSTER", b"SLOTS"])
-                .map_err(|e| e.to_string())?;
+            let slots = probe::query(
+                addr,
+                self.timeout,
+                self.auth.as_ref(),
+                &[b"CLUSTER", b"SLOTS"],
+            )
+            .map_err(|e| e.to_string())?;
             if let Value::Error(e) = &slots {
                 return Err(String::from_utf8_lossy(e).into_owned());
             }

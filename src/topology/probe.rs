@@ -4,42 +4,51 @@
 
 use crate::resp::encode;
 use crate::resp::value::{self, Value};
+use bytes::Bytes;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::Mutex;
 use std::time::Duration;
 
 /// Largest reply the probe accepts (CLUSTER SHARDS of a very large
 /// cluster is a few MB).
 const MAX_REPLY: usize = 64 << 20;
 
-/// The AUTH request sent ahead of every query (`backend-user` /
-/// `backend-password`), set once at start.
-static AUTH: Mutex<Option<bytes::Bytes>> = Mutex::new(None);
-
-/// Sets the AUTH request every later query sends first (`None`: none).
-pub fn set_auth(frame: Option<bytes::Bytes>) {
-    *AUTH.lock().unwrap_or_else(|p| p.into_inner()) = frame;
+/// What the probe sends ahead of every query when `backend-password` is
+/// set, and how it words the node's refusal. Built once at start by the
+/// backend's credentials code (`backend::auth::for_probe`), so the probe
+/// and the workers' connections send the same request and say the same.
+#[derive(Clone)]
+pub struct Auth {
+    /// The AUTH request (`backend-user` / `backend-password`).
+    pub frame: Bytes,
+    /// The message for the node's error reply to `frame`.
+    pub refused: fn(&[u8]) -> String,
 }
 
-pub fn query(addr: SocketAddr, timeout: Duration, args: &[&[u8]]) -> io::Result<Value> {
+/// Sends `auth`'s request first (when given), then `args`; the reply to
+/// `args`.
+pub fn query(
+    addr: SocketAddr,
+    timeout: Duration,
+    auth: Option<&Auth>,
+    args: &[&[u8]],
+) -> io::Result<Value> {
     let mut s = TcpStream::connect_timeout(&addr, timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     s.set_nodelay(true)?;
     let mut req = Vec::with_capacity(64);
-    let auth = AUTH.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    if let Some(a) = &auth {
-        req.extend_from_slice(a);
+    if let Some(a) = auth {
+        req.extend_from_slice(&a.frame);
     }
     encode::request(&mut req, args);
     s.write_all(&req)?;
     let mut buf = Vec::with_capacity(16 * 1024);
-    if auth.is_some() {
+    if let Some(a) = auth {
         if let Value::Error(e) = read_reply(&mut s, &mut buf)? {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
-                crate::acl::setup_failure(&e),
+                (a.refused)(&e),
             ));
         }
     }
@@ -61,10 +70,10 @@ pub fn query(addr: SocketAddr, timeout: Duration, args: &[&[u8]]) -> io::Result<
 
 /// Whether any of `seeds` refuses mithril's credentials (or wants some):
 /// the message saying so. Asked at start when no seed gave a topology.
-pub fn auth_problem(seeds: &[String], timeout: Duration) -> Option<String> {
+pub fn auth_problem(seeds: &[String], timeout: Duration, auth: Option<&Auth>) -> Option<String> {
     for seed in seeds {
         for addr in resolve(seed).unwrap_or_default() {
-            if let Err(e) = query(addr, timeout, &[b"PING"]) {
+            if let Err(e) = query(addr, timeout, auth, &[b"PING"]) {
                 if e.kind() == io::ErrorKind::PermissionDenied {
                     return Some(format!("cluster node {addr}: {e}"));
                 }

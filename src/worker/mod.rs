@@ -244,9 +244,10 @@ impl Worker {
             return;
         }
         let id = self.shared.new_client_id();
+        let start = self.shared.admin.acl.session_start();
         let now = cx.now;
         self.sessions
-            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, now));
+            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, start, now));
         self.shared.workers[self.id]
             .sessions
             .fetch_add(1, Ordering::Relaxed);
@@ -588,7 +589,7 @@ impl Worker {
             .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
         if let Some(b) = self.backends.get_mut(key) {
             // backend-password: authenticate before anything else.
-            if let Some(auth) = crate::acl::backend_auth_frame(&self.shared.config) {
+            if let Some(auth) = crate::backend::auth::frame(&self.shared.config) {
                 b.enqueue(InFlight::new(Key::NONE, 0, auth, Purpose::Init));
             }
             if proto == Proto::Resp3 {
@@ -840,7 +841,7 @@ impl Worker {
             Purpose::Asking => return,
             Purpose::Init => {
                 if head == b'-' {
-                    let why = crate::acl::setup_failure(&frame);
+                    let why = crate::backend::auth::setup_failure(&frame);
                     // The TCP connect succeeded (the pool was marked up):
                     // a refused set-up backs off like a refused connect.
                     if let Some(pool) = self.backends.get(bkey).map(|b| b.pool) {

@@ -26,7 +26,7 @@ use super::{Timer, Worker};
 use crate::backend::Backend;
 use crate::command::{Args, Command};
 use crate::local::client::{self as aclient, client_info_line};
-use crate::local::{info, Outcome};
+use crate::local::info;
 use crate::resp::encode::{Encoder, Proto};
 use crate::router::Gather;
 use crate::session::ring::{Fold, Merge};
@@ -208,9 +208,8 @@ impl Worker {
                     return;
                 };
                 let logs = &self.shared.stats.slowlog;
-                match slowlog::command(logs, proto, cmd.name, args) {
-                    Outcome::Reply(r) | Outcome::ReplyAndClose(r) => self.reply(key, r),
-                }
+                let r = slowlog::command(logs, proto, cmd.name, args);
+                self.reply(key, r);
             }
         }
     }

@@ -664,7 +664,7 @@ fn authority(t: &mut Translation, node: &Node) -> Result<(), ConfigError> {
         words.push(a.mode.clone());
         let read = if a.read.is_empty() { &a.any } else { &a.read };
         let write = if a.write.is_empty() { &a.any } else { &a.write };
-        let glob = |p: &String| crate::acl::spec::prefix_glob(p);
+        let glob = |p: &String| crate::config::user::prefix_glob(p);
         let mut keys = String::new();
         if read == write {
             words.extend(read.iter().map(|p| format!("~{}", glob(p))));

@@ -244,7 +244,7 @@ fn predixy_files_map_onto_directives() {
     );
     // The users themselves.
     let users: Vec<String> = c.users.iter().map(|u| u.canonical()).collect();
-    let hash = |p: &str| crate::acl::sha256::hex(&crate::acl::sha256::digest(p.as_bytes()));
+    let hash = |p: &str| crate::config::sha256::hex(&crate::config::sha256::digest(p.as_bytes()));
     assert_eq!(
         users,
         [

@@ -1,6 +1,11 @@
 //! State shared by all threads: configuration, the topology handle, the
-//! admission counter and each worker's mailbox. Nothing here is touched per
+//! admission counter, each worker's mailbox, and the little state the
+//! locally answered commands keep ([`admin`]). Nothing here is touched per
 //! request except through a worker's own padded counters.
+
+pub mod admin;
+
+pub use admin::AdminState;
 
 use crate::config::Config;
 use crate::topology::TopologyHandle;
@@ -102,7 +107,7 @@ pub struct Shared {
     pub leases: std::sync::Mutex<std::collections::HashMap<SocketAddr, usize>>,
     /// What the commands mithril answers itself keep: live CONFIG values,
     /// the password, the run id and the emulated node's id.
-    pub admin: crate::local::AdminState,
+    pub admin: AdminState,
     /// observe: every worker's published statistics and the slow logs.
     pub stats: crate::stats::Hub,
     /// The memory budget's total and the overload counters.

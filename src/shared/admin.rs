@@ -1,6 +1,8 @@
 //! The little state the locally answered commands keep between requests:
 //! the live value of the one runtime setting (`loglevel`), the users (the
-//! [`Acl`]), this process's run id, and the emulated cluster node's ids.
+//! [`Acl`]), this process's run id, and the emulated cluster node's ids;
+//! and the versions the proxy reports ([`REDIS_VERSION`],
+//! [`MITHRIL_VERSION`]).
 //!
 //! Invariants: built once, before any worker runs ([`AdminState::new`]),
 //! from the final configuration; afterwards only `CONFIG SET` writes (one
@@ -11,21 +13,16 @@
 //! Never: hold a client password in clear (the `Acl` keeps digests; it is
 //! not logged, and `CONFIG GET` shows it hidden).
 
+use crate::acl::Acl;
 use crate::config::{Config, LogLevel};
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
-/// Whether a new session must authenticate (the `default` user has a
-/// password or is off). Fixed at start-up (users cannot be changed at run
-/// time), so a new session can read its initial `authenticated` value
-/// without reaching the configuration.
-static PASSWORD_REQUIRED: AtomicBool = AtomicBool::new(false);
-
-/// True when clients must authenticate before running commands.
-#[inline]
-pub fn password_required() -> bool {
-    PASSWORD_REQUIRED.load(Ordering::Relaxed)
-}
+/// The Redis version mithril reports (HELLO, INFO): it emulates the 7.2
+/// command surface.
+pub const REDIS_VERSION: &str = "7.2.0";
+/// mithril's own version (INFO, LOLWUT, the metrics endpoints).
+pub const MITHRIL_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// Levels in the order of their index in `AdminState::loglevel`.
 const LEVELS: [LogLevel; 5] = [
@@ -40,7 +37,7 @@ pub struct AdminState {
     /// Index into `LEVELS`: the level as `CONFIG SET loglevel` left it.
     loglevel: AtomicU8,
     /// The users: `requirepass` and the `user` lines.
-    pub acl: crate::acl::Acl,
+    pub acl: Acl,
     /// 40 hex digits, new for each process (INFO `run_id`).
     pub run_id: String,
     /// The emulated node's id (CLUSTER MYID / NODES / SLOTS / SHARDS).
@@ -50,13 +47,9 @@ pub struct AdminState {
 }
 
 impl AdminState {
-    /// Built from the final configuration; also records process-wide
-    /// whether a password is required (see [`password_required`]) and
-    /// whether new sessions are restricted (`acl::default_restricted`).
+    /// Built from the final configuration.
     pub fn new(cfg: &Config) -> AdminState {
-        let acl = crate::acl::Acl::from_config(cfg);
-        PASSWORD_REQUIRED.store(acl.password_required(), Ordering::Relaxed);
-        acl.publish_defaults();
+        let acl = Acl::from_config(cfg);
         let (node_id, shard_id) = node_ids(cfg);
         AdminState {
             loglevel: AtomicU8::new(level_index(cfg.loglevel)),
@@ -191,17 +184,15 @@ mod tests {
         let mut cfg = Config::default();
         let open = AdminState::new(&cfg);
         assert!(!open.has_password());
-        assert!(!password_required());
+        assert!(!open.acl.password_required());
         cfg.requirepass = "pw".into();
         let locked = AdminState::new(&cfg);
         assert!(locked.has_password());
-        assert!(password_required());
+        assert!(locked.acl.password_required());
         assert!(locked.acl.authenticate(None, b"pw").is_ok());
         assert!(locked.acl.authenticate(None, b"pW").is_err());
         assert_eq!(locked.run_id.len(), 40);
         assert_ne!(locked.run_id, open.run_id);
-        // Leave the process-wide flag as a default config would.
-        AdminState::new(&Config::default());
     }
 
     #[test]
