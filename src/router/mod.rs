@@ -2,7 +2,7 @@
 //!
 //! [`decide`] looks at the session's state (a [`View`]), the resolved
 //! command, its arguments and the topology snapshot, and returns a
-//! [`Decision`]; the worker carries the decision out (`worker/apply.rs`,
+//! [`Decision`]; the worker carries the decision out (`worker/dispatch.rs`,
 //! one arm per variant). The function is pure: it reads no socket, no
 //! pool, no clock and no global, so every outcome is unit-tested below
 //! without a redis-server. A new kind of outcome is a new variant here and
