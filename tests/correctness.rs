@@ -93,3 +93,72 @@ fn short(r: &Reply) -> String {
     let s = format!("{r:?}");
     s.chars().take(300).collect()
 }
+
+/// `INFO clients` field `name` of the node at `port`.
+fn node_info_field(port: u16, name: &str) -> i64 {
+    let mut c = Conn::connect(&format!("127.0.0.1:{port}"));
+    let info = c.cmd(&["INFO", "clients"]);
+    info.as_str()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO clients of :{port}"))
+}
+
+/// Parses `bytes` as a sequence of replies (panics on a partial one).
+fn replies_in(bytes: &[u8]) -> Vec<Reply> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse_reply(&bytes[at..]).unwrap() {
+            Some((r, used)) => {
+                out.push(r);
+                at += used;
+            }
+            None => panic!("a partial reply at byte {at} of {}", bytes.len()),
+        }
+    }
+    out
+}
+
+/// Item 11: SET, GET, ... then BLPOP and a half-close (SHUT_WR). Redis
+/// answers every request before the blocked one, then closes the client
+/// when it reads the EOF (cancelling the block). The replies from other
+/// nodes may still be on their way when mithril reads that EOF.
+#[test]
+fn item11_a_half_closed_client_blocked_in_blpop_gets_every_earlier_reply() {
+    let (cluster, m) = setup("threads 1");
+    let list = "{hc}list";
+    // Keys on every master, so earlier replies come from other nodes than
+    // the blocking command's and arrive at different times.
+    let keys: Vec<String> = (0..12).map(|i| format!("hc:{i}")).collect();
+    for round in 0..50 {
+        let mut pipe = Vec::new();
+        let mut expect = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let v = format!("{round}-{i}");
+            pipe.extend_from_slice(&encode_command(&[b"SET", k.as_bytes(), v.as_bytes()]));
+            expect.push(ok());
+            pipe.extend_from_slice(&encode_command(&[b"GET", k.as_bytes()]));
+            expect.push(Reply::Bulk(Some(v.into_bytes())));
+        }
+        pipe.extend_from_slice(&encode_command(&[b"BLPOP", list.as_bytes(), b"0"]));
+        let mut s = raw(&m);
+        s.write_all(&pipe).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let (bytes, closed) = read_until_closed(&mut s, Duration::from_secs(10));
+        let got = replies_in(&bytes);
+        assert_eq!(got, expect, "round {round}: the replies before BLPOP");
+        assert!(closed, "round {round}: closed once they were written");
+    }
+    // No block is left behind on the node, and nothing pops a value
+    // pushed now.
+    let port = cluster.port_for_slot(key_slot(list.as_bytes()));
+    wait_until(
+        "the node's blocks to be cancelled",
+        Duration::from_secs(10),
+        || (node_info_field(port, "blocked_clients") == 0).then_some(()),
+    );
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["LPUSH", list, "v"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["LLEN", list]), Reply::Int(1));
+}

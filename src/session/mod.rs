@@ -161,6 +161,8 @@ pub struct Session {
     pub blocked: bool,
     /// The lease (dedicated backend) of the outstanding blocking command.
     pub lease: Key,
+    /// The ring slot of the outstanding blocking command.
+    pub blocked_seq: u64,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
@@ -237,6 +239,7 @@ impl Session {
             sticky: key.index as usize,
             blocked: false,
             lease: Key::NONE,
+            blocked_seq: 0,
             txn: None,
             sub: None,
             gates: Default::default(),

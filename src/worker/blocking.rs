@@ -11,6 +11,12 @@
 //! While the command is outstanding the session dispatches nothing more,
 //! as a blocked Redis client's later input waits: a pipelined LPUSH behind
 //! a BLPOP on the same list must not run first and unblock it.
+//!
+//! A client that half-closes (EOF) while blocked is treated as Redis
+//! treats it when it reads that EOF: the block is cancelled (its lease
+//! closed) and what it sent after the blocking command is not run, but
+//! every reply it earned before it is still written, then the session
+//! closes.
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
@@ -72,12 +78,53 @@ impl Worker {
             Ok(k) => k,
             Err(e) => return self.fail_outgoing(cx, out, e),
         };
-        let session = out.session;
-        if let Some(s) = self.sessions.get_mut(session) {
-            s.blocked = true;
-            s.lease = lease;
-        }
+        let Some(s) = self.sessions.get_mut(out.session) else {
+            return;
+        };
+        let seq = match out.seq {
+            Some(seq) => seq,
+            None => s.ring.push_pending(),
+        };
+        s.blocked = true;
+        s.lease = lease;
+        s.blocked_seq = seq;
+        let out = Outgoing {
+            seq: Some(seq),
+            ..out
+        };
         self.send_on(lease, out);
+    }
+
+    /// Whether `session` still waits for the blocking command at `seq` (a
+    /// retry of one that was abandoned is not sent again).
+    pub(super) fn still_blocked(&self, session: Key, seq: u64) -> bool {
+        self.sessions
+            .get(session)
+            .is_some_and(|s| s.blocked && s.blocked_seq == seq)
+    }
+
+    /// The client left while blocked (EOF): close the lease so the node
+    /// cancels the block, answer the blocking command's slot with nothing,
+    /// and let the session close once every earlier reply is written.
+    /// Input after the blocking command is dropped unread, as Redis never
+    /// runs what a client sent after a command it was blocked in when it
+    /// goes.
+    pub(super) fn abandon_block(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if !s.blocked {
+            return;
+        }
+        let lease = std::mem::replace(&mut s.lease, Key::NONE);
+        let seq = s.blocked_seq;
+        s.blocked = false;
+        s.close_after_flush = true;
+        s.rbuf.clear();
+        self.deliver(key, seq, Bytes::new(), &[]);
+        if self.backends.contains(lease) {
+            self.drop_backend(cx, lease);
+        }
     }
 
     fn take_lease(

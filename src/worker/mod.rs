@@ -368,12 +368,6 @@ impl Worker {
         if !s.eof && !s.paused {
             match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
                 ReadOutcome::Drained => {}
-                ReadOutcome::Eof if s.blocked => {
-                    // Gone mid-block: close now, which closes the lease so
-                    // the node cancels the block.
-                    self.close_session(cx, key);
-                    return;
-                }
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
@@ -391,6 +385,10 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
+        if self.sessions.get(key).is_some_and(|s| s.eof && s.blocked) {
+            // Gone mid-block (now, or its EOF came with the requests).
+            self.abandon_block(cx, key);
+        }
         match self.sessions.get_mut(key) {
             Some(s) if s.finished() => self.close_session(cx, key),
             // Input read and dispatched: a coarse accounting point

@@ -252,9 +252,10 @@ impl Worker {
         } else {
             1
         };
+        let seq = f.seq;
         let out = Outgoing {
             session: f.session,
-            seq: Some(f.seq),
+            seq: Some(seq),
             req: f.req,
             purpose: f.purpose,
             hops: f.hops,
@@ -263,6 +264,9 @@ impl Worker {
             expect,
         };
         if out.purpose == Purpose::Blocking {
+            if !self.still_blocked(out.session, seq) {
+                return; // its client left while it waited
+            }
             return self.resend_on_lease(cx, via, out);
         }
         let pool = self.pools.master_pool(via, proto);
