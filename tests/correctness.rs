@@ -12,7 +12,7 @@ mod support;
 
 use hostile_support::*;
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use support::*;
 
 fn ok() -> Reply {
@@ -161,4 +161,72 @@ fn item11_a_half_closed_client_blocked_in_blpop_gets_every_earlier_reply() {
     let mut c = m.conn();
     assert_eq!(c.cmd(&["LPUSH", list, "v"]), Reply::Int(1));
     assert_eq!(c.cmd(&["LLEN", list]), Reply::Int(1));
+}
+
+/// `evicted_clients_output_buffer` from mithril's INFO stats.
+fn output_evictions(m: &Mithril) -> i64 {
+    let info = m.conn().cmd(&["INFO", "stats"]);
+    info.as_str()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("evicted_clients_output_buffer:")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("evicted_clients_output_buffer in INFO stats")
+}
+
+/// Item 8: replies that pile up in one turn past the hard limit close the
+/// client when they arrive, as Redis checks its limits as each reply is
+/// added. Here they wait behind an earlier request to a paused node, so
+/// nothing can be written: a check made only when the session writes
+/// would not see them until that node answers.
+#[test]
+fn item8_the_hard_output_limit_is_checked_as_replies_arrive() {
+    let (cluster, m) = setup("threads 1\nclient-output-buffer-limit normal 1mb 0 0");
+    let slow_key = "{item8-slow}k";
+    let slow_port = cluster.port_for_slot(key_slot(slow_key.as_bytes()));
+    // A key on another master, holding 200 KB.
+    let big = (0..)
+        .map(|i| format!("{{item8-big-{i}}}v"))
+        .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) != slow_port)
+        .unwrap();
+    let value = vec![b'v'; 200 * 1024];
+    let mut c = m.conn();
+    assert_eq!(c.cmd_bytes(&[b"SET", big.as_bytes(), &value]), ok());
+    assert_eq!(c.cmd(&["SET", slow_key, "x"]), ok());
+    assert_eq!(output_evictions(&m), 0);
+    // The slow key's node stops answering for 4 s.
+    let mut slow = Conn::connect(&format!("127.0.0.1:{slow_port}"));
+    assert_eq!(slow.cmd(&["CLIENT", "PAUSE", "4000", "ALL"]), ok());
+    let paused_at = Instant::now();
+    // 1 request to the paused node, then 15 replies of 200 KB (3 MB, the
+    // first window's worth) that must wait behind it.
+    let mut pipe = encode_command(&[b"GET", slow_key.as_bytes()]);
+    for _ in 0..15 {
+        pipe.extend_from_slice(&encode_command(&[b"GET", big.as_bytes()]));
+    }
+    c.write_raw(&pipe).unwrap();
+    wait_until(
+        "the client to be closed by its output limit",
+        Duration::from_secs(2),
+        || (output_evictions(&m) == 1).then_some(()),
+    );
+    assert!(
+        paused_at.elapsed() < Duration::from_secs(4),
+        "caught while the node was still paused"
+    );
+    assert!(c.is_closed(Duration::from_secs(2)), "the client was closed");
+    let got = c.read_raw_until_closed(Duration::from_secs(1));
+    assert!(got.is_empty(), "nothing was written: {} bytes", got.len());
+    assert!(
+        m.log()
+            .contains("passed the client-output-buffer-limit (hard)"),
+        "{}",
+        m.log()
+    );
+    assert_eq!(slow.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    // Everyone else is still served, the slow node's keys included.
+    assert_eq!(m.conn().cmd(&["GET", slow_key]).as_str(), "x");
 }

@@ -455,6 +455,15 @@ impl Session {
         self.out_bytes + self.pressure.push_bytes
     }
 
+    /// Output held for the client: the unsent write queue, pushes waiting
+    /// for their barrier, and replies that arrived but wait in the ring
+    /// (behind an earlier one, or until the flush). What Redis's output
+    /// buffer counts, and so what the hard output limit is checked on.
+    #[inline]
+    pub fn output_held(&self) -> usize {
+        self.unsent() + self.ring.ready_bytes()
+    }
+
     /// Give back the buffers an idle session grew (its read buffer, and
     /// the ring and write queue a deep pipeline left large), as Redis frees
     /// an idle client's query buffer. Only when nothing is buffered.

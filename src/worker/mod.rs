@@ -291,7 +291,8 @@ impl Worker {
             if !req.is_empty() && self.obs.stats.is_slow(stamp) {
                 observe::log_slow(&self.shared, self.id, &mut self.obs.stats, s, stamp, req);
             }
-            if front && !s.dirty {
+            let cut = overload::mark_over_hard(&self.overload, s);
+            if (front || cut) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
@@ -309,7 +310,8 @@ impl Worker {
     fn reply(&mut self, key: Key, frame: Bytes) {
         if let Some(s) = self.sessions.get_mut(key) {
             s.ring.push_ready(frame);
-            if s.ring.front_ready() && !s.dirty {
+            let cut = overload::mark_over_hard(&self.overload, s);
+            if (s.ring.front_ready() || cut) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(key);
             }
@@ -406,7 +408,7 @@ impl Worker {
             let Some(s) = self.sessions.get_mut(key) else {
                 return;
             };
-            if s.close_after_flush {
+            if s.close_after_flush || s.pressure.over_hard {
                 s.rbuf.clear();
                 return;
             }
@@ -498,6 +500,11 @@ impl Worker {
                 continue;
             };
             s.dirty = false;
+            if s.pressure.over_hard {
+                // Its output passed the hard limit as it was appended.
+                self.output_limit_close(cx, key, overload::Cut::Hard);
+                continue;
+            }
             match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {
