@@ -230,3 +230,117 @@ fn item8_the_hard_output_limit_is_checked_as_replies_arrive() {
     // Everyone else is still served, the slow node's keys included.
     assert_eq!(m.conn().cmd(&["GET", slow_key]).as_str(), "x");
 }
+
+/// `name` from mithril's INFO `section`.
+fn m_info_field(m: &Mithril, section: &str, name: &str) -> i64 {
+    let info = m.conn().cmd(&["INFO", section]);
+    info.as_str()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in mithril's INFO {section}"))
+}
+
+/// Item 2: a blocking command answered CLUSTERDOWN gives its lease back
+/// to the idle list while its session waits to retry; another session
+/// takes that lease for its own BLPOP; the first client leaves during
+/// the wait. Its lease handle must not close the other session's lease:
+/// every client still there is answered when values are pushed.
+#[test]
+fn item2_a_lease_given_back_during_a_retry_wait_is_not_closed_by_its_last_holder() {
+    enable_hooks();
+    let cluster = RedisCluster::start(ClusterSpec {
+        // One slot left unassigned must not fail the whole node.
+        extra_redis_conf: vec!["cluster-require-full-coverage no".into()],
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let mut probe = m.conn();
+    // Two slots on one master: A's is made unserved for a moment (its
+    // blocked clients get CLUSTERDOWN), B's stays served.
+    let a_tag = "{item2-a}";
+    let slot_a = key_slot(a_tag.as_bytes());
+    let port = cluster.port_for_slot(slot_a);
+    let b_tag = (0..)
+        .map(|i| format!("{{item2-b-{i}}}"))
+        .find(|t| {
+            let s = key_slot(t.as_bytes());
+            s != slot_a && cluster.port_for_slot(s) == port
+        })
+        .unwrap();
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    let blocked_on_node = |n: i64| {
+        let what = format!("{n} clients blocked on the node");
+        wait_until(&what, Duration::from_secs(10), || {
+            (node_info_field(port, "blocked_clients") == n).then_some(())
+        })
+    };
+    // 16 A clients blocked (16 leases: all fit in the idle list later).
+    const N: usize = 16;
+    let mut a: Vec<Option<Conn>> = (0..N)
+        .map(|i| {
+            let mut c = m.conn();
+            c.send(&[b"BLPOP", format!("{a_tag}q{i}").as_bytes(), b"0"]);
+            Some(c)
+        })
+        .collect();
+    blocked_on_node(N as i64);
+    // Their retries wait 3 s, so the next steps happen inside the wait.
+    assert_eq!(probe.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "3000"]), ok());
+    let slot_arg = slot_a.to_string();
+    assert_eq!(node.cmd(&["CLUSTER", "DELSLOTS", &slot_arg]), ok());
+    wait_until(
+        "every A client's BLPOP to be answered CLUSTERDOWN",
+        Duration::from_secs(10),
+        || (m_info_field(&m, "stats", "clusterdown_retries") >= N as i64).then_some(()),
+    );
+    // 16 B clients block, on the leases the A clients gave back.
+    let mut b: Vec<Conn> = (0..N)
+        .map(|j| {
+            let mut c = m.conn();
+            c.send(&[b"BLPOP", format!("{b_tag}q{j}").as_bytes(), b"0"]);
+            c
+        })
+        .collect();
+    blocked_on_node(N as i64);
+    // Half the A clients leave during their wait.
+    let clients = m_info_field(&m, "clients", "connected_clients");
+    for c in a.iter_mut().step_by(2) {
+        *c = None;
+    }
+    wait_until(
+        "the leaving clients to be gone",
+        Duration::from_secs(10),
+        || {
+            (m_info_field(&m, "clients", "connected_clients") <= clients - N as i64 / 2)
+                .then_some(())
+        },
+    );
+    assert_eq!(node.cmd(&["CLUSTER", "ADDSLOTS", &slot_arg]), ok());
+    assert_eq!(probe.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "0"]), ok());
+    // Every client still there gets its value (the A clients once their
+    // wait is over and the retry finds the slot served again).
+    let mut pusher = m.conn();
+    let mut unanswered = Vec::new();
+    let mut expect = Vec::new();
+    for j in 0..N {
+        expect.push((format!("B{j}"), format!("{b_tag}q{j}")));
+    }
+    for (i, c) in a.iter().enumerate() {
+        if c.is_some() {
+            expect.push((format!("A{i}"), format!("{a_tag}q{i}")));
+        }
+    }
+    for (_, key) in &expect {
+        assert_eq!(pusher.cmd(&["LPUSH", key, "v"]), Reply::Int(1));
+    }
+    let mut waiting: Vec<&mut Conn> = b.iter_mut().collect();
+    waiting.extend(a.iter_mut().flatten());
+    for ((who, key), c) in expect.iter().zip(waiting) {
+        match c.try_read_reply(Duration::from_secs(10)) {
+            Ok(Reply::Array(Some(kv))) if kv.len() == 2 && kv[0].as_str() == key => {}
+            Ok(other) => unanswered.push(format!("{who} got {other:?}")),
+            Err(e) => unanswered.push(format!("{who}: {e}")),
+        }
+    }
+    assert!(unanswered.is_empty(), "not answered: {unanswered:?}");
+}

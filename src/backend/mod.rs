@@ -233,6 +233,12 @@ impl Backend {
         self.inflight.len()
     }
 
+    /// Whether a request of `session` is in the FIFO (a lease carrying
+    /// its holder's command).
+    pub fn carries(&self, session: Key) -> bool {
+        self.inflight.iter().any(|f| f.session == session)
+    }
+
     /// Requests written and not answered yet.
     pub fn awaiting(&self) -> usize {
         self.inflight.len() - self.unsent

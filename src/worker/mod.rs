@@ -167,6 +167,9 @@ pub struct Worker {
     overload: overload::OverloadState,
     /// observe: statistics, published snapshots, cross-worker questions.
     obs: observe::Observe,
+    /// Test hook: every TRYAGAIN / CLUSTERDOWN wait lasts this long.
+    #[cfg(debug_assertions)]
+    test_retry_wait: Option<Duration>,
 }
 
 impl Worker {
@@ -214,6 +217,8 @@ impl Worker {
             tick_armed: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
+            #[cfg(debug_assertions)]
+            test_retry_wait: None,
             shared,
         }
     }
@@ -261,9 +266,7 @@ impl Worker {
             .fetch_sub(1, Ordering::Relaxed);
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
-        if self.backends.contains(s.lease) {
-            self.drop_backend(cx, s.lease);
-        }
+        self.close_lease_of(cx, key, s.lease);
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
@@ -853,7 +856,7 @@ impl Worker {
                 }
                 return;
             }
-            Purpose::Blocking => self.lease_answered(bkey),
+            Purpose::Blocking => self.lease_answered(bkey, f.session),
             _ => {}
         }
         if head == b'-' {

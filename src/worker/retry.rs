@@ -234,6 +234,8 @@ impl Worker {
 
     fn schedule_retry(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, via: SocketAddr) {
         let wait = FIRST_WAIT * (1u32 << f.retries.min(10));
+        #[cfg(debug_assertions)]
+        let wait = self.test_retry_wait.unwrap_or(wait);
         let key = self.retrying.insert((f, via));
         cx.schedule_in(wait, Timer::Retry(key));
     }
