@@ -6,6 +6,15 @@
 //!   sessions ◄── reply (Bytes slice of rbuf) ◄── next_reply() ◄── rbuf ◄── node
 //! ```
 //!
+//! A node reads a long write as it arrives and answers each command in
+//! it as soon as it has that command whole, so the head of the FIFO may
+//! be answered before its last byte has left: a transaction (MULTI, the
+//! queued commands, EXEC in one request) gets its +OK and +QUEUED replies
+//! while the rest is still being written. Replies are therefore paired
+//! with the head once any of its bytes was written; only its final reply
+//! needs all of it written (EXEC's, or a single command's: a node answers
+//! nothing before it has the whole command).
+//!
 //! A node answers the requests of one connection in the order it received
 //! them, so the head of the in-flight FIFO owns each reply that arrives:
 //! no lookup, no reordering. Requests are the very `Bytes` slices the
@@ -225,6 +234,12 @@ impl Backend {
         self.inflight.len()
     }
 
+    /// Whether a request of `session` is in the FIFO (a lease carrying
+    /// its holder's command).
+    pub fn carries(&self, session: Key) -> bool {
+        self.inflight.iter().any(|f| f.session == session)
+    }
+
     /// Requests written and not answered yet.
     pub fn awaiting(&self) -> usize {
         self.inflight.len() - self.unsent
@@ -356,7 +371,7 @@ impl Backend {
                     // Its set-up replies (HELLO 3) are paired; everything
                     // else it sends belongs to the subscriber.
                     self.forget_sent_commands();
-                    let init_sent = self.inflight.len() > self.unsent
+                    let init_sent = self.head_written()
                         && self
                             .inflight
                             .front()
@@ -372,7 +387,7 @@ impl Backend {
                 if head == b'>' {
                     return Read::Push(frame);
                 }
-                if self.inflight.len() == self.unsent {
+                if !self.head_started() {
                     return Read::Broken("reply without a request");
                 }
                 match self.inflight.front_mut() {
@@ -382,6 +397,10 @@ impl Backend {
                     }
                     Some(_) => {}
                     None => return Read::Broken("reply without a request"),
+                }
+                if !self.head_written() {
+                    // The rest of it would reach the node as new commands.
+                    return Read::Broken("final reply before the end of its request");
                 }
                 self.replies += 1;
                 match self.inflight.pop_front() {
@@ -393,6 +412,20 @@ impl Backend {
                 }
             }
         }
+    }
+
+    /// Every byte of the FIFO's head was written: it may get its final
+    /// reply.
+    #[inline]
+    fn head_written(&self) -> bool {
+        self.inflight.len() > self.unsent
+    }
+
+    /// Some byte of the FIFO's head was written: it may be answered (in
+    /// part, for a transaction still being written).
+    #[inline]
+    fn head_started(&self) -> bool {
+        self.head_written() || (self.woff > 0 && !self.inflight.is_empty())
     }
 
     /// On a subscriber connection nothing is paired with the (P)(UN)SUBSCRIBE
@@ -412,7 +445,9 @@ impl Backend {
     }
 
     /// Take every in-flight request (the connection is being dropped),
-    /// each with whether it reached the socket.
+    /// each with whether all of it reached the socket. One written in
+    /// part did not run, whatever it was answered so far: a node runs a
+    /// command, or a transaction's EXEC, only once it has all of it.
     pub fn drain(&mut self) -> impl Iterator<Item = (InFlight, bool)> + '_ {
         let sent = self.inflight.len() - self.unsent;
         self.unsent = 0;
@@ -422,5 +457,111 @@ impl Backend {
             .drain(..)
             .enumerate()
             .map(move |(i, f)| (f, i < sent))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream as StdStream};
+
+    /// A connected backend and the node's end of its socket (which reads
+    /// nothing until told to, so a long write stops part way).
+    fn pair() -> (Backend, StdStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let ours = StdStream::connect(addr).unwrap();
+        let (node, _) = l.accept().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        let stream = TcpStream::from_std(ours);
+        let mut b = Backend::new(
+            Key::NONE,
+            addr,
+            Role::Shared,
+            Proto::Resp2,
+            stream,
+            Instant::now(),
+        );
+        b.state = State::Connected;
+        (b, node)
+    }
+
+    /// Reads until a frame is complete (or a second has passed).
+    fn next(b: &mut Backend) -> Read {
+        let end = Instant::now() + std::time::Duration::from_secs(1);
+        loop {
+            let r = b.next_reply();
+            if !matches!(r, Read::Empty) || Instant::now() > end {
+                return r;
+            }
+            let _ = b.read(1 << 20, false);
+        }
+    }
+
+    /// More than any loopback socket takes without the peer reading.
+    const LONG: usize = 64 * 1024 * 1024;
+
+    #[test]
+    fn a_transaction_is_answered_in_part_while_it_is_being_written() {
+        let (mut b, mut node) = pair();
+        let mut f = InFlight::new(Key::NONE, 0, Bytes::from(vec![b'x'; LONG]), Purpose::Txn);
+        f.expect = 3;
+        b.enqueue(f);
+        b.flush().unwrap();
+        assert!(b.has_unsent() && b.awaiting() == 0, "written in part");
+        node.write_all(b"+OK\r\n+QUEUED\r\n:1\r\n").unwrap();
+        assert!(matches!(next(&mut b), Read::Intermediate(_, b'+')));
+        assert!(matches!(next(&mut b), Read::Intermediate(_, b'+')));
+        // The last reply (EXEC's) cannot come before the end of the write.
+        assert!(matches!(next(&mut b), Read::Broken(_)));
+    }
+
+    #[test]
+    fn a_reply_before_any_byte_was_written_is_not_paired() {
+        let (mut b, mut node) = pair();
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+            Purpose::Client,
+        ));
+        node.write_all(b"+PONG\r\n").unwrap();
+        assert!(matches!(
+            next(&mut b),
+            Read::Broken("reply without a request")
+        ));
+        // Once written, the same reply is its own.
+        let (mut b, mut node) = pair();
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+            Purpose::Client,
+        ));
+        b.flush().unwrap();
+        node.write_all(b"+PONG\r\n").unwrap();
+        assert!(matches!(next(&mut b), Read::Reply(_, _, b'+')));
+        assert_eq!(b.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_request_written_in_part_drains_as_not_sent() {
+        let (mut b, _node) = pair();
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+            Purpose::Client,
+        ));
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            1,
+            Bytes::from(vec![b'x'; LONG]),
+            Purpose::Txn,
+        ));
+        b.flush().unwrap();
+        let sent: Vec<bool> = b.drain().map(|(_, sent)| sent).collect();
+        assert_eq!(sent, [true, false]);
     }
 }

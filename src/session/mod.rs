@@ -161,6 +161,8 @@ pub struct Session {
     pub blocked: bool,
     /// The lease (dedicated backend) of the outstanding blocking command.
     pub lease: Key,
+    /// The ring slot of the outstanding blocking command.
+    pub blocked_seq: u64,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
@@ -238,6 +240,7 @@ impl Session {
             sticky: key.index as usize,
             blocked: false,
             lease: Key::NONE,
+            blocked_seq: 0,
             txn: None,
             sub: None,
             gates: Default::default(),
@@ -451,6 +454,15 @@ impl Session {
     /// waiting for their barrier.
     pub fn unsent(&self) -> usize {
         self.out_bytes + self.pressure.push_bytes
+    }
+
+    /// Output held for the client: the unsent write queue, pushes waiting
+    /// for their barrier, and replies that arrived but wait in the ring
+    /// (behind an earlier one, or until the flush). What Redis's output
+    /// buffer counts, and so what the hard output limit is checked on.
+    #[inline]
+    pub fn output_held(&self) -> usize {
+        self.unsent() + self.ring.ready_bytes()
     }
 
     /// Give back the buffers an idle session grew (its read buffer, and

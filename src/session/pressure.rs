@@ -59,6 +59,9 @@ pub struct Pressure {
     pub soft_since: Option<Instant>,
     /// Bytes this session last added to its worker's buffered counter.
     pub accounted: usize,
+    /// Its held output reached the hard output limit where a reply was
+    /// appended: it is closed at this turn's flush, before writing.
+    pub over_hard: bool,
 }
 
 impl Default for Pressure {
@@ -73,6 +76,7 @@ impl Default for Pressure {
             push_bytes: 0,
             soft_since: None,
             accounted: 0,
+            over_hard: false,
         }
     }
 }

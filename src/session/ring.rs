@@ -111,6 +111,9 @@ pub struct ReplyRing {
     /// Sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Entry>,
+    /// Bytes of the replies in ready slots (held for the client, in order
+    /// or behind a pending slot).
+    ready_bytes: usize,
     /// observe: the stamp the next pushed slot takes (then `NO_STAMP`
     /// again, so a request's further slots are not counted twice).
     pub stamp: u64,
@@ -127,6 +130,7 @@ impl ReplyRing {
         ReplyRing {
             base: 0,
             slots: VecDeque::new(),
+            ready_bytes: 0,
             stamp: NO_STAMP,
         }
     }
@@ -139,6 +143,13 @@ impl ReplyRing {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.slots.is_empty()
+    }
+
+    /// Bytes of the replies ready in the ring (the front's and those
+    /// waiting behind a pending slot).
+    #[inline]
+    pub fn ready_bytes(&self) -> usize {
+        self.ready_bytes
     }
 
     /// The sequence number the next push gets.
@@ -228,6 +239,9 @@ impl ReplyRing {
     /// Append a slot; it takes the pending stamp (observe).
     #[inline]
     fn push(&mut self, slot: Slot) {
+        if let Slot::Ready(r) = &slot {
+            self.ready_bytes += r.len();
+        }
         let stamp = std::mem::replace(&mut self.stamp, NO_STAMP);
         self.slots.push_back(Entry { slot, stamp });
     }
@@ -249,6 +263,7 @@ impl ReplyRing {
         match self.slots.get_mut(idx as usize) {
             Some(e) => match &mut e.slot {
                 slot @ (Slot::Pending | Slot::Merge(_)) => {
+                    self.ready_bytes += reply.len();
                     *slot = Slot::Ready(reply);
                     (idx == 0, e.stamp)
                 }
@@ -269,7 +284,10 @@ impl ReplyRing {
             Some(Entry {
                 slot: Slot::Ready(b),
                 stamp,
-            }) => Some((b, stamp)),
+            }) => {
+                self.ready_bytes -= b.len().min(self.ready_bytes);
+                Some((b, stamp))
+            }
             _ => None,
         }
     }
@@ -343,6 +361,23 @@ mod tests {
         assert_eq!(r.pop_ready_stamped(), Some((b("b"), NO_STAMP)));
         assert_eq!(r.pop_ready(), Some(b("c")));
         assert_eq!(r.stamp_at(c), NO_STAMP, "gone");
+    }
+
+    #[test]
+    fn ready_bytes_count_replies_held_in_or_out_of_order() {
+        let mut r = ReplyRing::new();
+        let s0 = r.push_pending();
+        r.push_ready(b("abc"));
+        let s2 = r.push_pending();
+        assert_eq!(r.ready_bytes(), 3);
+        r.fill(s2, b("de"));
+        assert!(!r.fill(s2, b("xxxx")), "a second fill is ignored");
+        assert_eq!(r.ready_bytes(), 5, "behind a pending slot, still held");
+        r.fill(s0, b("f"));
+        assert_eq!(r.pop_ready(), Some(b("f")));
+        assert_eq!(r.ready_bytes(), 5);
+        while r.pop_ready().is_some() {}
+        assert_eq!(r.ready_bytes(), 0);
     }
 
     #[test]

@@ -8,9 +8,23 @@
 //! process — and gives it back when answered. A client that leaves while
 //! blocked has its lease closed instead, so the node cancels the block.
 //!
+//! A lease has one holder at a time. The session's handle (`lease`) is
+//! cleared when the lease goes back to the idle list, even when the
+//! session stays blocked (a TRYAGAIN or CLUSTERDOWN answer is waited out
+//! and re-sent on whatever lease is free then): another session may take
+//! that lease meanwhile, and a client leaving during the wait must not
+//! close it under that session's command. Closing a lease for a session
+//! also checks that the lease carries that session's request.
+//!
 //! While the command is outstanding the session dispatches nothing more,
 //! as a blocked Redis client's later input waits: a pipelined LPUSH behind
 //! a BLPOP on the same list must not run first and unblock it.
+//!
+//! A client that half-closes (EOF) while blocked is treated as Redis
+//! treats it when it reads that EOF: the block is cancelled (its lease
+//! closed) and what it sent after the blocking command is not run, but
+//! every reply it earned before it is still written, then the session
+//! closes.
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
@@ -67,12 +81,63 @@ impl Worker {
             Ok(k) => k,
             Err(e) => return self.fail_outgoing(cx, out, e),
         };
-        let session = out.session;
-        if let Some(s) = self.sessions.get_mut(session) {
-            s.blocked = true;
-            s.lease = lease;
-        }
+        let Some(s) = self.sessions.get_mut(out.session) else {
+            return;
+        };
+        let seq = match out.seq {
+            Some(seq) => seq,
+            None => s.ring.push_pending(),
+        };
+        s.blocked = true;
+        s.lease = lease;
+        s.blocked_seq = seq;
+        let out = Outgoing {
+            seq: Some(seq),
+            ..out
+        };
         self.send_on(lease, out);
+    }
+
+    /// Whether `session` still waits for the blocking command at `seq` (a
+    /// retry of one that was abandoned is not sent again).
+    pub(super) fn still_blocked(&self, session: Key, seq: u64) -> bool {
+        self.sessions
+            .get(session)
+            .is_some_and(|s| s.blocked && s.blocked_seq == seq)
+    }
+
+    /// Close the lease `session` holds, if it still carries that session's
+    /// request (the node cancels the block).
+    pub(super) fn close_lease_of(&mut self, cx: &mut Context<'_, Timer>, session: Key, lease: Key) {
+        let holds = self
+            .backends
+            .get(lease)
+            .is_some_and(|b| b.role == Role::Lease && b.carries(session));
+        if holds {
+            self.drop_backend(cx, lease);
+        }
+    }
+
+    /// The client left while blocked (EOF): close the lease so the node
+    /// cancels the block, answer the blocking command's slot with nothing,
+    /// and let the session close once every earlier reply is written.
+    /// Input after the blocking command is dropped unread, as Redis never
+    /// runs what a client sent after a command it was blocked in when it
+    /// goes.
+    pub(super) fn abandon_block(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if !s.blocked {
+            return;
+        }
+        let lease = std::mem::replace(&mut s.lease, Key::NONE);
+        let seq = s.blocked_seq;
+        s.blocked = false;
+        s.close_after_flush = true;
+        s.rbuf.clear();
+        self.deliver(key, seq, Bytes::new(), &[]);
+        self.close_lease_of(cx, key, lease);
     }
 
     fn take_lease(
@@ -103,14 +168,21 @@ impl Worker {
         }
     }
 
-    /// A lease's command was answered: the connection goes back to the
-    /// idle list (or is closed when the list is full).
-    pub(super) fn lease_answered(&mut self, lease: Key) {
+    /// `session`'s command on `lease` was answered (its reply, whatever it
+    /// says, is looked at next): the connection goes back to the idle list
+    /// (or is closed when the list is full), and the session no longer
+    /// holds it.
+    pub(super) fn lease_answered(&mut self, lease: Key, session: Key) {
         let Some(b) = self.backends.get(lease) else {
             return;
         };
         if b.in_flight() > 0 {
             return; // ASKING leftovers or a retry already queued on it
+        }
+        if let Some(s) = self.sessions.get_mut(session) {
+            if s.lease == lease {
+                s.lease = Key::NONE;
+            }
         }
         let slot = (b.addr, b.proto);
         let idle = self.idle_leases.entry(slot).or_default();

@@ -171,6 +171,9 @@ pub struct Worker {
     overload: overload::OverloadState,
     /// observe: statistics, published snapshots, cross-worker questions.
     obs: observe::Observe,
+    /// Test hook: every TRYAGAIN / CLUSTERDOWN wait lasts this long.
+    #[cfg(debug_assertions)]
+    test_retry_wait: Option<Duration>,
 }
 
 impl Worker {
@@ -218,6 +221,8 @@ impl Worker {
             tick_armed: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
+            #[cfg(debug_assertions)]
+            test_retry_wait: None,
             shared,
         }
     }
@@ -266,9 +271,7 @@ impl Worker {
             .fetch_sub(1, Ordering::Relaxed);
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
-        if self.backends.contains(s.lease) {
-            self.drop_backend(cx, s.lease);
-        }
+        self.close_lease_of(cx, key, s.lease);
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
@@ -296,7 +299,8 @@ impl Worker {
             if !req.is_empty() && self.obs.stats.is_slow(stamp) {
                 observe::log_slow(&self.shared, self.id, &mut self.obs.stats, s, stamp, req);
             }
-            if front && !s.dirty {
+            let cut = overload::mark_over_hard(&self.overload, s);
+            if (front || cut) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
@@ -314,7 +318,8 @@ impl Worker {
     fn reply(&mut self, key: Key, frame: Bytes) {
         if let Some(s) = self.sessions.get_mut(key) {
             s.ring.push_ready(frame);
-            if s.ring.front_ready() && !s.dirty {
+            let cut = overload::mark_over_hard(&self.overload, s);
+            if (s.ring.front_ready() || cut) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(key);
             }
@@ -373,12 +378,6 @@ impl Worker {
         if !s.eof && !s.paused {
             match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
                 ReadOutcome::Drained => {}
-                ReadOutcome::Eof if s.blocked => {
-                    // Gone mid-block: close now, which closes the lease so
-                    // the node cancels the block.
-                    self.close_session(cx, key);
-                    return;
-                }
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
                 ReadOutcome::Overflow => {
@@ -396,6 +395,10 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
+        if self.sessions.get(key).is_some_and(|s| s.eof && s.blocked) {
+            // Gone mid-block (now, or its EOF came with the requests).
+            self.abandon_block(cx, key);
+        }
         match self.sessions.get_mut(key) {
             Some(s) if s.finished() => self.close_session(cx, key),
             // Input read and dispatched: a coarse accounting point
@@ -413,7 +416,7 @@ impl Worker {
             let Some(s) = self.sessions.get_mut(key) else {
                 return;
             };
-            if s.close_after_flush {
+            if s.close_after_flush || s.pressure.over_hard {
                 s.rbuf.clear();
                 return;
             }
@@ -505,6 +508,11 @@ impl Worker {
                 continue;
             };
             s.dirty = false;
+            if s.pressure.over_hard {
+                // Its output passed the hard limit as it was appended.
+                self.output_limit_close(cx, key, overload::Cut::Hard);
+                continue;
+            }
             match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {
@@ -853,7 +861,7 @@ impl Worker {
                 }
                 return;
             }
-            Purpose::Blocking => self.lease_answered(bkey),
+            Purpose::Blocking => self.lease_answered(bkey, f.session),
             _ => {}
         }
         if head == b'-' {

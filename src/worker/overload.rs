@@ -5,12 +5,22 @@
 //!   read ─► dispatch? ──────────── window full / over high water ─► pause (resume at half)
 //!              │ denyoom and over maxmemory ─► -OOM, nothing sent
 //!              ▼
-//!   flush ─► unsent output ── hard / soft+seconds limit, or 17 KiB
-//!                             before AUTH ─► close, counted
+//!   reply ─► output held ── hard limit ─► marked, closed at the flush
+//!   appended                              (before it writes), counted
+//!   flush ─► output held ── hard / soft+seconds limit, or 17 KiB
+//!                           before AUTH ─► close, counted
 //!   tick  ─► publish buffered bytes, sum them (maxmemory's total);
 //!            once a second: idle timeout, soft limits of silent
 //!            sessions, give back idle sessions' buffers
 //! ```
+//!
+//! Output held for a session is its unsent write queue, its pushes
+//! waiting for their barrier, and the replies waiting in its ring (behind
+//! an earlier one still pending, or until the flush). The hard limit is
+//! checked where a reply or push is appended, as Redis checks its limits
+//! as each reply is added: within one turn a session may otherwise pile
+//! up far more than the limit before its flush looks (replies behind a
+//! slow node's, say, which cannot be written yet).
 //!
 //! Memory accounting: the worker keeps one plain counter of the bytes its
 //! sessions buffer (input, unsent output, pushes), corrected at coarse
@@ -131,18 +141,43 @@ pub(super) enum Cut {
     Soft,
 }
 
+/// The limits of `s`'s class.
+#[inline]
+fn limit_of(s: &Session, o: &OverloadState) -> OutputLimit {
+    if s.sub.as_ref().is_some_and(|x| x.count() > 0) {
+        o.pubsub
+    } else {
+        o.normal
+    }
+}
+
+/// Where a reply or push was just appended to `s`: when its held output
+/// reaches the hard limit, mark it (`over_hard`) to be closed at this
+/// turn's flush, before it writes anything more. Not closed here: this may
+/// be in the middle of a backend's replies or another session's handling.
+/// True when it was marked now (the caller puts it on the flush list).
+/// Costs a session whose class has no hard limit one compare.
+#[inline]
+pub(super) fn mark_over_hard(o: &OverloadState, s: &mut Session) -> bool {
+    let hard = limit_of(s, o).hard;
+    if hard == 0 || s.pressure.over_hard || (s.output_held() as u64) < hard {
+        return false;
+    }
+    s.pressure.over_hard = true;
+    true
+}
+
 /// The output verdict for `s` at `now` (also runs the soft-limit clock).
 fn output_verdict(s: &mut Session, now: Instant, o: &OverloadState) -> Option<Cut> {
-    let unsent = s.unsent();
-    if !s.authenticated && unsent > UNAUTH_OUTPUT_LIMIT {
+    let held = s.output_held();
+    if !s.authenticated && held > UNAUTH_OUTPUT_LIMIT {
         return Some(Cut::Unauthenticated);
     }
-    let subscribed = s.sub.as_ref().is_some_and(|x| x.count() > 0);
-    let limit = if subscribed { o.pubsub } else { o.normal };
-    if limit.hard != 0 && unsent as u64 >= limit.hard {
+    let limit = limit_of(s, o);
+    if s.pressure.over_hard || (limit.hard != 0 && held as u64 >= limit.hard) {
         return Some(Cut::Hard);
     }
-    if limit.soft != 0 && unsent as u64 >= limit.soft {
+    if limit.soft != 0 && held as u64 >= limit.soft {
         match s.pressure.soft_since {
             None => s.pressure.soft_since = Some(now),
             Some(t) if now.saturating_duration_since(t) > Duration::from_secs(limit.soft_secs) => {
@@ -176,7 +211,7 @@ pub(super) fn after_flush(o: &mut OverloadState, s: &mut Session, now: Instant) 
     }
     let unsent = s.unsent();
     s.pressure.update(unsent, o.high_water);
-    if unsent > 0 || s.pressure.soft_since.is_some() {
+    if unsent > 0 || s.pressure.soft_since.is_some() || s.ring.ready_bytes() > 0 {
         if let Some(cut) = output_verdict(s, now, o) {
             return AfterFlush::Close(cut);
         }
@@ -234,10 +269,10 @@ impl Worker {
                 Cut::Soft => "client-output-buffer-limit (soft)",
             };
             let line = format!(
-                "closing client {} ({}): {} bytes unsent passed the {why}",
+                "closing client {} ({}): {} bytes of output held passed the {why}",
                 s.id,
                 s.peer,
-                s.unsent()
+                s.output_held()
             );
             self.log_sampled(cx.now, &line);
         }
@@ -343,7 +378,7 @@ impl Worker {
                     continue;
                 }
             }
-            if s.unsent() > 0 {
+            if s.output_held() > 0 {
                 if let Some(cut) = output_verdict(s, now, &self.overload) {
                     self.output_limit_close(cx, key, cut);
                     continue;

@@ -184,7 +184,9 @@ impl Worker {
         if confirmation {
             if let Some(seq) = sub.expect.pop_front() {
                 sub.barrier = seq;
-                if s.ring.fill(seq, frame) && !s.dirty {
+                let front = s.ring.fill(seq, frame);
+                let cut = super::overload::mark_over_hard(&self.overload, s);
+                if (front || cut) && !s.dirty {
                     s.dirty = true;
                     self.dirty_sessions.push(owner);
                 }
@@ -193,6 +195,7 @@ impl Worker {
         }
         let barrier = sub.barrier;
         s.push_oob(barrier, frame);
+        super::overload::mark_over_hard(&self.overload, s);
         if !s.dirty {
             s.dirty = true;
             self.dirty_sessions.push(owner);

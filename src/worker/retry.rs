@@ -242,6 +242,8 @@ impl Worker {
 
     fn schedule_retry(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, via: SocketAddr) {
         let wait = FIRST_WAIT * (1u32 << f.retries.min(10));
+        #[cfg(debug_assertions)]
+        let wait = self.test_retry_wait.unwrap_or(wait);
         let key = self.retrying.insert((f, via));
         cx.schedule_in(wait, Timer::Retry(key));
     }
@@ -260,9 +262,10 @@ impl Worker {
         } else {
             1
         };
+        let seq = f.seq;
         let out = Outgoing {
             session: f.session,
-            seq: Some(f.seq),
+            seq: Some(seq),
             req: f.req,
             purpose: f.purpose,
             hops: f.hops,
@@ -271,6 +274,9 @@ impl Worker {
             expect,
         };
         if out.purpose == Purpose::Blocking {
+            if !self.still_blocked(out.session, seq) {
+                return; // its client left while it waited
+            }
             return self.resend_on_lease(cx, via, out);
         }
         let pool = self.pools.master_pool(via, proto);

@@ -11,7 +11,10 @@
 //! array: first `worker buffered=N used_memory=N obuf_closes=N
 //! qbuf_closes=N idle_closes=N`, then one line per
 //! session on this worker, `id=N rbuf=N rbufcap=N outstanding=N window=N
-//! unsent=N paused=0|1 backlog=0|1 pushes=N subs=N`.
+//! unsent=N paused=0|1 backlog=0|1 pushes=N subs=N`. `MITHRIL-TEST
+//! RETRY-WAIT ms` makes every TRYAGAIN / CLUSTERDOWN wait on this worker
+//! last `ms` milliseconds (0: the usual 2 to 64 ms), so a test can act
+//! while a request waits.
 //!
 //! Never: reachable from a release build; the replies are for tests, not a
 //! stable interface.
@@ -21,6 +24,7 @@ use bytes::Bytes;
 use reactor::{Context, Key};
 use std::ops::Range;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 impl Worker {
     /// Handles a test-only command; false when `frame` is not one.
@@ -72,7 +76,22 @@ impl Worker {
                 }
                 self.reply(key, Bytes::from(out));
             }
-            _ => self.reply_static(key, b"-ERR MITHRIL-TEST PANIC | SESSIONS\r\n"),
+            b"RETRY-WAIT" => {
+                let ms = arg(2)
+                    .and_then(|a| std::str::from_utf8(a).ok())
+                    .and_then(|a| a.parse::<u64>().ok());
+                match ms {
+                    Some(ms) => {
+                        self.test_retry_wait = (ms > 0).then(|| Duration::from_millis(ms));
+                        self.reply_static(key, b"+OK\r\n");
+                    }
+                    None => self.reply_static(key, b"-ERR MITHRIL-TEST RETRY-WAIT ms\r\n"),
+                }
+            }
+            _ => self.reply_static(
+                key,
+                b"-ERR MITHRIL-TEST PANIC | SESSIONS | RETRY-WAIT ms\r\n",
+            ),
         }
         true
     }

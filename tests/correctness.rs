@@ -1,0 +1,346 @@
+//! Regression tests for the correctness issue, one per item fixed: a
+//! transaction the node answers while it is still being written (item
+//! 10), a half-closed client with a blocking command pending (item 11),
+//! the hard output limit checked where output is appended (item 8), and a
+//! blocking lease that must have one owner at a time (item 2).
+//!
+//! Each test starts its own cluster and mithril (test hooks on: some look
+//! at the worker's state through `MITHRIL-TEST SESSIONS`).
+
+mod hostile_support;
+mod support;
+
+use hostile_support::*;
+use std::io::Write;
+use std::time::{Duration, Instant};
+use support::*;
+
+fn ok() -> Reply {
+    Reply::Simple("OK".into())
+}
+
+/// Item 10: MULTI, 1,000,000 queued INCRs (27 MB) and EXEC in one write.
+/// The node answers +OK and +QUEUED while mithril is still writing the
+/// transaction to it; those replies belong to the request being written,
+/// not to "a request that was never sent".
+#[test]
+fn item10_a_transaction_answered_while_being_written_runs_whole() {
+    let (_cluster, m) = setup("threads 1");
+    const N: usize = 1_000_000;
+    let key = "{m9}ctr";
+    let incr = encode_command(&[b"INCR", key.as_bytes()]);
+    let mut pipe = encode_command(&[b"MULTI"]);
+    pipe.reserve(incr.len() * N + 64);
+    for _ in 0..N {
+        pipe.extend_from_slice(&incr);
+    }
+    pipe.extend_from_slice(&encode_command(&[b"EXEC"]));
+    let mut c = m.conn();
+    // mithril answers +QUEUED as it reads (9 MB of them): read them while
+    // another thread writes, or both sides' buffers fill up.
+    let mut w = c.stream().try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    let writer = std::thread::spawn(move || w.write_all(&pipe));
+    assert_eq!(c.read_reply(), ok(), "MULTI");
+    for i in 0..N {
+        let r = c.read_reply();
+        assert_eq!(r, Reply::Simple("QUEUED".into()), "queued command {i}");
+    }
+    writer.join().unwrap().expect("the transaction was written");
+    let exec = c
+        .try_read_reply(Duration::from_secs(120))
+        .expect("EXEC's reply");
+    let items = match &exec {
+        Reply::Array(Some(items)) => items,
+        other => panic!("EXEC answered {:?}", short(other)),
+    };
+    assert_eq!(items.len(), N, "EXEC's array");
+    for (i, r) in items.iter().enumerate() {
+        assert_eq!(*r, Reply::Int(i as i64 + 1), "EXEC item {i}");
+    }
+    assert_eq!(c.cmd(&["GET", key]).as_str(), N.to_string());
+}
+
+/// Item 10, the other shape: one 50 MB request the node can only answer
+/// once all of it is there.
+#[test]
+fn item10_a_single_huge_request_is_answered_after_its_last_byte() {
+    let (_cluster, m) = setup("threads 1");
+    let key = "{m9}huge";
+    let value: Vec<u8> = (0..50 * 1024 * 1024)
+        .map(|i| b'a' + (i % 26) as u8)
+        .collect();
+    let mut c = m.conn();
+    let mut w = c.stream().try_clone().unwrap();
+    w.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+    let frame = encode_command(&[b"SET", key.as_bytes(), &value]);
+    let writer = std::thread::spawn(move || w.write_all(&frame));
+    let r = c
+        .try_read_reply(Duration::from_secs(60))
+        .expect("SET's reply");
+    writer.join().unwrap().expect("the SET was written");
+    assert_eq!(r, ok());
+    assert_eq!(c.cmd(&["STRLEN", key]), Reply::Int(value.len() as i64));
+    let got = c.cmd(&["GET", key]);
+    assert!(
+        got.as_bulk() == Some(&value[..]),
+        "GET gives the value back"
+    );
+}
+
+/// A reply, shortened for a panic message.
+fn short(r: &Reply) -> String {
+    let s = format!("{r:?}");
+    s.chars().take(300).collect()
+}
+
+/// `INFO clients` field `name` of the node at `port`.
+fn node_info_field(port: u16, name: &str) -> i64 {
+    let mut c = Conn::connect(&format!("127.0.0.1:{port}"));
+    let info = c.cmd(&["INFO", "clients"]);
+    info.as_str()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO clients of :{port}"))
+}
+
+/// Parses `bytes` as a sequence of replies (panics on a partial one).
+fn replies_in(bytes: &[u8]) -> Vec<Reply> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        match parse_reply(&bytes[at..]).unwrap() {
+            Some((r, used)) => {
+                out.push(r);
+                at += used;
+            }
+            None => panic!("a partial reply at byte {at} of {}", bytes.len()),
+        }
+    }
+    out
+}
+
+/// Item 11: SET, GET, ... then BLPOP and a half-close (SHUT_WR). Redis
+/// answers every request before the blocked one, then closes the client
+/// when it reads the EOF (cancelling the block). The replies from other
+/// nodes may still be on their way when mithril reads that EOF.
+#[test]
+fn item11_a_half_closed_client_blocked_in_blpop_gets_every_earlier_reply() {
+    let (cluster, m) = setup("threads 1");
+    let list = "{hc}list";
+    // Keys on every master, so earlier replies come from other nodes than
+    // the blocking command's and arrive at different times.
+    let keys: Vec<String> = (0..12).map(|i| format!("hc:{i}")).collect();
+    for round in 0..50 {
+        let mut pipe = Vec::new();
+        let mut expect = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let v = format!("{round}-{i}");
+            pipe.extend_from_slice(&encode_command(&[b"SET", k.as_bytes(), v.as_bytes()]));
+            expect.push(ok());
+            pipe.extend_from_slice(&encode_command(&[b"GET", k.as_bytes()]));
+            expect.push(Reply::Bulk(Some(v.into_bytes())));
+        }
+        pipe.extend_from_slice(&encode_command(&[b"BLPOP", list.as_bytes(), b"0"]));
+        let mut s = raw(&m);
+        s.write_all(&pipe).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let (bytes, closed) = read_until_closed(&mut s, Duration::from_secs(10));
+        let got = replies_in(&bytes);
+        assert_eq!(got, expect, "round {round}: the replies before BLPOP");
+        assert!(closed, "round {round}: closed once they were written");
+    }
+    // No block is left behind on the node, and nothing pops a value
+    // pushed now.
+    let port = cluster.port_for_slot(key_slot(list.as_bytes()));
+    wait_until(
+        "the node's blocks to be cancelled",
+        Duration::from_secs(10),
+        || (node_info_field(port, "blocked_clients") == 0).then_some(()),
+    );
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["LPUSH", list, "v"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["LLEN", list]), Reply::Int(1));
+}
+
+/// `evicted_clients_output_buffer` from mithril's INFO stats.
+fn output_evictions(m: &Mithril) -> i64 {
+    let info = m.conn().cmd(&["INFO", "stats"]);
+    info.as_str()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("evicted_clients_output_buffer:")?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .expect("evicted_clients_output_buffer in INFO stats")
+}
+
+/// Item 8: replies that pile up in one turn past the hard limit close the
+/// client when they arrive, as Redis checks its limits as each reply is
+/// added. Here they wait behind an earlier request to a paused node, so
+/// nothing can be written: a check made only when the session writes
+/// would not see them until that node answers.
+#[test]
+fn item8_the_hard_output_limit_is_checked_as_replies_arrive() {
+    let (cluster, m) = setup("threads 1\nclient-output-buffer-limit normal 1mb 0 0");
+    let slow_key = "{item8-slow}k";
+    let slow_port = cluster.port_for_slot(key_slot(slow_key.as_bytes()));
+    // A key on another master, holding 200 KB.
+    let big = (0..)
+        .map(|i| format!("{{item8-big-{i}}}v"))
+        .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) != slow_port)
+        .unwrap();
+    let value = vec![b'v'; 200 * 1024];
+    let mut c = m.conn();
+    assert_eq!(c.cmd_bytes(&[b"SET", big.as_bytes(), &value]), ok());
+    assert_eq!(c.cmd(&["SET", slow_key, "x"]), ok());
+    assert_eq!(output_evictions(&m), 0);
+    // The slow key's node stops answering for 4 s.
+    let mut slow = Conn::connect(&format!("127.0.0.1:{slow_port}"));
+    assert_eq!(slow.cmd(&["CLIENT", "PAUSE", "4000", "ALL"]), ok());
+    let paused_at = Instant::now();
+    // 1 request to the paused node, then 15 replies of 200 KB (3 MB, the
+    // first window's worth) that must wait behind it.
+    let mut pipe = encode_command(&[b"GET", slow_key.as_bytes()]);
+    for _ in 0..15 {
+        pipe.extend_from_slice(&encode_command(&[b"GET", big.as_bytes()]));
+    }
+    c.write_raw(&pipe).unwrap();
+    wait_until(
+        "the client to be closed by its output limit",
+        Duration::from_secs(2),
+        || (output_evictions(&m) == 1).then_some(()),
+    );
+    assert!(
+        paused_at.elapsed() < Duration::from_secs(4),
+        "caught while the node was still paused"
+    );
+    assert!(c.is_closed(Duration::from_secs(2)), "the client was closed");
+    let got = c.read_raw_until_closed(Duration::from_secs(1));
+    assert!(got.is_empty(), "nothing was written: {} bytes", got.len());
+    assert!(
+        m.log()
+            .contains("passed the client-output-buffer-limit (hard)"),
+        "{}",
+        m.log()
+    );
+    assert_eq!(slow.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    // Everyone else is still served, the slow node's keys included.
+    assert_eq!(m.conn().cmd(&["GET", slow_key]).as_str(), "x");
+}
+
+/// `name` from mithril's INFO `section`.
+fn m_info_field(m: &Mithril, section: &str, name: &str) -> i64 {
+    let info = m.conn().cmd(&["INFO", section]);
+    info.as_str()
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in mithril's INFO {section}"))
+}
+
+/// Item 2: a blocking command answered CLUSTERDOWN gives its lease back
+/// to the idle list while its session waits to retry; another session
+/// takes that lease for its own BLPOP; the first client leaves during
+/// the wait. Its lease handle must not close the other session's lease:
+/// every client still there is answered when values are pushed.
+#[test]
+fn item2_a_lease_given_back_during_a_retry_wait_is_not_closed_by_its_last_holder() {
+    enable_hooks();
+    let cluster = RedisCluster::start(ClusterSpec {
+        // One slot left unassigned must not fail the whole node.
+        extra_redis_conf: vec!["cluster-require-full-coverage no".into()],
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let mut probe = m.conn();
+    // Two slots on one master: A's is made unserved for a moment (its
+    // blocked clients get CLUSTERDOWN), B's stays served.
+    let a_tag = "{item2-a}";
+    let slot_a = key_slot(a_tag.as_bytes());
+    let port = cluster.port_for_slot(slot_a);
+    let b_tag = (0..)
+        .map(|i| format!("{{item2-b-{i}}}"))
+        .find(|t| {
+            let s = key_slot(t.as_bytes());
+            s != slot_a && cluster.port_for_slot(s) == port
+        })
+        .unwrap();
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    let blocked_on_node = |n: i64| {
+        let what = format!("{n} clients blocked on the node");
+        wait_until(&what, Duration::from_secs(10), || {
+            (node_info_field(port, "blocked_clients") == n).then_some(())
+        })
+    };
+    // 16 A clients blocked (16 leases: all fit in the idle list later).
+    const N: usize = 16;
+    let mut a: Vec<Option<Conn>> = (0..N)
+        .map(|i| {
+            let mut c = m.conn();
+            c.send(&[b"BLPOP", format!("{a_tag}q{i}").as_bytes(), b"0"]);
+            Some(c)
+        })
+        .collect();
+    blocked_on_node(N as i64);
+    // Their retries wait 3 s, so the next steps happen inside the wait.
+    assert_eq!(probe.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "3000"]), ok());
+    let slot_arg = slot_a.to_string();
+    assert_eq!(node.cmd(&["CLUSTER", "DELSLOTS", &slot_arg]), ok());
+    wait_until(
+        "every A client's BLPOP to be answered CLUSTERDOWN",
+        Duration::from_secs(10),
+        || (m_info_field(&m, "stats", "clusterdown_retries") >= N as i64).then_some(()),
+    );
+    // 16 B clients block, on the leases the A clients gave back.
+    let mut b: Vec<Conn> = (0..N)
+        .map(|j| {
+            let mut c = m.conn();
+            c.send(&[b"BLPOP", format!("{b_tag}q{j}").as_bytes(), b"0"]);
+            c
+        })
+        .collect();
+    blocked_on_node(N as i64);
+    // Half the A clients leave during their wait.
+    let clients = m_info_field(&m, "clients", "connected_clients");
+    for c in a.iter_mut().step_by(2) {
+        *c = None;
+    }
+    wait_until(
+        "the leaving clients to be gone",
+        Duration::from_secs(10),
+        || {
+            (m_info_field(&m, "clients", "connected_clients") <= clients - N as i64 / 2)
+                .then_some(())
+        },
+    );
+    assert_eq!(node.cmd(&["CLUSTER", "ADDSLOTS", &slot_arg]), ok());
+    assert_eq!(probe.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "0"]), ok());
+    // Every client still there gets its value (the A clients once their
+    // wait is over and the retry finds the slot served again).
+    let mut pusher = m.conn();
+    let mut unanswered = Vec::new();
+    let mut expect = Vec::new();
+    for j in 0..N {
+        expect.push((format!("B{j}"), format!("{b_tag}q{j}")));
+    }
+    for (i, c) in a.iter().enumerate() {
+        if c.is_some() {
+            expect.push((format!("A{i}"), format!("{a_tag}q{i}")));
+        }
+    }
+    for (_, key) in &expect {
+        assert_eq!(pusher.cmd(&["LPUSH", key, "v"]), Reply::Int(1));
+    }
+    let mut waiting: Vec<&mut Conn> = b.iter_mut().collect();
+    waiting.extend(a.iter_mut().flatten());
+    for ((who, key), c) in expect.iter().zip(waiting) {
+        match c.try_read_reply(Duration::from_secs(10)) {
+            Ok(Reply::Array(Some(kv))) if kv.len() == 2 && kv[0].as_str() == key => {}
+            Ok(other) => unanswered.push(format!("{who} got {other:?}")),
+            Err(e) => unanswered.push(format!("{who}: {e}")),
+        }
+    }
+    assert!(unanswered.is_empty(), "not answered: {unanswered:?}");
+}
