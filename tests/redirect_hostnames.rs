@@ -13,7 +13,6 @@ use std::time::Duration;
 use support::load::{run_load, verify};
 use support::*;
 
-
 fn hostname_cluster() -> RedisCluster {
     RedisCluster::start(ClusterSpec {
         extra_redis_conf: vec![
