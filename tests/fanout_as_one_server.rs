@@ -268,29 +268,8 @@ fn pfcount_split_by_a_migration_is_still_the_union() {
     let union = want.as_int();
     assert!((1400..1600).contains(&union), "{union}");
 
-    let slot = key_slot(a.as_bytes());
-    let from_port = cluster.port_for_slot(slot);
-    let masters = cluster.masters();
-    let from = masters.iter().find(|n| n.port == from_port).unwrap();
-    let to = masters.iter().find(|n| n.port != from_port).unwrap();
-    let s = slot.to_string();
-    assert_eq!(
-        to.conn()
-            .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]),
-        ok()
-    );
-    assert_eq!(
-        from.conn()
-            .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to.id]),
-        ok()
-    );
     // Only `a` moves: the slot's keys are split.
-    let port = to.port.to_string();
-    assert_eq!(
-        from.conn()
-            .cmd(&["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS", a]),
-        ok()
-    );
+    let (from, _) = cluster.split_slot(key_slot(a.as_bytes()), &[a]);
     assert!(from
         .conn()
         .cmd(&["PFCOUNT", a, b])

@@ -568,26 +568,8 @@ fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
         .find(|k| key_slot(k.as_bytes()) != slot)
         .unwrap();
     assert_eq!(c.cmd(&["MSET", a, "old-a", b, "old-b"]), ok());
-    let from = cluster.node_for_slot(slot);
-    let to = cluster.other_master(slot);
-    let s = slot.to_string();
-    assert_eq!(
-        to.conn()
-            .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]),
-        ok()
-    );
-    assert_eq!(
-        from.conn()
-            .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to.id]),
-        ok()
-    );
     // Only `a` moves: the slot's keys are split.
-    let port = to.port.to_string();
-    assert_eq!(
-        from.conn()
-            .cmd(&["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS", a]),
-        ok()
-    );
+    let (from, to) = cluster.split_slot(slot, &[a]);
     let mset = encode_command(&[
         b"MSET",
         a.as_bytes(),

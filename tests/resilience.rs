@@ -35,12 +35,7 @@ fn resharding_back_and_forth_under_load_is_invisible() {
     }
     stop.store(true, Ordering::Relaxed);
     let out = load.join().unwrap();
-    assert!(
-        out.errors.is_empty(),
-        "{} errors, first: {:?}",
-        out.errors.len(),
-        &out.errors[..out.errors.len().min(5)]
-    );
+    out.assert_no_errors();
     assert!(
         moved > 0 && out.ops > 1000,
         "moved {moved} keys, {} ops",
@@ -68,12 +63,7 @@ fn scale_out_under_load_is_invisible() {
     std::thread::sleep(Duration::from_millis(500));
     stop.store(true, Ordering::Relaxed);
     let out = load.join().unwrap();
-    assert!(
-        out.errors.is_empty(),
-        "{} errors, first: {:?}",
-        out.errors.len(),
-        &out.errors[..out.errors.len().min(5)]
-    );
+    out.assert_no_errors();
     verify(&cluster, &out.model);
     let on_new = cluster.nodes[new].conn().cmd(&["DBSIZE"]).as_int();
     assert!(on_new > 0, "the new master holds keys");

@@ -4,34 +4,7 @@
 
 use super::*;
 use crate::command::resolve;
-use std::ops::Range;
-
-/// A request as the dispatcher sees it.
-struct Req {
-    buf: Vec<u8>,
-    ranges: Vec<Range<usize>>,
-}
-
-impl Req {
-    fn new(line: &str) -> Req {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for w in line.split_whitespace() {
-            let start = buf.len();
-            buf.extend_from_slice(w.as_bytes());
-            ranges.push(start..buf.len());
-            buf.push(b' ');
-        }
-        Req { buf, ranges }
-    }
-
-    fn args(&self) -> Args<'_> {
-        Args {
-            buf: &self.buf,
-            ranges: &self.ranges,
-        }
-    }
-}
+use crate::command::testutil::Call;
 
 fn acl(conf: &str) -> Acl {
     let cfg = crate::config::parse_str(conf, "test").unwrap_or_else(|e| panic!("{e}"));
@@ -43,14 +16,14 @@ fn user<'a>(acl: &'a Acl, name: &str) -> &'a User {
 }
 
 fn run(acl: &Acl, name: &str, line: &str) -> Result<(), Denial> {
-    let r = Req::new(line);
+    let r = Call::line(line);
     let args = r.args();
     let cmd = resolve(&args).unwrap_or_else(|e| panic!("{line}: {e:?}"));
     acl.check(user(acl, name), cmd, &args)
 }
 
 fn mode_of(line: &str) -> Mode {
-    let r = Req::new(line);
+    let r = Call::line(line);
     required_mode(resolve(&r.args()).unwrap())
 }
 

@@ -387,7 +387,12 @@ impl Backend {
                 if head == b'>' {
                     return Read::Push(frame);
                 }
-                if !self.head_started() {
+                // One compare on the common path: the head was written
+                // whole. A head written in part may take the intermediate
+                // replies of a transaction, never its final one (the rest
+                // would reach the node as new commands).
+                let whole = self.head_written();
+                if !whole && !self.head_started() {
                     return Read::Broken("reply without a request");
                 }
                 match self.inflight.front_mut() {
@@ -395,12 +400,11 @@ impl Backend {
                         f.expect -= 1;
                         return Read::Intermediate(frame, head);
                     }
+                    Some(_) if !whole => {
+                        return Read::Broken("final reply before the end of its request")
+                    }
                     Some(_) => {}
                     None => return Read::Broken("reply without a request"),
-                }
-                if !self.head_written() {
-                    // The rest of it would reach the node as new commands.
-                    return Read::Broken("final reply before the end of its request");
                 }
                 self.replies += 1;
                 match self.inflight.pop_front() {

@@ -632,3 +632,5 @@ pub fn resolve(args: &Args) -> Result<&'static Command, Rejection> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+pub(crate) mod testutil;

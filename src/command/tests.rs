@@ -2,39 +2,8 @@
 //! were taken from a live Redis 7.0.15 (`COMMAND GETKEYS`, raw replies);
 //! tests/command_table.rs re-checks them against a running server.
 
+use super::testutil::Call;
 use super::*;
-
-/// Owns the bytes and ranges behind an [`Args`] view.
-struct Call {
-    buf: Vec<u8>,
-    ranges: Vec<Range<usize>>,
-}
-
-impl Call {
-    fn new(argv: &[&[u8]]) -> Call {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for a in argv {
-            let start = buf.len();
-            buf.extend_from_slice(a);
-            ranges.push(start..buf.len());
-            buf.extend_from_slice(b"\r\n"); // arguments need not be adjacent
-        }
-        Call { buf, ranges }
-    }
-
-    fn of(words: &str) -> Call {
-        let argv: Vec<&[u8]> = words.split(' ').map(str::as_bytes).collect();
-        Call::new(&argv)
-    }
-
-    fn args(&self) -> Args<'_> {
-        Args {
-            buf: &self.buf,
-            ranges: &self.ranges,
-        }
-    }
-}
 
 fn cmd(name: &str) -> &'static Command {
     match lookup_full(name.as_bytes()) {

@@ -170,18 +170,7 @@ fn bitfield_read_only(args: &Args) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::ops::Range;
-
-    fn args_of(words: &[&str]) -> (Vec<u8>, Vec<Range<usize>>) {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for w in words {
-            let start = buf.len();
-            buf.extend_from_slice(w.as_bytes());
-            ranges.push(start..buf.len());
-        }
-        (buf, ranges)
-    }
+    use crate::command::testutil::Call;
 
     /// Every position `command::keys` returns on the spec path is covered by
     /// one of the ranges resolved here, and vice versa.
@@ -206,11 +195,8 @@ mod tests {
             &["set", "k", "v", "get"],
         ];
         for call in calls {
-            let (buf, ranges) = args_of(call);
-            let args = Args {
-                buf: &buf,
-                ranges: &ranges,
-            };
+            let c = Call::words(call);
+            let args = c.args();
             let base = command::lookup(call[0].as_bytes()).unwrap();
             let cmd = if base.subcommands.is_empty() {
                 base
@@ -234,17 +220,9 @@ mod tests {
 
     #[test]
     fn rule_flags_match_redis() {
-        let (buf, ranges) = args_of(&["bitfield", "k", "get", "u8", "0", "overflow", "sat"]);
-        let args = Args {
-            buf: &buf,
-            ranges: &ranges,
-        };
-        assert!(bitfield_read_only(&args));
-        let (buf, ranges) = args_of(&["bitfield", "k", "set", "u8", "0", "1"]);
-        let args = Args {
-            buf: &buf,
-            ranges: &ranges,
-        };
-        assert!(!bitfield_read_only(&args));
+        let c = Call::words(&["bitfield", "k", "get", "u8", "0", "overflow", "sat"]);
+        assert!(bitfield_read_only(&c.args()));
+        let c = Call::words(&["bitfield", "k", "set", "u8", "0", "1"]);
+        assert!(!bitfield_read_only(&c.args()));
     }
 }

@@ -108,18 +108,8 @@ fn display_name(cmd: &Command) -> String {
     cmd.name.replace('|', " ").to_uppercase()
 }
 
-/// Parse an argument as Redis's string2ll does (strict decimal).
-pub fn parse_i64(b: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(b).ok()?;
-    if s.is_empty()
-        || s.starts_with('+')
-        || (s.len() > 1 && s.starts_with('0'))
-        || s.starts_with("-0")
-    {
-        return None;
-    }
-    s.parse().ok()
-}
+/// Integer arguments are read as Redis's string2ll reads them.
+pub(crate) use crate::resp::parse_i64;
 
 /// Answer a local command. `which` is the handler the command table
 /// names; `cmd` is the resolved (sub)command, for the families that look

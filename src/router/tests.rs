@@ -2,33 +2,8 @@
 //! way the scanner cuts them, a two-shard topology, and session views.
 
 use super::*;
+use crate::command::testutil::Call;
 use crate::topology::{Node, Role as NodeRole, Shard};
-use std::ops::Range;
-
-struct Req {
-    buf: Vec<u8>,
-    ranges: Vec<Range<usize>>,
-}
-
-impl Req {
-    fn new(words: &[&str]) -> Req {
-        let mut buf = Vec::new();
-        let mut ranges = Vec::new();
-        for w in words {
-            let start = buf.len();
-            buf.extend_from_slice(w.as_bytes());
-            ranges.push(start..buf.len());
-        }
-        Req { buf, ranges }
-    }
-
-    fn args(&self) -> Args<'_> {
-        Args {
-            buf: &self.buf,
-            ranges: &self.ranges,
-        }
-    }
-}
 
 fn topo() -> Topology {
     let node = |i: u8| Node {
@@ -67,7 +42,7 @@ fn plain() -> View<'static> {
 }
 
 fn decide_with(v: &View<'_>, words: &[&str]) -> Decided {
-    decide(v, &Req::new(words).args(), &topo())
+    decide(v, &Call::words(words).args(), &topo())
 }
 
 fn decision(v: &View<'_>, words: &[&str]) -> Decision {
@@ -201,14 +176,14 @@ fn single_key_commands_go_to_their_slot() {
 #[test]
 fn routed_requests_wait_for_a_topology() {
     let empty = Topology::empty();
-    let req = Req::new(&["get", "foo"]);
+    let req = Call::words(&["get", "foo"]);
     let d = decide(&plain(), &req.args(), &empty).decision;
     let Decision::Refuse(r) = d else {
         panic!("{d:?}")
     };
     assert_eq!(&r.reply[..], ERR_NO_TOPOLOGY);
     // Local commands do not need one.
-    let req = Req::new(&["ping"]);
+    let req = Call::words(&["ping"]);
     assert_eq!(
         decide(&plain(), &req.args(), &empty).decision,
         Decision::Local(LocalCmd::Ping)
@@ -393,7 +368,7 @@ fn every_local_command_in_the_table_has_a_decision_that_is_not_a_refusal() {
             let Route::Local(which) = c.route else {
                 continue;
             };
-            let d = local(&plain(), which, &Req::new(&["x"]).args());
+            let d = local(&plain(), which, &Call::words(&["x"]).args());
             assert!(!matches!(d, Decision::Refuse(_)), "{}: {d:?}", c.name);
         }
     }

@@ -153,23 +153,14 @@ impl Refresher {
     }
 
     fn fetch_from(&self, addr: SocketAddr) -> Result<Topology, String> {
-        let shards = probe::query(
-            addr,
-            self.timeout,
-            self.auth.as_ref(),
-            &[b"CLUSTER", b"SHARDS"],
-        )
-        .map_err(|e| e.to_string())?;
+        let ask = |cmd: &[&[u8]]| {
+            probe::query(addr, self.timeout, self.auth.as_ref(), cmd).map_err(|e| e.to_string())
+        };
+        let shards = ask(&[b"CLUSTER", b"SHARDS"])?;
         let topo = if let Value::Error(e) = &shards {
             // Servers older than 7.0 do not know SHARDS.
             log::debug!(target: "mithril::topology", "{addr}: CLUSTER SHARDS failed ({}), trying CLUSTER SLOTS", String::from_utf8_lossy(e));
-            let slots = probe::query(
-                addr,
-                self.timeout,
-                self.auth.as_ref(),
-                &[b"CLUSTER", b"SLOTS"],
-            )
-            .map_err(|e| e.to_string())?;
+            let slots = ask(&[b"CLUSTER", b"SLOTS"])?;
             if let Value::Error(e) = &slots {
                 return Err(String::from_utf8_lossy(e).into_owned());
             }

@@ -259,7 +259,7 @@ impl Worker {
             }
             ends.push(buf.len());
         }
-        let mut reqs = buf.freeze();
+        let reqs = buf.freeze();
         let mut merge = Merge::new(fold, runs.len() as u32);
         if fold == Fold::Items {
             merge.items = vec![Bytes::new(); nkeys];
@@ -282,8 +282,24 @@ impl Worker {
         let parts = runs.len() as u64;
         let seq = s.ring.push_merge(merge);
         self.obs.stats.counters.fragments += parts; // observe
+        let slots = runs.into_iter().map(|(slot, _)| slot);
+        self.send_parts(cx, key, seq, proto, reqs, slots.zip(ends));
+    }
+
+    /// Send the parts of the merge at `seq`: part `i` is the next piece of
+    /// `reqs`, up to its end offset, for the master of its slot (an
+    /// unserved slot folds its error in at once).
+    fn send_parts(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        seq: u64,
+        proto: Proto,
+        mut reqs: Bytes,
+        parts: impl Iterator<Item = (u16, usize)>,
+    ) {
         let mut at = 0;
-        for (part, ((slot, _), end)) in runs.into_iter().zip(ends).enumerate() {
+        for (part, (slot, end)) in parts.enumerate() {
             let req = reqs.split_to(end - at);
             at = end;
             let out = Outgoing {
@@ -326,7 +342,7 @@ impl Worker {
             bulk_into(&mut buf, k);
             ends.push(buf.len());
         }
-        let mut reqs = buf.freeze();
+        let reqs = buf.freeze();
         let slots: Vec<u16> = keys().map(key_slot).collect();
         let Some(s) = self.sessions.get_mut(key) else {
             return;
@@ -344,26 +360,7 @@ impl Worker {
         merge.request = frame; // observe: slow log
         let seq = s.ring.push_merge(merge);
         self.obs.stats.counters.fragments += nkeys as u64; // observe
-        let mut at = 0;
-        for (part, (slot, end)) in slots.into_iter().zip(ends).enumerate() {
-            let req = reqs.split_to(end - at);
-            at = end;
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(part as u32),
-                ..Outgoing::new(key, req)
-            };
-            match self.pools.pool_for_slot(&self.topo, slot, proto) {
-                Some(pool) => self.send_to_pool(cx, pool, out),
-                None => self.fold_part(
-                    cx,
-                    key,
-                    seq,
-                    part as u32,
-                    Bytes::from_static(router::ERR_SLOT_UNSERVED),
-                ),
-            }
-        }
+        self.send_parts(cx, key, seq, proto, reqs, slots.into_iter().zip(ends));
     }
 
     /// Fold one part's reply into the merge at `seq`; the last part turns

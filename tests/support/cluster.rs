@@ -382,6 +382,31 @@ impl RedisCluster {
             .unwrap_or_else(|| panic!("no master besides the one on port {port}"))
     }
 
+    /// Leaves `slot` half migrated: IMPORTING on another master, MIGRATING
+    /// on its owner, and only `keys` moved across, so a command on the
+    /// slot's other keys meets ASK or TRYAGAIN. Returns (owner, target).
+    pub fn split_slot(&self, slot: u16, keys: &[&str]) -> (&RedisNode, &RedisNode) {
+        let from = self.node_for_slot(slot);
+        let to = self.other_master(slot);
+        let s = slot.to_string();
+        expect_ok(
+            &to.conn()
+                .cmd(&["CLUSTER", "SETSLOT", &s, "IMPORTING", &from.id]),
+            to.port,
+        );
+        expect_ok(
+            &from
+                .conn()
+                .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to.id]),
+            from.port,
+        );
+        let port = to.port.to_string();
+        let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+        args.extend_from_slice(keys);
+        expect_ok(&from.conn().cmd(&args), from.port);
+        (from, to)
+    }
+
     /// SIGKILLs node `idx` and reaps it (its `pid` field keeps the old PID).
     pub fn kill(&mut self, idx: usize) {
         let Some(mut child) = self.children[idx].take() else {

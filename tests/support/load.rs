@@ -36,6 +36,18 @@ pub struct Outcome {
     pub clean_after_last_error: u64,
 }
 
+impl Outcome {
+    /// The load saw no error at all (the first five are shown if it did).
+    pub fn assert_no_errors(&self) {
+        assert!(
+            self.errors.is_empty(),
+            "{} errors, first: {:?}",
+            self.errors.len(),
+            &self.errors[..self.errors.len().min(5)]
+        );
+    }
+}
+
 /// A pipelined writer and reader: counters, set members, cross-slot MSET
 /// and MGET batches, over keys in `hot` slots (being moved) and elsewhere.
 pub fn run_load(
