@@ -253,11 +253,29 @@ impl<'a> Encoder<'a> {
 
 /// Appends the multibulk request `*<n>` followed by one bulk per argument.
 pub fn request(out: &mut Vec<u8>, args: &[&[u8]]) {
-    let mut enc = Encoder::new(out, Proto::Resp2);
-    enc.array(args.len());
+    array_into(out, args.len());
     for arg in args {
-        enc.bulk(arg);
+        bulk_into(out, arg);
     }
+}
+
+/// Appends `*<n>\r\n` (a request's or a RESP2 array's header) to any
+/// buffer: a `Vec<u8>`, or a `BytesMut` to be cut into zero-copy parts.
+#[inline]
+pub fn array_into(out: &mut impl bytes::BufMut, n: usize) {
+    out.put_u8(b'*');
+    out.put_slice(IntBuf::unsigned(n as u64).as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+/// Appends the bulk string `$<len>\r\n<data>\r\n` to any buffer.
+#[inline]
+pub fn bulk_into(out: &mut impl bytes::BufMut, data: &[u8]) {
+    out.put_u8(b'$');
+    out.put_slice(IntBuf::unsigned(data.len() as u64).as_bytes());
+    out.put_slice(b"\r\n");
+    out.put_slice(data);
+    out.put_slice(b"\r\n");
 }
 
 /// A `Write` over a fixed stack buffer that silently stops when full (the

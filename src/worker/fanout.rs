@@ -28,7 +28,7 @@
 use super::{Outgoing, Timer, Worker};
 use crate::backend::Purpose;
 use crate::command::{self, Args, Command, Fanout, Wide};
-use crate::resp::encode::Proto;
+use crate::resp::encode::{array_into, bulk_into, Proto};
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::router;
 use crate::session::ring::{Fold, Merge};
@@ -44,62 +44,6 @@ const CURSOR_MASK: u64 = (1 << CURSOR_BITS) - 1;
 const ERR_INVALID_CURSOR: &[u8] = b"-ERR invalid cursor\r\n";
 const ERR_BAD_PART: &[u8] =
     b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
-
-fn header_into(out: &mut bytes::BytesMut, n: usize) {
-    out.extend_from_slice(b"*");
-    out.extend_from_slice(itoa(n).as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
-
-fn bulk_into(out: &mut bytes::BytesMut, arg: &[u8]) {
-    out.extend_from_slice(b"$");
-    out.extend_from_slice(itoa(arg.len()).as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(arg);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// A small unsigned number in decimal, on the stack.
-fn itoa(mut n: usize) -> ItoaBuf {
-    let mut b = ItoaBuf {
-        buf: [0; 20],
-        start: 20,
-    };
-    loop {
-        b.start -= 1;
-        b.buf[b.start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return b;
-        }
-    }
-}
-
-struct ItoaBuf {
-    buf: [u8; 20],
-    start: usize,
-}
-
-impl ItoaBuf {
-    fn as_bytes(&self) -> &[u8] {
-        &self.buf[self.start..]
-    }
-}
-
-/// Append one bulk argument to a request being built.
-fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
-    out.push(b'$');
-    out.extend_from_slice(arg.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(arg);
-    out.extend_from_slice(b"\r\n");
-}
-
-fn header(out: &mut Vec<u8>, n: usize) {
-    out.push(b'*');
-    out.extend_from_slice(n.to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
-}
 
 /// Parse `:<n>\r\n`.
 fn int_reply(frame: &[u8]) -> Option<i64> {
@@ -247,7 +191,7 @@ impl Worker {
         let mut ends = Vec::with_capacity(runs.len());
         for (_, r) in &runs {
             let keys = &order[r.clone()];
-            header_into(&mut buf, 1 + keys.len() * step);
+            array_into(&mut buf, 1 + keys.len() * step);
             bulk_into(&mut buf, name);
             for &(_, k) in keys {
                 for j in 0..step {
@@ -438,7 +382,7 @@ impl Worker {
                 Fold::Items => {
                     let total: usize = m.items.iter().map(|i| i.len()).sum();
                     let mut out = Vec::with_capacity(total + 16);
-                    header(&mut out, m.items.len());
+                    array_into(&mut out, m.items.len());
                     for i in &m.items {
                         out.extend_from_slice(i);
                     }
@@ -543,11 +487,11 @@ impl Worker {
         }
         let node_cursor = (cursor & CURSOR_MASK).to_string();
         let mut req = Vec::with_capacity(64);
-        header(&mut req, args.len());
-        push_bulk(&mut req, b"SCAN");
-        push_bulk(&mut req, node_cursor.as_bytes());
+        array_into(&mut req, args.len());
+        bulk_into(&mut req, b"SCAN");
+        bulk_into(&mut req, node_cursor.as_bytes());
         for i in 2..args.len() {
-            push_bulk(&mut req, args.get(i).unwrap_or_default());
+            bulk_into(&mut req, args.get(i).unwrap_or_default());
         }
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
@@ -598,7 +542,7 @@ pub(super) fn rewrite_scan_reply(frame: &Bytes, index: u32, masters: usize) -> B
     let text = next.to_string();
     let mut out = Vec::with_capacity(keys.len() + 32);
     out.extend_from_slice(b"*2\r\n");
-    push_bulk(&mut out, text.as_bytes());
+    bulk_into(&mut out, text.as_bytes());
     out.extend_from_slice(keys);
     Bytes::from(out)
 }

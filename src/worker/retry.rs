@@ -30,6 +30,7 @@
 use super::{Outgoing, Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Route};
+use crate::resp::encode::{array_into, bulk_into};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::session::ring::{Fold, Merge};
@@ -128,14 +129,6 @@ fn first_slot_in(frames: &Bytes) -> Option<u16> {
     None
 }
 
-fn push_bulk(out: &mut Vec<u8>, arg: &[u8]) {
-    out.push(b'$');
-    out.extend_from_slice(arg.len().to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(arg);
-    out.extend_from_slice(b"\r\n");
-}
-
 /// The single-key requests of a fan-out-family request, in key order.
 fn split_keys(p: &Parsed, kind: Fanout) -> Vec<Bytes> {
     let args = p.args();
@@ -150,10 +143,10 @@ fn split_keys(p: &Parsed, kind: Fanout) -> Vec<Bytes> {
     (0..n)
         .map(|i| {
             let mut out = Vec::with_capacity(48);
-            out.extend_from_slice(format!("*{}\r\n", 1 + step).as_bytes());
-            push_bulk(&mut out, name);
+            array_into(&mut out, 1 + step);
+            bulk_into(&mut out, name);
             for j in 0..step {
-                push_bulk(&mut out, args.get(1 + i * step + j).unwrap_or_default());
+                bulk_into(&mut out, args.get(1 + i * step + j).unwrap_or_default());
             }
             Bytes::from(out)
         })
