@@ -18,6 +18,11 @@
 //!   raced a busy loop is picked up on the next turn.
 //! - `before_sleep` is where output is written: once per turn, whatever the
 //!   number of events, which is what batches many replies into one write.
+//! - Readiness is edge-triggered: a handler reads a readable socket with
+//!   [`crate::read::read_budgeted`], until it is drained (a short read
+//!   counts as drained, saving the `EAGAIN` read) or its per-event budget
+//!   is spent; a socket left with data goes on the handler's ready list and
+//!   `has_pending_work` keeps the next poll from sleeping.
 //!
 //! The loop never allocates per event: the `Events` buffer and the timer
 //! heap are reused.

@@ -13,6 +13,7 @@
 //!   fixed phases (poll, events, fabric, timers, before-sleep flush).
 //! - [`writev`]: vectored writes of up to 256 buffers with the iovec array on
 //!   the stack.
+//! - [`read`]: the budgeted, edge-triggered read with the short-read rule.
 //! - [`net`]: socket options and listeners through socket2.
 //! - [`signals`]: blocking a signal set and waiting on it from one thread.
 //! - [`daemon`]: detaching into the background, the locked pidfile, and
@@ -25,6 +26,7 @@ pub mod daemon;
 pub mod event_loop;
 pub mod fabric;
 pub mod net;
+pub mod read;
 pub mod signals;
 pub mod timer;
 pub mod token;

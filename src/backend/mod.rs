@@ -40,7 +40,8 @@ use crate::resp::Proto;
 use crate::router::Redirect;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
-use reactor::writev::{read_into, IoBatch, MAX_IOV};
+use reactor::read::{read_budgeted, Growth, ReadEnd};
+use reactor::writev::{IoBatch, MAX_IOV};
 use reactor::Key;
 use std::collections::VecDeque;
 use std::io;
@@ -48,8 +49,13 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
-const READ_CHUNK: usize = 64 * 1024;
-const MIN_SPARE: usize = 8 * 1024;
+/// Read buffer growth: whenever less than 8 KiB is free, by 64 KiB or by
+/// what it holds (doubling), so a large reply is read in few copies.
+const GROWTH: Growth = Growth {
+    min_spare: 8 * 1024,
+    chunk: 64 * 1024,
+    double: true,
+};
 
 /// What the worker does with the reply to an in-flight request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,30 +338,13 @@ impl Backend {
     /// Read what the node sent, up to `budget` bytes. A short read ends it
     /// (edge-triggered: later data raises a new event) unless `to_eof`.
     pub fn read(&mut self, budget: usize, to_eof: bool) -> Io {
-        let mut total = 0;
-        loop {
-            if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
-                self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
-            }
-            let spare = self.rbuf.spare_capacity_mut();
-            let room = spare.len();
-            match read_into(self.fd, spare) {
-                Ok(0) => return Io::Closed,
-                Ok(n) => {
-                    // SAFETY: read(2) initialised exactly n bytes.
-                    unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-                    total += n;
-                    self.obs.bytes_in += n as u64; // observe
-                    if total >= budget {
-                        return Io::Budget;
-                    }
-                    if n < room && !to_eof {
-                        return Io::Ok;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Io::Ok,
-                Err(e) => return Io::Error(e),
-            }
+        let (end, n) = read_budgeted(self.fd, &mut self.rbuf, budget, usize::MAX, to_eof, GROWTH);
+        self.obs.bytes_in += n as u64; // observe
+        match end {
+            ReadEnd::Drained | ReadEnd::Full => Io::Ok,
+            ReadEnd::Budget => Io::Budget,
+            ReadEnd::Eof => Io::Closed,
+            ReadEnd::Error(e) => Io::Error(e),
         }
     }
 

@@ -33,7 +33,8 @@ use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
 use mio::net::TcpStream;
 use pressure::Pressure;
-use reactor::writev::{read_into, IoBatch, MAX_IOV};
+use reactor::read::{read_budgeted, Growth, ReadEnd};
+use reactor::writev::{IoBatch, MAX_IOV};
 use reactor::Key;
 use ring::ReplyRing;
 use std::collections::VecDeque;
@@ -42,9 +43,12 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 
-/// Read buffer growth step, and the least spare room before a read.
-const READ_CHUNK: usize = 16 * 1024;
-const MIN_SPARE: usize = 4 * 1024;
+/// Read buffer growth: 16 KiB steps whenever less than 4 KiB is free.
+const GROWTH: Growth = Growth {
+    min_spare: 4 * 1024,
+    chunk: 16 * 1024,
+    double: false,
+};
 
 pub enum ReadOutcome {
     /// Read until the socket would block.
@@ -274,37 +278,17 @@ impl Session {
     /// calls of a request-response client) — unless `to_eof`: the event
     /// said the peer closed, and the EOF must be seen now.
     pub fn read(&mut self, budget: usize, limit: usize, to_eof: bool) -> ReadOutcome {
-        let mut total = 0;
-        loop {
-            if self.rbuf.len() >= limit {
-                return ReadOutcome::Overflow;
+        let (end, n) = read_budgeted(self.fd, &mut self.rbuf, budget, limit, to_eof, GROWTH);
+        self.net_in += n as u64; // observe
+        match end {
+            ReadEnd::Drained => ReadOutcome::Drained,
+            ReadEnd::Budget => ReadOutcome::Budget,
+            ReadEnd::Eof => {
+                self.eof = true;
+                ReadOutcome::Eof
             }
-            if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
-                self.rbuf.reserve(READ_CHUNK);
-            }
-            let room = (self.rbuf.capacity() - self.rbuf.len()).min(limit - self.rbuf.len());
-            let spare = &mut self.rbuf.spare_capacity_mut()[..room];
-            match read_into(self.fd, spare) {
-                Ok(0) => {
-                    self.eof = true;
-                    return ReadOutcome::Eof;
-                }
-                Ok(n) => {
-                    // SAFETY: read(2) initialised exactly n bytes of the
-                    // spare capacity.
-                    unsafe { self.rbuf.set_len(self.rbuf.len() + n) };
-                    total += n;
-                    self.net_in += n as u64; // observe
-                    if total >= budget {
-                        return ReadOutcome::Budget;
-                    }
-                    if n < room && !to_eof {
-                        return ReadOutcome::Drained;
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Drained,
-                Err(e) => return ReadOutcome::Error(e),
-            }
+            ReadEnd::Full => ReadOutcome::Overflow,
+            ReadEnd::Error(e) => ReadOutcome::Error(e),
         }
     }
 
