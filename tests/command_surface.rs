@@ -392,6 +392,86 @@ fn blocking_commands_use_leases_and_keep_order() {
     );
 }
 
+#[test]
+fn newer_blocking_forms_wake_on_push_and_time_out_with_nil() {
+    let (_cluster, m) = cluster_and_mithril("");
+    // Keys on different masters: each form leases a connection to its
+    // keys' slot (hash tags keep a command's keys in one slot).
+    for tag in ["{a}", "{b}", "{c}"] {
+        let (src, dst, l2, l3, z1, z2) = (
+            format!("{tag}src"),
+            format!("{tag}dst"),
+            format!("{tag}l2"),
+            format!("{tag}l3"),
+            format!("{tag}z1"),
+            format!("{tag}z2"),
+        );
+        let mut waiter = m.conn();
+        waiter.send(&[
+            b"BLMOVE",
+            src.as_bytes(),
+            dst.as_bytes(),
+            b"LEFT",
+            b"RIGHT",
+            b"5",
+        ]);
+        let mut waiter2 = m.conn();
+        waiter2.send(&[b"BLMPOP", b"5", b"2", l2.as_bytes(), l3.as_bytes(), b"LEFT"]);
+        let mut waiter3 = m.conn();
+        waiter3.send(&[b"BZMPOP", b"5", b"2", z1.as_bytes(), z2.as_bytes(), b"MIN"]);
+        let mut c = m.conn();
+        // Let all three block before the pushes.
+        wait_until("three clients blocked", Duration::from_secs(5), || {
+            let info = c.cmd(&["INFO", "clients"]);
+            let text = String::from_utf8_lossy(info.as_bulk().unwrap_or_default()).into_owned();
+            text.lines()
+                .find_map(|l| l.strip_prefix("blocked_clients:"))
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .filter(|&n| n >= 3)
+                .map(|_| ())
+        });
+        assert_eq!(c.cmd(&["RPUSH", &src, "one"]), Reply::Int(1));
+        assert_eq!(waiter.read_reply(), bulk("one"), "BLMOVE {tag}");
+        assert_eq!(c.cmd(&["RPUSH", &l3, "two"]), Reply::Int(1));
+        assert_eq!(
+            waiter2.read_reply(),
+            Reply::Array(Some(vec![bulk(&l3), Reply::Array(Some(vec![bulk("two")]))])),
+            "BLMPOP {tag}"
+        );
+        assert_eq!(c.cmd(&["ZADD", &z2, "3", "m"]), Reply::Int(1));
+        assert_eq!(
+            waiter3.read_reply(),
+            Reply::Array(Some(vec![
+                bulk(&z2),
+                Reply::Array(Some(vec![Reply::Array(Some(vec![bulk("m"), bulk("3")]))]))
+            ])),
+            "BZMPOP {tag}"
+        );
+        assert_eq!(
+            c.cmd(&["LRANGE", &dst, "0", "-1"]),
+            Reply::Array(Some(vec![bulk("one")]))
+        );
+        // Timeouts answer nil as on a node (a null array in RESP2, as
+        // for BRPOPLPUSH).
+        assert_eq!(
+            c.cmd(&["BLMOVE", &src, &dst, "LEFT", "LEFT", "0.1"]),
+            Reply::Array(None)
+        );
+        assert_eq!(
+            c.cmd(&["BLMPOP", "0.1", "1", &src, "LEFT"]),
+            Reply::Array(None)
+        );
+        assert_eq!(
+            c.cmd(&["BZMPOP", "0.1", "1", &z1, "MAX"]),
+            Reply::Array(None)
+        );
+    }
+    // Keys in two slots: the node's CROSSSLOT, as a direct connection.
+    let mut c = m.conn();
+    let r = c.cmd(&["BLMOVE", "{a}x", "{b}y", "LEFT", "LEFT", "0.1"]);
+    assert!(r.as_error().starts_with("CROSSSLOT"), "{r:?}");
+}
+
 /// Sum of an INFO field over the masters, asked directly.
 fn info_field(cluster: &RedisCluster, field: &str) -> i64 {
     cluster
@@ -579,9 +659,6 @@ fn not_implemented_commands_answer_unknown_command() {
         &["SSUBSCRIBE", "ch"],
         &["SPUBLISH", "ch", "m"],
         &["SUNSUBSCRIBE"],
-        &["BLMOVE", "a", "b", "LEFT", "RIGHT", "0"],
-        &["BLMPOP", "0", "1", "a", "LEFT"],
-        &["BZMPOP", "0", "1", "a", "MIN"],
         &["FLUSHDB"],
         &["KEYS", "*"],
         &["WAIT", "0", "0"],

@@ -746,7 +746,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RW | K::INSERT, begin: BeginSearch::Index(2), find: FindKeys::Range { last_key: 0, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (1, 2, 1),
-        route: Route::Unsupported,
+        route: Route::Blocking,
         subcommands: &[],
         doc: Doc {
             summary: "Pop an element from a list, push it to another list and return it; or block until one is available",
@@ -786,7 +786,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RW | K::ACCESS | K::DELETE, begin: BeginSearch::Index(2), find: FindKeys::Keynum { keynum_idx: 0, first_key: 1, key_step: 1 } },
         ],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Blocking,
         subcommands: &[],
         doc: Doc {
             summary: "Pop elements from a list, or block until one is available",
@@ -902,7 +902,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RW | K::ACCESS | K::DELETE, begin: BeginSearch::Index(2), find: FindKeys::Keynum { keynum_idx: 0, first_key: 1, key_step: 1 } },
         ],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Blocking,
         subcommands: &[],
         doc: Doc {
             summary: "Remove and return members with scores in a sorted set or block until one is available",

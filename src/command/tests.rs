@@ -294,9 +294,9 @@ fn routes_follow_the_spec() {
         ("ssubscribe", Unsupported),
         ("spublish", Unsupported),
         ("sunsubscribe", Unsupported),
-        ("blmove", Unsupported),
-        ("blmpop", Unsupported),
-        ("bzmpop", Unsupported),
+        ("blmove", Blocking),
+        ("blmpop", Blocking),
+        ("bzmpop", Blocking),
         ("flushdb", Unsupported),
         ("keys", Unsupported),
         ("wait", Unsupported),
@@ -555,6 +555,9 @@ fn blocking_calls() {
         "xread count 1 block 100 streams a $",
         "XREADGROUP GROUP g c BLOCK 10 STREAMS a >",
         "XREADGROUP GROUP g c NOACK COUNT 5 BLOCK 10 STREAMS a >",
+        "BLMOVE a b LEFT LEFT 0",
+        "BLMPOP 0 2 a b LEFT",
+        "BZMPOP 0 1 z MIN",
     ];
     let no = [
         "XREAD STREAMS a 0",
@@ -565,7 +568,6 @@ fn blocking_calls() {
         "XREAD GROUP g c BLOCK 0 STREAMS a 0",
         "XREADGROUP GROUP g c STREAMS a >",
         "GET k",
-        "BLMOVE a b LEFT LEFT 0",
     ];
     for call in yes {
         let c = Call::of(call);
