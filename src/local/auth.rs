@@ -131,7 +131,8 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
         |e| {
             e.map(7);
             e.bulk(b"server").bulk(b"redis");
-            e.bulk(b"version").bulk(super::REDIS_VERSION.as_bytes());
+            e.bulk(b"version")
+                .bulk(super::reported_version(shared).as_bytes());
             e.bulk(b"proto").int(proto_num);
             e.bulk(b"id").int(id);
             e.bulk(b"mode").bulk(b"cluster");

@@ -292,7 +292,7 @@ fn server(t: &mut String, cx: &Ctx) {
          config_file:{conf}\r\n\
          mithril_version:{}\r\n\
          threads:{}\r\n",
-        super::REDIS_VERSION,
+        super::reported_version(shared),
         os_name(),
         usize::BITS,
         std::process::id(),

@@ -54,6 +54,18 @@ use bytes::Bytes;
 
 pub use crate::shared::admin::{MITHRIL_VERSION, REDIS_VERSION};
 
+/// The Redis version the proxy reports (INFO server, HELLO): the lowest
+/// among the masters, as the topology learned it, or [`REDIS_VERSION`]
+/// before the masters answered.
+pub fn reported_version(shared: &Shared) -> String {
+    shared
+        .topology
+        .load()
+        .min_version
+        .clone()
+        .unwrap_or_else(|| REDIS_VERSION.to_string())
+}
+
 pub enum Outcome {
     Reply(Bytes),
     /// Reply, then close the connection once it is written (QUIT).

@@ -207,6 +207,7 @@ impl Refresher {
             return;
         }
         topo.epoch = cur.epoch + 1;
+        topo.min_version = self.lowest_master_version(&topo);
         let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
         log::info!(
             target: "mithril::topology",
@@ -218,6 +219,32 @@ impl Refresher {
         let epoch = topo.epoch;
         self.handle.current.store(Arc::new(topo));
         self.handle.epoch.store(epoch, Ordering::Release);
+    }
+
+    /// `INFO server` of every master, for the lowest `redis_version` (None
+    /// when one does not answer: the proxy then reports its own).
+    fn lowest_master_version(&self, topo: &Topology) -> Option<String> {
+        let mut low: Option<String> = None;
+        for n in topo.masters() {
+            let info = probe::query(
+                n.addr,
+                self.timeout,
+                self.auth.as_ref(),
+                &[b"INFO", b"server"],
+            )
+            .ok()?;
+            let text = String::from_utf8_lossy(info.as_bytes()?).into_owned();
+            let v = text
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))?
+                .trim()
+                .to_string();
+            low = Some(match low {
+                Some(l) => Topology::lower_version(&l, &v).to_string(),
+                None => v,
+            });
+        }
+        low
     }
 
     /// The thread body: periodic refreshes plus debounced on-demand ones.

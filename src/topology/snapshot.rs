@@ -51,6 +51,11 @@ pub struct Topology {
     /// each was reached at. Redirects that name a host are resolved here,
     /// without a resolver call on the worker.
     pub hosts: Vec<(String, u16, SocketAddr)>,
+    /// The lowest `redis_version` among the masters, learned when this
+    /// map was published (None until every master answered): the version
+    /// the proxy reports, so clients that gate features on it send only
+    /// what every node understands.
+    pub min_version: Option<String>,
 }
 
 impl Topology {
@@ -63,6 +68,7 @@ impl Topology {
             slots: vec![NO_SHARD; SLOTS].into_boxed_slice(),
             fetched_at: Instant::now(),
             hosts: Vec::new(),
+            min_version: None,
         }
     }
 
@@ -98,6 +104,18 @@ impl Topology {
             slots,
             fetched_at: Instant::now(),
             hosts: Vec::new(),
+            min_version: None,
+        }
+    }
+
+    /// The lower of two dotted versions (`7.0.15` < `7.2.0`), compared
+    /// number by number.
+    pub fn lower_version<'a>(a: &'a str, b: &'a str) -> &'a str {
+        let key = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+        if key(b) < key(a) {
+            b
+        } else {
+            a
         }
     }
 
@@ -153,6 +171,15 @@ impl Topology {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn versions_compare_number_by_number() {
+        assert_eq!(Topology::lower_version("7.2.0", "7.0.15"), "7.0.15");
+        assert_eq!(Topology::lower_version("7.0.9", "7.0.15"), "7.0.9");
+        assert_eq!(Topology::lower_version("7.0.15", "7.0.15"), "7.0.15");
+        assert_eq!(Topology::lower_version("6.2.14", "7.0.0"), "6.2.14");
+    }
+
     use super::*;
 
     fn node(port: u16, role: Role) -> Node {
