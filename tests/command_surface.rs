@@ -195,6 +195,28 @@ fn cluster_wide_commands() {
     assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(0));
     assert_eq!(c.cmd(&["RANDOMKEY"]), Reply::Bulk(None));
     assert_eq!(c.cmd(&["FLUSHALL", "ASYNC"]), ok());
+    // FLUSHDB (db 0) empties every master, ASYNC and SYNC passed on.
+    for mode in [None, Some("ASYNC"), Some("SYNC")] {
+        for i in 0..30 {
+            assert_eq!(c.cmd(&["SET", &format!("fdb:{i}"), "v"]), ok());
+        }
+        assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(30));
+        let mut args = vec!["FLUSHDB"];
+        args.extend(mode);
+        assert_eq!(c.cmd(&args), ok(), "{args:?}");
+        for n in cluster.masters() {
+            assert_eq!(
+                n.conn().cmd(&["DBSIZE"]),
+                Reply::Int(0),
+                "{args:?} on {}",
+                n.port
+            );
+        }
+    }
+    assert!(c
+        .cmd(&["FLUSHDB", "LATER"])
+        .as_error()
+        .starts_with("ERR syntax error"));
 }
 
 #[test]
@@ -659,7 +681,6 @@ fn not_implemented_commands_answer_unknown_command() {
         &["SSUBSCRIBE", "ch"],
         &["SPUBLISH", "ch", "m"],
         &["SUNSUBSCRIBE"],
-        &["FLUSHDB"],
         &["KEYS", "*"],
         &["WAIT", "0", "0"],
         &["DEBUG", "SLEEP", "0"],

@@ -3008,7 +3008,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::KEYSPACE | A::WRITE | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::Flushall),
         subcommands: &[],
         doc: Doc {
             summary: "Remove all keys from the current database",

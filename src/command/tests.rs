@@ -297,7 +297,7 @@ fn routes_follow_the_spec() {
         ("blmove", Blocking),
         ("blmpop", Blocking),
         ("bzmpop", Blocking),
-        ("flushdb", Unsupported),
+        ("flushdb", ClusterWide(Wide::Flushall)),
         ("keys", Unsupported),
         ("wait", Unsupported),
         ("waitaof", Unsupported),
