@@ -72,6 +72,7 @@ ROUTES = {
     "ClusterWide(Dbsize)": "Route::ClusterWide(Wide::Dbsize)",
     "ClusterWide(Flushall)": "Route::ClusterWide(Wide::Flushall)",
     "ClusterWide(Randomkey)": "Route::ClusterWide(Wide::Randomkey)",
+    "ClusterWide(Keys)": "Route::ClusterWide(Wide::Keys)",
 }
 
 

@@ -371,6 +371,7 @@ pub enum Wide {
     Dbsize,
     Flushall,
     Randomkey,
+    Keys,
 }
 
 /// What `COMMAND DOCS` (and the informational part of `COMMAND INFO`) shows.

@@ -4506,7 +4506,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::KEYSPACE | A::READ | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::Keys),
         subcommands: &[],
         doc: Doc {
             summary: "Find all keys matching the given pattern",

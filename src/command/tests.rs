@@ -298,7 +298,7 @@ fn routes_follow_the_spec() {
         ("blmpop", Blocking),
         ("bzmpop", Blocking),
         ("flushdb", ClusterWide(Wide::Flushall)),
-        ("keys", Unsupported),
+        ("keys", ClusterWide(Wide::Keys)),
         ("wait", Unsupported),
         ("waitaof", Unsupported),
         ("debug", Unsupported),

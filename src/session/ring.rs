@@ -48,6 +48,12 @@ pub enum Fold {
     /// HyperLogLog strings (one GET per key) merged into `hll`; an error
     /// is kept in `items` at its key's position (cross-slot PFCOUNT).
     Union,
+    /// Every part's array items appended, in the order parts answer
+    /// (KEYS over every master).
+    Concat,
+    /// Every part's non-nil reply kept; one of them, at random, is the
+    /// answer, nil only when every part was nil (RANDOMKEY).
+    AnyOf,
 }
 
 /// The merge state of one fanned-out request.

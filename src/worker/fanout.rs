@@ -45,6 +45,14 @@ const ERR_INVALID_CURSOR: &[u8] = b"-ERR invalid cursor\r\n";
 const ERR_BAD_PART: &[u8] =
     b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
 
+/// RESP2's null bulk; a RESP3 session's parts answer `_` instead.
+const NIL_RESP2: &[u8] = b"$-1\r\n";
+
+/// A null reply, in either protocol.
+fn is_nil(frame: &[u8]) -> bool {
+    frame == NIL_RESP2 || frame == b"_\r\n"
+}
+
 /// Parse `:<n>\r\n`.
 fn int_reply(frame: &[u8]) -> Option<i64> {
     let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
@@ -320,6 +328,7 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
+        let proto = s.proto;
         let Some(m) = s.ring.merge_mut(seq) else {
             return;
         };
@@ -346,6 +355,17 @@ impl Worker {
                     }
                 }
                 Fold::Union => {} // folded above
+                Fold::Concat => match array_items(&frame) {
+                    Some(items) => m.items.extend(items),
+                    None => {
+                        m.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                    }
+                },
+                Fold::AnyOf => {
+                    if !is_nil(&frame) {
+                        m.items.push(frame);
+                    }
+                }
                 Fold::Items => {
                     let positions = m.part_keys.get(part as usize);
                     match (array_items(&frame), positions) {
@@ -379,7 +399,15 @@ impl Worker {
                 Fold::Sum => Bytes::from(format!(":{}\r\n", m.sum)),
                 Fold::Union => union_reply(m),
                 Fold::AllOk => Bytes::from_static(b"+OK\r\n"),
-                Fold::Items => {
+                Fold::AnyOf => match m.items.len() {
+                    0 if proto == Proto::Resp3 => Bytes::from_static(b"_\r\n"),
+                    0 => Bytes::from_static(NIL_RESP2),
+                    n => {
+                        let pick = (self.pools.random() % n as u64) as usize;
+                        m.items.swap_remove(pick)
+                    }
+                },
+                Fold::Items | Fold::Concat => {
                     let total: usize = m.items.iter().map(|i| i.len()).sum();
                     let mut out = Vec::with_capacity(total + 16);
                     array_into(&mut out, m.items.len());
@@ -410,10 +438,9 @@ impl Worker {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         match wide {
-            Wide::Randomkey => {
-                let shard = (self.pools.random() % masters as u64) as usize;
-                self.forward_shard(cx, key, shard, frame)
-            }
+            // Any master's key, nil only when every master is empty.
+            Wide::Randomkey => self.every_master(cx, key, Fold::AnyOf, frame),
+            Wide::Keys => self.every_master(cx, key, Fold::Concat, frame),
             Wide::Dbsize => self.every_master(
                 cx,
                 key,
