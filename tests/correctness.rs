@@ -2,7 +2,8 @@
 //! transaction the node answers while it is still being written (item
 //! 10), a half-closed client with a blocking command pending (item 11),
 //! the hard output limit checked where output is appended (item 8), and a
-//! blocking lease that must have one owner at a time (item 2).
+//! blocking lease that must have one owner at a time (item 2), and a
+//! CLUSTERDOWN outlasting the TRYAGAIN waits (item 15).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -343,4 +344,57 @@ fn item2_a_lease_given_back_during_a_retry_wait_is_not_closed_by_its_last_holder
         }
     }
     assert!(unanswered.is_empty(), "not answered: {unanswered:?}");
+}
+
+/// Item 15: a CLUSTERDOWN lasting longer than the TRYAGAIN waits (126 ms,
+/// as a failover's window does) is waited out, within backend-timeout,
+/// instead of reaching the client. The node serving the key loses a slot
+/// (DELSLOTS; with full coverage required its whole cluster state fails,
+/// so it answers CLUSTERDOWN for every key) and gets it back a second
+/// later: the GET and the SET sent in between get their real answers.
+#[test]
+fn item15_a_clusterdown_outlasting_the_tryagain_waits_is_waited_out() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["cluster-require-full-coverage yes".into()],
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let key = "{item15}k";
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SET", key, "before"]), ok());
+    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    // Another slot of the same node, so the key's own slot stays put.
+    let other = (0u16..16384)
+        .find(|&s| s != key_slot(key.as_bytes()) && cluster.port_for_slot(s) == port)
+        .unwrap()
+        .to_string();
+    assert_eq!(node.cmd(&["CLUSTER", "DELSLOTS", &other]), ok());
+    wait_until(
+        "the node to report the cluster down",
+        Duration::from_secs(5),
+        || {
+            matches!(node.cmd(&["GET", key]), Reply::Error(e) if e.starts_with("CLUSTERDOWN"))
+                .then_some(())
+        },
+    );
+    // One request in flight at a time: the case mithril can retry without
+    // a later request of the session overtaking it.
+    let t = Instant::now();
+    c.send(&[b"GET", key.as_bytes()]);
+    let mut d = Conn::connect(&m.addr());
+    d.send(&[b"SET", key.as_bytes(), b"after"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    assert_eq!(node.cmd(&["CLUSTER", "ADDSLOTS", &other]), ok());
+    assert_eq!(c.read_reply(), Reply::Bulk(Some(b"before".to_vec())));
+    assert_eq!(d.read_reply(), ok());
+    assert!(
+        t.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        node.cmd(&["GET", key]),
+        Reply::Bulk(Some(b"after".to_vec()))
+    );
 }

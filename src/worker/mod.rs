@@ -162,6 +162,8 @@ pub struct Worker {
     retrying: GenSlab<(InFlight, SocketAddr)>,
     /// A request unanswered this long fails its connection (None: never).
     backend_timeout: Option<Duration>,
+    /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).
+    clusterdown_waits: u8,
     commands: u64,
     any_master: usize,
     draining: Option<Instant>,
@@ -214,6 +216,9 @@ impl Worker {
             retrying: GenSlab::new(),
             backend_timeout: (cfg.backend_timeout_ms > 0)
                 .then(|| Duration::from_millis(cfg.backend_timeout_ms)),
+            clusterdown_waits: retry::clusterdown_waits(
+                (cfg.backend_timeout_ms > 0).then(|| Duration::from_millis(cfg.backend_timeout_ms)),
+            ),
             commands: 0,
             any_master: id,
             draining: None,

@@ -22,8 +22,11 @@
 //! touches a gated slot stops reading requests until the gate opens.
 //!
 //! A CLUSTERDOWN from a node (it refuses before running anything, for
-//! instance while a failover settles) is waited out the same way; it is
-//! never split, and once the waits are spent it reaches the client.
+//! instance while a failover settles) is waited out the same way and then
+//! every 100 ms more, for up to `backend-timeout` in all (5 s when that is
+//! 0): a failover's window is node-timeout plus an election, far longer
+//! than the TRYAGAIN schedule. It is never split, and once that budget is
+//! spent it reaches the client.
 //!
 //! Replies that are not errors pay nothing for any of this.
 
@@ -43,6 +46,20 @@ use std::time::Duration;
 /// Whole-request retries before splitting (2 ms doubling: 2..64 ms).
 pub(super) const RETRY_WAITS: u8 = 6;
 const FIRST_WAIT: Duration = Duration::from_millis(2);
+/// A CLUSTERDOWN outlasting those waits is retried every 100 ms more, for
+/// as long as `backend-timeout` (5 s when it is 0): a failover takes
+/// about node-timeout plus an election, far longer than the TRYAGAIN
+/// schedule.
+const CLUSTERDOWN_STEP: Duration = Duration::from_millis(100);
+const CLUSTERDOWN_BUDGET_DEFAULT: Duration = Duration::from_secs(5);
+
+/// How many waits a CLUSTERDOWN gets under `backend_timeout`.
+pub(super) fn clusterdown_waits(backend_timeout: Option<Duration>) -> u8 {
+    let budget = backend_timeout.unwrap_or(CLUSTERDOWN_BUDGET_DEFAULT);
+    let schedule: Duration = (0..RETRY_WAITS).map(|i| FIRST_WAIT * (1u32 << i)).sum();
+    let more = budget.saturating_sub(schedule).as_millis() / CLUSTERDOWN_STEP.as_millis();
+    (u128::from(RETRY_WAITS) + more).min(250) as u8
+}
 /// Key-by-key resends in flight at once for one request.
 pub(super) const SPLIT_IN_FLIGHT: usize = 256;
 
@@ -188,10 +205,15 @@ impl Worker {
         } else {
             self.obs.stats.counters.tryagain += 1;
         }
+        let waits = if down {
+            self.clusterdown_waits
+        } else {
+            RETRY_WAITS
+        };
         match f.purpose {
             Purpose::Part(_) => {
                 // Its fan-out gates the slot already.
-                if f.retries < RETRY_WAITS {
+                if f.retries < waits {
                     return self.schedule_retry(cx, f, via);
                 }
                 if down || !self.split_part(cx, via, &f) {
@@ -221,7 +243,7 @@ impl Worker {
                         }
                     }
                 }
-                if f.retries < RETRY_WAITS {
+                if f.retries < waits {
                     return self.schedule_retry(cx, f, via);
                 }
                 if !down && f.purpose == Purpose::Client && self.split_request(cx, via, &f) {
@@ -234,7 +256,11 @@ impl Worker {
     }
 
     fn schedule_retry(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, via: SocketAddr) {
-        let wait = FIRST_WAIT * (1u32 << f.retries.min(10));
+        let wait = if f.retries < RETRY_WAITS {
+            FIRST_WAIT * (1u32 << f.retries)
+        } else {
+            CLUSTERDOWN_STEP
+        };
         #[cfg(debug_assertions)]
         let wait = self.test_retry_wait.unwrap_or(wait);
         let key = self.retrying.insert((f, via));
@@ -424,5 +450,19 @@ impl Worker {
             return false;
         }
         s.tainted.contains(&slot)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clusterdown_waits_fill_the_backend_timeout() {
+        // 126 ms of TRYAGAIN waits, then one per 100 ms.
+        assert_eq!(clusterdown_waits(Some(Duration::from_millis(5000))), 6 + 48);
+        assert_eq!(clusterdown_waits(None), 6 + 48);
+        assert_eq!(clusterdown_waits(Some(Duration::from_millis(100))), 6);
+        assert_eq!(clusterdown_waits(Some(Duration::from_secs(3600))), 250);
     }
 }
