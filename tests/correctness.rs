@@ -1,8 +1,9 @@
 //! Regression tests for the correctness issue, one per item fixed: a
 //! transaction the node answers while it is still being written (item
 //! 10), a half-closed client with a blocking command pending (item 11),
-//! the hard output limit checked where output is appended (item 8), and a
-//! blocking lease that must have one owner at a time (item 2).
+//! the hard output limit checked where output is appended (item 8), a
+//! blocking lease that must have one owner at a time (item 2), and one
+//! slow log and one client list for the whole process (item 13).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -343,4 +344,216 @@ fn item2_a_lease_given_back_during_a_retry_wait_is_not_closed_by_its_last_holder
         }
     }
     assert!(unanswered.is_empty(), "not answered: {unanswered:?}");
+}
+
+/// The arguments of each entry of a SLOWLOG GET reply, newest first, and
+/// the entries' ids.
+fn slowlog_entries(r: &Reply) -> (Vec<Vec<String>>, Vec<i64>) {
+    let entries = r.as_array();
+    let args = entries
+        .iter()
+        .map(|e| {
+            e.as_array()[3]
+                .as_array()
+                .iter()
+                .map(|a| a.as_str().to_string())
+                .collect()
+        })
+        .collect();
+    let ids = entries.iter().map(|e| e.as_array()[0].as_int()).collect();
+    (args, ids)
+}
+
+/// The `worker=` field of a connection's CLIENT INFO line.
+fn worker_of(c: &mut Conn) -> String {
+    let line = c.cmd(&["CLIENT", "INFO"]).as_str().to_string();
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("worker="))
+        .unwrap_or_else(|| panic!("no worker= in {line:?}"))
+        .to_string()
+}
+
+/// Item 13: with two workers the slow log is one, as on a Redis node:
+/// `CONFIG SET slowlog-log-slower-than 0` holds at once on every worker,
+/// SLOWLOG commands are logged themselves (after they ran, so RESET
+/// leaves its own entry and GET and LEN do not see theirs), and GET, LEN
+/// and RESET answer for the whole process, whichever workers the commands
+/// ran on.
+#[test]
+fn item13_the_slow_log_is_one_for_the_whole_process() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nplacement round-robin\nslowlog-log-slower-than -1\n",
+    );
+    let mut conns: Vec<Conn> = (0..4).map(|_| m.conn()).collect();
+    let workers: Vec<String> = conns.iter_mut().map(worker_of).collect();
+    let mut distinct = workers.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        2,
+        "connections on both workers: {workers:?}"
+    );
+    let names = |v: &[&[&str]]| -> Vec<Vec<String>> {
+        v.iter()
+            .map(|a| a.iter().map(|s| s.to_string()).collect())
+            .collect()
+    };
+    for round in 0..10 {
+        // Over one connection.
+        let c = &mut conns[round % 4];
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            ok(),
+            "round {round}"
+        );
+        assert_eq!(c.cmd(&["SLOWLOG", "RESET"]), ok());
+        assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+        assert_eq!(c.cmd(&["GET", "k"]).as_str(), "v");
+        assert_eq!(
+            c.cmd(&["SLOWLOG", "LEN"]),
+            Reply::Int(3),
+            "round {round}: one connection"
+        );
+        let (got, ids) = slowlog_entries(&c.cmd(&["SLOWLOG", "GET"]));
+        assert_eq!(
+            got,
+            names(&[
+                &["SLOWLOG", "LEN"],
+                &["GET", "k"],
+                &["SET", "k", "v"],
+                &["SLOWLOG", "RESET"]
+            ]),
+            "round {round}: one connection"
+        );
+        assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+            ok()
+        );
+
+        // Over separate connections, on both workers.
+        let [a, b, c, d] = &mut conns[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            a.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            ok()
+        );
+        assert_eq!(b.cmd(&["SLOWLOG", "RESET"]), ok());
+        assert_eq!(c.cmd(&["SET", "k", "w"]), ok());
+        assert_eq!(d.cmd(&["GET", "k"]).as_str(), "w");
+        assert_eq!(
+            a.cmd(&["SLOWLOG", "LEN"]),
+            Reply::Int(3),
+            "round {round}: separate connections"
+        );
+        // The n newest overall, across workers.
+        let (got, _) = slowlog_entries(&b.cmd(&["SLOWLOG", "GET", "2"]));
+        assert_eq!(got, names(&[&["SLOWLOG", "LEN"], &["GET", "k"]]));
+        let (got, ids) = slowlog_entries(&c.cmd(&["SLOWLOG", "GET", "-1"]));
+        assert_eq!(
+            got,
+            names(&[
+                &["SLOWLOG", "GET", "2"],
+                &["SLOWLOG", "LEN"],
+                &["GET", "k"],
+                &["SET", "k", "w"],
+                &["SLOWLOG", "RESET"]
+            ]),
+            "round {round}: separate connections"
+        );
+        assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+        assert_eq!(
+            d.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+            ok()
+        );
+    }
+}
+
+/// The `name=` of every line of a CLIENT LIST reply.
+fn listed_names(c: &mut Conn) -> Vec<String> {
+    let text = c.cmd(&["CLIENT", "LIST"]).as_str().to_string();
+    text.lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|f| f.strip_prefix("name="))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Item 13, CLIENT: a client CLIENT KILL closed is gone from CLIENT LIST
+/// as soon as the kill is answered, whichever worker it lived on and
+/// whichever worker lists: by ADDR (as redis-py's test kills), by ID, in
+/// the old form, by USER, and the caller itself (SKIPME no), whose
+/// connection closes once its reply is written.
+#[test]
+fn item13_a_killed_client_is_gone_once_the_kill_is_answered() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nplacement round-robin\n",
+    );
+    let mut killer = m.conn();
+    let mut lister = m.conn();
+    assert_ne!(worker_of(&mut killer), worker_of(&mut lister));
+    assert_eq!(killer.cmd(&["CLIENT", "SETNAME", "killer"]), ok());
+    assert_eq!(lister.cmd(&["CLIENT", "SETNAME", "lister"]), ok());
+    for round in 0..50 {
+        // Four victims, two on each worker, each seen (named) first.
+        let mut victims: Vec<Conn> = (0..4).map(|_| m.conn()).collect();
+        let mut ids = Vec::new();
+        for (i, v) in victims.iter_mut().enumerate() {
+            assert_eq!(v.cmd(&["CLIENT", "SETNAME", &format!("v{i}")]), ok());
+            ids.push(v.cmd(&["CLIENT", "ID"]).as_int().to_string());
+        }
+        let addr = |v: &Conn| v.stream().local_addr().unwrap().to_string();
+        let kill: [Vec<String>; 4] = [
+            vec!["ADDR".into(), addr(&victims[0])],
+            vec!["ID".into(), ids[1].clone()],
+            vec![addr(&victims[2])],
+            vec!["ID".into(), ids[3].clone(), "USER".into(), "default".into()],
+        ];
+        for (i, how) in kill.iter().enumerate() {
+            let mut a = vec!["CLIENT", "KILL"];
+            a.extend(how.iter().map(String::as_str));
+            let r = killer.cmd(&a);
+            let want = if how.len() == 1 { ok() } else { Reply::Int(1) };
+            assert_eq!(r, want, "round {round}: CLIENT KILL {how:?}");
+            let gone = format!("v{i}");
+            for (who, c) in [("killer", &mut killer), ("lister", &mut lister)] {
+                let names = listed_names(c);
+                assert!(
+                    !names.contains(&gone),
+                    "round {round}: {gone} killed by {how:?}, still in {who}'s list {names:?}"
+                );
+            }
+        }
+        for v in victims.iter_mut() {
+            assert!(v.is_closed(Duration::from_secs(5)));
+        }
+        // The caller itself: answered, then gone.
+        let mut me = m.conn();
+        assert_eq!(me.cmd(&["CLIENT", "SETNAME", "me"]), ok());
+        let id = me.cmd(&["CLIENT", "ID"]).as_int().to_string();
+        assert_eq!(
+            me.cmd(&["CLIENT", "KILL", "ID", &id, "SKIPME", "no"]),
+            Reply::Int(1)
+        );
+        assert!(me.is_closed(Duration::from_secs(5)));
+        let mut names = listed_names(&mut lister);
+        names.sort();
+        assert_eq!(names, ["killer", "lister"], "round {round}");
+    }
 }

@@ -1126,6 +1126,8 @@ impl Handler for Worker {
             cx.schedule_in(TICK, Timer::Tick);
         }
         self.check_topology();
+        // observe: CONFIG SET of the slow log holds from the next turn on.
+        self.obs.stats.sync_slow_settings(&self.shared.stats);
         // is_empty is two loads; try_recv on an empty channel costs more,
         // and this runs every turn.
         while !self.rx.is_empty() {

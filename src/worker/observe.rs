@@ -202,7 +202,7 @@ impl Worker {
             Gather::Info => self.info(cx, key, args),
             Gather::ClientList => self.client_list(cx, key, args),
             Gather::ClientKill => self.client_kill(cx, key, args),
-            Gather::ResetStats => self.reset_stats(cx, key),
+            Gather::ResetStats => self.reset_stats(cx, key, args),
             Gather::Slowlog => {
                 let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
                     return;
@@ -210,13 +210,18 @@ impl Worker {
                 let logs = &self.shared.stats.slowlog;
                 let r = slowlog::command(logs, proto, cmd.name, args);
                 self.reply(key, r);
+                // Logged once it ran, as on a node: RESET leaves its own
+                // entry, GET and LEN do not see theirs.
+                self.slow_local(key, args);
             }
         }
     }
 
     /// With `slowlog-log-slower-than 0` every command is logged, those the
-    /// proxy answers itself too (they take no measurable time).
+    /// proxy answers itself too (they take no measurable time). Called
+    /// after the command ran, with the threshold as it is now.
     pub(super) fn slow_local(&mut self, key: Key, args: &Args) {
+        self.obs.stats.sync_slow_settings(&self.shared.stats);
         if self.obs.stats.slow_us != 0 || !self.obs.stats.take_slow_budget() {
             return;
         }
@@ -247,12 +252,14 @@ impl Worker {
         }
     }
 
-    /// Reserve `key`'s ring slot for an answer of `parts` parts.
-    fn gather_slot(&mut self, key: Key, parts: usize, finish: Finish) -> Option<u64> {
+    /// Reserve `key`'s ring slot for an answer of `parts` parts to the
+    /// request `args` (kept for the slow log).
+    fn gather_slot(&mut self, key: Key, args: &Args, parts: usize, finish: Finish) -> Option<u64> {
         let s = self.sessions.get_mut(key)?;
         let mut m = Merge::new(Fold::Items, parts as u32);
         m.items = vec![Bytes::new(); parts];
         m.finish = Some(finish);
+        m.request = Bytes::copy_from_slice(args.buf); // observe: slow log
         Some(s.ring.push_merge(m))
     }
 
@@ -400,11 +407,12 @@ impl Worker {
             return;
         }
         let items = std::mem::take(&mut m.items);
+        let request = std::mem::take(&mut m.request);
         let Some(finish) = m.finish.take() else {
             return;
         };
         let reply = finish(items);
-        self.deliver(session, seq, reply, &[]);
+        self.deliver(session, seq, reply, &request);
     }
 
     fn info(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
@@ -435,7 +443,7 @@ impl Worker {
             encode_text(proto, info::info_text(&shared, &refs, &keyspace).as_bytes())
         });
         let workers = self.shared.workers.len();
-        let Some(seq) = self.gather_slot(key, masters + workers, finish) else {
+        let Some(seq) = self.gather_slot(key, args, masters + workers, finish) else {
             return;
         };
         let req = Bytes::from_static(INFO_KEYSPACE);
@@ -446,7 +454,10 @@ impl Worker {
     fn client_list(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
         let filter = match aclient::parse_list(args) {
             Ok(f) => f,
-            Err(e) => return self.reply(key, e),
+            Err(e) => {
+                self.reply(key, e);
+                return self.slow_local(key, args); // observe: it ran
+            }
         };
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
@@ -462,7 +473,7 @@ impl Worker {
             encode_text(proto, &text)
         });
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, workers, finish) {
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::List(filter));
         }
     }
@@ -479,7 +490,10 @@ impl Worker {
         }
         let filter = match aclient::parse_kill(s, args) {
             Ok(f) => f,
-            Err(e) => return self.reply(key, e),
+            Err(e) => {
+                self.reply(key, e);
+                return self.slow_local(key, args); // observe: it ran
+            }
         };
         if !self.may_ask(key) {
             return;
@@ -493,12 +507,12 @@ impl Worker {
             aclient::kill_reply(&shape, killed)
         });
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, workers, finish) {
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::Kill(filter));
         }
     }
 
-    fn reset_stats(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+    fn reset_stats(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
         if !self.may_ask(key) {
             return;
         }
@@ -512,7 +526,7 @@ impl Worker {
             Bytes::from_static(b"+OK\r\n")
         });
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, workers, finish) {
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::Reset);
         }
     }
