@@ -2,8 +2,9 @@
 //! transaction the node answers while it is still being written (item
 //! 10), a half-closed client with a blocking command pending (item 11),
 //! the hard output limit checked where output is appended (item 8), a
-//! blocking lease that must have one owner at a time (item 2), and one
-//! slow log and one client list for the whole process (item 13).
+//! blocking lease that must have one owner at a time (item 2), one slow
+//! log and one client list for the whole process (item 13), and new
+//! connections visible to the next CLIENT LIST / KILL / INFO (item 14).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -555,5 +556,51 @@ fn item13_a_killed_client_is_gone_once_the_kill_is_answered() {
         let mut names = listed_names(&mut lister);
         names.sort();
         assert_eq!(names, ["killer", "lister"], "round {round}");
+    }
+}
+
+/// The lines of a CLIENT LIST reply.
+fn client_lines(c: &mut Conn) -> usize {
+    c.cmd(&["CLIENT", "LIST"]).as_str().lines().count()
+}
+
+/// Item 14: a connection the client already has is a client of the proxy,
+/// as a Redis node sees a client from the moment it is accepted: CLIENT
+/// LIST, CLIENT KILL and INFO asked right after the connect (no sleep, no
+/// command on the new connections) count every one of them, whether the
+/// acceptor has handed them to a worker yet or not.
+#[test]
+fn item14_new_connections_are_seen_by_the_next_question() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 2\n");
+    let mut o = m.conn();
+    assert_eq!(client_lines(&mut o), 1);
+    const N: usize = 8;
+    for round in 0..150 {
+        let fresh: Vec<Conn> = (0..N).map(|_| m.conn()).collect();
+        let listed = match round % 3 {
+            0 => client_lines(&mut o),
+            1 => {
+                let info = o.cmd(&["INFO", "clients"]).as_str().to_string();
+                info.lines()
+                    .find_map(|l| l.strip_prefix("connected_clients:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0)
+            }
+            _ => N + 1,
+        };
+        assert_eq!(listed, N + 1, "round {round}: listed right after connect");
+        assert_eq!(
+            o.cmd(&["CLIENT", "KILL", "USER", "default"]),
+            Reply::Int(N as i64),
+            "round {round}: killed right after connect"
+        );
+        for mut c in fresh {
+            assert!(c.is_closed(Duration::from_secs(5)), "round {round}");
+        }
+        assert_eq!(client_lines(&mut o), 1, "round {round}: after the kill");
     }
 }

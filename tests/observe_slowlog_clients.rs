@@ -391,7 +391,9 @@ fn client_list_and_kill_span_every_worker() {
         assert_eq!(conns[0].cmd(&a).as_error(), err, "{args:?}");
     }
     // SKIPME yes (the default) spares the caller; no does not, and the
-    // caller still gets its reply before the connection closes.
+    // caller still gets its reply before the connection closes. The extra
+    // connection has sent nothing: it counts from its connect on, as on a
+    // node (correctness.rs, item 14).
     let mut extra = m.conn();
     let me = conns[0].cmd(&["CLIENT", "ID"]).as_int().to_string();
     assert_eq!(

@@ -1086,7 +1086,7 @@ impl Worker {
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
         self.overload_tick(cx);
-        self.observe_tick(); // observe: publish the statistics
+        self.observe_tick(cx); // observe: publish the statistics
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {
                 self.stop = true;

@@ -6,7 +6,9 @@
 //!  INFO on worker A (3 masters, 2 workers)
 //!    ring slot = merge of 5 parts, finished by a closure
 //!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
-//!    part 3+A:   A publishes its snapshot          (at once)
+//!    handoff:    A ─► acceptor: take every connection waiting, hand it over
+//!                acceptor ─► HandedOver ─► A   (after those Accepts)
+//!    part 3+A:   A publishes its snapshot
 //!    part 3+B:   Ask::Publish ─► worker B ─► Answer (fabric, both ways)
 //!    last part in ─► info_text(every snapshot, summed keyspace) ─► reply
 //! ```
@@ -18,9 +20,12 @@
 //! command, never per routed request.
 //!
 //! Invariants: a cross-worker answer occupies its session's ring slot until
-//! every part is in (order is kept); at most `MAX_ASKS_IN_FLIGHT` questions
-//! are out per worker; answers a full mailbox refused wait in the outbox
-//! and are retried each tick, never dropped.
+//! every part is in (order is kept); no question about the workers'
+//! clients is asked before the acceptor has handed over every connection
+//! waiting when it was dispatched (or a second has passed); at most
+//! `MAX_ASKS_IN_FLIGHT` questions are out or waiting per worker; answers a
+//! full mailbox refused wait in the outbox and are retried each tick, never
+//! dropped.
 
 use super::{Timer, Worker};
 use crate::backend::Backend;
@@ -39,11 +44,11 @@ use crate::stats::{
 };
 use bytes::Bytes;
 use reactor::{Context, Key};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
 /// What a transaction is logged as in the slow log.
@@ -52,6 +57,21 @@ pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 /// Builds a gathered reply from its parts, in part order.
 type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
+/// How long a question waits for the acceptor's handoff before it is
+/// asked anyway (the acceptor answers within a pass; this only bounds a
+/// stalled or stopped one).
+const HANDOFF_PATIENCE: Duration = Duration::from_secs(1);
+
+/// A question about every worker's clients, not asked yet: it waits for
+/// the acceptor to hand over the connections it holds (see
+/// `Shared::request_handoff`).
+struct Waiting {
+    session: Key,
+    seq: u64,
+    first: u32,
+    ask: Ask,
+}
+
 /// A worker's observability state.
 pub struct Observe {
     pub stats: WorkerStats,
@@ -59,6 +79,13 @@ pub struct Observe {
     outbox: Vec<(usize, WorkerMsg)>,
     /// Questions this worker sent and has no answer to yet.
     asks_out: usize,
+    /// Questions waiting for a handoff from the acceptor, in order.
+    waiting: VecDeque<Waiting>,
+    /// The outstanding handoff request (0: none), how many of the front of
+    /// `waiting` it covers, and since when.
+    handoff: (u64, usize, Instant),
+    /// The last handoff request number used.
+    handoff_seq: u64,
     /// The topology epoch last logged.
     epoch_seen: u64,
     /// Commands, bytes in, bytes out at the last CONFIG RESETSTAT (the
@@ -72,6 +99,9 @@ impl Observe {
             stats: WorkerStats::new(&shared.stats),
             outbox: Vec::new(),
             asks_out: 0,
+            waiting: VecDeque::new(),
+            handoff: (0, 0, Instant::now()),
+            handoff_seq: 0,
             epoch_seen: 0,
             reset_base: (0, 0, 0),
         }
@@ -263,10 +293,14 @@ impl Worker {
         Some(s.ring.push_merge(m))
     }
 
-    /// Room for one question to every other worker?
+    /// Room for one question to every other worker (those waiting for a
+    /// handoff counted as asked)?
     fn may_ask(&mut self, key: Key) -> bool {
         let others = self.shared.workers.len().saturating_sub(1);
-        if self.obs.asks_out + others > MAX_ASKS_IN_FLIGHT {
+        let queued = self.obs.waiting.len();
+        if queued >= MAX_ASKS_IN_FLIGHT
+            || self.obs.asks_out + (queued + 1) * others > MAX_ASKS_IN_FLIGHT
+        {
             self.reply_static(key, ERR_BUSY);
             return false;
         }
@@ -274,7 +308,9 @@ impl Worker {
     }
 
     /// Ask every worker for its part (`first + worker index`) of the
-    /// answer at `key`'s slot `seq`; this worker answers its own at once.
+    /// answer at `key`'s slot `seq`, once the acceptor has handed over
+    /// every connection it holds now, so that none a client already has is
+    /// missed (see `Shared::request_handoff`).
     fn ask_workers(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -283,6 +319,78 @@ impl Worker {
         first: u32,
         ask: Ask,
     ) {
+        self.obs.waiting.push_back(Waiting {
+            session: key,
+            seq,
+            first,
+            ask,
+        });
+        if self.obs.handoff.0 == 0 {
+            self.request_handoff(cx);
+        }
+    }
+
+    /// Ask the acceptor for a handoff covering every question waiting; with
+    /// no acceptor to answer, ask them at once.
+    fn request_handoff(&mut self, cx: &mut Context<'_, Timer>) {
+        self.obs.handoff_seq += 1;
+        let n = self.obs.handoff_seq;
+        if self.shared.request_handoff(self.id, n) {
+            self.obs.handoff = (n, self.obs.waiting.len(), cx.now);
+        } else {
+            self.obs.handoff.0 = 0;
+            self.ask_waiting(cx, self.obs.waiting.len());
+        }
+    }
+
+    /// The acceptor answered handoff request `n`: the questions it covers
+    /// may be asked (the connections it handed over are ahead of them in
+    /// every mailbox, this worker's included, whose are registered now).
+    fn handed_over(&mut self, cx: &mut Context<'_, Timer>, n: u64) {
+        let (outstanding, covers, _) = self.obs.handoff;
+        if outstanding == 0 || n < outstanding {
+            return; // an answer to a request given up on
+        }
+        self.obs.handoff.0 = 0;
+        self.ask_waiting(cx, covers);
+        if !self.obs.waiting.is_empty() {
+            self.request_handoff(cx);
+        }
+    }
+
+    /// At each tick: a handoff the acceptor has not answered in time (it
+    /// stopped, or is stalled) is given up on; its questions are asked.
+    fn handoff_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        let (outstanding, _, since) = self.obs.handoff;
+        if outstanding == 0 {
+            return;
+        }
+        let stopping = self.shared.shutting_down.load(Ordering::Acquire);
+        if stopping || cx.now.saturating_duration_since(since) >= HANDOFF_PATIENCE {
+            self.obs.handoff.0 = 0;
+            self.ask_waiting(cx, self.obs.waiting.len());
+        }
+    }
+
+    /// Ask the first `n` waiting questions.
+    fn ask_waiting(&mut self, cx: &mut Context<'_, Timer>, n: usize) {
+        for _ in 0..n {
+            let Some(w) = self.obs.waiting.pop_front() else {
+                return;
+            };
+            self.ask_now(cx, w);
+        }
+    }
+
+    /// Send a question to every other worker; this worker answers its own
+    /// part at once.
+    fn ask_now(&mut self, cx: &mut Context<'_, Timer>, w: Waiting) {
+        let Waiting {
+            session: key,
+            seq,
+            first,
+            ask,
+        } = w;
         let ask = Arc::new(ask);
         for w in 0..self.shared.workers.len() {
             if w == self.id {
@@ -385,6 +493,7 @@ impl Worker {
                 self.obs.asks_out = self.obs.asks_out.saturating_sub(1);
                 self.fold_part(cx, a.session, a.seq, a.part, a.frame);
             }
+            WorkerMsg::HandedOver(n) => self.handed_over(cx, n),
             WorkerMsg::Accept(_) | WorkerMsg::Shutdown => {}
         }
     }
@@ -619,7 +728,8 @@ impl Worker {
 
     /// Housekeeping, once per tick: publish, retry refused answers, log
     /// nodes going down and coming back, and topology changes.
-    pub(super) fn observe_tick(&mut self) {
+    pub(super) fn observe_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        self.handoff_tick(cx);
         self.obs.stats.refill_slow_budget(&self.shared.stats);
         self.publish_stats(true);
         if !self.obs.outbox.is_empty() {
