@@ -3,8 +3,9 @@
 //! 10), a half-closed client with a blocking command pending (item 11),
 //! the hard output limit checked where output is appended (item 8), a
 //! blocking lease that must have one owner at a time (item 2), one slow
-//! log and one client list for the whole process (item 13), and new
-//! connections visible to the next CLIENT LIST / KILL / INFO (item 14).
+//! log and one client list for the whole process (item 13), new
+//! connections visible to the next CLIENT LIST / KILL / INFO (item 14),
+//! and a transaction refused with TRYAGAIN retried whole (item 5).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -603,4 +604,59 @@ fn item14_new_connections_are_seen_by_the_next_question() {
         }
         assert_eq!(client_lines(&mut o), 1, "round {round}: after the kill");
     }
+}
+
+/// Index of the node listening on `port`.
+fn node_index(cluster: &RedisCluster, port: u16) -> usize {
+    cluster
+        .nodes
+        .iter()
+        .position(|n| n.port == port)
+        .unwrap_or_else(|| panic!("no node on port {port}"))
+}
+
+/// Item 5: a queued command the node refuses with TRYAGAIN (a multi-key
+/// command on a slot half migrated) dooms the transaction on the node,
+/// which answers EXEC with EXECABORT; nothing of it ran. mithril retries
+/// the whole transaction with a single-slot command's waits, so once the
+/// migration is over EXEC gives the real results.
+#[test]
+fn item5_a_transaction_refused_with_tryagain_is_retried_whole() {
+    let (cluster, m) = setup("threads 1");
+    let (a, b) = ("{item5}a", "{item5}b");
+    let slot = key_slot(a.as_bytes());
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SET", a, "1"]), ok());
+    assert_eq!(c.cmd(&["SET", b, "2"]), ok());
+    // `a` moves, `b` stays: MGET of both is refused with TRYAGAIN.
+    let (_, to) = cluster.split_slot(slot, &[a]);
+    let to = node_index(&cluster, to.port);
+    // Long waits, so the migration can be finished during them.
+    assert_eq!(c.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "500"]), ok());
+    let tryagain_before = m_info_field(&m, "stats", "tryagain_retries");
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["MGET", a, b]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["INCR", b]), Reply::Simple("QUEUED".into()));
+    c.send(&[b"EXEC"]);
+    let retried = poll_until(Duration::from_secs(5), || {
+        (m_info_field(&m, "stats", "tryagain_retries") > tryagain_before).then_some(())
+    });
+    if retried.is_none() {
+        let r = c.try_read_reply(Duration::from_secs(1));
+        panic!("the transaction's TRYAGAIN was not retried; EXEC answered {r:?}");
+    }
+    cluster.migrate_slot(slot, to, 10);
+    let exec = c
+        .try_read_reply(Duration::from_secs(10))
+        .expect("EXEC's reply");
+    assert_eq!(
+        exec,
+        Reply::Array(Some(vec![
+            Reply::Array(Some(vec![bulk("1"), bulk("2")])),
+            Reply::Int(3),
+        ])),
+        "EXEC after the migration"
+    );
+    assert_eq!(c.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "0"]), ok());
+    assert_eq!(c.cmd(&["GET", b]).as_str(), "3");
 }

@@ -819,6 +819,12 @@ impl Worker {
                 Read::Intermediate(frame, head) => {
                     if head == b'-' && b.txn_redirect.is_none() {
                         b.txn_redirect = router::parse_redirect(&frame, via, &self.topo);
+                        if b.txn_redirect.is_none()
+                            && b.txn_retry.is_none()
+                            && retry::is_retryable(&frame)
+                        {
+                            b.txn_retry = Some(frame);
+                        }
                     }
                 }
                 Read::Broken(why) => {
@@ -864,6 +870,16 @@ impl Worker {
             Purpose::Blocking => self.lease_answered(bkey, f.session),
             _ => {}
         }
+        // What the transaction's queued commands got before EXEC's reply:
+        // taken now, whatever EXEC's reply says.
+        let (txn_redirect, txn_retry) = match f.purpose {
+            Purpose::Txn => self
+                .backends
+                .get_mut(bkey)
+                .map(|b| (b.txn_redirect.take(), b.txn_retry.take()))
+                .unwrap_or_default(),
+            _ => (None, None),
+        };
         if head == b'-' {
             if let Some(r) = router::parse_redirect(&frame, via, &self.topo) {
                 self.follow(cx, via, f, r);
@@ -874,13 +890,17 @@ impl Worker {
                 return;
             }
         }
-        if f.purpose == Purpose::Txn {
-            if let Some(r) = self
-                .backends
-                .get_mut(bkey)
-                .and_then(|b| b.txn_redirect.take())
-            {
-                self.follow(cx, via, f, r);
+        if let Some(r) = txn_redirect {
+            self.follow(cx, via, f, r);
+            return;
+        }
+        if let Some(cause) = txn_retry {
+            // A queued command refused with TRYAGAIN (or CLUSTERDOWN)
+            // aborted the transaction before anything ran: retry it whole,
+            // as a single-slot request is; EXEC's own reply is the answer
+            // if the waits run out.
+            if frame.starts_with(b"-EXECABORT") {
+                self.try_again_as(cx, via, f, &cause, frame);
                 return;
             }
         }

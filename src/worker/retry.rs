@@ -25,6 +25,11 @@
 //! instance while a failover settles) is waited out the same way; it is
 //! never split, and once the waits are spent it reaches the client.
 //!
+//! A transaction whose queued command met either gets EXECABORT from the
+//! node: nothing of it ran, so it is retried whole like a single-slot
+//! request (`try_again_as`), and the EXECABORT reaches the client only
+//! once the waits are spent.
+//!
 //! Replies that are not errors pay nothing for any of this.
 
 use super::{Outgoing, Timer, Worker};
@@ -178,17 +183,32 @@ impl Worker {
         f: InFlight,
         frame: Bytes,
     ) {
+        let cause = frame.clone();
+        self.try_again_as(cx, via, f, &cause, frame)
+    }
+
+    /// `f` met `cause` (TRYAGAIN or CLUSTERDOWN) at the node at `via`;
+    /// `frame` is the reply to give if it is not retried (the error
+    /// itself, or for a transaction EXEC's EXECABORT).
+    pub(super) fn try_again_as(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        via: SocketAddr,
+        f: InFlight,
+        cause: &[u8],
+        frame: Bytes,
+    ) {
         log::debug!(
             target: "mithril::worker",
             "worker {}: {} from {via} ({:?}, wait {})",
             self.id,
-            String::from_utf8_lossy(frame.split(|&b| b == b' ').next().unwrap_or_default()),
+            String::from_utf8_lossy(cause.split(|&b| b == b' ').next().unwrap_or_default()),
             f.purpose,
             f.retries
         );
         // CLUSTERDOWN is waited out like TRYAGAIN, but splitting a request
         // key by key cannot help with it.
-        let down = frame.starts_with(b"-CLUSTERDOWN");
+        let down = cause.starts_with(b"-CLUSTERDOWN");
         // observe
         if down {
             self.obs.stats.counters.clusterdown += 1;
