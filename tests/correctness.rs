@@ -5,7 +5,8 @@
 //! blocking lease that must have one owner at a time (item 2), one slow
 //! log and one client list for the whole process (item 13), new
 //! connections visible to the next CLIENT LIST / KILL / INFO (item 14),
-//! and a transaction refused with TRYAGAIN retried whole (item 5).
+//! a transaction refused with TRYAGAIN retried whole (item 5), and
+//! key-by-key resends that go to their own part's node (item 6).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -659,4 +660,62 @@ fn item5_a_transaction_refused_with_tryagain_is_retried_whole() {
     );
     assert_eq!(c.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "0"]), ok());
     assert_eq!(c.cmd(&["GET", b]).as_str(), "3");
+}
+
+/// A tag (`{...}`) whose slot `ok` accepts.
+fn tag_where(prefix: &str, ok: impl Fn(u16) -> bool) -> String {
+    (0..)
+        .map(|i| format!("{{{prefix}-{i}}}"))
+        .find(|t| ok(key_slot(t.as_bytes())))
+        .unwrap()
+}
+
+/// Item 6, the resend address: two parts of one MGET, on two slots half
+/// migrated away from two different masters, both split key by key with
+/// more keys than may be in flight at once: each part's queued resends go
+/// to its own node (no MOVED on the way), and every value comes back.
+#[test]
+fn item6_each_split_part_resends_to_its_own_node() {
+    let (cluster, m) = setup("threads 1");
+    let a = "{item6a}";
+    let slot_a = key_slot(a.as_bytes());
+    let port_a = cluster.port_for_slot(slot_a);
+    let b = tag_where("item6b", |x| cluster.port_for_slot(x) != port_a);
+    let slot_b = key_slot(b.as_bytes());
+    const N: usize = 1000;
+    let keys: Vec<String> = (0..N)
+        .map(|i| format!("{a}{i}"))
+        .chain((0..N).map(|i| format!("{b}{i}")))
+        .collect();
+    let mut c = m.conn();
+    let mut mset = vec!["MSET".to_string()];
+    for k in &keys {
+        mset.push(k.clone());
+        mset.push(format!("val-{k}"));
+    }
+    let refs: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(c.cmd(&refs), ok());
+    // Half of each slot's keys move: every MGET part meets TRYAGAIN until
+    // it is split.
+    let moved_a: Vec<&str> = keys[..N].iter().step_by(2).map(String::as_str).collect();
+    let moved_b: Vec<&str> = keys[N..].iter().step_by(2).map(String::as_str).collect();
+    cluster.split_slot(slot_a, &moved_a);
+    cluster.split_slot(slot_b, &moved_b);
+    let moved_before = m_info_field(&m, "stats", "redirects_moved");
+    let splits_before = m_info_field(&m, "stats", "key_by_key_splits");
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let got = c.cmd(&mget);
+    let want: Vec<Reply> = keys.iter().map(|k| bulk(&format!("val-{k}"))).collect();
+    assert!(got == Reply::Array(Some(want)), "MGET's values");
+    assert_eq!(
+        m_info_field(&m, "stats", "key_by_key_splits") - splits_before,
+        2,
+        "both parts split"
+    );
+    assert_eq!(
+        m_info_field(&m, "stats", "redirects_moved") - moved_before,
+        0,
+        "resends sent to the other part's node"
+    );
 }

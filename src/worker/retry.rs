@@ -330,12 +330,11 @@ impl Worker {
             return false;
         }
         m.parts_left += reqs.len() as u32 - 1;
-        m.split_addr = Some(via);
         for (i, r) in reqs.into_iter().enumerate() {
             let idx = m.part_keys.len() as u32;
             m.part_keys
                 .push(positions.get(i).map(|&p| vec![p]).unwrap_or_default());
-            m.waiting.push_back((idx, r));
+            m.waiting.push_back((idx, r, via));
         }
         self.send_waiting(cx, f.session, f.seq);
         true
@@ -367,10 +366,9 @@ impl Worker {
         if m.fold == Fold::Items {
             m.items = vec![Bytes::new(); reqs.len()];
         }
-        m.split_addr = Some(via);
         for (i, r) in reqs.into_iter().enumerate() {
             m.part_keys.push(vec![i as u32]);
-            m.waiting.push_back((i as u32, r));
+            m.waiting.push_back((i as u32, r, via));
         }
         let Some(s) = self.sessions.get_mut(f.session) else {
             return true;
@@ -401,7 +399,7 @@ impl Worker {
             if in_flight >= SPLIT_IN_FLIGHT {
                 return;
             }
-            let (Some((part, req)), Some(addr)) = (m.waiting.pop_front(), m.split_addr) else {
+            let Some((part, req, addr)) = m.waiting.pop_front() else {
                 return;
             };
             let out = Outgoing {
