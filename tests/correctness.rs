@@ -6,7 +6,7 @@
 //! log and one client list for the whole process (item 13), new
 //! connections visible to the next CLIENT LIST / KILL / INFO (item 14),
 //! a transaction refused with TRYAGAIN retried whole (item 5), and
-//! key-by-key resends that go to their own part's node (item 6).
+//! slot marks and key-by-key resends of a migration (item 6).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -662,12 +662,114 @@ fn item5_a_transaction_refused_with_tryagain_is_retried_whole() {
     assert_eq!(c.cmd(&["GET", b]).as_str(), "3");
 }
 
+/// mithril's INFO cluster `topology_epoch`.
+fn m_epoch(m: &Mithril) -> i64 {
+    m_info_field(m, "cluster", "topology_epoch")
+}
+
+/// Waits until mithril has a topology epoch past `after`.
+fn wait_epoch_past(m: &Mithril, after: i64) {
+    wait_until(
+        "mithril to load the new map",
+        Duration::from_secs(15),
+        || (m_epoch(m) > after).then_some(()),
+    );
+}
+
 /// A tag (`{...}`) whose slot `ok` accepts.
 fn tag_where(prefix: &str, ok: impl Fn(u16) -> bool) -> String {
     (0..)
         .map(|i| format!("{{{prefix}-{i}}}"))
         .find(|t| ok(key_slot(t.as_bytes())))
         .unwrap()
+}
+
+/// Item 6, the mark: a slot whose TRYAGAIN had to reach the client stays
+/// marked (its multi-key commands take the gated fan-out path) until that
+/// slot's owner changes, whatever else the topology does; and a new mark
+/// does not bring back one whose slot has moved since.
+#[test]
+fn item6_a_tainted_slot_is_cleared_by_its_owner_changing_only() {
+    let (cluster, m) = setup("threads 1\ntopology-refresh-secs 1");
+    let s = "{item6s}";
+    let slot_s = key_slot(s.as_bytes());
+    let (k1, k2) = (format!("{s}1"), format!("{s}2"));
+    let s2 = tag_where("item6s2", |x| x != slot_s);
+    let slot_s2 = key_slot(s2.as_bytes());
+    let t = tag_where("item6t", |x| x != slot_s && x != slot_s2);
+    let slot_t = key_slot(t.as_bytes());
+    let other = format!(
+        "{}x",
+        tag_where("item6o", |x| ![slot_s, slot_s2, slot_t].contains(&x))
+    );
+    let (j1, j2) = (format!("{s2}1"), format!("{s2}2"));
+    let mut c = m.conn();
+    for (k, v) in [
+        (&k1, "v1"),
+        (&k2, "v2"),
+        (&other, "o"),
+        (&format!("{t}k"), "t"),
+    ] {
+        assert_eq!(c.cmd(&["SET", k, v]), ok());
+    }
+    assert_eq!(c.cmd(&["SADD", &j1, "a"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["SADD", &j2, "b"]), Reply::Int(1));
+    let mget = || argv(&["MGET", &k1, &k2]);
+    let get_other = || argv(&["GET", &other]);
+    let values = Reply::Array(Some(vec![bulk("v1"), bulk("v2")]));
+
+    let (_, to) = cluster.split_slot(slot_s, &[&k1]);
+    let to_s = node_index(&cluster, to.port);
+    // Something dispatched after the MGET: its TRYAGAIN goes to the
+    // client, and the slot is marked.
+    let r = c.pipeline(&[mget(), get_other()]);
+    assert!(
+        r[0].is_error() && r[0].as_error().starts_with("TRYAGAIN"),
+        "{r:?}"
+    );
+    // Marked: the same pipeline now goes the gated fan-out way.
+    assert_eq!(
+        c.pipeline(&[mget(), get_other()]),
+        [values.clone(), bulk("o")]
+    );
+
+    // Another slot moves: a new map, the marked slot's owner unchanged.
+    let epoch = m_epoch(&m);
+    let owner_t = cluster.port_for_slot(slot_t);
+    let to_t = cluster
+        .masters()
+        .iter()
+        .find(|n| n.port != owner_t)
+        .map(|n| node_index(&cluster, n.port))
+        .unwrap();
+    cluster.migrate_slot(slot_t, to_t, 10);
+    wait_epoch_past(&m, epoch);
+    assert_eq!(
+        c.pipeline(&[mget(), get_other()]),
+        [values.clone(), bulk("o")],
+        "still marked after an unrelated topology change"
+    );
+
+    // The marked slot's migration ends: its owner changed.
+    let epoch = m_epoch(&m);
+    cluster.migrate_slot(slot_s, to_s, 10);
+    wait_epoch_past(&m, epoch);
+    // Another slot is marked by a multi-key command that is not a fan-out
+    // (SUNION), without looking at the marks first.
+    cluster.split_slot(slot_s2, &[&j1]);
+    let r = c.pipeline(&[argv(&["SUNION", &j1, &j2]), get_other()]);
+    assert!(
+        r[0].is_error() && r[0].as_error().starts_with("TRYAGAIN"),
+        "{r:?}"
+    );
+    // The first slot's mark is gone: its MGET goes to its node as it is.
+    let parts = m_info_field(&m, "stats", "fanout_parts");
+    assert_eq!(c.pipeline(&[mget(), get_other()]), [values, bulk("o")]);
+    assert_eq!(
+        m_info_field(&m, "stats", "fanout_parts"),
+        parts,
+        "the moved slot's MGET was fanned out: its old mark came back"
+    );
 }
 
 /// Item 6, the resend address: two parts of one MGET, on two slots half

@@ -17,9 +17,10 @@
 //! slots from dispatch until they complete; a single-slot request gates
 //! its slot when its first TRYAGAIN arrives, but only if nothing was
 //! dispatched after it — otherwise the TRYAGAIN goes to the client as is,
-//! and the slot is marked so later multi-key commands on it take the gated
-//! fan-out path until the topology changes. A session whose next request
-//! touches a gated slot stops reading requests until the gate opens.
+//! and the slot is marked (with the owner it has then) so later multi-key
+//! commands on it take the gated fan-out path until that slot's owner
+//! changes. A session whose next request touches a gated slot stops
+//! reading requests until the gate opens.
 //!
 //! A CLUSTERDOWN from a node (it refuses before running anything, for
 //! instance while a failover settles) is waited out the same way; it is
@@ -239,9 +240,16 @@ impl Worker {
                         }
                         _ => {
                             if let Some(slot) = slot.filter(|_| !down) {
-                                if !s.tainted.contains(&slot) {
-                                    s.tainted.push(slot);
-                                    s.tainted_epoch = self.pools.epoch;
+                                // Marked with the owner the slot has now: the
+                                // mark holds until that changes. Marks whose
+                                // slot moved meanwhile go now, so none piles up
+                                // (or comes back).
+                                let (pools, topo) = (&self.pools, &self.topo);
+                                if let Some(owner) = pools.master_addr_for_slot(topo, slot) {
+                                    s.tainted.retain(|&marked, &mut was| {
+                                        pools.master_addr_for_slot(topo, marked) == Some(was)
+                                    });
+                                    s.tainted.insert(slot, owner);
                                 }
                             }
                             return self.complete(cx, f, frame);
@@ -435,19 +443,23 @@ impl Worker {
     }
 
     /// A multi-key request on a slot that passed a TRYAGAIN to the client
-    /// goes through the (gated) fan-out path even when it is one slot.
+    /// goes through the (gated) fan-out path even when it is one slot,
+    /// until the slot's owner changes (its migration is over); other
+    /// topology changes leave the mark alone.
     pub(super) fn tainted(&mut self, key: Key, slot: u16) -> bool {
-        let epoch = self.pools.epoch;
         let Some(s) = self.sessions.get_mut(key) else {
             return false;
         };
         if s.tainted.is_empty() {
             return false;
         }
-        if s.tainted_epoch != epoch {
-            s.tainted.clear();
+        let Some(&was) = s.tainted.get(&slot) else {
             return false;
+        };
+        if self.pools.master_addr_for_slot(&self.topo, slot) == Some(was) {
+            return true;
         }
-        s.tainted.contains(&slot)
+        s.tainted.remove(&slot);
+        false
     }
 }
