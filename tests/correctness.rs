@@ -480,6 +480,31 @@ fn item13_the_slow_log_is_one_for_the_whole_process() {
     }
 }
 
+/// Item 13, transactions: EXEC is flagged skip_slowlog, so the proxy does
+/// not log it when it runs it; the transaction is logged once, as EXEC,
+/// when the node's reply comes (MULTI is logged like any command).
+#[test]
+fn item13_a_transaction_is_logged_once() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "slowlog-log-slower-than 0\n");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SLOWLOG", "RESET"]), ok());
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["SET", "t", "1"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(Some(vec![ok()])));
+    // EXEC without MULTI: answered here, not logged (skip_slowlog).
+    assert!(c.cmd(&["EXEC"]).is_error());
+    let (got, _) = slowlog_entries(&c.cmd(&["SLOWLOG", "GET"]));
+    let want: Vec<Vec<String>> = [&["EXEC"][..], &["MULTI"], &["SLOWLOG", "RESET"]]
+        .iter()
+        .map(|a| a.iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(got, want);
+}
+
 /// The `name=` of every line of a CLIENT LIST reply.
 fn listed_names(c: &mut Conn) -> Vec<String> {
     let text = c.cmd(&["CLIENT", "LIST"]).as_str().to_string();

@@ -119,21 +119,21 @@ impl Worker {
                     TxnOp::Exec => self.txn_exec(cx, key),
                     TxnOp::Discard => self.txn_discard(key),
                 }
-                self.slow_local(key, args); // observe
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::SubscribedPing => {
                 let r = super::pubsub::subscribed_ping(args.get(1));
                 self.reply(key, r);
-                self.slow_local(key, args); // observe
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::Reset => {
                 self.reset_state(cx, key);
                 self.local(key, LocalCmd::Reset, cmd, args);
-                self.slow_local(key, args); // observe
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(which) => {
                 self.local(key, which, cmd, args);
-                self.slow_local(key, args); // observe
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::Refuse(r) => self.refuse(key, *r),
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),

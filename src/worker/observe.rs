@@ -230,8 +230,8 @@ impl Worker {
     ) {
         match what {
             Gather::Info => self.info(cx, key, args),
-            Gather::ClientList => self.client_list(cx, key, args),
-            Gather::ClientKill => self.client_kill(cx, key, args),
+            Gather::ClientList => self.client_list(cx, key, cmd, args),
+            Gather::ClientKill => self.client_kill(cx, key, cmd, args),
             Gather::ResetStats => self.reset_stats(cx, key, args),
             Gather::Slowlog => {
                 let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
@@ -242,15 +242,20 @@ impl Worker {
                 self.reply(key, r);
                 // Logged once it ran, as on a node: RESET leaves its own
                 // entry, GET and LEN do not see theirs.
-                self.slow_local(key, args);
+                self.slow_local(key, cmd, args);
             }
         }
     }
 
     /// With `slowlog-log-slower-than 0` every command is logged, those the
-    /// proxy answers itself too (they take no measurable time). Called
-    /// after the command ran, with the threshold as it is now.
-    pub(super) fn slow_local(&mut self, key: Key, args: &Args) {
+    /// proxy answers itself too (they take no measurable time), but for
+    /// those flagged `skip_slowlog` (EXEC: a transaction the node ran is
+    /// logged when its reply comes). Called after the command ran, with
+    /// the threshold as it is now.
+    pub(super) fn slow_local(&mut self, key: Key, cmd: &'static Command, args: &Args) {
+        if cmd.flags & crate::command::flags::SKIP_SLOWLOG != 0 {
+            return;
+        }
         self.obs.stats.sync_slow_settings(&self.shared.stats);
         if self.obs.stats.slow_us != 0 || !self.obs.stats.take_slow_budget() {
             return;
@@ -560,12 +565,18 @@ impl Worker {
         self.ask_workers(cx, key, seq, masters as u32, Ask::Publish);
     }
 
-    fn client_list(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+    fn client_list(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+    ) {
         let filter = match aclient::parse_list(args) {
             Ok(f) => f,
             Err(e) => {
                 self.reply(key, e);
-                return self.slow_local(key, args); // observe: it ran
+                return self.slow_local(key, cmd, args); // observe: it ran
             }
         };
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
@@ -587,7 +598,13 @@ impl Worker {
         }
     }
 
-    fn client_kill(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+    fn client_kill(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+    ) {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
@@ -601,7 +618,7 @@ impl Worker {
             Ok(f) => f,
             Err(e) => {
                 self.reply(key, e);
-                return self.slow_local(key, args); // observe: it ran
+                return self.slow_local(key, cmd, args); // observe: it ran
             }
         };
         if !self.may_ask(key) {
