@@ -12,6 +12,14 @@
 //! limit it gets Redis's "max number of clients reached" error and is
 //! closed. The ticket travels with the socket and is released when the
 //! session ends, on every path.
+//!
+//! Handoff requests: a worker about to ask every worker a question about
+//! their clients (CLIENT LIST / KILL, INFO) first asks for a handoff
+//! (`Shared::request_handoff`, which wakes this thread). Each pass notes
+//! the requests made so far, takes every connection the kernel holds, and
+//! only then answers each requester with `WorkerMsg::HandedOver`: by then
+//! every connection the client side had completed before the question is
+//! in some worker's mailbox, ahead of the question.
 
 use crate::config::Placement;
 use crate::shared::{Accepted, Shared, Ticket, WorkerMsg};
@@ -127,6 +135,10 @@ impl Acceptor {
         let mut events = Events::with_capacity(64);
         let mut commands = vec![0u64; self.shared.workers.len()];
         let mut sessions = vec![0usize; self.shared.workers.len()];
+        // Per worker: the handoff request this pass answers, and the last
+        // one answered.
+        let mut asked = vec![0u64; self.shared.workers.len()];
+        let mut answered = vec![0u64; self.shared.workers.len()];
         // After EMFILE the listener stays readable but edge-triggered
         // readiness will not repeat: poll again soon instead.
         let mut retry_soon = false;
@@ -146,6 +158,10 @@ impl Acceptor {
                 return;
             }
             retry_soon = false;
+            // Requests seen before this pass's accepts are answered after.
+            for (w, slot) in self.shared.workers.iter().enumerate() {
+                asked[w] = slot.handoff_asked.load(Ordering::Acquire);
+            }
             for i in 0..self.listeners.len() {
                 loop {
                     match self.listeners[i].accept() {
@@ -165,6 +181,16 @@ impl Acceptor {
                             break;
                         }
                     }
+                }
+            }
+            for (w, slot) in self.shared.workers.iter().enumerate() {
+                if asked[w] <= answered[w] {
+                    continue;
+                }
+                match slot.tx.send(WorkerMsg::HandedOver(asked[w])) {
+                    Ok(()) => answered[w] = asked[w],
+                    // A full mailbox: answer on the next pass.
+                    Err(_) => retry_soon = true,
                 }
             }
         }

@@ -152,6 +152,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
             commands: Padded(AtomicU64::new(0)),
             sessions: Padded(AtomicUsize::new(0)),
             buffered: Padded(AtomicU64::new(0)),
+            handoff_asked: Padded(AtomicU64::new(0)),
         });
         receivers.push(rx);
         loops.push(el);
@@ -183,6 +184,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         leases: Default::default(),
         overload: Default::default(),
         stats,
+        acceptor: std::sync::OnceLock::new(),
     });
 
     let mut worker_threads = Vec::new();
@@ -202,6 +204,8 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
 
     let (acceptor, acceptor_waker) = Acceptor::new(shared.clone(), listeners)
         .map_err(|e| StartError(format!("acceptor: {e}")))?;
+    // Workers may now ask it for handoffs (observe: CLIENT LIST, INFO).
+    let _ = shared.acceptor.set(acceptor_waker.clone());
     let acc_thread = std::thread::Builder::new()
         .name("acceptor".into())
         .spawn(move || acceptor.run())

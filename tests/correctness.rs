@@ -1,8 +1,12 @@
 //! Regression tests for the correctness issue, one per item fixed: a
 //! transaction the node answers while it is still being written (item
 //! 10), a half-closed client with a blocking command pending (item 11),
-//! the hard output limit checked where output is appended (item 8), and a
-//! blocking lease that must have one owner at a time (item 2), and a
+//! the hard output limit checked where output is appended (item 8), a
+//! blocking lease that must have one owner at a time (item 2), one slow
+//! log and one client list for the whole process (item 13), new
+//! connections visible to the next CLIENT LIST / KILL / INFO (item 14),
+//! a transaction refused with TRYAGAIN retried whole (item 5), and
+//! slot marks and key-by-key resends of a migration (item 6), and a
 //! CLUSTERDOWN outlasting the TRYAGAIN waits (item 15).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
@@ -396,5 +400,503 @@ fn item15_a_clusterdown_outlasting_the_tryagain_waits_is_waited_out() {
     assert_eq!(
         node.cmd(&["GET", key]),
         Reply::Bulk(Some(b"after".to_vec()))
+    );
+}
+
+/// The arguments of each entry of a SLOWLOG GET reply, newest first, and
+/// the entries' ids.
+fn slowlog_entries(r: &Reply) -> (Vec<Vec<String>>, Vec<i64>) {
+    let entries = r.as_array();
+    let args = entries
+        .iter()
+        .map(|e| {
+            e.as_array()[3]
+                .as_array()
+                .iter()
+                .map(|a| a.as_str().to_string())
+                .collect()
+        })
+        .collect();
+    let ids = entries.iter().map(|e| e.as_array()[0].as_int()).collect();
+    (args, ids)
+}
+
+/// The `worker=` field of a connection's CLIENT INFO line.
+fn worker_of(c: &mut Conn) -> String {
+    let line = c.cmd(&["CLIENT", "INFO"]).as_str().to_string();
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("worker="))
+        .unwrap_or_else(|| panic!("no worker= in {line:?}"))
+        .to_string()
+}
+
+/// Item 13: with two workers the slow log is one, as on a Redis node:
+/// `CONFIG SET slowlog-log-slower-than 0` holds at once on every worker,
+/// SLOWLOG commands are logged themselves (after they ran, so RESET
+/// leaves its own entry and GET and LEN do not see theirs), and GET, LEN
+/// and RESET answer for the whole process, whichever workers the commands
+/// ran on.
+#[test]
+fn item13_the_slow_log_is_one_for_the_whole_process() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nplacement round-robin\nslowlog-log-slower-than -1\n",
+    );
+    let mut conns: Vec<Conn> = (0..4).map(|_| m.conn()).collect();
+    let workers: Vec<String> = conns.iter_mut().map(worker_of).collect();
+    let mut distinct = workers.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(
+        distinct.len(),
+        2,
+        "connections on both workers: {workers:?}"
+    );
+    let names = |v: &[&[&str]]| -> Vec<Vec<String>> {
+        v.iter()
+            .map(|a| a.iter().map(|s| s.to_string()).collect())
+            .collect()
+    };
+    for round in 0..10 {
+        // Over one connection.
+        let c = &mut conns[round % 4];
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            ok(),
+            "round {round}"
+        );
+        assert_eq!(c.cmd(&["SLOWLOG", "RESET"]), ok());
+        assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+        assert_eq!(c.cmd(&["GET", "k"]).as_str(), "v");
+        assert_eq!(
+            c.cmd(&["SLOWLOG", "LEN"]),
+            Reply::Int(3),
+            "round {round}: one connection"
+        );
+        let (got, ids) = slowlog_entries(&c.cmd(&["SLOWLOG", "GET"]));
+        assert_eq!(
+            got,
+            names(&[
+                &["SLOWLOG", "LEN"],
+                &["GET", "k"],
+                &["SET", "k", "v"],
+                &["SLOWLOG", "RESET"]
+            ]),
+            "round {round}: one connection"
+        );
+        assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+        assert_eq!(
+            c.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+            ok()
+        );
+
+        // Over separate connections, on both workers.
+        let [a, b, c, d] = &mut conns[..] else {
+            unreachable!()
+        };
+        assert_eq!(
+            a.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]),
+            ok()
+        );
+        assert_eq!(b.cmd(&["SLOWLOG", "RESET"]), ok());
+        assert_eq!(c.cmd(&["SET", "k", "w"]), ok());
+        assert_eq!(d.cmd(&["GET", "k"]).as_str(), "w");
+        assert_eq!(
+            a.cmd(&["SLOWLOG", "LEN"]),
+            Reply::Int(3),
+            "round {round}: separate connections"
+        );
+        // The n newest overall, across workers.
+        let (got, _) = slowlog_entries(&b.cmd(&["SLOWLOG", "GET", "2"]));
+        assert_eq!(got, names(&[&["SLOWLOG", "LEN"], &["GET", "k"]]));
+        let (got, ids) = slowlog_entries(&c.cmd(&["SLOWLOG", "GET", "-1"]));
+        assert_eq!(
+            got,
+            names(&[
+                &["SLOWLOG", "GET", "2"],
+                &["SLOWLOG", "LEN"],
+                &["GET", "k"],
+                &["SET", "k", "w"],
+                &["SLOWLOG", "RESET"]
+            ]),
+            "round {round}: separate connections"
+        );
+        assert!(ids.windows(2).all(|w| w[0] > w[1]), "{ids:?}");
+        assert_eq!(
+            d.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "-1"]),
+            ok()
+        );
+    }
+}
+
+/// Item 13, transactions: EXEC is flagged skip_slowlog, so the proxy does
+/// not log it when it runs it; the transaction is logged once, as EXEC,
+/// when the node's reply comes (MULTI is logged like any command).
+#[test]
+fn item13_a_transaction_is_logged_once() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "slowlog-log-slower-than 0\n");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SLOWLOG", "RESET"]), ok());
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["SET", "t", "1"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(Some(vec![ok()])));
+    // EXEC without MULTI: answered here, not logged (skip_slowlog).
+    assert!(c.cmd(&["EXEC"]).is_error());
+    let (got, _) = slowlog_entries(&c.cmd(&["SLOWLOG", "GET"]));
+    let want: Vec<Vec<String>> = [&["EXEC"][..], &["MULTI"], &["SLOWLOG", "RESET"]]
+        .iter()
+        .map(|a| a.iter().map(|s| s.to_string()).collect())
+        .collect();
+    assert_eq!(got, want);
+}
+
+/// The `name=` of every line of a CLIENT LIST reply.
+fn listed_names(c: &mut Conn) -> Vec<String> {
+    let text = c.cmd(&["CLIENT", "LIST"]).as_str().to_string();
+    text.lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|f| f.strip_prefix("name="))
+                .map(str::to_string)
+        })
+        .collect()
+}
+
+/// Item 13, CLIENT: a client CLIENT KILL closed is gone from CLIENT LIST
+/// as soon as the kill is answered, whichever worker it lived on and
+/// whichever worker lists: by ADDR (as redis-py's test kills), by ID, in
+/// the old form, by USER, and the caller itself (SKIPME no), whose
+/// connection closes once its reply is written.
+#[test]
+fn item13_a_killed_client_is_gone_once_the_kill_is_answered() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nplacement round-robin\n",
+    );
+    let mut killer = m.conn();
+    let mut lister = m.conn();
+    assert_ne!(worker_of(&mut killer), worker_of(&mut lister));
+    assert_eq!(killer.cmd(&["CLIENT", "SETNAME", "killer"]), ok());
+    assert_eq!(lister.cmd(&["CLIENT", "SETNAME", "lister"]), ok());
+    for round in 0..50 {
+        // Four victims, two on each worker, each seen (named) first.
+        let mut victims: Vec<Conn> = (0..4).map(|_| m.conn()).collect();
+        let mut ids = Vec::new();
+        for (i, v) in victims.iter_mut().enumerate() {
+            assert_eq!(v.cmd(&["CLIENT", "SETNAME", &format!("v{i}")]), ok());
+            ids.push(v.cmd(&["CLIENT", "ID"]).as_int().to_string());
+        }
+        let addr = |v: &Conn| v.stream().local_addr().unwrap().to_string();
+        let kill: [Vec<String>; 4] = [
+            vec!["ADDR".into(), addr(&victims[0])],
+            vec!["ID".into(), ids[1].clone()],
+            vec![addr(&victims[2])],
+            vec!["ID".into(), ids[3].clone(), "USER".into(), "default".into()],
+        ];
+        for (i, how) in kill.iter().enumerate() {
+            let mut a = vec!["CLIENT", "KILL"];
+            a.extend(how.iter().map(String::as_str));
+            let r = killer.cmd(&a);
+            let want = if how.len() == 1 { ok() } else { Reply::Int(1) };
+            assert_eq!(r, want, "round {round}: CLIENT KILL {how:?}");
+            let gone = format!("v{i}");
+            for (who, c) in [("killer", &mut killer), ("lister", &mut lister)] {
+                let names = listed_names(c);
+                assert!(
+                    !names.contains(&gone),
+                    "round {round}: {gone} killed by {how:?}, still in {who}'s list {names:?}"
+                );
+            }
+        }
+        for v in victims.iter_mut() {
+            assert!(v.is_closed(Duration::from_secs(5)));
+        }
+        // The caller itself: answered, then gone.
+        let mut me = m.conn();
+        assert_eq!(me.cmd(&["CLIENT", "SETNAME", "me"]), ok());
+        let id = me.cmd(&["CLIENT", "ID"]).as_int().to_string();
+        assert_eq!(
+            me.cmd(&["CLIENT", "KILL", "ID", &id, "SKIPME", "no"]),
+            Reply::Int(1)
+        );
+        assert!(me.is_closed(Duration::from_secs(5)));
+        let mut names = listed_names(&mut lister);
+        names.sort();
+        assert_eq!(names, ["killer", "lister"], "round {round}");
+    }
+}
+
+/// The lines of a CLIENT LIST reply.
+fn client_lines(c: &mut Conn) -> usize {
+    c.cmd(&["CLIENT", "LIST"]).as_str().lines().count()
+}
+
+/// Item 14: a connection the client already has is a client of the proxy,
+/// as a Redis node sees a client from the moment it is accepted: CLIENT
+/// LIST, CLIENT KILL and INFO asked right after the connect (no sleep, no
+/// command on the new connections) count every one of them, whether the
+/// acceptor has handed them to a worker yet or not.
+#[test]
+fn item14_new_connections_are_seen_by_the_next_question() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 2\n");
+    let mut o = m.conn();
+    assert_eq!(client_lines(&mut o), 1);
+    const N: usize = 8;
+    for round in 0..150 {
+        let fresh: Vec<Conn> = (0..N).map(|_| m.conn()).collect();
+        let listed = match round % 3 {
+            0 => client_lines(&mut o),
+            1 => {
+                let info = o.cmd(&["INFO", "clients"]).as_str().to_string();
+                info.lines()
+                    .find_map(|l| l.strip_prefix("connected_clients:"))
+                    .and_then(|v| v.trim().parse().ok())
+                    .unwrap_or(0)
+            }
+            _ => N + 1,
+        };
+        assert_eq!(listed, N + 1, "round {round}: listed right after connect");
+        assert_eq!(
+            o.cmd(&["CLIENT", "KILL", "USER", "default"]),
+            Reply::Int(N as i64),
+            "round {round}: killed right after connect"
+        );
+        for mut c in fresh {
+            assert!(c.is_closed(Duration::from_secs(5)), "round {round}");
+        }
+        assert_eq!(client_lines(&mut o), 1, "round {round}: after the kill");
+    }
+}
+
+/// Index of the node listening on `port`.
+fn node_index(cluster: &RedisCluster, port: u16) -> usize {
+    cluster
+        .nodes
+        .iter()
+        .position(|n| n.port == port)
+        .unwrap_or_else(|| panic!("no node on port {port}"))
+}
+
+/// Item 5: a queued command the node refuses with TRYAGAIN (a multi-key
+/// command on a slot half migrated) dooms the transaction on the node,
+/// which answers EXEC with EXECABORT; nothing of it ran. mithril retries
+/// the whole transaction with a single-slot command's waits, so once the
+/// migration is over EXEC gives the real results.
+#[test]
+fn item5_a_transaction_refused_with_tryagain_is_retried_whole() {
+    let (cluster, m) = setup("threads 1");
+    let (a, b) = ("{item5}a", "{item5}b");
+    let slot = key_slot(a.as_bytes());
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SET", a, "1"]), ok());
+    assert_eq!(c.cmd(&["SET", b, "2"]), ok());
+    // `a` moves, `b` stays: MGET of both is refused with TRYAGAIN.
+    let (_, to) = cluster.split_slot(slot, &[a]);
+    let to = node_index(&cluster, to.port);
+    // Long waits, so the migration can be finished during them.
+    assert_eq!(c.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "500"]), ok());
+    let tryagain_before = m_info_field(&m, "stats", "tryagain_retries");
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["MGET", a, b]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["INCR", b]), Reply::Simple("QUEUED".into()));
+    c.send(&[b"EXEC"]);
+    let retried = poll_until(Duration::from_secs(5), || {
+        (m_info_field(&m, "stats", "tryagain_retries") > tryagain_before).then_some(())
+    });
+    if retried.is_none() {
+        let r = c.try_read_reply(Duration::from_secs(1));
+        panic!("the transaction's TRYAGAIN was not retried; EXEC answered {r:?}");
+    }
+    cluster.migrate_slot(slot, to, 10);
+    let exec = c
+        .try_read_reply(Duration::from_secs(10))
+        .expect("EXEC's reply");
+    assert_eq!(
+        exec,
+        Reply::Array(Some(vec![
+            Reply::Array(Some(vec![bulk("1"), bulk("2")])),
+            Reply::Int(3),
+        ])),
+        "EXEC after the migration"
+    );
+    assert_eq!(c.cmd(&["MITHRIL-TEST", "RETRY-WAIT", "0"]), ok());
+    assert_eq!(c.cmd(&["GET", b]).as_str(), "3");
+}
+
+/// mithril's INFO cluster `topology_epoch`.
+fn m_epoch(m: &Mithril) -> i64 {
+    m_info_field(m, "cluster", "topology_epoch")
+}
+
+/// Waits until mithril has a topology epoch past `after`.
+fn wait_epoch_past(m: &Mithril, after: i64) {
+    wait_until(
+        "mithril to load the new map",
+        Duration::from_secs(15),
+        || (m_epoch(m) > after).then_some(()),
+    );
+}
+
+/// A tag (`{...}`) whose slot `ok` accepts.
+fn tag_where(prefix: &str, ok: impl Fn(u16) -> bool) -> String {
+    (0..)
+        .map(|i| format!("{{{prefix}-{i}}}"))
+        .find(|t| ok(key_slot(t.as_bytes())))
+        .unwrap()
+}
+
+/// Item 6, the mark: a slot whose TRYAGAIN had to reach the client stays
+/// marked (its multi-key commands take the gated fan-out path) until that
+/// slot's owner changes, whatever else the topology does; and a new mark
+/// does not bring back one whose slot has moved since.
+#[test]
+fn item6_a_tainted_slot_is_cleared_by_its_owner_changing_only() {
+    let (cluster, m) = setup("threads 1\ntopology-refresh-secs 1");
+    let s = "{item6s}";
+    let slot_s = key_slot(s.as_bytes());
+    let (k1, k2) = (format!("{s}1"), format!("{s}2"));
+    let s2 = tag_where("item6s2", |x| x != slot_s);
+    let slot_s2 = key_slot(s2.as_bytes());
+    let t = tag_where("item6t", |x| x != slot_s && x != slot_s2);
+    let slot_t = key_slot(t.as_bytes());
+    let other = format!(
+        "{}x",
+        tag_where("item6o", |x| ![slot_s, slot_s2, slot_t].contains(&x))
+    );
+    let (j1, j2) = (format!("{s2}1"), format!("{s2}2"));
+    let mut c = m.conn();
+    for (k, v) in [
+        (&k1, "v1"),
+        (&k2, "v2"),
+        (&other, "o"),
+        (&format!("{t}k"), "t"),
+    ] {
+        assert_eq!(c.cmd(&["SET", k, v]), ok());
+    }
+    assert_eq!(c.cmd(&["SADD", &j1, "a"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["SADD", &j2, "b"]), Reply::Int(1));
+    let mget = || argv(&["MGET", &k1, &k2]);
+    let get_other = || argv(&["GET", &other]);
+    let values = Reply::Array(Some(vec![bulk("v1"), bulk("v2")]));
+
+    let (_, to) = cluster.split_slot(slot_s, &[&k1]);
+    let to_s = node_index(&cluster, to.port);
+    // Something dispatched after the MGET: its TRYAGAIN goes to the
+    // client, and the slot is marked.
+    let r = c.pipeline(&[mget(), get_other()]);
+    assert!(
+        r[0].is_error() && r[0].as_error().starts_with("TRYAGAIN"),
+        "{r:?}"
+    );
+    // Marked: the same pipeline now goes the gated fan-out way.
+    assert_eq!(
+        c.pipeline(&[mget(), get_other()]),
+        [values.clone(), bulk("o")]
+    );
+
+    // Another slot moves: a new map, the marked slot's owner unchanged.
+    let epoch = m_epoch(&m);
+    let owner_t = cluster.port_for_slot(slot_t);
+    let to_t = cluster
+        .masters()
+        .iter()
+        .find(|n| n.port != owner_t)
+        .map(|n| node_index(&cluster, n.port))
+        .unwrap();
+    cluster.migrate_slot(slot_t, to_t, 10);
+    wait_epoch_past(&m, epoch);
+    assert_eq!(
+        c.pipeline(&[mget(), get_other()]),
+        [values.clone(), bulk("o")],
+        "still marked after an unrelated topology change"
+    );
+
+    // The marked slot's migration ends: its owner changed.
+    let epoch = m_epoch(&m);
+    cluster.migrate_slot(slot_s, to_s, 10);
+    wait_epoch_past(&m, epoch);
+    // Another slot is marked by a multi-key command that is not a fan-out
+    // (SUNION), without looking at the marks first.
+    cluster.split_slot(slot_s2, &[&j1]);
+    let r = c.pipeline(&[argv(&["SUNION", &j1, &j2]), get_other()]);
+    assert!(
+        r[0].is_error() && r[0].as_error().starts_with("TRYAGAIN"),
+        "{r:?}"
+    );
+    // The first slot's mark is gone: its MGET goes to its node as it is.
+    let parts = m_info_field(&m, "stats", "fanout_parts");
+    assert_eq!(c.pipeline(&[mget(), get_other()]), [values, bulk("o")]);
+    assert_eq!(
+        m_info_field(&m, "stats", "fanout_parts"),
+        parts,
+        "the moved slot's MGET was fanned out: its old mark came back"
+    );
+}
+
+/// Item 6, the resend address: two parts of one MGET, on two slots half
+/// migrated away from two different masters, both split key by key with
+/// more keys than may be in flight at once: each part's queued resends go
+/// to its own node (no MOVED on the way), and every value comes back.
+#[test]
+fn item6_each_split_part_resends_to_its_own_node() {
+    let (cluster, m) = setup("threads 1");
+    let a = "{item6a}";
+    let slot_a = key_slot(a.as_bytes());
+    let port_a = cluster.port_for_slot(slot_a);
+    let b = tag_where("item6b", |x| cluster.port_for_slot(x) != port_a);
+    let slot_b = key_slot(b.as_bytes());
+    const N: usize = 1000;
+    let keys: Vec<String> = (0..N)
+        .map(|i| format!("{a}{i}"))
+        .chain((0..N).map(|i| format!("{b}{i}")))
+        .collect();
+    let mut c = m.conn();
+    let mut mset = vec!["MSET".to_string()];
+    for k in &keys {
+        mset.push(k.clone());
+        mset.push(format!("val-{k}"));
+    }
+    let refs: Vec<&str> = mset.iter().map(String::as_str).collect();
+    assert_eq!(c.cmd(&refs), ok());
+    // Half of each slot's keys move: every MGET part meets TRYAGAIN until
+    // it is split.
+    let moved_a: Vec<&str> = keys[..N].iter().step_by(2).map(String::as_str).collect();
+    let moved_b: Vec<&str> = keys[N..].iter().step_by(2).map(String::as_str).collect();
+    cluster.split_slot(slot_a, &moved_a);
+    cluster.split_slot(slot_b, &moved_b);
+    let moved_before = m_info_field(&m, "stats", "redirects_moved");
+    let splits_before = m_info_field(&m, "stats", "key_by_key_splits");
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    let got = c.cmd(&mget);
+    let want: Vec<Reply> = keys.iter().map(|k| bulk(&format!("val-{k}"))).collect();
+    assert!(got == Reply::Array(Some(want)), "MGET's values");
+    assert_eq!(
+        m_info_field(&m, "stats", "key_by_key_splits") - splits_before,
+        2,
+        "both parts split"
+    );
+    assert_eq!(
+        m_info_field(&m, "stats", "redirects_moved") - moved_before,
+        0,
+        "resends sent to the other part's node"
     );
 }

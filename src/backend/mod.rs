@@ -155,6 +155,9 @@ pub struct Backend {
     pub state: State,
     /// A redirect seen inside the transaction at the FIFO's head.
     pub txn_redirect: Option<Redirect>,
+    /// A TRYAGAIN or CLUSTERDOWN a queued command of that transaction got
+    /// (its EXEC then aborts: nothing of it ran).
+    pub txn_retry: Option<Bytes>,
     stream: TcpStream,
     fd: RawFd,
     rbuf: BytesMut,
@@ -199,6 +202,7 @@ impl Backend {
             pool: usize::MAX,
             state: State::Connecting,
             txn_redirect: None,
+            txn_retry: None,
             stream,
             fd,
             rbuf: BytesMut::new(),

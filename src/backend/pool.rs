@@ -149,6 +149,15 @@ impl Pools {
         self.pool_for_shard(topo.shard_of(slot)?, proto)
     }
 
+    /// The master address serving `slot`, as far as this worker knows (an
+    /// address MOVED taught first, then the map).
+    pub fn master_addr_for_slot(&self, topo: &Topology, slot: u16) -> Option<SocketAddr> {
+        if let Some(&addr) = self.overrides.get(&slot) {
+            return Some(addr);
+        }
+        topo.master_of(topo.shard_of(slot)?).map(|n| n.addr)
+    }
+
     /// The master pool of shard `shard`.
     #[inline]
     pub fn pool_for_shard(&self, shard: usize, proto: Proto) -> Option<usize> {

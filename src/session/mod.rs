@@ -179,10 +179,10 @@ pub struct Session {
     pub retry_gates: Vec<(u64, u16)>,
     /// Input processing stopped at a request on a gated slot.
     pub gate_wait: bool,
-    /// Slots that passed a TRYAGAIN to the client: their multi-key
-    /// commands take the gated fan-out path until the topology changes.
-    pub tainted: Vec<u16>,
-    pub tainted_epoch: u64,
+    /// Slots that passed a TRYAGAIN to the client, with the master that
+    /// owned each then: their multi-key commands take the gated fan-out
+    /// path until that slot's owner changes.
+    pub tainted: crate::topology::slot::SlotMap<SocketAddr>,
     pub proto: Proto,
     pub name: Option<Vec<u8>>,
     pub created: Instant,
@@ -250,8 +250,7 @@ impl Session {
             gates: Default::default(),
             retry_gates: Vec::new(),
             gate_wait: false,
-            tainted: Vec::new(),
-            tainted_epoch: 0,
+            tainted: Default::default(),
             proto: Proto::Resp2,
             name: None,
             created: now,

@@ -74,10 +74,10 @@ pub struct Merge {
     /// The slots this request gates on its session until it completes.
     pub gated: Vec<u16>,
     /// Key-by-key resends not sent yet (at most SPLIT_IN_FLIGHT are in
-    /// flight): (part index, request).
-    pub waiting: std::collections::VecDeque<(u32, Bytes)>,
-    /// Where key-by-key resends go (they follow ASK on their own).
-    pub split_addr: Option<std::net::SocketAddr>,
+    /// flight): (part index, request, node). Each goes to the node that
+    /// refused the part it was split from (it follows ASK on its own):
+    /// parts split from different nodes keep their own.
+    pub waiting: std::collections::VecDeque<(u32, Bytes, std::net::SocketAddr)>,
     /// observe: the client's request, for the slow log.
     pub request: Bytes,
     /// observe: a gathered answer (INFO, CLIENT LIST/KILL): every part's
@@ -98,7 +98,6 @@ impl Merge {
             error: None,
             gated: Vec::new(),
             waiting: std::collections::VecDeque::new(),
-            split_addr: None,
             request: Bytes::new(),
             finish: None,
         }

@@ -71,6 +71,10 @@ pub enum WorkerMsg {
     Ask(crate::stats::gather::AskMsg),
     /// observe: a part of the answer to this worker's question.
     Answer(crate::stats::gather::AnswerMsg),
+    /// observe: from the acceptor: every connection waiting in the kernel
+    /// when this worker's handoff request `n` was seen has been handed
+    /// over (see [`Shared::request_handoff`]).
+    HandedOver(u64),
 }
 
 /// What the acceptor and INFO can see of a worker.
@@ -84,6 +88,9 @@ pub struct WorkerSlot {
     /// flight, unsent output), stored once per loop turn; summed into
     /// [`Overload::used_memory`] at each tick.
     pub buffered: Padded<AtomicU64>,
+    /// observe: the last handoff request this worker made (0: none); the
+    /// acceptor answers each with [`WorkerMsg::HandedOver`].
+    pub handoff_asked: Padded<AtomicU64>,
 }
 
 /// Most leased connections (blocking commands) to one node, process-wide.
@@ -112,6 +119,8 @@ pub struct Shared {
     pub stats: crate::stats::Hub,
     /// The memory budget's total and the overload counters.
     pub overload: Overload,
+    /// The acceptor's waker, set once it exists (handoff requests).
+    pub acceptor: std::sync::OnceLock<Arc<mio::Waker>>,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every
@@ -167,6 +176,25 @@ impl Overload {
 impl Shared {
     pub fn new_client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// observe: worker `w` asks the acceptor to take every connection
+    /// waiting in the kernel now and hand it to a worker, then to answer
+    /// `WorkerMsg::HandedOver(n)`. A worker's mailbox keeps its order, so
+    /// once that answer is in, every connection accepted before it sits
+    /// ahead of anything the worker sends afterwards: a question then
+    /// asked of every worker sees each of them, as a node sees a client
+    /// from the moment it connected. False when no acceptor will answer
+    /// (none yet, or shutting down): there is nothing to wait for.
+    pub fn request_handoff(&self, w: usize, n: u64) -> bool {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return false;
+        }
+        let (Some(waker), Some(slot)) = (self.acceptor.get(), self.workers.get(w)) else {
+            return false;
+        };
+        slot.handoff_asked.0.store(n, Ordering::Release);
+        waker.wake().is_ok()
     }
 
     /// Count a new lease to `addr`; false (and nothing counted) at the cap.

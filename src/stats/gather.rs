@@ -5,14 +5,19 @@
 //!
 //! ```text
 //!  asking worker                                  every other worker
-//!   ring slot = merge of N parts ── Ask ──► fabric ──► its own part
+//!   ring slot = merge of N parts
+//!   handoff request ──► acceptor: accepts what waits, hands it over
+//!   HandedOver ◄── acceptor (behind those Accepts in every mailbox)
+//!   ── Ask ──► fabric ──► its own part
 //!   own part folded at once                            │
 //!   last part folded ─► reply ◄── fabric ◄── Answer ───┘
 //! ```
 //!
 //! The asking session's ring slot stays pending until every part is in,
-//! so replies keep their order. Bounds: a worker has at most
-//! [`MAX_ASKS_IN_FLIGHT`] questions out at once (more get an error at
+//! so replies keep their order. The handoff first (`Shared::
+//! request_handoff`) makes every connection a client already has visible
+//! to the question. Bounds: a worker has at most [`MAX_ASKS_IN_FLIGHT`]
+//! questions out or waiting for a handoff at once (more get an error at
 //! once); a question the peer's full mailbox refuses counts as an error
 //! part; an answer the asker's full mailbox refuses waits in the peer's
 //! outbox (bounded by the askers' limits) and is retried every tick.

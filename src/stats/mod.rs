@@ -286,7 +286,7 @@ pub struct Hub {
     /// `stats yes`: per-request accounting is on.
     pub enabled: bool,
     /// `slowlog-log-slower-than` in µs; `u64::MAX` when off. Live (CONFIG
-    /// SET): workers copy it at every tick.
+    /// SET): workers copy it at every loop turn.
     pub slow_threshold_us: AtomicU64,
     /// The zero of every stamp.
     pub base: Instant,
@@ -571,6 +571,22 @@ impl WorkerStats {
         self.slow_us = hub.slow_threshold_us.load(Ordering::Relaxed);
         self.slow_per_tick = hub.slowlog.max_len();
         self.slow_budget = self.slow_per_tick;
+    }
+
+    /// Once per loop turn: the slow log settings as CONFIG SET last left
+    /// them (two relaxed loads), so a change made through any worker holds
+    /// for every reply this worker receives from the next turn on, as a
+    /// CONFIG SET on a Redis node holds for the next command. A longer
+    /// `slowlog-max-len` adds to this tick's budget at once (from 0, the
+    /// log starts at once); a shorter one applies from the next tick.
+    #[inline]
+    pub fn sync_slow_settings(&mut self, hub: &Hub) {
+        self.slow_us = hub.slow_threshold_us.load(Ordering::Relaxed);
+        let per_tick = hub.slowlog.max_len();
+        if per_tick != self.slow_per_tick {
+            self.slow_budget += per_tick.saturating_sub(self.slow_per_tick);
+            self.slow_per_tick = per_tick;
+        }
     }
 
     /// A request of `cmd` was refused before running.

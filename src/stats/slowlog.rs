@@ -7,7 +7,11 @@
 //! request cost, not how long it then waited behind earlier replies of the
 //! same pipeline (that wait shows in the latency histograms). Blocking
 //! commands are not logged (their time is the client's timeout), nor are
-//! commands flagged `skip_slowlog`.
+//! commands flagged `skip_slowlog`. Commands the proxy answers itself,
+//! SLOWLOG included, are logged once they ran, as a node logs them: RESET
+//! leaves its own entry, GET and LEN do not see theirs. Workers read the
+//! threshold once per loop turn, so a CONFIG SET made through any worker
+//! holds for the next command on every worker.
 //!
 //! Each worker appends to its own log under its own mutex, taken only for a
 //! request that passed the threshold and by SLOWLOG itself; ids come from

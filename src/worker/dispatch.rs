@@ -110,27 +110,30 @@ impl Worker {
             Decision::Subscribe => self.subscribe(cx, key, cmd, frame, args),
             Decision::Queue => self.txn_queue(key, cmd, frame, args),
             Decision::Gather(g) => self.gather(cx, key, g, cmd, args),
+            // observe: a command answered here enters the slow log after it
+            // ran, as on a node (CONFIG SET slowlog-log-slower-than 0 logs
+            // itself).
             Decision::Txn(op) => {
-                self.slow_local(key, args); // observe
                 match op {
                     TxnOp::Multi => self.txn_multi(key),
                     TxnOp::Exec => self.txn_exec(cx, key),
                     TxnOp::Discard => self.txn_discard(key),
                 }
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::SubscribedPing => {
-                self.slow_local(key, args); // observe
                 let r = super::pubsub::subscribed_ping(args.get(1));
-                self.reply(key, r)
+                self.reply(key, r);
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::Reset => {
-                self.slow_local(key, args); // observe
                 self.reset_state(cx, key);
-                self.local(key, LocalCmd::Reset, cmd, args)
+                self.local(key, LocalCmd::Reset, cmd, args);
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(which) => {
-                self.slow_local(key, args); // observe
-                self.local(key, which, cmd, args)
+                self.local(key, which, cmd, args);
+                self.slow_local(key, cmd, args); // observe
             }
             Decision::Refuse(r) => self.refuse(key, *r),
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),

@@ -824,6 +824,12 @@ impl Worker {
                 Read::Intermediate(frame, head) => {
                     if head == b'-' && b.txn_redirect.is_none() {
                         b.txn_redirect = router::parse_redirect(&frame, via, &self.topo);
+                        if b.txn_redirect.is_none()
+                            && b.txn_retry.is_none()
+                            && retry::is_retryable(&frame)
+                        {
+                            b.txn_retry = Some(frame);
+                        }
                     }
                 }
                 Read::Broken(why) => {
@@ -869,6 +875,16 @@ impl Worker {
             Purpose::Blocking => self.lease_answered(bkey, f.session),
             _ => {}
         }
+        // What the transaction's queued commands got before EXEC's reply:
+        // taken now, whatever EXEC's reply says.
+        let (txn_redirect, txn_retry) = match f.purpose {
+            Purpose::Txn => self
+                .backends
+                .get_mut(bkey)
+                .map(|b| (b.txn_redirect.take(), b.txn_retry.take()))
+                .unwrap_or_default(),
+            _ => (None, None),
+        };
         if head == b'-' {
             if let Some(r) = router::parse_redirect(&frame, via, &self.topo) {
                 self.follow(cx, via, f, r);
@@ -879,13 +895,17 @@ impl Worker {
                 return;
             }
         }
-        if f.purpose == Purpose::Txn {
-            if let Some(r) = self
-                .backends
-                .get_mut(bkey)
-                .and_then(|b| b.txn_redirect.take())
-            {
-                self.follow(cx, via, f, r);
+        if let Some(r) = txn_redirect {
+            self.follow(cx, via, f, r);
+            return;
+        }
+        if let Some(cause) = txn_retry {
+            // A queued command refused with TRYAGAIN (or CLUSTERDOWN)
+            // aborted the transaction before anything ran: retry it whole,
+            // as a single-slot request is; EXEC's own reply is the answer
+            // if the waits run out.
+            if frame.starts_with(b"-EXECABORT") {
+                self.try_again_as(cx, via, f, &cause, frame);
                 return;
             }
         }
@@ -1091,7 +1111,7 @@ impl Worker {
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
         self.overload_tick(cx);
-        self.observe_tick(); // observe: publish the statistics
+        self.observe_tick(cx); // observe: publish the statistics
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {
                 self.stop = true;
@@ -1131,6 +1151,8 @@ impl Handler for Worker {
             cx.schedule_in(TICK, Timer::Tick);
         }
         self.check_topology();
+        // observe: CONFIG SET of the slow log holds from the next turn on.
+        self.obs.stats.sync_slow_settings(&self.shared.stats);
         // is_empty is two loads; try_recv on an empty channel costs more,
         // and this runs every turn.
         while !self.rx.is_empty() {

@@ -6,7 +6,9 @@
 //!  INFO on worker A (3 masters, 2 workers)
 //!    ring slot = merge of 5 parts, finished by a closure
 //!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
-//!    part 3+A:   A publishes its snapshot          (at once)
+//!    handoff:    A ─► acceptor: take every connection waiting, hand it over
+//!                acceptor ─► HandedOver ─► A   (after those Accepts)
+//!    part 3+A:   A publishes its snapshot
 //!    part 3+B:   Ask::Publish ─► worker B ─► Answer (fabric, both ways)
 //!    last part in ─► info_text(every snapshot, summed keyspace) ─► reply
 //! ```
@@ -18,9 +20,12 @@
 //! command, never per routed request.
 //!
 //! Invariants: a cross-worker answer occupies its session's ring slot until
-//! every part is in (order is kept); at most `MAX_ASKS_IN_FLIGHT` questions
-//! are out per worker; answers a full mailbox refused wait in the outbox
-//! and are retried each tick, never dropped.
+//! every part is in (order is kept); no question about the workers'
+//! clients is asked before the acceptor has handed over every connection
+//! waiting when it was dispatched (or a second has passed); at most
+//! `MAX_ASKS_IN_FLIGHT` questions are out or waiting per worker; answers a
+//! full mailbox refused wait in the outbox and are retried each tick, never
+//! dropped.
 
 use super::{Timer, Worker};
 use crate::backend::Backend;
@@ -39,11 +44,11 @@ use crate::stats::{
 };
 use bytes::Bytes;
 use reactor::{Context, Key};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
 /// What a transaction is logged as in the slow log.
@@ -52,6 +57,21 @@ pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 /// Builds a gathered reply from its parts, in part order.
 type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
+/// How long a question waits for the acceptor's handoff before it is
+/// asked anyway (the acceptor answers within a pass; this only bounds a
+/// stalled or stopped one).
+const HANDOFF_PATIENCE: Duration = Duration::from_secs(1);
+
+/// A question about every worker's clients, not asked yet: it waits for
+/// the acceptor to hand over the connections it holds (see
+/// `Shared::request_handoff`).
+struct Waiting {
+    session: Key,
+    seq: u64,
+    first: u32,
+    ask: Ask,
+}
+
 /// A worker's observability state.
 pub struct Observe {
     pub stats: WorkerStats,
@@ -59,6 +79,13 @@ pub struct Observe {
     outbox: Vec<(usize, WorkerMsg)>,
     /// Questions this worker sent and has no answer to yet.
     asks_out: usize,
+    /// Questions waiting for a handoff from the acceptor, in order.
+    waiting: VecDeque<Waiting>,
+    /// The outstanding handoff request (0: none), how many of the front of
+    /// `waiting` it covers, and since when.
+    handoff: (u64, usize, Instant),
+    /// The last handoff request number used.
+    handoff_seq: u64,
     /// The topology epoch last logged.
     epoch_seen: u64,
     /// Commands, bytes in, bytes out at the last CONFIG RESETSTAT (the
@@ -72,6 +99,9 @@ impl Observe {
             stats: WorkerStats::new(&shared.stats),
             outbox: Vec::new(),
             asks_out: 0,
+            waiting: VecDeque::new(),
+            handoff: (0, 0, Instant::now()),
+            handoff_seq: 0,
             epoch_seen: 0,
             reset_base: (0, 0, 0),
         }
@@ -200,9 +230,9 @@ impl Worker {
     ) {
         match what {
             Gather::Info => self.info(cx, key, args),
-            Gather::ClientList => self.client_list(cx, key, args),
-            Gather::ClientKill => self.client_kill(cx, key, args),
-            Gather::ResetStats => self.reset_stats(cx, key),
+            Gather::ClientList => self.client_list(cx, key, cmd, args),
+            Gather::ClientKill => self.client_kill(cx, key, cmd, args),
+            Gather::ResetStats => self.reset_stats(cx, key, args),
             Gather::Slowlog => {
                 let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
                     return;
@@ -210,13 +240,23 @@ impl Worker {
                 let logs = &self.shared.stats.slowlog;
                 let r = slowlog::command(logs, proto, cmd.name, args);
                 self.reply(key, r);
+                // Logged once it ran, as on a node: RESET leaves its own
+                // entry, GET and LEN do not see theirs.
+                self.slow_local(key, cmd, args);
             }
         }
     }
 
     /// With `slowlog-log-slower-than 0` every command is logged, those the
-    /// proxy answers itself too (they take no measurable time).
-    pub(super) fn slow_local(&mut self, key: Key, args: &Args) {
+    /// proxy answers itself too (they take no measurable time), but for
+    /// those flagged `skip_slowlog` (EXEC: a transaction the node ran is
+    /// logged when its reply comes). Called after the command ran, with
+    /// the threshold as it is now.
+    pub(super) fn slow_local(&mut self, key: Key, cmd: &'static Command, args: &Args) {
+        if cmd.flags & crate::command::flags::SKIP_SLOWLOG != 0 {
+            return;
+        }
+        self.obs.stats.sync_slow_settings(&self.shared.stats);
         if self.obs.stats.slow_us != 0 || !self.obs.stats.take_slow_budget() {
             return;
         }
@@ -247,19 +287,25 @@ impl Worker {
         }
     }
 
-    /// Reserve `key`'s ring slot for an answer of `parts` parts.
-    fn gather_slot(&mut self, key: Key, parts: usize, finish: Finish) -> Option<u64> {
+    /// Reserve `key`'s ring slot for an answer of `parts` parts to the
+    /// request `args` (kept for the slow log).
+    fn gather_slot(&mut self, key: Key, args: &Args, parts: usize, finish: Finish) -> Option<u64> {
         let s = self.sessions.get_mut(key)?;
         let mut m = Merge::new(Fold::Items, parts as u32);
         m.items = vec![Bytes::new(); parts];
         m.finish = Some(finish);
+        m.request = Bytes::copy_from_slice(args.buf); // observe: slow log
         Some(s.ring.push_merge(m))
     }
 
-    /// Room for one question to every other worker?
+    /// Room for one question to every other worker (those waiting for a
+    /// handoff counted as asked)?
     fn may_ask(&mut self, key: Key) -> bool {
         let others = self.shared.workers.len().saturating_sub(1);
-        if self.obs.asks_out + others > MAX_ASKS_IN_FLIGHT {
+        let queued = self.obs.waiting.len();
+        if queued >= MAX_ASKS_IN_FLIGHT
+            || self.obs.asks_out + (queued + 1) * others > MAX_ASKS_IN_FLIGHT
+        {
             self.reply_static(key, ERR_BUSY);
             return false;
         }
@@ -267,7 +313,9 @@ impl Worker {
     }
 
     /// Ask every worker for its part (`first + worker index`) of the
-    /// answer at `key`'s slot `seq`; this worker answers its own at once.
+    /// answer at `key`'s slot `seq`, once the acceptor has handed over
+    /// every connection it holds now, so that none a client already has is
+    /// missed (see `Shared::request_handoff`).
     fn ask_workers(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -276,6 +324,78 @@ impl Worker {
         first: u32,
         ask: Ask,
     ) {
+        self.obs.waiting.push_back(Waiting {
+            session: key,
+            seq,
+            first,
+            ask,
+        });
+        if self.obs.handoff.0 == 0 {
+            self.request_handoff(cx);
+        }
+    }
+
+    /// Ask the acceptor for a handoff covering every question waiting; with
+    /// no acceptor to answer, ask them at once.
+    fn request_handoff(&mut self, cx: &mut Context<'_, Timer>) {
+        self.obs.handoff_seq += 1;
+        let n = self.obs.handoff_seq;
+        if self.shared.request_handoff(self.id, n) {
+            self.obs.handoff = (n, self.obs.waiting.len(), cx.now);
+        } else {
+            self.obs.handoff.0 = 0;
+            self.ask_waiting(cx, self.obs.waiting.len());
+        }
+    }
+
+    /// The acceptor answered handoff request `n`: the questions it covers
+    /// may be asked (the connections it handed over are ahead of them in
+    /// every mailbox, this worker's included, whose are registered now).
+    fn handed_over(&mut self, cx: &mut Context<'_, Timer>, n: u64) {
+        let (outstanding, covers, _) = self.obs.handoff;
+        if outstanding == 0 || n < outstanding {
+            return; // an answer to a request given up on
+        }
+        self.obs.handoff.0 = 0;
+        self.ask_waiting(cx, covers);
+        if !self.obs.waiting.is_empty() {
+            self.request_handoff(cx);
+        }
+    }
+
+    /// At each tick: a handoff the acceptor has not answered in time (it
+    /// stopped, or is stalled) is given up on; its questions are asked.
+    fn handoff_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        let (outstanding, _, since) = self.obs.handoff;
+        if outstanding == 0 {
+            return;
+        }
+        let stopping = self.shared.shutting_down.load(Ordering::Acquire);
+        if stopping || cx.now.saturating_duration_since(since) >= HANDOFF_PATIENCE {
+            self.obs.handoff.0 = 0;
+            self.ask_waiting(cx, self.obs.waiting.len());
+        }
+    }
+
+    /// Ask the first `n` waiting questions.
+    fn ask_waiting(&mut self, cx: &mut Context<'_, Timer>, n: usize) {
+        for _ in 0..n {
+            let Some(w) = self.obs.waiting.pop_front() else {
+                return;
+            };
+            self.ask_now(cx, w);
+        }
+    }
+
+    /// Send a question to every other worker; this worker answers its own
+    /// part at once.
+    fn ask_now(&mut self, cx: &mut Context<'_, Timer>, w: Waiting) {
+        let Waiting {
+            session: key,
+            seq,
+            first,
+            ask,
+        } = w;
         let ask = Arc::new(ask);
         for w in 0..self.shared.workers.len() {
             if w == self.id {
@@ -378,6 +498,7 @@ impl Worker {
                 self.obs.asks_out = self.obs.asks_out.saturating_sub(1);
                 self.fold_part(cx, a.session, a.seq, a.part, a.frame);
             }
+            WorkerMsg::HandedOver(n) => self.handed_over(cx, n),
             WorkerMsg::Accept(_) | WorkerMsg::Shutdown => {}
         }
     }
@@ -400,11 +521,12 @@ impl Worker {
             return;
         }
         let items = std::mem::take(&mut m.items);
+        let request = std::mem::take(&mut m.request);
         let Some(finish) = m.finish.take() else {
             return;
         };
         let reply = finish(items);
-        self.deliver(session, seq, reply, &[]);
+        self.deliver(session, seq, reply, &request);
     }
 
     fn info(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
@@ -435,7 +557,7 @@ impl Worker {
             encode_text(proto, info::info_text(&shared, &refs, &keyspace).as_bytes())
         });
         let workers = self.shared.workers.len();
-        let Some(seq) = self.gather_slot(key, masters + workers, finish) else {
+        let Some(seq) = self.gather_slot(key, args, masters + workers, finish) else {
             return;
         };
         let req = Bytes::from_static(INFO_KEYSPACE);
@@ -443,10 +565,19 @@ impl Worker {
         self.ask_workers(cx, key, seq, masters as u32, Ask::Publish);
     }
 
-    fn client_list(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+    fn client_list(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+    ) {
         let filter = match aclient::parse_list(args) {
             Ok(f) => f,
-            Err(e) => return self.reply(key, e),
+            Err(e) => {
+                self.reply(key, e);
+                return self.slow_local(key, cmd, args); // observe: it ran
+            }
         };
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
@@ -462,12 +593,18 @@ impl Worker {
             encode_text(proto, &text)
         });
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, workers, finish) {
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::List(filter));
         }
     }
 
-    fn client_kill(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+    fn client_kill(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+    ) {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
@@ -479,7 +616,10 @@ impl Worker {
         }
         let filter = match aclient::parse_kill(s, args) {
             Ok(f) => f,
-            Err(e) => return self.reply(key, e),
+            Err(e) => {
+                self.reply(key, e);
+                return self.slow_local(key, cmd, args); // observe: it ran
+            }
         };
         if !self.may_ask(key) {
             return;
@@ -493,12 +633,12 @@ impl Worker {
             aclient::kill_reply(&shape, killed)
         });
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, workers, finish) {
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::Kill(filter));
         }
     }
 
-    fn reset_stats(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+    fn reset_stats(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
         if !self.may_ask(key) {
             return;
         }
@@ -512,7 +652,7 @@ impl Worker {
             Bytes::from_static(b"+OK\r\n")
         });
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, workers, finish) {
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::Reset);
         }
     }
@@ -605,7 +745,8 @@ impl Worker {
 
     /// Housekeeping, once per tick: publish, retry refused answers, log
     /// nodes going down and coming back, and topology changes.
-    pub(super) fn observe_tick(&mut self) {
+    pub(super) fn observe_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        self.handoff_tick(cx);
         self.obs.stats.refill_slow_budget(&self.shared.stats);
         self.publish_stats(true);
         if !self.obs.outbox.is_empty() {

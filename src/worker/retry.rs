@@ -17,9 +17,10 @@
 //! slots from dispatch until they complete; a single-slot request gates
 //! its slot when its first TRYAGAIN arrives, but only if nothing was
 //! dispatched after it — otherwise the TRYAGAIN goes to the client as is,
-//! and the slot is marked so later multi-key commands on it take the gated
-//! fan-out path until the topology changes. A session whose next request
-//! touches a gated slot stops reading requests until the gate opens.
+//! and the slot is marked (with the owner it has then) so later multi-key
+//! commands on it take the gated fan-out path until that slot's owner
+//! changes. A session whose next request touches a gated slot stops
+//! reading requests until the gate opens.
 //!
 //! A CLUSTERDOWN from a node (it refuses before running anything, for
 //! instance while a failover settles) is waited out the same way and then
@@ -27,6 +28,11 @@
 //! 0): a failover's window is node-timeout plus an election, far longer
 //! than the TRYAGAIN schedule. It is never split, and once that budget is
 //! spent it reaches the client.
+//!
+//! A transaction whose queued command met either gets EXECABORT from the
+//! node: nothing of it ran, so it is retried whole like a single-slot
+//! request (`try_again_as`), and the EXECABORT reaches the client only
+//! once the waits are spent.
 //!
 //! Replies that are not errors pay nothing for any of this.
 
@@ -188,17 +194,32 @@ impl Worker {
         f: InFlight,
         frame: Bytes,
     ) {
+        let cause = frame.clone();
+        self.try_again_as(cx, via, f, &cause, frame)
+    }
+
+    /// `f` met `cause` (TRYAGAIN or CLUSTERDOWN) at the node at `via`;
+    /// `frame` is the reply to give if it is not retried (the error
+    /// itself, or for a transaction EXEC's EXECABORT).
+    pub(super) fn try_again_as(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        via: SocketAddr,
+        f: InFlight,
+        cause: &[u8],
+        frame: Bytes,
+    ) {
         log::debug!(
             target: "mithril::worker",
             "worker {}: {} from {via} ({:?}, wait {})",
             self.id,
-            String::from_utf8_lossy(frame.split(|&b| b == b' ').next().unwrap_or_default()),
+            String::from_utf8_lossy(cause.split(|&b| b == b' ').next().unwrap_or_default()),
             f.purpose,
             f.retries
         );
         // CLUSTERDOWN is waited out like TRYAGAIN, but splitting a request
         // key by key cannot help with it.
-        let down = frame.starts_with(b"-CLUSTERDOWN");
+        let down = cause.starts_with(b"-CLUSTERDOWN");
         // observe
         if down {
             self.obs.stats.counters.clusterdown += 1;
@@ -234,9 +255,16 @@ impl Worker {
                         }
                         _ => {
                             if let Some(slot) = slot.filter(|_| !down) {
-                                if !s.tainted.contains(&slot) {
-                                    s.tainted.push(slot);
-                                    s.tainted_epoch = self.pools.epoch;
+                                // Marked with the owner the slot has now: the
+                                // mark holds until that changes. Marks whose
+                                // slot moved meanwhile go now, so none piles up
+                                // (or comes back).
+                                let (pools, topo) = (&self.pools, &self.topo);
+                                if let Some(owner) = pools.master_addr_for_slot(topo, slot) {
+                                    s.tainted.retain(|&marked, &mut was| {
+                                        pools.master_addr_for_slot(topo, marked) == Some(was)
+                                    });
+                                    s.tainted.insert(slot, owner);
                                 }
                             }
                             return self.complete(cx, f, frame);
@@ -329,12 +357,11 @@ impl Worker {
             return false;
         }
         m.parts_left += reqs.len() as u32 - 1;
-        m.split_addr = Some(via);
         for (i, r) in reqs.into_iter().enumerate() {
             let idx = m.part_keys.len() as u32;
             m.part_keys
                 .push(positions.get(i).map(|&p| vec![p]).unwrap_or_default());
-            m.waiting.push_back((idx, r));
+            m.waiting.push_back((idx, r, via));
         }
         self.send_waiting(cx, f.session, f.seq);
         true
@@ -366,10 +393,9 @@ impl Worker {
         if m.fold == Fold::Items {
             m.items = vec![Bytes::new(); reqs.len()];
         }
-        m.split_addr = Some(via);
         for (i, r) in reqs.into_iter().enumerate() {
             m.part_keys.push(vec![i as u32]);
-            m.waiting.push_back((i as u32, r));
+            m.waiting.push_back((i as u32, r, via));
         }
         let Some(s) = self.sessions.get_mut(f.session) else {
             return true;
@@ -400,7 +426,7 @@ impl Worker {
             if in_flight >= SPLIT_IN_FLIGHT {
                 return;
             }
-            let (Some((part, req)), Some(addr)) = (m.waiting.pop_front(), m.split_addr) else {
+            let Some((part, req, addr)) = m.waiting.pop_front() else {
                 return;
             };
             let out = Outgoing {
@@ -436,20 +462,24 @@ impl Worker {
     }
 
     /// A multi-key request on a slot that passed a TRYAGAIN to the client
-    /// goes through the (gated) fan-out path even when it is one slot.
+    /// goes through the (gated) fan-out path even when it is one slot,
+    /// until the slot's owner changes (its migration is over); other
+    /// topology changes leave the mark alone.
     pub(super) fn tainted(&mut self, key: Key, slot: u16) -> bool {
-        let epoch = self.pools.epoch;
         let Some(s) = self.sessions.get_mut(key) else {
             return false;
         };
         if s.tainted.is_empty() {
             return false;
         }
-        if s.tainted_epoch != epoch {
-            s.tainted.clear();
+        let Some(&was) = s.tainted.get(&slot) else {
             return false;
+        };
+        if self.pools.master_addr_for_slot(&self.topo, slot) == Some(was) {
+            return true;
         }
-        s.tainted.contains(&slot)
+        s.tainted.remove(&slot);
+        false
     }
 }
 

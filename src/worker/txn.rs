@@ -8,7 +8,11 @@
 //! node's replies to MULTI and to each queued request are dropped, and
 //! EXEC's reply is the client's. If a node answers a queued request with a
 //! redirect, its EXEC fails, and the whole transaction is sent again where
-//! the redirect points (after ASKING, for ASK).
+//! the redirect points (after ASKING, for ASK). If it answers one with
+//! TRYAGAIN or CLUSTERDOWN (a multi-key command on a slot being migrated),
+//! EXEC aborts before anything ran, and the whole transaction is retried
+//! after the waits of `retry.rs`; EXEC's EXECABORT is the answer only once
+//! they are spent.
 //!
 //! The queue is bounded by `query-buffer-limit` bytes.
 
