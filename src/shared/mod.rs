@@ -112,6 +112,9 @@ pub struct Shared {
     pub stats: crate::stats::Hub,
     /// The memory budget's total and the overload counters.
     pub overload: Overload,
+    /// The scripts and function libraries loaded through the proxy, to
+    /// load them again on a node that lacks them (`crate::script`).
+    pub scripts: crate::script::Registry,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every
