@@ -67,6 +67,9 @@ pub enum Purpose {
     Blocking,
     /// ASKING before a redirected request: its +OK is dropped.
     Asking,
+    /// SCRIPT KILL / FUNCTION KILL on a lease, part of the merge at `seq`:
+    /// the lease goes back when answered.
+    Kill(u32),
     /// A connection set-up command (HELLO 3, READONLY): dropped, but an
     /// error fails the connection.
     Init,

@@ -337,10 +337,7 @@ pub fn function_names(code: &[u8]) -> Vec<Vec<u8>> {
             string_literal(code, i)
         };
         if let Some(n) = name {
-            let valid = !n.is_empty()
-                && n
-                    .iter()
-                    .all(|&b| b.is_ascii_alphanumeric() || b == b'_');
+            let valid = !n.is_empty() && n.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'_');
             if valid && !out.contains(&n) {
                 out.push(n);
             }
@@ -369,11 +366,17 @@ fn string_literal(code: &[u8], i: usize) -> Option<Vec<u8>> {
     match *code.get(i)? {
         q @ (b'\'' | b'"') => {
             let body = code.get(i + 1..)?;
-            let end = body.iter().position(|&b| b == q || b == b'\\' || b == b'\n')?;
+            let end = body
+                .iter()
+                .position(|&b| b == q || b == b'\\' || b == b'\n')?;
             (body[end] == q).then(|| body[..end].to_vec())
         }
         b'[' => {
-            let level = code.get(i + 1..)?.iter().take_while(|&&b| b == b'=').count();
+            let level = code
+                .get(i + 1..)?
+                .iter()
+                .take_while(|&&b| b == b'=')
+                .count();
             if code.get(i + 1 + level) != Some(&b'[') {
                 return None;
             }

@@ -8,7 +8,13 @@
 //! Redis accepts as a script name (40 hex digits, either case).
 
 /// Initial hash value.
-const H0: [u32; 5] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476, 0xc3d2_e1f0];
+const H0: [u32; 5] = [
+    0x6745_2301,
+    0xefcd_ab89,
+    0x98ba_dcfe,
+    0x1032_5476,
+    0xc3d2_e1f0,
+];
 
 /// Processes one 64-byte block into the running state.
 fn compress(state: &mut [u32; 5], block: &[u8; 64]) {
@@ -127,7 +133,10 @@ mod tests {
             "34aa973cd4c4daa4f61eeb2bdbad27316534016f"
         );
         // What Redis 7.0 answers to SCRIPT LOAD "return 1".
-        assert_eq!(hex_of(b"return 1"), "e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+        assert_eq!(
+            hex_of(b"return 1"),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
     }
 
     #[test]

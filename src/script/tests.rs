@@ -11,7 +11,10 @@ fn names(code: &str) -> Vec<String> {
 fn scripts_are_kept_by_sha_and_found_again() {
     let r = Registry::new(1 << 20);
     let sha = r.note_script(b"return 1");
-    assert_eq!(&sha1::hex(&sha), b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+    assert_eq!(
+        &sha1::hex(&sha),
+        b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+    );
     assert_eq!(r.script(&sha).as_deref(), Some(&b"return 1"[..]));
     // The same body again is one entry.
     r.note_script(b"return 1");
@@ -53,7 +56,10 @@ fn a_zero_budget_keeps_nothing() {
     let r = Registry::new(0);
     let sha = r.note_script(b"return 1");
     assert!(r.script(&sha).is_none());
-    r.insert_library(b"lib", b"#!lua name=lib\nredis.register_function('f', function() end)");
+    r.insert_library(
+        b"lib",
+        b"#!lua name=lib\nredis.register_function('f', function() end)",
+    );
     assert!(r.library_of(b"f").is_none());
 }
 
@@ -63,7 +69,10 @@ fn libraries_are_found_by_their_functions() {
     let v1 = "#!lua name=lib\nredis.register_function('f1', function() return 1 end)";
     r.insert_library(b"lib", v1.as_bytes());
     let (name, code) = r.library_of(b"f1").unwrap();
-    assert_eq!((name.as_slice(), code.as_ref()), (&b"lib"[..], v1.as_bytes()));
+    assert_eq!(
+        (name.as_slice(), code.as_ref()),
+        (&b"lib"[..], v1.as_bytes())
+    );
     // A new version replaces the old one and its functions.
     let v2 = "#!lua name=lib\nredis.register_function('f2', function() return 2 end)";
     r.insert_library(b"lib", v2.as_bytes());

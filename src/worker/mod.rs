@@ -34,6 +34,7 @@ mod observe;
 mod overload;
 mod pubsub;
 mod retry;
+mod scripts;
 #[cfg(debug_assertions)]
 mod testhook;
 mod txn;
@@ -861,7 +862,7 @@ impl Worker {
                 }
                 return;
             }
-            Purpose::Blocking => self.lease_answered(bkey, f.session),
+            Purpose::Blocking | Purpose::Kill(_) => self.lease_answered(bkey, f.session),
             _ => {}
         }
         if head == b'-' {
@@ -892,7 +893,9 @@ impl Worker {
         match f.purpose {
             Purpose::Client => self.deliver(f.session, f.seq, frame, &f.req),
             Purpose::Txn => self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME),
-            Purpose::Part(part) => self.fold_part(cx, f.session, f.seq, part, frame),
+            Purpose::Part(part) | Purpose::Kill(part) => {
+                self.fold_part(cx, f.session, f.seq, part, frame)
+            }
             Purpose::Scan(index) => {
                 let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
                 self.deliver(f.session, f.seq, frame, &f.req);
