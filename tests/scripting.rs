@@ -71,6 +71,26 @@ fn with_replicas() -> RedisCluster {
     })
 }
 
+/// Fails the master serving `slot` over to its replica (CLUSTER FAILOVER
+/// on the replica) and returns the new master.
+fn fail_over(cluster: &mut RedisCluster, slot: u16) -> usize {
+    let master = cluster.node_for_slot(slot).id.clone();
+    let replica = cluster
+        .nodes
+        .iter()
+        .position(|n| n.master_of.as_deref() == Some(master.as_str()))
+        .expect("the master has a replica");
+    assert_eq!(
+        cluster.nodes[replica].conn().cmd(&["CLUSTER", "FAILOVER"]),
+        ok()
+    );
+    wait_until("the replica took over", Duration::from_secs(20), || {
+        (cluster.port_for_slot(slot) == cluster.nodes[replica].port).then_some(())
+    });
+    cluster.refresh_roles();
+    replica
+}
+
 #[test]
 fn script_load_exists_flush_and_evalsha_on_every_master() {
     let cluster = with_replicas();
@@ -170,6 +190,113 @@ fn script_load_exists_flush_and_evalsha_on_every_master() {
 }
 
 #[test]
+fn scripts_flushed_on_the_nodes_are_loaded_again_unseen() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "r:");
+    let flush_nodes = || {
+        for n in cluster.masters() {
+            assert_eq!(n.conn().cmd(&["SCRIPT", "FLUSH"]), ok());
+        }
+    };
+    // One script arrives by EVAL, one by SCRIPT LOAD.
+    let by_eval = "return 'by eval ' .. KEYS[1]";
+    assert_eq!(
+        c.cmd(&["EVAL", by_eval, "1", &keys[0].0]),
+        bulk(&format!("by eval {}", keys[0].0))
+    );
+    let eval_sha = cluster.masters()[0]
+        .conn()
+        .cmd(&["SCRIPT", "LOAD", by_eval]);
+    let eval_sha = eval_sha.as_str().to_string();
+    let load_sha = c.cmd(&["SCRIPT", "LOAD", INCR]).as_str().to_string();
+    flush_nodes();
+    for (key, _) in &keys {
+        assert_eq!(
+            c.cmd(&["EVALSHA", &eval_sha, "1", key]),
+            bulk(&format!("by eval {key}"))
+        );
+        assert_eq!(
+            c.cmd(&["EVALSHA", &load_sha, "1", key]),
+            array(vec![bulk(key), int(1)])
+        );
+    }
+    assert_eq!(stat(&mut c, "script_reloads"), 2 * keys.len() as u64);
+
+    // Pipelined, mixed with other commands: every reply in its place.
+    flush_nodes();
+    let mut cmds = Vec::new();
+    for (key, _) in &keys {
+        cmds.push(argv(&["EVALSHA", &load_sha, "1", key]));
+        cmds.push(argv(&["GET", key]));
+        cmds.push(argv(&["EVALSHA", &load_sha, "1", key]));
+    }
+    let replies = c.pipeline(&cmds);
+    for (i, (key, _)) in keys.iter().enumerate() {
+        assert_eq!(replies[3 * i], array(vec![bulk(key), int(2)]));
+        assert_eq!(replies[3 * i + 2], array(vec![bulk(key), int(3)]));
+    }
+
+    // Inside MULTI a NOSCRIPT is what Redis answers: not replayed.
+    flush_nodes();
+    let key = &keys[1].0;
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["EVALSHA", &load_sha, "1", key]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(c.cmd(&["INCR", key]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["EXEC"]), array(vec![err(NOSCRIPT), int(4)]));
+    // An EVAL queued in a transaction is remembered like any other.
+    let queued = "return 'queued'";
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["EVAL", queued, "1", key]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(c.cmd(&["EXEC"]), array(vec![bulk("queued")]));
+    let queued_sha = cluster.masters()[0].conn().cmd(&["SCRIPT", "LOAD", queued]);
+    flush_nodes();
+    assert_eq!(
+        c.cmd(&["EVALSHA", queued_sha.as_str(), "1", key]),
+        bulk("queued")
+    );
+}
+
+#[test]
+fn an_evalsha_survives_a_failover_to_a_flushed_replica() {
+    let mut cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "topology-refresh-secs 1");
+    let mut c = m.conn();
+    let sha = c.cmd(&["SCRIPT", "LOAD", INCR]).as_str().to_string();
+    let (key, port) = key_per_master(&cluster, "f:")[0].clone();
+    assert_eq!(
+        c.cmd(&["EVALSHA", &sha, "1", &key]),
+        array(vec![bulk(&key), int(1)])
+    );
+    let slot = key_slot(key.as_bytes());
+    assert_eq!(cluster.port_for_slot(slot), port);
+    let new = fail_over(&mut cluster, slot);
+    assert_eq!(cluster.nodes[new].conn().cmd(&["SCRIPT", "FLUSH"]), ok());
+    assert_eq!(
+        cluster.nodes[new].conn().cmd(&["SCRIPT", "EXISTS", &sha]),
+        ints(&[0])
+    );
+    // Through mithril the call just works (after the MOVED, the NOSCRIPT
+    // is cured on the new master), and INFO counts one reload.
+    assert_eq!(
+        c.cmd(&["EVALSHA", &sha, "1", &key]),
+        array(vec![bulk(&key), int(2)])
+    );
+    assert_eq!(stat(&mut c, "script_reloads"), 1);
+    assert_eq!(
+        cluster.nodes[new].conn().cmd(&["SCRIPT", "EXISTS", &sha]),
+        ints(&[1])
+    );
+}
+
+#[test]
 fn script_kill_reaches_a_master_busy_with_a_script() {
     let cluster = RedisCluster::start(ClusterSpec {
         extra_redis_conf: vec!["busy-reply-threshold 100".into()],
@@ -215,6 +342,34 @@ fn script_kill_reaches_a_master_busy_with_a_script() {
     });
     assert!(busy.read_reply().is_error());
     assert_eq!(busy.cmd(&["GET", &key]), bulk("after"));
+}
+
+#[test]
+fn the_registry_budget_forgets_the_least_recently_used() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    // Room for two of the scripts below (1,509 bytes each, plus 96).
+    let m = Mithril::start(bin(), &cluster.seeds(), "script-registry-size 4kb");
+    let mut c = m.conn();
+    let body = |c: char| format!("return '{}'", c.to_string().repeat(1500));
+    let (a, b, d) = (body('a'), body('b'), body('d'));
+    let sha_a = c.cmd(&["SCRIPT", "LOAD", &a]).as_str().to_string();
+    let sha_b = c.cmd(&["SCRIPT", "LOAD", &b]).as_str().to_string();
+    // Using `a` again (EVAL passes its body) makes `b` the oldest.
+    assert!(!c.cmd(&["EVAL", &a, "0"]).is_error());
+    let sha_d = c.cmd(&["SCRIPT", "LOAD", &d]).as_str().to_string();
+    let mem = info(&mut c, "memory");
+    assert_eq!(mem["script_registry_size"], 4096);
+    assert_eq!(mem["script_registry_scripts"], 2, "{mem:?}");
+    assert!(mem["script_registry_script_bytes"] <= 4096, "{mem:?}");
+    assert_eq!(stat(&mut c, "script_registry_evictions"), 1);
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["SCRIPT", "FLUSH"]), ok());
+    }
+    // The evicted SHA gets the node's reply; the kept ones are reloaded.
+    assert_eq!(c.cmd(&["EVALSHA", &sha_b, "0"]), err(NOSCRIPT));
+    assert_eq!(c.cmd(&["EVALSHA", &sha_a, "1", "x"]).as_str().len(), 1500);
+    assert_eq!(c.cmd(&["EVALSHA", &sha_d, "1", "x"]).as_str().len(), 1500);
+    assert_eq!(stat(&mut c, "script_reloads"), 2);
 }
 
 #[test]
@@ -283,6 +438,24 @@ fn functions_load_call_list_and_delete_on_every_master() {
         assert_eq!(n.conn().cmd(&["FUNCTION", "LIST"]), array(vec![]));
     }
     assert_eq!(stat(&mut c, "function_reloads"), 0);
+}
+
+#[test]
+fn an_fcall_survives_a_failover_to_a_flushed_replica() {
+    let mut cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "topology-refresh-secs 1");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]), bulk("mylib"));
+    let (key, _) = key_per_master(&cluster, "ff:")[1].clone();
+    assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", &key]), int(1));
+    let new = fail_over(&mut cluster, key_slot(key.as_bytes()));
+    assert_eq!(cluster.nodes[new].conn().cmd(&["FUNCTION", "FLUSH"]), ok());
+    assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", &key]), int(2));
+    assert_eq!(stat(&mut c, "function_reloads"), 1);
+    let list = cluster.nodes[new].conn().cmd(&["FUNCTION", "LIST"]);
+    assert_eq!(list.as_array().len(), 1, "{list:?}");
+    let mem = info(&mut c, "memory");
+    assert_eq!(mem["script_registry_libraries"], 1, "{mem:?}");
 }
 
 /// Whether `python3 -c "import redis"` works, installing the package with

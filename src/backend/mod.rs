@@ -67,6 +67,9 @@ pub enum Purpose {
     Blocking,
     /// ASKING before a redirected request: its +OK is dropped.
     Asking,
+    /// SCRIPT LOAD / FUNCTION LOAD of a remembered text before a call sent
+    /// again to a node that lacked it: its reply is dropped.
+    Reload,
     /// SCRIPT KILL / FUNCTION KILL on a lease, part of the merge at `seq`:
     /// the lease goes back when answered.
     Kill(u32),

@@ -847,7 +847,7 @@ impl Worker {
         head: u8,
     ) {
         match f.purpose {
-            Purpose::Asking => return,
+            Purpose::Asking | Purpose::Reload => return,
             Purpose::Init => {
                 if head == b'-' {
                     let why = crate::backend::auth::setup_failure(&frame);
@@ -873,6 +873,9 @@ impl Worker {
             if retry::is_retryable(&frame) {
                 self.try_again(cx, via, f, frame);
                 return;
+            }
+            if f.purpose == Purpose::Client && scripts::is_missing(&frame) {
+                return self.reload_missing(cx, bkey, f, frame);
             }
         }
         if f.purpose == Purpose::Txn {
@@ -904,7 +907,7 @@ impl Worker {
                 self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
             }
-            Purpose::Asking | Purpose::Init => {}
+            Purpose::Asking | Purpose::Init | Purpose::Reload => {}
         }
     }
 

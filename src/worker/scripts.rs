@@ -1,5 +1,6 @@
 //! Scripts and functions: EVAL remembered, the management commands on
-//! every master.
+//! every master, and the transparent reload of a script or library a node
+//! lacks.
 //!
 //! ```text
 //!   EVAL body ───────────► registry.note_script ──► forwarded as Slot / AnyMaster
@@ -7,6 +8,11 @@
 //!        ──► every master (a merge finished by a closure) ──► one reply
 //!   SCRIPT KILL, FUNCTION KILL ──► every master on a lease each (a node
 //!        running a script reads nothing more from the connection that sent it)
+//!   node: -NOSCRIPT to EVALSHA sha / -ERR Function not found to FCALL f
+//!        ──► registry knows it? ──► on that same connection:
+//!            [SCRIPT LOAD body | FUNCTION LOAD code] (Purpose::Reload), then
+//!            the call again with its sequence number ──► the client sees the
+//!            call's reply only
 //! ```
 //!
 //! Replies: SCRIPT LOAD and FUNCTION LOAD answer the SHA-1 / library name
@@ -22,16 +28,30 @@
 //! FUNCTION DELETE, FUNCTION FLUSH and FUNCTION RESTORE ... FLUSH forget
 //! what they removed once a master said OK. Libraries that FUNCTION RESTORE
 //! brings are not learnt (the payload is a node's dump).
+//!
+//! Reloads: only a client's own request is reloaded (`Purpose::Client`),
+//! never a transaction (a NOSCRIPT inside EXEC is what Redis answers), and
+//! at most until the request has spent its redirects (`MAX_HOPS`): each
+//! reload counts as one. Libraries are loaded again only through a master
+//! connection (a replica refuses FUNCTION LOAD; FCALL_RO read from a
+//! replica gets the replica's error). Order: the reload and the call are
+//! queued behind whatever the connection already carries, and every later
+//! request of the session to that node behind them, so the session's later
+//! requests run after the call; a request it had already sent to that node
+//! before the NOSCRIPT came back may run before the call does, as with a
+//! redirected request.
 
 use super::{Outgoing, Timer, Worker};
-use crate::backend::Purpose;
-use crate::command::{Args, Wide};
+use crate::backend::{InFlight, Purpose};
+use crate::command::{self, Args, Wide};
+use crate::resp::limits::Limits;
+use crate::resp::request::{RequestScanner, Scan};
 use crate::resp::value::{self, Value};
 use crate::router;
 use crate::script::sha1;
 use crate::session::ring::{Fold, Merge};
 use crate::shared::Shared;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use reactor::{Context, Key};
 use std::sync::Arc;
 
@@ -40,9 +60,16 @@ const ERR_BAD_REPLY: &[u8] =
     b"-ERR mithril: unexpected reply from a node to a scripting command\r\n";
 const NOTBUSY: &[u8] = b"-NOTBUSY";
 const OK: &[u8] = b"+OK\r\n";
+const FUNCTION_NOT_FOUND: &[u8] = b"-ERR Function not found\r\n";
 
 /// Builds the reply from every master's, in master order.
 type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+
+/// A node's error that a remembered script or library may cure.
+#[inline]
+pub(super) fn is_missing(frame: &[u8]) -> bool {
+    frame.starts_with(b"-NOSCRIPT") || frame == FUNCTION_NOT_FOUND
+}
 
 fn is_error(frame: &[u8]) -> bool {
     frame.first() == Some(&b'-')
@@ -126,6 +153,39 @@ fn bulk_text(frame: &[u8]) -> Option<&[u8]> {
     let len: usize = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
     let body = rest.get(nl + 2..)?.strip_suffix(b"\r\n")?;
     (body.len() == len).then_some(body)
+}
+
+/// `SCRIPT LOAD body` / `FUNCTION LOAD code` as one request frame.
+fn load_frame(container: &[u8], text: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(text.len() + 48);
+    out.extend_from_slice(b"*3\r\n");
+    for arg in [container, b"LOAD", text] {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.freeze()
+}
+
+/// The command name and first argument of a request frame (re-scanned:
+/// only on the NOSCRIPT path).
+fn name_and_first(req: &Bytes) -> Option<(&'static str, Bytes)> {
+    let mut sc = RequestScanner::new();
+    let limits = Limits {
+        max_bulk_len: usize::MAX / 2,
+        ..Limits::default()
+    };
+    let Scan::Request { .. } = sc.scan(req, &limits, true) else {
+        return None;
+    };
+    let ranges = sc.args().to_vec();
+    let args = Args {
+        buf: req,
+        ranges: &ranges,
+    };
+    let cmd = command::resolve(&args).ok()?;
+    let first = ranges.get(1)?;
+    Some((cmd.name, req.slice(first.clone())))
 }
 
 /// The closure that makes one reply of every master's, and updates the
@@ -268,6 +328,66 @@ impl Worker {
             }
         }
     }
+
+    /// A node answered NOSCRIPT (EVALSHA) or "Function not found" (FCALL)
+    /// to a client's request on `bkey`: when the registry knows the script
+    /// or the library, load it on that connection and send the request
+    /// again behind it; otherwise the node's error is the reply.
+    pub(super) fn reload_missing(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        bkey: Key,
+        f: InFlight,
+        frame: Bytes,
+    ) {
+        match self.reload_frame(bkey, &f, &frame) {
+            Some(load) if f.hops < router::MAX_HOPS => {
+                let Some(b) = self.backends.get_mut(bkey) else {
+                    return self.complete(cx, f, frame);
+                };
+                log::debug!(
+                    target: "mithril::worker",
+                    "worker {}: {} on {}: loading it again",
+                    self.id,
+                    String::from_utf8_lossy(&frame).trim_end(),
+                    b.addr
+                );
+                b.enqueue(InFlight::new(Key::NONE, 0, load, Purpose::Reload));
+                b.enqueue(InFlight {
+                    hops: f.hops + 1,
+                    ..f
+                });
+                self.mark_backend_dirty(bkey);
+            }
+            _ => self.complete(cx, f, frame),
+        }
+    }
+
+    /// The load that cures `frame` for `f`, if the registry has its text
+    /// (and counts it as a reload).
+    fn reload_frame(&self, bkey: Key, f: &InFlight, frame: &[u8]) -> Option<Bytes> {
+        let (name, first) = name_and_first(&f.req)?;
+        let scripts = &self.shared.scripts;
+        match name {
+            "evalsha" | "evalsha_ro" if frame.starts_with(b"-NOSCRIPT") => {
+                let body = scripts.script(&sha1::parse_hex(&first)?)?;
+                scripts.count_script_reload();
+                Some(load_frame(b"SCRIPT", &body))
+            }
+            "fcall" | "fcall_ro" if frame == FUNCTION_NOT_FOUND => {
+                // A replica refuses FUNCTION LOAD (its master's libraries
+                // reach it by replication).
+                let pool = self.backends.get(bkey)?.pool;
+                if !self.pools.pools.get(pool).is_some_and(|p| !p.key.readonly) {
+                    return None;
+                }
+                let (_, code) = scripts.library_of(&first)?;
+                scripts.count_function_reload();
+                Some(load_frame(b"FUNCTION", &code))
+            }
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -322,5 +442,24 @@ mod tests {
         );
         let e = b("-ERR x\r\n");
         assert_eq!(exists_everywhere(vec![b("*1\r\n:1\r\n"), e.clone()], 1), e);
+    }
+
+    #[test]
+    fn what_a_reload_cures_and_sends() {
+        assert!(is_missing(
+            b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
+        ));
+        assert!(is_missing(FUNCTION_NOT_FOUND));
+        assert!(!is_missing(b"-ERR Function not found here\r\n"));
+        assert!(!is_missing(b"-ERR unknown command\r\n"));
+        assert_eq!(
+            load_frame(b"SCRIPT", b"return 1"),
+            b("*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$8\r\nreturn 1\r\n")
+        );
+        let req = b("*3\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n0\r\n");
+        let (name, first) = name_and_first(&req).unwrap();
+        assert_eq!((name, first.as_ref()), ("evalsha", &b"abc"[..]));
+        assert!(name_and_first(&b("*1\r\n$4\r\nPING\r\n")).is_none());
+        assert!(name_and_first(&b("garbage")).is_none());
     }
 }
