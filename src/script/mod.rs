@@ -202,8 +202,8 @@ impl Registry {
 
     /// Remember `body` under `sha` (its SHA-1, computed by the caller).
     pub fn insert_script(&self, sha: [u8; 20], body: &[u8]) {
-        if self.budget == 0 {
-            return;
+        if cost(body) > self.budget {
+            return; // never kept: no copy, no lock
         }
         let mut g = self.lock();
         if g.scripts.get(&sha).is_some() {
@@ -233,8 +233,9 @@ impl Registry {
     /// replacing a previous version; the function names it registers are
     /// read from the code ([`function_names`]).
     pub fn insert_library(&self, name: &[u8], code: &[u8]) {
-        if self.budget == 0 {
-            return;
+        if cost(code) > self.budget {
+            // Too large to keep: the version kept before is stale now.
+            return self.remove_library(name);
         }
         let fns = function_names(code);
         let mut g = self.lock();

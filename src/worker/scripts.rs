@@ -333,6 +333,8 @@ impl Worker {
     /// to a client's request on `bkey`: when the registry knows the script
     /// or the library, load it on that connection and send the request
     /// again behind it; otherwise the node's error is the reply.
+    #[cold]
+    #[inline(never)]
     pub(super) fn reload_missing(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -340,8 +342,14 @@ impl Worker {
         f: InFlight,
         frame: Bytes,
     ) {
-        match self.reload_frame(bkey, &f, &frame) {
-            Some(load) if f.hops < router::MAX_HOPS => {
+        // Each reload spends one of the request's redirects.
+        let load = if f.hops < router::MAX_HOPS {
+            self.reload_frame(bkey, &f, &frame)
+        } else {
+            None
+        };
+        match load {
+            Some(load) => {
                 let Some(b) = self.backends.get_mut(bkey) else {
                     return self.complete(cx, f, frame);
                 };
