@@ -21,6 +21,7 @@ pub mod logging;
 pub mod metrics;
 pub mod resp;
 pub mod router;
+pub mod script;
 pub mod server;
 pub mod session;
 pub mod shared;

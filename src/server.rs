@@ -169,6 +169,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         l.set_epoch(started);
     }
     let live = crate::shared::Live::new(&cfg);
+    let scripts = crate::script::Registry::new(cfg.script_registry_size);
     let shared = Arc::new(Shared {
         admin,
         config: cfg,
@@ -183,6 +184,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         live,
         leases: Default::default(),
         overload: Default::default(),
+        scripts,
         stats,
         acceptor: std::sync::OnceLock::new(),
     });

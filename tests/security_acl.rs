@@ -382,3 +382,76 @@ fn sha256_hex(s: &str) -> String {
         .unwrap()
         .to_string()
 }
+
+#[test]
+fn scripting_follows_the_modes() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let users = "\
+user default off
+user reader on >r-pw mode read
+user app on >p-pw mode write
+user limited on >l-pw mode write ~app:*
+user admin on >a-pw mode admin
+";
+    let m = Mithril::start_locked(bin(), &cluster.seeds(), users);
+    let lib = "#!lua name=acl\n\
+        redis.register_function{function_name='ro_get', callback=function(k, a) return redis.call('get', k[1]) end, flags={'no-writes'}}\n\
+        redis.register_function('rw_set', function(k, a) return redis.call('set', k[1], a[1]) end)";
+    let get = "return redis.call('get', KEYS[1])";
+    let mut a = login(&m, "admin", "a-pw");
+    let sha = a.cmd(&["SCRIPT", "LOAD", get]).as_str().to_string();
+    assert_eq!(a.cmd(&["FUNCTION", "LOAD", lib]), bulk("acl"));
+
+    // read: the read-only calls and looking, nothing that writes or loads.
+    let mut r = login(&m, "reader", "r-pw");
+    assert_eq!(r.cmd(&["EVALSHA_RO", &sha, "1", "k"]), Reply::Bulk(None));
+    assert_eq!(r.cmd(&["EVAL_RO", get, "1", "k"]), Reply::Bulk(None));
+    assert_eq!(r.cmd(&["FCALL_RO", "ro_get", "1", "k"]), Reply::Bulk(None));
+    assert_eq!(
+        r.cmd(&["SCRIPT", "EXISTS", &sha]),
+        Reply::Array(Some(vec![Reply::Int(1)]))
+    );
+    assert!(!r.cmd(&["FUNCTION", "LIST"]).is_error());
+    for (cmd, name) in [
+        (&["EVALSHA", &sha, "1", "k"][..], "evalsha"),
+        (&["EVAL", get, "1", "k"], "eval"),
+        (&["FCALL", "rw_set", "1", "k", "v"], "fcall"),
+        (&["SCRIPT", "LOAD", get], "script|load"),
+        (&["FUNCTION", "LOAD", lib], "function|load"),
+    ] {
+        assert_eq!(r.cmd(cmd), noperm_cmd(name), "{cmd:?}");
+    }
+
+    // write: calls and loads (redis-py loads on NOSCRIPT), but nothing that
+    // flushes, deletes or kills what every client relies on.
+    let mut p = login(&m, "app", "p-pw");
+    assert_eq!(p.cmd(&["SCRIPT", "LOAD", get]), bulk(&sha));
+    assert_eq!(p.cmd(&["FCALL", "rw_set", "1", "k", "v"]), ok());
+    assert_eq!(p.cmd(&["EVALSHA", &sha, "1", "k"]), bulk("v"));
+    for (cmd, name) in [
+        (&["SCRIPT", "FLUSH"][..], "script|flush"),
+        (&["SCRIPT", "KILL"], "script|kill"),
+        (&["FUNCTION", "DELETE", "acl"], "function|delete"),
+        (&["FUNCTION", "FLUSH"], "function|flush"),
+        (&["FUNCTION", "KILL"], "function|kill"),
+        (&["FUNCTION", "RESTORE", "x"], "function|restore"),
+    ] {
+        assert_eq!(p.cmd(cmd), noperm_cmd(name), "{cmd:?}");
+    }
+
+    // Limited keys: no script runs (it may reach keys it does not declare),
+    // read-only or not; loading one runs nothing.
+    let mut l = login(&m, "limited", "l-pw");
+    for (cmd, name) in [
+        (&["EVALSHA_RO", &sha, "1", "app:1"][..], "evalsha_ro"),
+        (&["EVALSHA", &sha, "1", "app:1"], "evalsha"),
+        (&["FCALL_RO", "ro_get", "1", "app:1"], "fcall_ro"),
+    ] {
+        assert_eq!(l.cmd(cmd), noperm_cmd(name), "{cmd:?}");
+    }
+    assert_eq!(l.cmd(&["SCRIPT", "LOAD", get]), bulk(&sha));
+
+    // admin: everything.
+    assert_eq!(a.cmd(&["SCRIPT", "FLUSH"]), ok());
+    assert_eq!(a.cmd(&["FUNCTION", "DELETE", "acl"]), ok());
+}

@@ -73,6 +73,16 @@ ROUTES = {
     "ClusterWide(Flushall)": "Route::ClusterWide(Wide::Flushall)",
     "ClusterWide(Randomkey)": "Route::ClusterWide(Wide::Randomkey)",
     "ClusterWide(Keys)": "Route::ClusterWide(Wide::Keys)",
+    "ClusterWide(ScriptLoad)": "Route::ClusterWide(Wide::ScriptLoad)",
+    "ClusterWide(ScriptExists)": "Route::ClusterWide(Wide::ScriptExists)",
+    "ClusterWide(ScriptFlush)": "Route::ClusterWide(Wide::ScriptFlush)",
+    "ClusterWide(ScriptKill)": "Route::ClusterWide(Wide::ScriptKill)",
+    "ClusterWide(FunctionLoad)": "Route::ClusterWide(Wide::FunctionLoad)",
+    "ClusterWide(FunctionDelete)": "Route::ClusterWide(Wide::FunctionDelete)",
+    "ClusterWide(FunctionFlush)": "Route::ClusterWide(Wide::FunctionFlush)",
+    "ClusterWide(FunctionRestore)": "Route::ClusterWide(Wide::FunctionRestore)",
+    "ClusterWide(FunctionKill)": "Route::ClusterWide(Wide::FunctionKill)",
+    "Eval": "Route::Eval",
 }
 
 

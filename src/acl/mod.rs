@@ -290,7 +290,15 @@ impl Acl {
 ///   that are not read-only, and PUBLISH / SPUBLISH;
 /// - read: everything else: read-only commands, connection, transaction,
 ///   subscription and cluster-introspection commands.
+///
+/// The scripting management commands by what they do to others (see
+/// [`scripting_mode`]).
 pub fn required_mode(cmd: &Command) -> Mode {
+    if cmd.acl & cat::SCRIPTING != 0 {
+        if let Some(mode) = scripting_mode(cmd.name) {
+            return mode;
+        }
+    }
     if (cmd.flags & flags::ADMIN != 0 || cmd.acl & (cat::ADMIN | cat::DANGEROUS) != 0)
         && cmd.name != "info"
     {
@@ -304,6 +312,23 @@ pub fn required_mode(cmd: &Command) -> Mode {
     } else {
         Mode::Read
     }
+}
+
+/// SCRIPT and FUNCTION subcommands: what affects every client's scripts
+/// (flushing, deleting or replacing libraries wholesale, killing a running
+/// script) needs admin; loading one needs write (redis-py's
+/// `register_script` loads a script when a node answers NOSCRIPT, so an
+/// application's user must be able to); looking needs read. `None` for
+/// the script calls, which follow their flags.
+fn scripting_mode(name: &str) -> Option<Mode> {
+    Some(match name {
+        "script|flush" | "script|kill" | "function|delete" | "function|flush"
+        | "function|restore" | "function|kill" => Mode::Admin,
+        "script|load" | "function|load" => Mode::Write,
+        "script|exists" | "script|help" | "script|show" | "function|list" | "function|dump"
+        | "function|stats" | "function|help" => Mode::Read,
+        _ => return None,
+    })
 }
 
 fn matches_any(patterns: &[Vec<u8>], subject: &[u8]) -> bool {

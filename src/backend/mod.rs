@@ -71,8 +71,14 @@ pub enum Purpose {
     Txn,
     /// A blocking command on a leased connection.
     Blocking,
+    /// SCRIPT KILL / FUNCTION KILL on a lease, part of the merge at `seq`:
+    /// the lease goes back when answered.
+    Kill(u32),
     /// ASKING before a redirected request: its +OK is dropped.
     Asking,
+    /// SCRIPT LOAD / FUNCTION LOAD of a remembered text before a call sent
+    /// again to a node that lacked it: its reply is dropped.
+    Reload,
     /// A connection set-up command (HELLO 3, READONLY): dropped, but an
     /// error fails the connection.
     Init,

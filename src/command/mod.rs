@@ -333,8 +333,12 @@ pub enum Route {
     /// Answered by the proxy itself, by the named handler.
     Local(LocalCmd),
     /// Sent to the owner of its first key's slot (the node enforces same-slot);
-    /// a call without keys at runtime (EVAL with numkeys 0) goes to any master.
+    /// a call without keys at runtime (EVALSHA with numkeys 0) goes to any master.
     Slot,
+    /// EVAL and EVAL_RO: routed as `Slot`, and the script's body is
+    /// remembered (`crate::script`) so it can be loaded again on a node
+    /// that answers an EVALSHA of it with NOSCRIPT.
+    Eval,
     /// Keyless, forwarded to one master.
     AnyMaster,
     /// Split per slot, results merged.
@@ -372,6 +376,35 @@ pub enum Wide {
     Flushall,
     Randomkey,
     Keys,
+    /// SCRIPT LOAD: every master; the SHA-1 when they all agree.
+    ScriptLoad,
+    /// SCRIPT EXISTS: 1 per script only where every master has it.
+    ScriptExists,
+    /// SCRIPT FLUSH: every master's OK.
+    ScriptFlush,
+    /// SCRIPT KILL: every master, on connections of their own; OK if one
+    /// killed a script.
+    ScriptKill,
+    /// FUNCTION LOAD: every master; the library name when they all agree.
+    FunctionLoad,
+    /// FUNCTION DELETE: every master's OK.
+    FunctionDelete,
+    /// FUNCTION FLUSH: every master's OK.
+    FunctionFlush,
+    /// FUNCTION RESTORE: every master's OK.
+    FunctionRestore,
+    /// FUNCTION KILL: as SCRIPT KILL.
+    FunctionKill,
+}
+
+impl Wide {
+    /// The scripting commands among them (`worker/scripts.rs`).
+    pub fn is_scripting(self) -> bool {
+        !matches!(
+            self,
+            Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys
+        )
+    }
 }
 
 /// What `COMMAND DOCS` (and the informational part of `COMMAND INFO`) shows.

@@ -2649,7 +2649,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RW | K::ACCESS | K::UPDATE, begin: BeginSearch::Index(2), find: FindKeys::Keynum { keynum_idx: 0, first_key: 1, key_step: 1 } },
         ],
         legacy_keys: (0, 0, 0),
-        route: Route::Slot,
+        route: Route::Eval,
         subcommands: &[],
         doc: Doc {
             summary: "Execute a Lua script server side",
@@ -2677,7 +2677,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RO | K::ACCESS, begin: BeginSearch::Index(2), find: FindKeys::Keynum { keynum_idx: 0, first_key: 1, key_step: 1 } },
         ],
         legacy_keys: (0, 0, 0),
-        route: Route::Slot,
+        route: Route::Eval,
         subcommands: &[],
         doc: Doc {
             summary: "Execute a read-only Lua script server side",
@@ -2705,7 +2705,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RW | K::ACCESS | K::UPDATE, begin: BeginSearch::Index(2), find: FindKeys::Keynum { keynum_idx: 0, first_key: 1, key_step: 1 } },
         ],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Slot,
         subcommands: &[],
         doc: Doc {
             summary: "Execute a Lua script server side",
@@ -2730,7 +2730,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RO | K::ACCESS, begin: BeginSearch::Index(2), find: FindKeys::Keynum { keynum_idx: 0, first_key: 1, key_step: 1 } },
         ],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Slot,
         subcommands: &[],
         doc: Doc {
             summary: "Execute a read-only Lua script server side",
@@ -3040,7 +3040,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::AnyMaster,
         subcommands: &[
             Command {
                 name: "function|delete",
@@ -3049,7 +3049,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::WRITE | A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::FunctionDelete),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Delete a function by name",
@@ -3070,7 +3070,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Dump all functions into a serialized binary payload",
@@ -3087,7 +3087,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::WRITE | A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::FunctionFlush),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Deleting all functions",
@@ -3115,7 +3115,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -3132,7 +3132,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::FunctionKill),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Kill the function currently in execution.",
@@ -3150,7 +3150,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "List information about all the functions",
@@ -3172,7 +3172,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::WRITE | A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::FunctionLoad),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Create a function with the given arguments (name, code, description)",
@@ -3194,7 +3194,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::WRITE | A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::FunctionRestore),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Restore all the functions on the given payload",
@@ -3224,7 +3224,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return information about the function currently running (name, description, duration)",
@@ -6684,7 +6684,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::AnyMaster,
         subcommands: &[
             Command {
                 name: "script|debug",
@@ -6721,7 +6721,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::ScriptExists),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Check existence of scripts in the script cache.",
@@ -6742,7 +6742,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::ScriptFlush),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Remove all the scripts from the script cache.",
@@ -6773,7 +6773,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -6790,7 +6790,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::ScriptKill),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Kill the script currently in execution.",
@@ -6808,7 +6808,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::ScriptLoad),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Load the specified Lua script into the script cache.",
@@ -6829,7 +6829,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::SCRIPTING,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show server-side Lua script in the script cache.",

@@ -224,8 +224,10 @@ fn routes_follow_the_spec() {
         ("pfmerge", Slot),
         ("xread", Slot),
         ("xreadgroup", Slot),
-        ("eval", Slot),
-        ("eval_ro", Slot),
+        ("eval", Eval),
+        ("eval_ro", Eval),
+        ("evalsha", Slot),
+        ("evalsha_ro", Slot),
         ("fcall", Slot),
         ("fcall_ro", Slot),
         ("object|encoding", Slot),
@@ -286,11 +288,21 @@ fn routes_follow_the_spec() {
         ("lolwut", Local(LocalCmd::Lolwut)),
         ("watch", Local(LocalCmd::Watch)),
         ("unwatch", Local(LocalCmd::Unwatch)),
-        ("evalsha", Unsupported),
-        ("evalsha_ro", Unsupported),
-        ("script|load", Unsupported),
-        ("script|show", Unsupported),
-        ("function|list", Unsupported),
+        ("script|load", ClusterWide(Wide::ScriptLoad)),
+        ("script|exists", ClusterWide(Wide::ScriptExists)),
+        ("script|flush", ClusterWide(Wide::ScriptFlush)),
+        ("script|kill", ClusterWide(Wide::ScriptKill)),
+        ("script|show", AnyMaster),
+        ("script|help", AnyMaster),
+        ("script|debug", Unsupported),
+        ("function|load", ClusterWide(Wide::FunctionLoad)),
+        ("function|delete", ClusterWide(Wide::FunctionDelete)),
+        ("function|flush", ClusterWide(Wide::FunctionFlush)),
+        ("function|restore", ClusterWide(Wide::FunctionRestore)),
+        ("function|kill", ClusterWide(Wide::FunctionKill)),
+        ("function|list", AnyMaster),
+        ("function|dump", AnyMaster),
+        ("function|stats", AnyMaster),
         ("ssubscribe", Unsupported),
         ("spublish", Unsupported),
         ("sunsubscribe", Unsupported),
@@ -344,6 +356,7 @@ fn keyed_commands_not_listed_route_by_slot() {
                     matches!(
                         e.route,
                         Route::Slot
+                            | Route::Eval
                             | Route::Fanout(_)
                             | Route::Blocking
                             | Route::ClusterWide(_)

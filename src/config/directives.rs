@@ -328,6 +328,19 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |c| vec![c.maxmemory.to_string()],
     },
     Directive {
+        name: "script-registry-size",
+        default: "16mb",
+        summary: "bytes of scripts (and as many of function libraries) kept to reload them on a node that lacks them; 0 is off",
+        runtime_settable: false,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.script_registry_size = size("script-registry-size", first(a), 0)?;
+            Ok(())
+        },
+        getter: |c| vec![c.script_registry_size.to_string()],
+    },
+    Directive {
         name: "tcp-backlog",
         default: "511",
         summary: "length of the listen queue for connections not yet accepted",

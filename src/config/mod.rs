@@ -289,6 +289,10 @@ pub struct Config {
     /// `maxmemory`: bytes the proxy may buffer (client input and output,
     /// requests in flight) before write commands get -OOM; 0 = no limit.
     pub maxmemory: u64,
+    /// `script-registry-size`: most bytes of script bodies remembered (and
+    /// as many again of function libraries) to load them again on a node
+    /// that lacks them; 0 = remember nothing.
+    pub script_registry_size: u64,
     /// `tcp-backlog`: the listen queue length.
     pub tcp_backlog: i32,
     /// `tcp-keepalive`: keepalive idle seconds; 0 turns keepalive off.
@@ -390,6 +394,7 @@ impl Default for Config {
                 soft_secs: 60,
             },
             maxmemory: 0,
+            script_registry_size: 16 * 1024 * 1024,
             tcp_backlog: 511,
             tcp_keepalive_secs: 300,
             timeout_secs: 0,

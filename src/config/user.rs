@@ -54,7 +54,8 @@ pub enum Mode {
     /// Read-only commands, plus connection, transaction, pub/sub
     /// subscription and introspection commands.
     Read,
-    /// Also every command that writes (and scripts).
+    /// Also every command that writes (and scripts, SCRIPT LOAD, FUNCTION
+    /// LOAD).
     Write,
     /// Everything, the admin and dangerous commands included.
     Admin,

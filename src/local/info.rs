@@ -356,6 +356,17 @@ fn memory(t: &mut String, cx: &Ctx) {
         c.out,
         c.outstanding,
     );
+    // The script registry (crate::script): what it holds of its budget.
+    let r = cx.shared.scripts.figures();
+    let _ = write!(
+        t,
+        "script_registry_size:{}\r\n\
+         script_registry_scripts:{}\r\n\
+         script_registry_script_bytes:{}\r\n\
+         script_registry_libraries:{}\r\n\
+         script_registry_library_bytes:{}\r\n",
+        r.budget, r.scripts, r.script_bytes, r.libraries, r.library_bytes,
+    );
 }
 
 fn stats(t: &mut String, cx: &Ctx) {
@@ -431,6 +442,13 @@ fn stats(t: &mut String, cx: &Ctx) {
         denied.cmd.load(Ordering::Relaxed),
         denied.key.load(Ordering::Relaxed),
         denied.channel.load(Ordering::Relaxed),
+    );
+    // Scripts and libraries loaded again on a node that lacked them.
+    let r = cx.shared.scripts.figures();
+    let _ = write!(
+        t,
+        "script_reloads:{}\r\nfunction_reloads:{}\r\nscript_registry_evictions:{}\r\n",
+        r.script_reloads, r.function_reloads, r.evictions,
     );
 }
 

@@ -105,6 +105,10 @@ pub enum Decision {
     Slot { slot: u16, read: bool },
     /// A keyless command any master can answer (rotated over masters).
     AnyMaster,
+    /// EVAL / EVAL_RO: the body is remembered (`crate::script`), then the
+    /// request goes as `Slot` for the first key's slot, or as `AnyMaster`
+    /// without keys.
+    Eval { slot: Option<u16>, read: bool },
     /// PUBLISH and PUBSUB: the node every subscriber connection goes to.
     PubsubHome,
     /// Split per slot, parts merged in order.
@@ -163,7 +167,7 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///    channel: `Refuse` with NOPERM (dooms MULTI).
 /// 5. Outside MULTI and not subscribed, a single-slot command that does
 ///    not block: `Slot` for its first key's slot, `AnyMaster` when the call
-///    has no key (EVAL with numkeys 0). This is the hot path.
+///    has no key (EVALSHA with numkeys 0). This is the hot path.
 /// 6. A RESP2 subscribed session and a command that context does not
 ///    allow: `Refuse` with Redis's "only (P|S)SUBSCRIBE ..." error.
 /// 7. Inside MULTI, any command but EXEC, DISCARD, MULTI, QUIT, RESET,
@@ -171,15 +175,16 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///    for an unknown command or one that cannot run inside a transaction
 ///    through the proxy.
 /// 8. By the command's route: `Lease` (blocking, including XREAD with
-///    BLOCK), `Slot`, `AnyMaster`, `PubsubHome` (PUBLISH, PUBSUB),
+///    BLOCK), `Slot`, `Eval` (EVAL, EVAL_RO), `AnyMaster`, `PubsubHome`
+///    (PUBLISH, PUBSUB),
 ///    `Fanout`, `Wide`, `Subscribe`, `Slot` of the slot named in `argv[2]`
 ///    (`Refuse` when it is not a slot number), `Refuse` with the
 ///    unknown-command error for unsupported commands, and for local
 ///    commands `Txn`, `SubscribedPing` (RESP2, subscribed, at most one
 ///    argument), `Reset`, `Gather` or `Local`.
 ///
-/// Routed outcomes (`Slot`, `AnyMaster`, `PubsubHome`, `Fanout`, `Wide`,
-/// `Lease`) are refused with CLUSTERDOWN while no topology is known.
+/// Routed outcomes (`Slot`, `Eval`, `AnyMaster`, `PubsubHome`, `Fanout`,
+/// `Wide`, `Lease`) are refused with CLUSTERDOWN while no topology is known.
 ///
 /// [`resolve`] and [`decide_command`] are the two halves, for a caller
 /// that wants the command before the decision (the worker stamps it).
@@ -264,6 +269,16 @@ pub fn decide_command(
         Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args),
         Route::Blocking => lease(cmd, args),
         Route::Slot => slot_of_first_key(cmd, args),
+        Route::Eval => match slot_of_first_key(cmd, args) {
+            Decision::Slot { slot, read } => Decision::Eval {
+                slot: Some(slot),
+                read,
+            },
+            _ => Decision::Eval {
+                slot: None,
+                read: cmd.flags & flags::READONLY != 0,
+            },
+        },
         Route::AnyMaster if cmd.name == "publish" || cmd.name.starts_with("pubsub|") => {
             Decision::PubsubHome
         }
@@ -338,7 +353,9 @@ fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
 /// node answers in the transaction like Redis does.
 fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
     match cmd.route {
-        Route::Slot | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => Decision::Queue,
+        Route::Slot | Route::Eval | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => {
+            Decision::Queue
+        }
         Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time) => Decision::Queue,
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);

@@ -166,11 +166,146 @@ fn single_key_commands_go_to_their_slot() {
             read: false
         }
     );
-    // A keyless call of a keyed command (EVAL with numkeys 0).
+    // A keyless call of a keyed command (EVALSHA with numkeys 0).
     assert_eq!(
-        decision(&plain(), &["eval", "return 1", "0"]),
+        decision(&plain(), &["evalsha", SHA, "0"]),
         Decision::AnyMaster
     );
+}
+
+/// The SHA-1 of "return 1".
+const SHA: &str = "e0e1f9fabfc9d4800c877a703b823ac0578ff8db";
+
+#[test]
+fn scripts_and_functions_go_where_their_first_key_lives() {
+    let foo = Some(12182);
+    // EVAL and EVAL_RO carry a body to remember: their own decision, by
+    // the first key's slot (none: any master).
+    for (words, slot, read) in [
+        (&["eval", "return 1", "1", "foo"][..], foo, false),
+        (&["eval_ro", "return 1", "1", "foo"], foo, true),
+        (&["EVAL", "return 1", "2", "foo", "bar"], foo, false),
+        (&["eval", "return 1", "0"], None, false),
+        (&["eval_ro", "return 1", "0", "a1"], None, true),
+    ] {
+        assert_eq!(
+            decision(&plain(), words),
+            Decision::Eval { slot, read },
+            "{words:?}"
+        );
+    }
+    // EVALSHA and FCALL are ordinary keyed commands (the hot path); the
+    // _RO variants are reads, for the replicas under read splitting. Keys
+    // of several slots go to the first one's, whose node answers CROSSSLOT.
+    for (words, want) in [
+        (
+            &["evalsha", SHA, "1", "foo"][..],
+            Decision::Slot {
+                slot: 12182,
+                read: false,
+            },
+        ),
+        (
+            &["evalsha_ro", SHA, "1", "foo"],
+            Decision::Slot {
+                slot: 12182,
+                read: true,
+            },
+        ),
+        (
+            &["evalsha", SHA, "2", "foo", "bar"],
+            Decision::Slot {
+                slot: 12182,
+                read: false,
+            },
+        ),
+        (&["evalsha_ro", SHA, "0"], Decision::AnyMaster),
+        (
+            &["fcall", "f", "1", "foo"],
+            Decision::Slot {
+                slot: 12182,
+                read: false,
+            },
+        ),
+        (
+            &["fcall_ro", "f", "1", "foo", "x"],
+            Decision::Slot {
+                slot: 12182,
+                read: true,
+            },
+        ),
+        (&["fcall", "f", "0", "x"], Decision::AnyMaster),
+    ] {
+        assert_eq!(decision(&plain(), words), want, "{words:?}");
+    }
+    // Without a topology they wait like any routed request.
+    let req = Call::words(&["eval", "return 1", "0"]);
+    let d = decide(&plain(), &req.args(), &Topology::empty()).decision;
+    assert!(matches!(d, Decision::Refuse(_)), "{d:?}");
+}
+
+#[test]
+fn script_and_function_management_involves_every_master() {
+    for (words, wide) in [
+        (&["script", "load", "return 1"][..], Wide::ScriptLoad),
+        (&["SCRIPT", "EXISTS", SHA, SHA], Wide::ScriptExists),
+        (&["script", "flush"], Wide::ScriptFlush),
+        (&["script", "flush", "async"], Wide::ScriptFlush),
+        (&["script", "kill"], Wide::ScriptKill),
+        (&["function", "load", "#!lua name=l\n"], Wide::FunctionLoad),
+        (
+            &["function", "load", "replace", "#!lua name=l\n"],
+            Wide::FunctionLoad,
+        ),
+        (&["function", "delete", "l"], Wide::FunctionDelete),
+        (&["function", "flush", "sync"], Wide::FunctionFlush),
+        (
+            &["function", "restore", "payload", "flush"],
+            Wide::FunctionRestore,
+        ),
+        (&["function", "kill"], Wide::FunctionKill),
+    ] {
+        assert_eq!(decision(&plain(), words), Decision::Wide(wide), "{words:?}");
+        assert!(wide.is_scripting());
+    }
+    // What one master can answer: any of them.
+    for words in [
+        &["function", "list"][..],
+        &["function", "list", "withcode", "libraryname", "l"],
+        &["function", "dump"],
+        &["function", "stats"],
+        &["function", "help"],
+        &["script", "help"],
+    ] {
+        assert_eq!(decision(&plain(), words), Decision::AnyMaster, "{words:?}");
+    }
+    // A debugging session needs one node's connection: not through a proxy.
+    let (text, _) = refused(&plain(), &["script", "debug", "yes"]);
+    assert!(text.starts_with("-ERR unknown command 'script'"), "{text}");
+    for wide in [Wide::Scan, Wide::Dbsize, Wide::Flushall, Wide::Randomkey] {
+        assert!(!wide.is_scripting());
+    }
+}
+
+#[test]
+fn inside_multi_script_calls_queue_and_management_is_refused() {
+    let v = View {
+        in_txn: true,
+        ..plain()
+    };
+    for words in [
+        &["eval", "return 1", "1", "k"][..],
+        &["evalsha", SHA, "1", "k"],
+        &["evalsha_ro", SHA, "0"],
+        &["fcall", "f", "1", "k"],
+        &["fcall_ro", "f", "0"],
+        &["function", "list"],
+    ] {
+        assert_eq!(decision(&v, words), Decision::Queue, "{words:?}");
+    }
+    let (text, r) = refused(&v, &["script", "load", "return 1"]);
+    assert!(text.contains("cannot be used inside MULTI"), "{text}");
+    assert!(r.dooms_txn);
 }
 
 #[test]

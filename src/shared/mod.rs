@@ -121,6 +121,9 @@ pub struct Shared {
     pub overload: Overload,
     /// The acceptor's waker, set once it exists (handoff requests).
     pub acceptor: std::sync::OnceLock<Arc<mio::Waker>>,
+    /// The scripts and function libraries loaded through the proxy, to
+    /// load them again on a node that lacks them (`crate::script`).
+    pub scripts: crate::script::Registry,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

@@ -140,7 +140,7 @@ impl Worker {
         self.close_lease_of(cx, key, lease);
     }
 
-    fn take_lease(
+    pub(super) fn take_lease(
         &mut self,
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,

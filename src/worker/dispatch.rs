@@ -4,7 +4,7 @@
 //! subscriber connection, the open transaction, or answer it here.
 
 use super::{Outgoing, Timer, Worker};
-use crate::command::{Args, Command, LocalCmd};
+use crate::command::{Args, Command, LocalCmd, Route};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
 use crate::router::{self, Decision, Refusal, TxnOp, View};
@@ -108,7 +108,13 @@ impl Worker {
             Decision::Fanout(kind) => self.fanout(cx, key, cmd, kind, frame, args),
             Decision::Wide(wide) => self.wide(cx, key, wide, frame, args),
             Decision::Subscribe => self.subscribe(cx, key, cmd, frame, args),
-            Decision::Queue => self.txn_queue(key, cmd, frame, args),
+            Decision::Queue => {
+                if cmd.route == Route::Eval {
+                    self.note_eval(args);
+                }
+                self.txn_queue(key, cmd, frame, args)
+            }
+            Decision::Eval { slot, read } => self.eval(cx, key, slot, read, frame, args),
             Decision::Gather(g) => self.gather(cx, key, g, cmd, args),
             // observe: a command answered here enters the slow log after it
             // ran, as on a node (CONFIG SET slowlog-log-slower-than 0 logs

@@ -449,6 +449,7 @@ impl Worker {
             ),
             Wide::Flushall => self.every_master(cx, key, Fold::AllOk, frame),
             Wide::Scan => self.scan(cx, key, args),
+            scripting => self.scripting(cx, key, scripting, frame, args),
         }
     }
 

@@ -34,6 +34,7 @@ mod observe;
 mod overload;
 mod pubsub;
 mod retry;
+mod scripts;
 #[cfg(debug_assertions)]
 mod testhook;
 mod txn;
@@ -857,7 +858,7 @@ impl Worker {
         head: u8,
     ) {
         match f.purpose {
-            Purpose::Asking => return,
+            Purpose::Asking | Purpose::Reload => return,
             Purpose::Init => {
                 if head == b'-' {
                     let why = crate::backend::auth::setup_failure(&frame);
@@ -872,7 +873,7 @@ impl Worker {
                 }
                 return;
             }
-            Purpose::Blocking => self.lease_answered(bkey, f.session),
+            Purpose::Blocking | Purpose::Kill(_) => self.lease_answered(bkey, f.session),
             _ => {}
         }
         // What the transaction's queued commands got before EXEC's reply:
@@ -893,6 +894,9 @@ impl Worker {
             if retry::is_retryable(&frame) {
                 self.try_again(cx, via, f, frame);
                 return;
+            }
+            if f.purpose == Purpose::Client && scripts::is_missing(&frame) {
+                return self.reload_missing(cx, bkey, f, frame);
             }
         }
         if let Some(r) = txn_redirect {
@@ -917,7 +921,9 @@ impl Worker {
         match f.purpose {
             Purpose::Client => self.deliver(f.session, f.seq, frame, &f.req),
             Purpose::Txn => self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME),
-            Purpose::Part(part) => self.fold_part(cx, f.session, f.seq, part, frame),
+            Purpose::Part(part) | Purpose::Kill(part) => {
+                self.fold_part(cx, f.session, f.seq, part, frame)
+            }
             Purpose::Scan(index) => {
                 let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
                 self.deliver(f.session, f.seq, frame, &f.req);
@@ -926,7 +932,7 @@ impl Worker {
                 self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
             }
-            Purpose::Asking | Purpose::Init => {}
+            Purpose::Asking | Purpose::Init | Purpose::Reload => {}
         }
     }
 

@@ -1,0 +1,473 @@
+//! Scripts and functions: EVAL remembered, the management commands on
+//! every master, and the transparent reload of a script or library a node
+//! lacks.
+//!
+//! ```text
+//!   EVAL body ───────────► registry.note_script ──► forwarded as Slot / AnyMaster
+//!   SCRIPT LOAD|EXISTS|FLUSH, FUNCTION LOAD|DELETE|FLUSH|RESTORE
+//!        ──► every master (a merge finished by a closure) ──► one reply
+//!   SCRIPT KILL, FUNCTION KILL ──► every master on a lease each (a node
+//!        running a script reads nothing more from the connection that sent it)
+//!   node: -NOSCRIPT to EVALSHA sha / -ERR Function not found to FCALL f
+//!        ──► registry knows it? ──► on that same connection:
+//!            [SCRIPT LOAD body | FUNCTION LOAD code] (Purpose::Reload), then
+//!            the call again with its sequence number ──► the client sees the
+//!            call's reply only
+//! ```
+//!
+//! Replies: SCRIPT LOAD and FUNCTION LOAD answer the SHA-1 / library name
+//! when every master gave the same one; the others answer OK when every
+//! master did. Otherwise the first error, in master order, is the reply.
+//! SCRIPT EXISTS answers 1 for a script only where every master has it.
+//! SCRIPT KILL / FUNCTION KILL answer OK when some master killed a script,
+//! else the first error other than NOTBUSY, else NOTBUSY.
+//!
+//! The registry learns a script when a master answered SCRIPT LOAD with
+//! its SHA-1 (or when EVAL passes, queued in MULTI included), a library
+//! when a master answered FUNCTION LOAD with its name; SCRIPT FLUSH,
+//! FUNCTION DELETE, FUNCTION FLUSH and FUNCTION RESTORE ... FLUSH forget
+//! what they removed once a master said OK. Libraries that FUNCTION RESTORE
+//! brings are not learnt (the payload is a node's dump).
+//!
+//! Reloads: only a client's own request is reloaded (`Purpose::Client`),
+//! never a transaction (a NOSCRIPT inside EXEC is what Redis answers), and
+//! at most until the request has spent its redirects (`MAX_HOPS`): each
+//! reload counts as one. Libraries are loaded again only through a master
+//! connection (a replica refuses FUNCTION LOAD; FCALL_RO read from a
+//! replica gets the replica's error). Order: the reload and the call are
+//! queued behind whatever the connection already carries, and every later
+//! request of the session to that node behind them, so the session's later
+//! requests run after the call; a request it had already sent to that node
+//! before the NOSCRIPT came back may run before the call does, as with a
+//! redirected request.
+
+use super::{Outgoing, Timer, Worker};
+use crate::backend::{InFlight, Purpose};
+use crate::command::{self, Args, Wide};
+use crate::resp::limits::Limits;
+use crate::resp::request::{RequestScanner, Scan};
+use crate::resp::value::{self, Value};
+use crate::router;
+use crate::script::sha1;
+use crate::session::ring::{Fold, Merge};
+use crate::shared::Shared;
+use bytes::{Bytes, BytesMut};
+use reactor::{Context, Key};
+use std::sync::Arc;
+
+const ERR_DISAGREE: &[u8] = b"-ERR mithril: the masters answered differently\r\n";
+const ERR_BAD_REPLY: &[u8] =
+    b"-ERR mithril: unexpected reply from a node to a scripting command\r\n";
+const NOTBUSY: &[u8] = b"-NOTBUSY";
+const OK: &[u8] = b"+OK\r\n";
+const FUNCTION_NOT_FOUND: &[u8] = b"-ERR Function not found\r\n";
+
+/// Builds the reply from every master's, in master order.
+type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+
+/// A node's error that a remembered script or library may cure.
+#[inline]
+pub(super) fn is_missing(frame: &[u8]) -> bool {
+    frame.starts_with(b"-NOSCRIPT") || frame == FUNCTION_NOT_FOUND
+}
+
+fn is_error(frame: &[u8]) -> bool {
+    frame.first() == Some(&b'-')
+}
+
+/// The first error among `parts`.
+fn first_error(parts: &[Bytes]) -> Option<Bytes> {
+    parts.iter().find(|p| is_error(p)).cloned()
+}
+
+/// SCRIPT LOAD, FUNCTION LOAD: the one answer every master gave.
+fn agreed(parts: Vec<Bytes>) -> Bytes {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    match parts.split_first() {
+        Some((first, rest)) if rest.iter().all(|p| p == first) => first.clone(),
+        Some(_) => Bytes::from_static(ERR_DISAGREE),
+        None => Bytes::from_static(ERR_BAD_REPLY),
+    }
+}
+
+/// Every master said OK.
+fn all_ok(parts: Vec<Bytes>) -> Bytes {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    match parts.iter().all(|p| p.as_ref() == OK) {
+        true => Bytes::from_static(OK),
+        false => Bytes::from_static(ERR_BAD_REPLY),
+    }
+}
+
+/// SCRIPT KILL, FUNCTION KILL: OK if some master killed a script; else
+/// an error other than NOTBUSY (UNKILLABLE, ...); else NOTBUSY.
+fn killed(parts: Vec<Bytes>) -> Bytes {
+    if parts.iter().any(|p| p.as_ref() == OK) {
+        return Bytes::from_static(OK);
+    }
+    if let Some(e) = parts
+        .iter()
+        .find(|p| is_error(p) && !p.starts_with(NOTBUSY))
+    {
+        return e.clone();
+    }
+    parts
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| Bytes::from_static(ERR_BAD_REPLY))
+}
+
+/// SCRIPT EXISTS: per script, 1 only where every master answered 1.
+fn exists_everywhere(parts: Vec<Bytes>, n: usize) -> Bytes {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    let mut all = vec![true; n];
+    for p in &parts {
+        let Ok(Some((Value::Array(items), _))) = value::parse(p) else {
+            return Bytes::from_static(ERR_BAD_REPLY);
+        };
+        if items.len() != n {
+            return Bytes::from_static(ERR_BAD_REPLY);
+        }
+        for (have, item) in all.iter_mut().zip(&items) {
+            *have &= item.as_int() == Some(1);
+        }
+    }
+    let mut out = Vec::with_capacity(8 + 4 * n);
+    out.extend_from_slice(format!("*{n}\r\n").as_bytes());
+    for have in all {
+        out.extend_from_slice(if have { b":1\r\n" } else { b":0\r\n" });
+    }
+    Bytes::from(out)
+}
+
+/// The body of a bulk string reply (RESP2 and RESP3 alike).
+fn bulk_text(frame: &[u8]) -> Option<&[u8]> {
+    let rest = frame.strip_prefix(b"$")?;
+    let nl = rest.iter().position(|&b| b == b'\r')?;
+    let len: usize = std::str::from_utf8(&rest[..nl]).ok()?.parse().ok()?;
+    let body = rest.get(nl + 2..)?.strip_suffix(b"\r\n")?;
+    (body.len() == len).then_some(body)
+}
+
+/// `SCRIPT LOAD body` / `FUNCTION LOAD code` as one request frame.
+fn load_frame(container: &[u8], text: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(text.len() + 48);
+    out.extend_from_slice(b"*3\r\n");
+    for arg in [container, b"LOAD", text] {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.freeze()
+}
+
+/// The command name and first argument of a request frame (re-scanned:
+/// only on the NOSCRIPT path).
+fn name_and_first(req: &Bytes) -> Option<(&'static str, Bytes)> {
+    let mut sc = RequestScanner::new();
+    let limits = Limits {
+        max_bulk_len: usize::MAX / 2,
+        ..Limits::default()
+    };
+    let Scan::Request { .. } = sc.scan(req, &limits, true) else {
+        return None;
+    };
+    let ranges = sc.args().to_vec();
+    let args = Args {
+        buf: req,
+        ranges: &ranges,
+    };
+    let cmd = command::resolve(&args).ok()?;
+    let first = ranges.get(1)?;
+    Some((cmd.name, req.slice(first.clone())))
+}
+
+/// The closure that makes one reply of every master's, and updates the
+/// registry from what they said.
+fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
+    let last = args.get(args.len() - 1).unwrap_or_default();
+    let f: Finish = match wide {
+        Wide::ScriptLoad => {
+            let body = Bytes::copy_from_slice(args.get(2).unwrap_or_default());
+            let sha = sha1::digest(&body);
+            Box::new(move |parts| {
+                if parts.iter().any(|p| bulk_text(p).is_some()) {
+                    shared.scripts.insert_script(sha, &body);
+                }
+                agreed(parts)
+            })
+        }
+        Wide::ScriptExists => {
+            let n = args.len() - 2;
+            Box::new(move |parts| exists_everywhere(parts, n))
+        }
+        Wide::ScriptFlush => Box::new(move |parts| {
+            if parts.iter().any(|p| p.as_ref() == OK) {
+                shared.scripts.clear_scripts();
+            }
+            all_ok(parts)
+        }),
+        Wide::ScriptKill | Wide::FunctionKill => Box::new(killed),
+        Wide::FunctionLoad => {
+            let code = Bytes::copy_from_slice(last);
+            Box::new(move |parts| {
+                if let Some(name) = parts.iter().find_map(|p| bulk_text(p)) {
+                    shared.scripts.insert_library(name, &code);
+                }
+                agreed(parts)
+            })
+        }
+        Wide::FunctionDelete => {
+            let name = last.to_vec();
+            Box::new(move |parts| {
+                if parts.iter().any(|p| p.as_ref() == OK) {
+                    shared.scripts.remove_library(&name);
+                }
+                all_ok(parts)
+            })
+        }
+        Wide::FunctionFlush => Box::new(move |parts| {
+            if parts.iter().any(|p| p.as_ref() == OK) {
+                shared.scripts.clear_libraries();
+            }
+            all_ok(parts)
+        }),
+        Wide::FunctionRestore => {
+            // FLUSH replaces every library with the payload's.
+            let flush = args.len() == 4 && last.eq_ignore_ascii_case(b"flush");
+            Box::new(move |parts| {
+                if flush && parts.iter().any(|p| p.as_ref() == OK) {
+                    shared.scripts.clear_libraries();
+                }
+                all_ok(parts)
+            })
+        }
+        Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys => return None,
+    };
+    Some(f)
+}
+
+impl Worker {
+    /// EVAL / EVAL_RO: remember the body, then route as a keyed command.
+    pub(super) fn eval(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        slot: Option<u16>,
+        read: bool,
+        frame: Bytes,
+        args: &Args,
+    ) {
+        self.note_eval(args);
+        match slot {
+            Some(slot) => self.forward_slot(cx, key, slot, read, frame),
+            None => self.forward_any(cx, key, frame),
+        }
+    }
+
+    /// Remember an EVAL's body (also when it is queued in a transaction).
+    pub(super) fn note_eval(&mut self, args: &Args) {
+        if let Some(body) = args.get(1) {
+            self.shared.scripts.note_script(body);
+        }
+    }
+
+    /// SCRIPT LOAD / EXISTS / FLUSH / KILL, FUNCTION LOAD / DELETE / FLUSH
+    /// / RESTORE / KILL: sent to every master, one reply made of theirs.
+    pub(super) fn scripting(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        wide: Wide,
+        frame: Bytes,
+        args: &Args,
+    ) {
+        let masters = self.topo.shards.len();
+        let Some(finish) = finish_for(self.shared.clone(), wide, args) else {
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let proto = s.proto;
+        let mut m = Merge::new(Fold::Items, masters as u32);
+        m.items = vec![Bytes::new(); masters];
+        m.finish = Some(finish);
+        let seq = s.ring.push_merge(m);
+        self.obs.stats.counters.fragments += masters as u64; // observe
+        if !matches!(wide, Wide::ScriptKill | Wide::FunctionKill) {
+            return self.parts_to_masters(cx, key, seq, masters, proto, &frame);
+        }
+        // A node running a script reads nothing more from the connection
+        // that sent it (maybe this worker's shared one): each kill goes on
+        // a lease of its own.
+        for shard in 0..masters {
+            let part = shard as u32;
+            let Some(pool) = self.pools.pool_for_shard(shard, proto) else {
+                let e = Bytes::from_static(router::ERR_NO_TOPOLOGY);
+                self.fold_part(cx, key, seq, part, e);
+                continue;
+            };
+            let addr = self.pools.pools[pool].key.addr;
+            match self.take_lease(cx, addr, proto) {
+                Ok(lease) => {
+                    let out = Outgoing {
+                        seq: Some(seq),
+                        purpose: Purpose::Kill(part),
+                        ..Outgoing::new(key, frame.clone())
+                    };
+                    self.send_on(lease, out);
+                }
+                Err(e) => self.fold_part(cx, key, seq, part, e),
+            }
+        }
+    }
+
+    /// A node answered NOSCRIPT (EVALSHA) or "Function not found" (FCALL)
+    /// to a client's request on `bkey`: when the registry knows the script
+    /// or the library, load it on that connection and send the request
+    /// again behind it; otherwise the node's error is the reply.
+    #[cold]
+    #[inline(never)]
+    pub(super) fn reload_missing(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        bkey: Key,
+        f: InFlight,
+        frame: Bytes,
+    ) {
+        // Each reload spends one of the request's redirects.
+        let load = if f.hops < router::MAX_HOPS {
+            self.reload_frame(bkey, &f, &frame)
+        } else {
+            None
+        };
+        match load {
+            Some(load) => {
+                let Some(b) = self.backends.get_mut(bkey) else {
+                    return self.complete(cx, f, frame);
+                };
+                log::debug!(
+                    target: "mithril::worker",
+                    "worker {}: {} on {}: loading it again",
+                    self.id,
+                    String::from_utf8_lossy(&frame).trim_end(),
+                    b.addr
+                );
+                b.enqueue(InFlight::new(Key::NONE, 0, load, Purpose::Reload));
+                b.enqueue(InFlight {
+                    hops: f.hops + 1,
+                    ..f
+                });
+                self.mark_backend_dirty(bkey);
+            }
+            _ => self.complete(cx, f, frame),
+        }
+    }
+
+    /// The load that cures `frame` for `f`, if the registry has its text
+    /// (and counts it as a reload).
+    fn reload_frame(&self, bkey: Key, f: &InFlight, frame: &[u8]) -> Option<Bytes> {
+        let (name, first) = name_and_first(&f.req)?;
+        let scripts = &self.shared.scripts;
+        match name {
+            "evalsha" | "evalsha_ro" if frame.starts_with(b"-NOSCRIPT") => {
+                let body = scripts.script(&sha1::parse_hex(&first)?)?;
+                scripts.count_script_reload();
+                Some(load_frame(b"SCRIPT", &body))
+            }
+            "fcall" | "fcall_ro" if frame == FUNCTION_NOT_FOUND => {
+                // A replica refuses FUNCTION LOAD (its master's libraries
+                // reach it by replication).
+                let pool = self.backends.get(bkey)?.pool;
+                if !self.pools.pools.get(pool).is_some_and(|p| !p.key.readonly) {
+                    return None;
+                }
+                let (_, code) = scripts.library_of(&first)?;
+                scripts.count_function_reload();
+                Some(load_frame(b"FUNCTION", &code))
+            }
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    #[test]
+    fn loads_agree_or_answer_the_first_error() {
+        let sha = b("$40\r\ne0e1f9fabfc9d4800c877a703b823ac0578ff8db\r\n");
+        assert_eq!(agreed(vec![sha.clone(), sha.clone(), sha.clone()]), sha);
+        let e1 = b("-ERR Error compiling script\r\n");
+        let e2 = b("-CLUSTERDOWN mithril: cannot reach 127.0.0.1:1\r\n");
+        assert_eq!(agreed(vec![sha.clone(), e1.clone(), e2]), e1);
+        assert_eq!(
+            agreed(vec![sha, b("$3\r\nabc\r\n")]),
+            b("-ERR mithril: the masters answered differently\r\n")
+        );
+        assert_eq!(bulk_text(b"$3\r\nlib\r\n"), Some(&b"lib"[..]));
+        assert_eq!(bulk_text(b"$4\r\nlib\r\n"), None);
+        assert_eq!(bulk_text(b"-ERR x\r\n"), None);
+    }
+
+    #[test]
+    fn oks_and_kills() {
+        assert_eq!(all_ok(vec![b("+OK\r\n"), b("+OK\r\n")]), b("+OK\r\n"));
+        let nolib = b("-ERR Library not found\r\n");
+        assert_eq!(all_ok(vec![b("+OK\r\n"), nolib.clone()]), nolib);
+        let notbusy = b("-NOTBUSY No scripts in execution right now.\r\n");
+        let unkillable = b("-UNKILLABLE Sorry the script already executed write commands\r\n");
+        assert_eq!(
+            killed(vec![notbusy.clone(), b("+OK\r\n"), notbusy.clone()]),
+            b("+OK\r\n")
+        );
+        assert_eq!(killed(vec![notbusy.clone(), notbusy.clone()]), notbusy);
+        assert_eq!(
+            killed(vec![notbusy.clone(), unkillable.clone()]),
+            unkillable
+        );
+    }
+
+    #[test]
+    fn exists_needs_every_master() {
+        let parts = vec![b("*3\r\n:1\r\n:1\r\n:0\r\n"), b("*3\r\n:1\r\n:0\r\n:0\r\n")];
+        assert_eq!(exists_everywhere(parts, 3), b("*3\r\n:1\r\n:0\r\n:0\r\n"));
+        assert_eq!(
+            exists_everywhere(vec![b("*1\r\n:1\r\n")], 2),
+            Bytes::from_static(ERR_BAD_REPLY)
+        );
+        let e = b("-ERR x\r\n");
+        assert_eq!(exists_everywhere(vec![b("*1\r\n:1\r\n"), e.clone()], 1), e);
+    }
+
+    #[test]
+    fn what_a_reload_cures_and_sends() {
+        assert!(is_missing(
+            b"-NOSCRIPT No matching script. Please use EVAL.\r\n"
+        ));
+        assert!(is_missing(FUNCTION_NOT_FOUND));
+        assert!(!is_missing(b"-ERR Function not found here\r\n"));
+        assert!(!is_missing(b"-ERR unknown command\r\n"));
+        assert_eq!(
+            load_frame(b"SCRIPT", b"return 1"),
+            b("*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$8\r\nreturn 1\r\n")
+        );
+        let req = b("*3\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n0\r\n");
+        let (name, first) = name_and_first(&req).unwrap();
+        assert_eq!((name, first.as_ref()), ("evalsha", &b"abc"[..]));
+        assert!(name_and_first(&b("*1\r\n$4\r\nPING\r\n")).is_none());
+        assert!(name_and_first(&b("garbage")).is_none());
+    }
+}

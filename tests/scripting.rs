@@ -1,0 +1,541 @@
+//! Scripts and functions through mithril against a real cluster: EVALSHA,
+//! SCRIPT LOAD / EXISTS / FLUSH / KILL on every master, the script
+//! registry carrying scripts and libraries to nodes that lack them (a
+//! cache flushed on the node, a failover), its byte budget, FUNCTION
+//! LOAD / LIST / DELETE / FLUSH / RESTORE / KILL, FCALL, transactions, and
+//! redis-py's register_script.
+
+mod support;
+
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+use support::*;
+
+const NOSCRIPT: &str = "NOSCRIPT No matching script. Please use EVAL.";
+const NOT_FOUND: &str = "ERR Function not found";
+const CROSSSLOT: &str = "CROSSSLOT Keys in request don't hash to the same slot";
+
+/// Increments KEYS[1] and answers it with its new value.
+const INCR: &str = "return {KEYS[1], redis.call('incr', KEYS[1])}";
+
+const LIBRARY: &str = "#!lua name=mylib\n\
+    redis.register_function('lib_incr', function(keys, args) return redis.call('incr', keys[1]) end)\n\
+    redis.register_function{function_name='lib_get', callback=function(keys, args) return redis.call('get', keys[1]) end, flags={'no-writes'}}\n\
+    redis.register_function('lib_echo', function(keys, args) return args[1] end)\n";
+
+fn int(n: i64) -> Reply {
+    Reply::Int(n)
+}
+
+fn array(items: Vec<Reply>) -> Reply {
+    Reply::Array(Some(items))
+}
+
+fn ints(v: &[i64]) -> Reply {
+    array(v.iter().map(|&n| int(n)).collect())
+}
+
+/// `field:value` lines of an INFO text.
+fn info(c: &mut Conn, section: &str) -> HashMap<String, u64> {
+    c.cmd(&["INFO", section])
+        .as_str()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .filter_map(|(k, v)| Some((k.to_string(), v.trim().parse().ok()?)))
+        .collect()
+}
+
+fn stat(c: &mut Conn, name: &str) -> u64 {
+    let f = info(c, "stats");
+    *f.get(name).unwrap_or_else(|| panic!("no {name} in {f:?}"))
+}
+
+/// One key owned by each master, as (key, the master's port).
+fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, u16)> {
+    cluster
+        .slot_map()
+        .into_iter()
+        .map(|(first, _, port)| (key_for_slot(first, prefix), port))
+        .collect()
+}
+
+fn node_at(cluster: &RedisCluster, port: u16) -> &RedisNode {
+    cluster.nodes.iter().find(|n| n.port == port).unwrap()
+}
+
+fn with_replicas() -> RedisCluster {
+    RedisCluster::start(ClusterSpec {
+        replicas_per_master: 1,
+        ..Default::default()
+    })
+}
+
+/// Fails the master serving `slot` over to its replica (CLUSTER FAILOVER
+/// on the replica) and returns the new master.
+fn fail_over(cluster: &mut RedisCluster, slot: u16) -> usize {
+    let master = cluster.node_for_slot(slot).id.clone();
+    let replica = cluster
+        .nodes
+        .iter()
+        .position(|n| n.master_of.as_deref() == Some(master.as_str()))
+        .expect("the master has a replica");
+    assert_eq!(
+        cluster.nodes[replica].conn().cmd(&["CLUSTER", "FAILOVER"]),
+        ok()
+    );
+    wait_until("the replica took over", Duration::from_secs(20), || {
+        (cluster.port_for_slot(slot) == cluster.nodes[replica].port).then_some(())
+    });
+    cluster.refresh_roles();
+    replica
+}
+
+#[test]
+fn script_load_exists_flush_and_evalsha_on_every_master() {
+    let cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "read-from-replicas yes");
+    let mut c = m.conn();
+
+    // SCRIPT LOAD reaches every master; the answer is the SHA-1.
+    let sha = c.cmd(&["SCRIPT", "LOAD", INCR]).as_str().to_string();
+    assert_eq!(sha.len(), 40, "{sha}");
+    for n in cluster.masters() {
+        assert_eq!(
+            n.conn().cmd(&["SCRIPT", "EXISTS", &sha]),
+            ints(&[1]),
+            ":{}",
+            n.port
+        );
+    }
+    // EVALSHA on a key of every master runs there.
+    for (key, port) in key_per_master(&cluster, "s:") {
+        assert_eq!(
+            c.cmd(&["EVALSHA", &sha, "1", &key]),
+            array(vec![bulk(&key), int(1)])
+        );
+        assert_eq!(
+            node_at(&cluster, port).conn().cmd(&["GET", &key]),
+            bulk("1")
+        );
+        // Either case names the script, as on a node.
+        assert_eq!(
+            c.cmd(&["EVALSHA", &sha.to_uppercase(), "1", &key]),
+            array(vec![bulk(&key), int(2)])
+        );
+    }
+    // The read-only variant, on a replica or a master; no key: any master.
+    let ro = c.cmd(&["SCRIPT", "LOAD", "return redis.call('get', KEYS[1])"]);
+    let ro = ro.as_str().to_string();
+    let (key, _) = &key_per_master(&cluster, "s:")[1];
+    wait_until("the replica has the write", Duration::from_secs(5), || {
+        (0..8)
+            .all(|_| m.conn().cmd(&["EVALSHA_RO", &ro, "1", key]) == bulk("2"))
+            .then_some(())
+    });
+    let seven = c.cmd(&["SCRIPT", "LOAD", "return 7"]).as_str().to_string();
+    for _ in 0..4 {
+        assert_eq!(c.cmd(&["EVALSHA", &seven, "0"]), int(7));
+    }
+
+    // A script some master lacks does not exist for the proxy.
+    let lone = cluster.masters()[0]
+        .conn()
+        .cmd(&["SCRIPT", "LOAD", "return 'lone'"]);
+    let lone = lone.as_str().to_string();
+    assert_eq!(
+        c.cmd(&[
+            "SCRIPT",
+            "EXISTS",
+            &sha,
+            &lone,
+            "0000000000000000000000000000000000000000"
+        ]),
+        ints(&[1, 0, 0])
+    );
+    // Redis's own errors, texts unchanged.
+    assert_eq!(
+        c.cmd(&["EVALSHA", "0000000000000000000000000000000000000000", "0"]),
+        err(NOSCRIPT)
+    );
+    assert_eq!(c.cmd(&["EVALSHA", "nosuch", "0"]), err(NOSCRIPT));
+    let (k1, k2) = ("{a}1", "{b}1");
+    assert_ne!(key_slot(k1.as_bytes()), key_slot(k2.as_bytes()));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "2", k1, k2]), err(CROSSSLOT));
+    assert_eq!(c.cmd(&["EVAL", INCR, "2", k1, k2]), err(CROSSSLOT));
+    let bad = c.cmd(&["SCRIPT", "LOAD", "return ("]);
+    assert!(
+        bad.as_error().starts_with("ERR Error compiling script"),
+        "{bad:?}"
+    );
+    assert_eq!(
+        c.cmd(&["SCRIPT", "FLUSH", "NOW"]),
+        err("ERR SCRIPT FLUSH only support SYNC|ASYNC option")
+    );
+
+    // SCRIPT FLUSH empties every master, and mithril forgets too: the SHA
+    // gets the node's NOSCRIPT again.
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH", "ASYNC"]), ok());
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["SCRIPT", "EXISTS", &sha]), ints(&[0]));
+    }
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", &sha]), ints(&[0]));
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "k"]), err(NOSCRIPT));
+    assert_eq!(
+        c.cmd(&["SCRIPT", "KILL"]),
+        err("NOTBUSY No scripts in execution right now.")
+    );
+    // Help comes from a node.
+    assert!(!c.cmd(&["SCRIPT", "HELP"]).is_error());
+}
+
+#[test]
+fn scripts_flushed_on_the_nodes_are_loaded_again_unseen() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "r:");
+    let flush_nodes = || {
+        for n in cluster.masters() {
+            assert_eq!(n.conn().cmd(&["SCRIPT", "FLUSH"]), ok());
+        }
+    };
+    // One script arrives by EVAL, one by SCRIPT LOAD.
+    let by_eval = "return 'by eval ' .. KEYS[1]";
+    assert_eq!(
+        c.cmd(&["EVAL", by_eval, "1", &keys[0].0]),
+        bulk(&format!("by eval {}", keys[0].0))
+    );
+    let eval_sha = cluster.masters()[0]
+        .conn()
+        .cmd(&["SCRIPT", "LOAD", by_eval]);
+    let eval_sha = eval_sha.as_str().to_string();
+    let load_sha = c.cmd(&["SCRIPT", "LOAD", INCR]).as_str().to_string();
+    flush_nodes();
+    for (key, _) in &keys {
+        assert_eq!(
+            c.cmd(&["EVALSHA", &eval_sha, "1", key]),
+            bulk(&format!("by eval {key}"))
+        );
+        assert_eq!(
+            c.cmd(&["EVALSHA", &load_sha, "1", key]),
+            array(vec![bulk(key), int(1)])
+        );
+    }
+    assert_eq!(stat(&mut c, "script_reloads"), 2 * keys.len() as u64);
+
+    // Pipelined, mixed with other commands: every reply in its place.
+    flush_nodes();
+    let mut cmds = Vec::new();
+    for (key, _) in &keys {
+        cmds.push(argv(&["EVALSHA", &load_sha, "1", key]));
+        cmds.push(argv(&["GET", key]));
+        cmds.push(argv(&["EVALSHA", &load_sha, "1", key]));
+    }
+    let replies = c.pipeline(&cmds);
+    for (i, (key, _)) in keys.iter().enumerate() {
+        assert_eq!(replies[3 * i], array(vec![bulk(key), int(2)]));
+        assert_eq!(replies[3 * i + 2], array(vec![bulk(key), int(3)]));
+    }
+
+    // Inside MULTI a NOSCRIPT is what Redis answers: not replayed.
+    flush_nodes();
+    let key = &keys[1].0;
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["EVALSHA", &load_sha, "1", key]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(c.cmd(&["INCR", key]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["EXEC"]), array(vec![err(NOSCRIPT), int(4)]));
+    // An EVAL queued in a transaction is remembered like any other.
+    let queued = "return 'queued'";
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["EVAL", queued, "1", key]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(c.cmd(&["EXEC"]), array(vec![bulk("queued")]));
+    let queued_sha = cluster.masters()[0].conn().cmd(&["SCRIPT", "LOAD", queued]);
+    flush_nodes();
+    assert_eq!(
+        c.cmd(&["EVALSHA", queued_sha.as_str(), "1", key]),
+        bulk("queued")
+    );
+}
+
+#[test]
+fn an_evalsha_survives_a_failover_to_a_flushed_replica() {
+    let mut cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "topology-refresh-secs 1");
+    let mut c = m.conn();
+    let sha = c.cmd(&["SCRIPT", "LOAD", INCR]).as_str().to_string();
+    let (key, port) = key_per_master(&cluster, "f:")[0].clone();
+    assert_eq!(
+        c.cmd(&["EVALSHA", &sha, "1", &key]),
+        array(vec![bulk(&key), int(1)])
+    );
+    let slot = key_slot(key.as_bytes());
+    assert_eq!(cluster.port_for_slot(slot), port);
+    let new = fail_over(&mut cluster, slot);
+    assert_eq!(cluster.nodes[new].conn().cmd(&["SCRIPT", "FLUSH"]), ok());
+    assert_eq!(
+        cluster.nodes[new].conn().cmd(&["SCRIPT", "EXISTS", &sha]),
+        ints(&[0])
+    );
+    // Through mithril the call just works (after the MOVED, the NOSCRIPT
+    // is cured on the new master), and INFO counts one reload.
+    assert_eq!(
+        c.cmd(&["EVALSHA", &sha, "1", &key]),
+        array(vec![bulk(&key), int(2)])
+    );
+    assert_eq!(stat(&mut c, "script_reloads"), 1);
+    assert_eq!(
+        cluster.nodes[new].conn().cmd(&["SCRIPT", "EXISTS", &sha]),
+        ints(&[1])
+    );
+}
+
+#[test]
+fn script_kill_reaches_a_master_busy_with_a_script() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["busy-reply-threshold 100".into()],
+        ..Default::default()
+    });
+    // One worker: the busy script holds that worker's only connection to
+    // its node, and the kill must not queue behind it.
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let (key, _) = key_per_master(&cluster, "busy:")[2].clone();
+    let mut busy = m.conn();
+    busy.send(&[b"EVAL", b"while true do end", b"1", key.as_bytes()]);
+    let mut c = m.conn();
+    wait_until("SCRIPT KILL killed it", Duration::from_secs(10), || {
+        let r = c.cmd(&["SCRIPT", "KILL"]);
+        if r == ok() {
+            return Some(());
+        }
+        assert_eq!(r, err("NOTBUSY No scripts in execution right now."));
+        None
+    });
+    let killed = busy.read_reply();
+    assert!(
+        killed
+            .as_error()
+            .contains("Script killed by user with SCRIPT KILL"),
+        "{killed:?}"
+    );
+    // The node and the connection answer again.
+    assert_eq!(busy.cmd(&["SET", &key, "after"]), ok());
+    assert_eq!(c.cmd(&["GET", &key]), bulk("after"));
+    assert_eq!(
+        c.cmd(&["SCRIPT", "KILL"]),
+        err("NOTBUSY No scripts in execution right now.")
+    );
+
+    // FUNCTION KILL, the same way.
+    let spin = "#!lua name=spin\nredis.register_function{function_name='spin', callback=function() while true do end end, flags={'no-writes'}}";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", spin]), bulk("spin"));
+    busy.send(&[b"FCALL", b"spin", b"1", key.as_bytes()]);
+    wait_until("FUNCTION KILL killed it", Duration::from_secs(10), || {
+        let r = c.cmd(&["FUNCTION", "KILL"]);
+        (r == ok()).then_some(())
+    });
+    assert!(busy.read_reply().is_error());
+    assert_eq!(busy.cmd(&["GET", &key]), bulk("after"));
+}
+
+#[test]
+fn the_registry_budget_forgets_the_least_recently_used() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    // Room for two of the scripts below (1,509 bytes each, plus 96).
+    let m = Mithril::start(bin(), &cluster.seeds(), "script-registry-size 4kb");
+    let mut c = m.conn();
+    let body = |c: char| format!("return '{}'", c.to_string().repeat(1500));
+    let (a, b, d) = (body('a'), body('b'), body('d'));
+    let sha_a = c.cmd(&["SCRIPT", "LOAD", &a]).as_str().to_string();
+    let sha_b = c.cmd(&["SCRIPT", "LOAD", &b]).as_str().to_string();
+    // Using `a` again (EVAL passes its body) makes `b` the oldest.
+    assert!(!c.cmd(&["EVAL", &a, "0"]).is_error());
+    let sha_d = c.cmd(&["SCRIPT", "LOAD", &d]).as_str().to_string();
+    let mem = info(&mut c, "memory");
+    assert_eq!(mem["script_registry_size"], 4096);
+    assert_eq!(mem["script_registry_scripts"], 2, "{mem:?}");
+    assert!(mem["script_registry_script_bytes"] <= 4096, "{mem:?}");
+    assert_eq!(stat(&mut c, "script_registry_evictions"), 1);
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["SCRIPT", "FLUSH"]), ok());
+    }
+    // The evicted SHA gets the node's reply; the kept ones are reloaded.
+    assert_eq!(c.cmd(&["EVALSHA", &sha_b, "0"]), err(NOSCRIPT));
+    assert_eq!(c.cmd(&["EVALSHA", &sha_a, "1", "x"]).as_str().len(), 1500);
+    assert_eq!(c.cmd(&["EVALSHA", &sha_d, "1", "x"]).as_str().len(), 1500);
+    assert_eq!(stat(&mut c, "script_reloads"), 2);
+}
+
+#[test]
+fn functions_load_call_list_and_delete_on_every_master() {
+    let cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]), bulk("mylib"));
+    for n in cluster.masters() {
+        let list = n.conn().cmd(&["FUNCTION", "LIST"]);
+        assert_eq!(list.as_array().len(), 1, ":{} {list:?}", n.port);
+    }
+    for (key, port) in key_per_master(&cluster, "fn:") {
+        assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", &key]), int(1));
+        assert_eq!(c.cmd(&["FCALL_RO", "lib_get", "1", &key]), bulk("1"));
+        assert_eq!(
+            node_at(&cluster, port).conn().cmd(&["GET", &key]),
+            bulk("1")
+        );
+    }
+    assert_eq!(c.cmd(&["FCALL", "lib_echo", "0", "hi"]), bulk("hi"));
+    // Listing, dump and stats come from one master.
+    let list = c.cmd(&["FUNCTION", "LIST", "WITHCODE", "LIBRARYNAME", "mylib"]);
+    let text = format!("{list:?}");
+    assert!(
+        text.contains("mylib") && text.contains("lib_incr"),
+        "{text}"
+    );
+    let dump = c.cmd(&["FUNCTION", "DUMP"]);
+    let payload = dump.as_bulk().expect("a dump payload").to_vec();
+    assert!(!c.cmd(&["FUNCTION", "STATS"]).is_error());
+    // Redis's errors and REPLACE.
+    assert_eq!(
+        c.cmd(&["FUNCTION", "LOAD", LIBRARY]),
+        err("ERR Library 'mylib' already exists")
+    );
+    assert_eq!(
+        c.cmd(&["FUNCTION", "LOAD", "REPLACE", LIBRARY]),
+        bulk("mylib")
+    );
+    assert_eq!(c.cmd(&["FCALL", "nosuch", "0"]), err(NOT_FOUND));
+    assert_eq!(
+        c.cmd(&["FUNCTION", "KILL"]),
+        err("NOTBUSY No scripts in execution right now.")
+    );
+    // DELETE removes it everywhere, and mithril forgets it.
+    assert_eq!(c.cmd(&["FUNCTION", "DELETE", "mylib"]), ok());
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["FUNCTION", "LIST"]), array(vec![]));
+    }
+    let (key, _) = &key_per_master(&cluster, "fn:")[0];
+    assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", key]), err(NOT_FOUND));
+    assert_eq!(
+        c.cmd(&["FUNCTION", "DELETE", "mylib"]),
+        err("ERR Library not found")
+    );
+    // RESTORE brings the dump back on every master; FLUSH empties them.
+    let restore = [&b"FUNCTION"[..], b"RESTORE", &payload];
+    assert_eq!(c.cmd_bytes(&restore), ok());
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["FUNCTION", "LIST"]).as_array().len(), 1);
+    }
+    assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", key]), int(2));
+    assert_eq!(c.cmd(&["FUNCTION", "FLUSH", "SYNC"]), ok());
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["FUNCTION", "LIST"]), array(vec![]));
+    }
+    assert_eq!(stat(&mut c, "function_reloads"), 0);
+}
+
+#[test]
+fn an_fcall_survives_a_failover_to_a_flushed_replica() {
+    let mut cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "topology-refresh-secs 1");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]), bulk("mylib"));
+    let (key, _) = key_per_master(&cluster, "ff:")[1].clone();
+    assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", &key]), int(1));
+    let new = fail_over(&mut cluster, key_slot(key.as_bytes()));
+    assert_eq!(cluster.nodes[new].conn().cmd(&["FUNCTION", "FLUSH"]), ok());
+    assert_eq!(c.cmd(&["FCALL", "lib_incr", "1", &key]), int(2));
+    assert_eq!(stat(&mut c, "function_reloads"), 1);
+    let list = cluster.nodes[new].conn().cmd(&["FUNCTION", "LIST"]);
+    assert_eq!(list.as_array().len(), 1, "{list:?}");
+    let mem = info(&mut c, "memory");
+    assert_eq!(mem["script_registry_libraries"], 1, "{mem:?}");
+}
+
+/// Whether `python3 -c "import redis"` works, installing the package with
+/// pip once when it is missing.
+fn python_redis() -> bool {
+    let ok = || {
+        Command::new("python3")
+            .args(["-c", "import redis"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if ok() {
+        return true;
+    }
+    for extra in [&[][..], &["--break-system-packages"][..]] {
+        let _ = Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "redis"])
+            .args(extra)
+            .status();
+        if ok() {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn redis_py_register_script_through_mithril() {
+    if !python_redis() {
+        println!("note: python3 with the redis package is not available; skipping");
+        return;
+    }
+    let cluster = with_replicas();
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let keys: Vec<String> = key_per_master(&cluster, "py:")
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let script = r#"
+import sys, redis
+port = int(sys.argv[1])
+keys = sys.argv[2:]
+r = redis.Redis(host="127.0.0.1", port=port)
+incr = r.register_script("return redis.call('incrby', KEYS[1], ARGV[1])")
+# EVALSHA first (NOSCRIPT: redis-py loads it and calls again), then EVALSHA.
+for k in keys:
+    assert incr(keys=[k], args=[2]) == 2, k
+    assert incr(keys=[k], args=[3]) == 5, k
+# A pipeline: redis-py checks SCRIPT EXISTS and loads what is missing.
+r.script_flush()
+pipe = r.pipeline(transaction=False)
+for k in keys:
+    incr(keys=[k], args=[1], client=pipe)
+    pipe.get(k)
+assert pipe.execute() == [6, b"6"] * len(keys), "pipeline"
+# A transaction on one key's slot.
+r.script_flush()
+tx = r.pipeline(transaction=True)
+incr(keys=[keys[0]], args=[10], client=tx)
+incr(keys=[keys[0]], args=[10], client=tx)
+assert tx.execute() == [16, 26], "transaction"
+print("redis-py ok")
+"#;
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(m.port.to_string())
+        .args(&keys)
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "redis-py script failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "redis-py ok");
+    // Each master ran the script for its key.
+    for (k, port) in key_per_master(&cluster, "py:") {
+        let v = node_at(&cluster, port).conn().cmd(&["GET", &k]);
+        assert!(v.as_bulk().is_some(), "{k}: {v:?}");
+    }
+}
