@@ -59,6 +59,7 @@ ARG_KINDS = {
 
 ROUTES = {
     "Slot": "Route::Slot",
+    "SlotPairs": "Route::SlotPairs",
     "AnyMaster": "Route::AnyMaster",
     "Blocking": "Route::Blocking",
     "Pubsub": "Route::Pubsub",

@@ -339,6 +339,10 @@ pub enum Route {
     /// remembered (`crate::script`) so it can be loaded again on a node
     /// that answers an EVALSHA of it with NOSCRIPT.
     Eval,
+    /// Key-value pairs after the name (MSETNX): refused with the arity
+    /// error when a key has no value, else as `Slot`. (MSET is a fan-out,
+    /// which checks the same.)
+    SlotPairs,
     /// Keyless, forwarded to one master.
     AnyMaster,
     /// Split per slot, results merged.

@@ -5509,7 +5509,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::OW | K::INSERT, begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: -1, key_step: 2, limit: 0 } },
         ],
         legacy_keys: (1, -1, 2),
-        route: Route::Slot,
+        route: Route::SlotPairs,
         subcommands: &[],
         doc: Doc {
             summary: "Set multiple keys to multiple values, only if none of the keys exist",

@@ -216,7 +216,7 @@ fn routes_follow_the_spec() {
         ("get", Slot),
         ("set", Slot),
         ("rename", Slot),
-        ("msetnx", Slot),
+        ("msetnx", SlotPairs),
         ("copy", Slot),
         ("dump", Slot),
         ("restore", Slot),
@@ -356,6 +356,7 @@ fn keyed_commands_not_listed_route_by_slot() {
                     matches!(
                         e.route,
                         Route::Slot
+                            | Route::SlotPairs
                             | Route::Eval
                             | Route::Fanout(_)
                             | Route::Blocking

@@ -269,6 +269,14 @@ pub fn decide_command(
         Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args),
         Route::Blocking => lease(cmd, args),
         Route::Slot => slot_of_first_key(cmd, args),
+        // A key without its value: Redis's arity error, before anything
+        // is sent (a node would say CROSSSLOT first for keys of several
+        // slots, which a single server never says).
+        Route::SlotPairs if args.len() % 2 == 0 => {
+            let r = command::wrong_arity_reply(cmd);
+            return Decision::Refuse(Box::new(refusal(Bytes::from(r), false)));
+        }
+        Route::SlotPairs => slot_of_first_key(cmd, args),
         Route::Eval => match slot_of_first_key(cmd, args) {
             Decision::Slot { slot, read } => Decision::Eval {
                 slot: Some(slot),
@@ -353,9 +361,12 @@ fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
 /// node answers in the transaction like Redis does.
 fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
     match cmd.route {
-        Route::Slot | Route::Eval | Route::Fanout(_) | Route::AnyMaster | Route::Blocking => {
-            Decision::Queue
-        }
+        Route::Slot
+        | Route::SlotPairs
+        | Route::Eval
+        | Route::Fanout(_)
+        | Route::AnyMaster
+        | Route::Blocking => Decision::Queue,
         Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time) => Decision::Queue,
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);

@@ -447,6 +447,30 @@ fn multi_key_and_cluster_wide_commands() {
 }
 
 #[test]
+fn msetnx_without_a_value_for_its_last_key_is_refused() {
+    let (text, r) = refused(&plain(), &["msetnx", "a", "1", "b"]);
+    assert_eq!(
+        text,
+        "-ERR wrong number of arguments for 'msetnx' command\r\n"
+    );
+    assert!(!r.dooms_txn);
+    assert_eq!(
+        decision(&plain(), &["msetnx", "{t}a", "1", "{t}b", "2"]),
+        Decision::Slot {
+            slot: key_slot(b"t"),
+            read: false
+        }
+    );
+    // Inside MULTI it queues: the node answers the arity error in EXEC,
+    // as Redis does.
+    let v = View {
+        in_txn: true,
+        ..plain()
+    };
+    assert_eq!(decision(&v, &["msetnx", "a", "1", "b"]), Decision::Queue);
+}
+
+#[test]
 fn slot_arguments_name_the_node() {
     assert_eq!(
         decision(&plain(), &["cluster", "countkeysinslot", "42"]),

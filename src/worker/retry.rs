@@ -86,11 +86,12 @@ pub(super) fn gated_for(s: &crate::session::Session, args: &Args) -> bool {
     };
     match cmd.route {
         Route::ClusterWide(_) => true,
-        Route::Slot | Route::Eval | Route::Fanout(_) | Route::Blocking => command::keys(cmd, args)
-            .any(|i| {
+        Route::Slot | Route::SlotPairs | Route::Eval | Route::Fanout(_) | Route::Blocking => {
+            command::keys(cmd, args).any(|i| {
                 s.gates
                     .contains_key(&key_slot(args.get(i).unwrap_or_default()))
-            }),
+            })
+        }
         _ => false,
     }
 }
