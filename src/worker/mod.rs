@@ -67,6 +67,9 @@ pub const BACKEND: Kind = Kind(2);
 const SESSION_READ_BUDGET: usize = 256 * 1024;
 /// Bytes read from one backend per readiness event.
 const BACKEND_READ_BUDGET: usize = 1024 * 1024;
+/// Arguments past which a request's argument vectors are given back as
+/// soon as it is dispatched.
+const MANY_ARGS: usize = 4096;
 /// Housekeeping period.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -156,6 +159,9 @@ pub struct Worker {
     ready_backends: Vec<Key>,
     /// Argument ranges of the request being dispatched (reused).
     args: Vec<Range<usize>>,
+    /// (P)(UN)SUBSCRIBEs being dispatched in waves, at most one per
+    /// session (pubsub.rs).
+    waves: Vec<(Key, pubsub::Wave)>,
     /// Idle leased connections by node and protocol.
     idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
@@ -210,6 +216,7 @@ impl Worker {
             ready_sessions: Vec::new(),
             ready_backends: Vec::new(),
             args: Vec::with_capacity(16),
+            waves: Vec::new(),
             idle_leases: HashMap::new(),
             retrying: GenSlab::new(),
             backend_timeout: (cfg.backend_timeout_ms > 0)
@@ -272,6 +279,9 @@ impl Worker {
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
         self.close_lease_of(cx, key, s.lease);
+        if !self.waves.is_empty() {
+            self.waves.retain(|w| w.0 != key);
+        }
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
@@ -423,12 +433,19 @@ impl Worker {
             if s.blocked {
                 return;
             }
+            // The rest of a (P)(UN)SUBSCRIBE dispatched in waves goes
+            // before anything the client sent after it.
+            let waving = !self.waves.is_empty() && self.waves.iter().any(|w| w.0 == key);
             if s.at_limit() {
                 // The dispatch window is full (see session::pressure): wait
                 // for replies to drain; what is buffered goes first then.
                 s.paused = true;
-                s.pressure.backlog = !s.rbuf.is_empty();
+                s.pressure.backlog = waving || !s.rbuf.is_empty();
                 return;
+            }
+            if waving {
+                self.next_wave(key);
+                continue;
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
             let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
@@ -498,6 +515,15 @@ impl Worker {
             };
             self.commands += 1;
             self.dispatch(cx, key, frame);
+            if self.args.len() > MANY_ARGS {
+                // A request of many arguments (a huge MSET, a (P)(UN)SUBSCRIBE
+                // of a million channels) left both argument vectors large:
+                // give them back now, not when the session goes idle.
+                self.args = Vec::with_capacity(16);
+                if let Some(s) = self.sessions.get_mut(key) {
+                    s.scanner.release();
+                }
+            }
         }
     }
 
