@@ -337,8 +337,10 @@ impl Backend {
             if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
                 self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
             }
-            let spare = self.rbuf.spare_capacity_mut();
-            let room = spare.len();
+            // Never more than the budget left (the buffer may have grown
+            // far larger): the replies of one read are handled at once.
+            let room = self.rbuf.spare_capacity_mut().len().min(budget - total);
+            let spare = &mut self.rbuf.spare_capacity_mut()[..room];
             match read_into(self.fd, spare) {
                 Ok(0) => return Io::Closed,
                 Ok(n) => {

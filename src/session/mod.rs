@@ -282,7 +282,12 @@ impl Session {
             if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
                 self.rbuf.reserve(READ_CHUNK);
             }
-            let room = (self.rbuf.capacity() - self.rbuf.len()).min(limit - self.rbuf.len());
+            // Never more than the budget left: a buffer grown large would
+            // otherwise let one read take megabytes, and their scan and
+            // dispatch would keep the worker from its other clients.
+            let room = (self.rbuf.capacity() - self.rbuf.len())
+                .min(limit - self.rbuf.len())
+                .min(budget - total);
             let spare = &mut self.rbuf.spare_capacity_mut()[..room];
             match read_into(self.fd, spare) {
                 Ok(0) => {

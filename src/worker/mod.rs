@@ -67,8 +67,8 @@ pub const BACKEND: Kind = Kind(2);
 const SESSION_READ_BUDGET: usize = 256 * 1024;
 /// Bytes read from one backend per readiness event.
 const BACKEND_READ_BUDGET: usize = 1024 * 1024;
-/// Arguments past which a request's argument vectors are given back as
-/// soon as it is dispatched.
+/// Arguments past which a request's argument vector is given back as soon
+/// as it is dispatched.
 const MANY_ARGS: usize = 4096;
 /// Housekeeping period.
 const TICK: Duration = Duration::from_millis(100);
@@ -377,7 +377,8 @@ impl Worker {
             s.pressure.backlog = false;
             self.process_input(cx, key);
             match self.sessions.get_mut(key) {
-                Some(s) if !s.paused => s,
+                // Still a backlog: a command going in waves took its turn.
+                Some(s) if !s.paused && !s.pressure.backlog => s,
                 _ => return,
             }
         } else {
@@ -444,7 +445,16 @@ impl Worker {
                 return;
             }
             if waving {
-                self.next_wave(key);
+                if self.next_wave(key) {
+                    // It took its most for this turn: the rest goes on in
+                    // the next one (the ready list), and nothing more is
+                    // read meanwhile.
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        s.pressure.backlog = true;
+                    }
+                    self.ready_sessions.push(key);
+                    return;
+                }
                 continue;
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
@@ -481,8 +491,8 @@ impl Worker {
                         }
                     }
                     let frame = s.rbuf.split_to(len).freeze();
-                    self.args.clear();
-                    self.args.extend_from_slice(s.scanner.args());
+                    // Exchanged, not copied: a million ranges are 16 MB.
+                    s.scanner.swap_args(&mut self.args);
                     frame
                 }
                 Scan::Inline { len } => {
@@ -517,12 +527,9 @@ impl Worker {
             self.dispatch(cx, key, frame);
             if self.args.len() > MANY_ARGS {
                 // A request of many arguments (a huge MSET, a (P)(UN)SUBSCRIBE
-                // of a million channels) left both argument vectors large:
-                // give them back now, not when the session goes idle.
+                // of a million channels) left its argument vector large:
+                // give it back now, not when the session goes idle.
                 self.args = Vec::with_capacity(16);
-                if let Some(s) = self.sessions.get_mut(key) {
-                    s.scanner.release();
-                }
             }
         }
     }
@@ -1162,14 +1169,22 @@ impl Handler for Worker {
                 other => self.observe_msg(cx, other), // observe
             }
         }
+        // Each is served once per turn, though its event's read and the
+        // ready list's may both have put it there: copies would otherwise
+        // multiply turn after turn, and with them what one client or node
+        // may have read per turn.
         if !self.ready_backends.is_empty() {
-            let list = std::mem::take(&mut self.ready_backends);
+            let mut list = std::mem::take(&mut self.ready_backends);
+            list.sort_unstable();
+            list.dedup();
             for key in list {
                 self.backend_read(cx, key);
             }
         }
         if !self.ready_sessions.is_empty() {
-            let list = std::mem::take(&mut self.ready_sessions);
+            let mut list = std::mem::take(&mut self.ready_sessions);
+            list.sort_unstable();
+            list.dedup();
             for key in list {
                 self.session_input(cx, key);
             }

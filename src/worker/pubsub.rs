@@ -11,10 +11,12 @@
 //! the subscription set, so confirmations interleave with other replies
 //! exactly where Redis would put them. A command naming channels is
 //! admitted against the dispatch window like everything else: it goes in
-//! waves of as many channels as the window has room for, each sent as a
+//! waves of as many channels as the window has room for (at most
+//! `WAVE_MOST`, the most one command does per loop turn), each sent as a
 //! command of its own cut from the request (a node answers `UNSUBSCRIBE a
 //! b` as it answers `UNSUBSCRIBE a` then `UNSUBSCRIBE b`), and the rest
-//! waits, as a paused session's input does, until replies drain. The
+//! waits, as a paused session's input does, until replies drain or the
+//! next turn comes. The
 //! confirmations of a client subscribed to nothing are built here, in the
 //! same waves. Published messages are pushes: they
 //! leave out of band as soon as the last confirmation received before them
@@ -36,6 +38,10 @@ use std::collections::{HashSet, VecDeque};
 use std::ops::Range;
 
 const ERR_TOO_MANY: &[u8] = b"-ERR mithril: too many subscriptions for one client (32768)\r\n";
+
+/// Most channels one wave takes: the work one (P)(UN)SUBSCRIBE does per
+/// loop turn (a few milliseconds at most), whatever the window admits.
+pub(super) const WAVE_MOST: usize = 1024;
 
 /// PING while subscribed (RESP2): `["pong", message or ""]`.
 pub(super) fn subscribed_ping(msg: Option<&[u8]>) -> Bytes {
@@ -226,22 +232,24 @@ impl Worker {
     }
 
     /// The next wave of `key`'s (P)(UN)SUBSCRIBE: as many of its channels
-    /// as the session's dispatch window has room for. When some are left,
-    /// the window is full and the session pauses until replies drain.
-    pub(super) fn next_wave(&mut self, key: Key) {
+    /// as the session's dispatch window has room for, and at most
+    /// [`WAVE_MOST`]. When some are left, either the window is full (the
+    /// session pauses until replies drain) or the wave took its most:
+    /// `true`, the rest goes on in the next loop turn, so one command
+    /// cannot keep the worker from its other clients.
+    pub(super) fn next_wave(&mut self, key: Key) -> bool {
         let Some(i) = self.waves.iter().position(|w| w.0 == key) else {
-            return;
+            return false;
         };
         let (_, mut w) = self.waves.swap_remove(i);
         let Some(s) = self.sessions.get_mut(key) else {
-            return;
+            return false;
         };
-        let n = w
-            .left
-            .min(s.pressure.window.saturating_sub(s.outstanding()));
+        let room = s.pressure.window.saturating_sub(s.outstanding());
+        let n = w.left.min(room).min(WAVE_MOST);
         if n == 0 {
             self.waves.push((key, w));
-            return;
+            return false;
         }
         let start = w.at;
         let mut end = start;
@@ -321,13 +329,15 @@ impl Worker {
         if walked < n {
             // Not a frame the scanner cut: nothing more to take from it.
             log::debug!(target: "mithril::worker", "worker {}: a (p)(un)subscribe frame ended early", self.id);
-            return;
+            return false;
         }
         w.at = end;
         w.left -= walked;
-        if w.left > 0 {
-            self.waves.push((key, w));
+        if w.left == 0 {
+            return false;
         }
+        self.waves.push((key, w));
+        n == WAVE_MOST && room > n
     }
 
     /// A frame from `owner`'s subscriber connection (its set-up replies,
