@@ -269,7 +269,7 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "query-buffer-limit",
         default: "1gb",
-        summary: "most bytes buffered from one client before it is disconnected",
+        summary: "largest request, and most bytes buffered from one client, before it is disconnected",
         runtime_settable: false,
         kind: Kind::Size,
         arity: (1, 1),

@@ -461,6 +461,13 @@ impl Worker {
             let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
+                        if need > self.query_limit {
+                            // The request cannot fit: refused now, before
+                            // the rest of it is read.
+                            self.obs.stats.counters.evicted_qbuf += 1; // observe
+                            self.request_too_large(cx, key, need);
+                            return;
+                        }
                         // A large argument is on its way: make room in
                         // big steps instead of small ones, but never more
                         // than the bytes already here again (at least

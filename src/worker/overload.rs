@@ -49,6 +49,9 @@ use std::time::{Duration, Instant};
 /// Sent, when it can be, to a client cut off at `query-buffer-limit`.
 const ERR_QUERY_LIMIT: &[u8] =
     b"-ERR mithril: closing the connection, its query buffer reached query-buffer-limit\r\n";
+/// Sent, when it can be, to a client whose request cannot fit it.
+const ERR_REQUEST_TOO_LARGE: &[u8] =
+    b"-ERR mithril: closing the connection, its request is larger than query-buffer-limit\r\n";
 
 /// Unsent output at which a client that has not authenticated (while
 /// `requirepass` is set) is closed. Redis 7 closes such a client once the
@@ -301,22 +304,49 @@ impl Worker {
     /// A session's read buffer reached `query-buffer-limit`: count it, tell
     /// the client when its output is in order for it, and close.
     pub(super) fn query_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        self.input_limit_close(cx, key, None);
+    }
+
+    /// The request being read needs at least `need` bytes, more than
+    /// `query-buffer-limit`: refuse it before the rest is read, as for a
+    /// buffer that reached the limit.
+    pub(super) fn request_too_large(&mut self, cx: &mut Context<'_, Timer>, key: Key, need: usize) {
+        self.input_limit_close(cx, key, Some(need));
+    }
+
+    fn input_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key, need: Option<usize>) {
         self.shared
             .overload
             .query_limit_disconnections
             .fetch_add(1, Ordering::Relaxed);
+        let limit = self.query_limit;
         if let Some(s) = self.sessions.get_mut(key) {
-            let line = format!(
-                "closing client {} ({}): query buffer reached query-buffer-limit ({} bytes)",
-                s.id,
-                s.peer,
-                s.rbuf.len()
-            );
+            let (line, reply) = match need {
+                None => (
+                    format!(
+                        "closing client {} ({}): query buffer reached query-buffer-limit ({} bytes)",
+                        s.id,
+                        s.peer,
+                        s.rbuf.len()
+                    ),
+                    ERR_QUERY_LIMIT,
+                ),
+                Some(need) => (
+                    format!(
+                        "closing client {} ({}): a request of at least {need} bytes is larger \
+                         than query-buffer-limit ({limit} bytes), refused after {} bytes of it",
+                        s.id,
+                        s.peer,
+                        s.rbuf.len()
+                    ),
+                    ERR_REQUEST_TOO_LARGE,
+                ),
+            };
             if s.idle() {
                 // Nothing else is owed to the client: the error is in order.
                 // Best effort; a full socket just loses it.
                 s.rbuf.clear();
-                s.ring.push_ready(Bytes::from_static(ERR_QUERY_LIMIT));
+                s.ring.push_ready(Bytes::from_static(reply));
                 let _ = s.flush(&mut self.obs.stats);
             }
             self.log_sampled(cx.now, &line);
