@@ -1,7 +1,7 @@
 //! Regression tests for the correctness issue's resource items, one or two
 //! per item fixed: (P)UNSUBSCRIBE admitted against the reply window in
 //! waves (item 4), one huge command not stalling its worker's other
-//! clients (item 12).
+//! clients (item 12), memory given back after a burst (item 9).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`), with `threads
@@ -16,6 +16,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
+
+/// The tests of this file move hundreds of megabytes, or measure latency:
+/// they run one at a time, so that one's load is not another's latency.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The reply window of one session (`MAX_OUTSTANDING`).
 const WINDOW: u64 = 65_536;
@@ -68,6 +75,7 @@ impl Watch {
 /// of the requests' size, and all of them arrive, in order.
 #[test]
 fn item4_unsubscribe_of_two_million_channels_is_answered_in_waves() {
+    let _serial = one_at_a_time();
     let (_cluster, m) = setup("threads 1");
     let mut probe = m.conn();
     let mut c = m.conn();
@@ -115,6 +123,7 @@ fn item4_unsubscribe_of_two_million_channels_is_answered_in_waves() {
 /// in waves the reply window admits.
 #[test]
 fn item4_a_subscribers_huge_unsubscribe_is_sent_in_waves() {
+    let _serial = one_at_a_time();
     let (_cluster, m) = setup("threads 1");
     let mut probe = m.conn();
     let mut c = m.conn();
@@ -185,6 +194,7 @@ fn item4_a_subscribers_huge_unsubscribe_is_sent_in_waves() {
 /// huge command is done a bounded piece per loop turn.
 #[test]
 fn item12_a_huge_unsubscribe_does_not_stall_its_workers_other_clients() {
+    let _serial = one_at_a_time();
     let (_cluster, m) = setup("threads 1");
     let c = m.conn();
     let mut pinger = m.conn();
@@ -235,4 +245,76 @@ fn item12_a_huge_unsubscribe_does_not_stall_its_workers_other_clients() {
         worst < Duration::from_millis(50),
         "a PING took {worst:?} while the UNSUBSCRIBE ran ({n} PINGs)"
     );
+}
+
+/// Waits (20 s) until mithril's RSS is back within `slack` of `start`
+/// (kB), while `ping` keeps every client busy (none of them goes idle, so
+/// the idle sweep alone would give nothing back).
+fn wait_rss_back(m: &Mithril, start: u64, slack: u64, mut ping: impl FnMut()) {
+    wait_until_explained(
+        "RSS to come back near its start",
+        Duration::from_secs(20),
+        || {
+            ping();
+            std::thread::sleep(Duration::from_millis(100));
+            let now = rss_kb(m.pid);
+            if now <= start + slack {
+                Ok(())
+            } else {
+                Err(format!(
+                    "RSS {} MB, {} MB at the start",
+                    now >> 10,
+                    start >> 10
+                ))
+            }
+        },
+    );
+}
+
+/// Item 9: a burst of large but allowed traffic (a 60 MB SET, then eight
+/// clients that GET the 60 MB value and are slow to read it) takes memory
+/// while it lasts and gives it back after it, though every client stays
+/// connected and busy.
+#[test]
+fn item9_memory_taken_by_a_large_burst_is_given_back() {
+    let _serial = one_at_a_time();
+    let (_cluster, m) = setup("threads 1");
+    let key = tagged("blob");
+    let value = vec![b'b'; 60 << 20];
+    let mut writer = m.conn();
+    assert_eq!(writer.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    let rss0 = rss_kb(m.pid);
+    assert_eq!(writer.cmd_bytes(&[b"SET", key.as_bytes(), &value]), ok());
+    const READERS: usize = 8;
+    let mut readers: Vec<RawClient> = (0..READERS)
+        .map(|_| {
+            let mut r = RawClient::new(raw_with(&m, Some(4096)));
+            r.send(&[b"GET", key.as_bytes()]);
+            r
+        })
+        .collect();
+    // Each reply is held for its slow reader.
+    wait_until_explained(
+        "the replies to be held for their readers",
+        Duration::from_secs(60),
+        || {
+            let now = rss_kb(m.pid);
+            if now >= rss0 + READERS as u64 * 50 * 1024 {
+                Ok(())
+            } else {
+                Err(format!("RSS {} MB", now >> 10))
+            }
+        },
+    );
+    let reply = format!("${}\r\n", value.len()).len() + value.len() + 2;
+    for r in &mut readers {
+        let got = read_exact_within(&mut r.s, reply, Duration::from_secs(60));
+        assert!(got.ends_with(b"bbbb\r\n"));
+    }
+    wait_rss_back(&m, rss0, 32 * 1024, || {
+        for r in &mut readers {
+            assert_eq!(r.cmd(&["PING"]), Reply::Simple("PONG".into()));
+        }
+        assert_eq!(writer.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    });
 }

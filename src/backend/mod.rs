@@ -50,6 +50,11 @@ use std::time::Instant;
 
 const READ_CHUNK: usize = 64 * 1024;
 const MIN_SPARE: usize = 8 * 1024;
+/// Replies this large get a read buffer of their own, of their exact
+/// size: grown by doubling, one would take up to twice its size (and the
+/// copies), and the buffer it leaves would be the next replies' for as
+/// long as the connection lives.
+const LARGE_REPLY: usize = 1024 * 1024;
 
 /// What the worker does with the reply to an in-flight request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +176,9 @@ pub struct Backend {
     /// Request bytes in the FIFO (queued or awaiting their reply), for the
     /// `maxmemory` accounting (summed by the worker at each tick).
     queued_bytes: usize,
+    /// Where the large reply being read ends, when `rbuf` was sized for
+    /// it (see `LARGE_REPLY`); 0 otherwise. Reads stop there.
+    large_end: usize,
     /// observe: bytes each way and the round-trip clock.
     pub obs: crate::stats::BackendObs,
 }
@@ -207,6 +215,7 @@ impl Backend {
             seen_replies: 0,
             stalled_since: None,
             queued_bytes: 0,
+            large_end: 0,
             obs: Default::default(),
         }
     }
@@ -334,12 +343,21 @@ impl Backend {
     pub fn read(&mut self, budget: usize, to_eof: bool) -> Io {
         let mut total = 0;
         loop {
-            if self.rbuf.capacity() - self.rbuf.len() < MIN_SPARE {
+            let mut room = self.rbuf.capacity() - self.rbuf.len();
+            if self.large_end != 0 {
+                // Filling the buffer sized for a large reply: up to its
+                // end, where it is taken before anything more is read.
+                room = room.min(self.large_end.saturating_sub(self.rbuf.len()));
+                if room == 0 {
+                    return Io::Budget;
+                }
+            } else if room < MIN_SPARE {
                 self.rbuf.reserve(READ_CHUNK.max(self.rbuf.len()));
+                room = self.rbuf.capacity() - self.rbuf.len();
             }
             // Never more than the budget left (the buffer may have grown
             // far larger): the replies of one read are handled at once.
-            let room = self.rbuf.spare_capacity_mut().len().min(budget - total);
+            let room = room.min(budget - total);
             let spare = &mut self.rbuf.spare_capacity_mut()[..room];
             match read_into(self.fd, spare) {
                 Ok(0) => return Io::Closed,
@@ -365,10 +383,28 @@ impl Backend {
     /// it answers.
     pub fn next_reply(&mut self) -> Read {
         match self.scanner.scan(&self.rbuf) {
-            ReplyScan::Incomplete => Read::Empty,
+            ReplyScan::Incomplete => {
+                // A large reply announced by its header (the node is
+                // trusted that far): room for exactly all of it.
+                if let Some(need) = self.scanner.pending_hint() {
+                    if need >= LARGE_REPLY && need > self.rbuf.capacity() && self.large_end == 0 {
+                        let mut room = BytesMut::with_capacity(need);
+                        room.extend_from_slice(&self.rbuf);
+                        self.rbuf = room;
+                        self.large_end = need;
+                    }
+                }
+                Read::Empty
+            }
             ReplyScan::Error(_) => Read::Broken("malformed reply"),
             ReplyScan::Complete { len, head } => {
                 let frame = self.rbuf.split_to(len).freeze();
+                self.large_end = 0;
+                if len >= LARGE_REPLY && self.rbuf.len() <= len / 2 {
+                    // The large allocation goes with the frame (freed once
+                    // the client has it); what follows gets its own.
+                    self.rbuf = BytesMut::from(&self.rbuf[..]);
+                }
                 if let Role::Pubsub(_) = self.role {
                     // Its set-up replies (HELLO 3) are paired; everything
                     // else it sends belongs to the subscriber.
@@ -549,6 +585,50 @@ mod tests {
         node.write_all(b"+PONG\r\n").unwrap();
         assert!(matches!(next(&mut b), Read::Reply(_, _, b'+')));
         assert_eq!(b.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_large_reply_is_read_into_a_buffer_of_its_exact_size() {
+        let (mut b, mut node) = pair();
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+            Purpose::Client,
+        ));
+        b.flush().unwrap();
+        let value = vec![b'v'; 3 << 20];
+        let head = format!("${}\r\n", value.len());
+        let need = head.len() + value.len() + 2;
+        let writer = std::thread::spawn(move || {
+            node.write_all(head.as_bytes()).unwrap();
+            node.write_all(&value).unwrap();
+            // The next reply follows at once, in the same stream.
+            node.write_all(b"\r\n+PONG\r\n").unwrap();
+            node
+        });
+        let end = Instant::now() + std::time::Duration::from_secs(5);
+        let mut sized = false;
+        let frame = loop {
+            assert!(Instant::now() < end, "no reply");
+            let _ = b.read(1 << 20, false);
+            match b.next_reply() {
+                Read::Reply(_, frame, b'$') => break frame,
+                Read::Empty => {
+                    if b.large_end != 0 {
+                        assert_eq!(b.rbuf.capacity(), need, "room for exactly the reply");
+                        sized = true;
+                    }
+                }
+                _ => panic!("not the reply"),
+            }
+        };
+        assert!(sized, "the header's length was used");
+        assert_eq!(frame.len(), need);
+        // Reads stopped at its end: what follows starts a buffer of its own.
+        assert_eq!(b.large_end, 0);
+        assert!(b.rbuf.capacity() < 1 << 20, "{}", b.rbuf.capacity());
+        let _node = writer.join().unwrap();
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub const BACKEND: Kind = Kind(2);
 const SESSION_READ_BUDGET: usize = 256 * 1024;
 /// Bytes read from one backend per readiness event.
 const BACKEND_READ_BUDGET: usize = 1024 * 1024;
+/// Requests this large leave the read buffer they grew with the frame.
+const LARGE_REQUEST: usize = 1024 * 1024;
 /// Arguments past which a request's argument vector is given back as soon
 /// as it is dispatched.
 const MANY_ARGS: usize = 4096;
@@ -498,6 +500,13 @@ impl Worker {
                         }
                     }
                     let frame = s.rbuf.split_to(len).freeze();
+                    if len >= LARGE_REQUEST && s.rbuf.len() <= len / 2 {
+                        // The large allocation goes with the frame (freed
+                        // once it is answered), not on as the read buffer
+                        // of a client that stays busy: what follows is
+                        // moved to a buffer of its own.
+                        s.rbuf = bytes::BytesMut::from(&s.rbuf[..]);
+                    }
                     // Exchanged, not copied: a million ranges are 16 MB.
                     s.scanner.swap_args(&mut self.args);
                     frame
