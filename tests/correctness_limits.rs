@@ -1,7 +1,9 @@
 //! Regression tests for the correctness issue's resource items, one or two
 //! per item fixed: (P)UNSUBSCRIBE admitted against the reply window in
 //! waves (item 4), one huge command not stalling its worker's other
-//! clients (item 12), memory given back after a burst (item 9).
+//! clients (item 12), defaults under which one client cannot make mithril
+//! hold more than a few hundred MB, and memory given back after a burst
+//! (item 9).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`), with `threads
@@ -247,6 +249,46 @@ fn item12_a_huge_unsubscribe_does_not_stall_its_workers_other_clients() {
     );
 }
 
+/// VmRSS of `pid` in kB, `None` once the process is gone.
+fn vm_rss_kb(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// The largest RSS of a process while it runs, sampled every 10 ms from
+/// another thread.
+struct PeakRss {
+    stop: Arc<AtomicBool>,
+    sampler: std::thread::JoinHandle<u64>,
+}
+
+impl PeakRss {
+    fn start(pid: u32) -> PeakRss {
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            let mut peak = 0;
+            // Until told, or until the process is gone (a test that failed).
+            while !done.load(Ordering::Relaxed) {
+                let Some(now) = vm_rss_kb(pid) else { break };
+                peak = peak.max(now);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            peak
+        });
+        PeakRss { stop, sampler }
+    }
+
+    /// The peak, in kB.
+    fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.sampler.join().unwrap()
+    }
+}
+
+const MB: u64 = 1024 * 1024;
+
 /// Waits (20 s) until mithril's RSS is back within `slack` of `start`
 /// (kB), while `ping` keeps every client busy (none of them goes idle, so
 /// the idle sweep alone would give nothing back).
@@ -269,6 +311,62 @@ fn wait_rss_back(m: &Mithril, start: u64, slack: u64, mut ping: impl FnMut()) {
             }
         },
     );
+}
+
+/// Item 9: with the defaults, one request of 600 MB (75 arguments of 8 MB)
+/// is refused as soon as it is known not to fit query-buffer-limit
+/// (128mb), before the rest of it is read, and what it held is given back.
+#[test]
+fn item9_a_600mb_request_is_refused_early_with_the_defaults() {
+    let _serial = one_at_a_time();
+    let (_cluster, m) = setup("threads 1");
+    let key = tagged("600mb");
+    let mut good = m.conn();
+    assert_eq!(good.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    let rss0 = rss_kb(m.pid);
+    let peak = PeakRss::start(m.pid);
+    let value = vec![b'v'; 8 << 20];
+    let mut s = raw(&m);
+    let mut w = s.try_clone().unwrap();
+    let head = format!("*77\r\n$5\r\nRPUSH\r\n${}\r\n{key}\r\n", key.len());
+    let writer = std::thread::spawn(move || {
+        let mut written = 0u64;
+        let arg = format!("${}\r\n", value.len());
+        let mut parts: Vec<&[u8]> = vec![head.as_bytes()];
+        for _ in 0..75 {
+            parts.extend([arg.as_bytes(), &value[..], b"\r\n"]);
+        }
+        for p in parts {
+            if w.write_all(p).is_err() {
+                break;
+            }
+            written += p.len() as u64;
+        }
+        written
+    });
+    let (got, closed) = read_until_closed(&mut s, Duration::from_secs(60));
+    let written = writer.join().unwrap();
+    let peak = peak.stop();
+    assert!(
+        closed,
+        "the connection stays open: {:?}",
+        String::from_utf8_lossy(&got)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        "-ERR mithril: closing the connection, its request is larger than query-buffer-limit\r\n"
+    );
+    assert!(
+        written < 300 * MB,
+        "{} MB of the request taken",
+        written >> 20
+    );
+    let grew = peak.saturating_sub(rss0) * 1024;
+    assert!(grew < 200 * MB, "RSS grew by {} MB", grew >> 20);
+    assert_eq!(good.cmd(&["LLEN", &key]), Reply::Int(0), "nothing ran");
+    wait_rss_back(&m, rss0, 16 * 1024, || {
+        assert_eq!(good.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    });
 }
 
 /// Item 9: a burst of large but allowed traffic (a 60 MB SET, then eight
@@ -317,4 +415,42 @@ fn item9_memory_taken_by_a_large_burst_is_given_back() {
         }
         assert_eq!(writer.cmd(&["PING"]), Reply::Simple("PONG".into()));
     });
+}
+
+/// Item 9: one client pipelines sixteen GETs of a 60 MB value and reads
+/// nothing. They all go in its first batch, before any reply showed its
+/// size, so the dispatch window cannot hold them back: the default hard
+/// output limit of normal clients (256mb) is what bounds what mithril
+/// holds for it.
+#[test]
+fn item9_one_client_cannot_make_mithril_hold_a_gigabyte_of_replies() {
+    let _serial = one_at_a_time();
+    let (_cluster, m) = setup("threads 1");
+    let key = tagged("blob");
+    let value = vec![b'b'; 60 << 20];
+    let mut probe = m.conn();
+    assert_eq!(probe.cmd_bytes(&[b"SET", key.as_bytes(), &value]), ok());
+    drop(value);
+    let rss0 = rss_kb(m.pid);
+    let peak = PeakRss::start(m.pid);
+    let mut s = raw_with(&m, Some(4096));
+    s.write_all(&repeat_cmd(&[b"GET", key.as_bytes()], 16))
+        .unwrap();
+    wait_until(
+        "the client to be cut at the hard output limit",
+        Duration::from_secs(60),
+        || (sessions(&mut probe).0["obuf_closes"] == 1).then_some(()),
+    );
+    let (_, closed) = read_until_closed(&mut s, Duration::from_secs(60));
+    assert!(closed);
+    // The replies it asked for still come from the node (960 MB in all)
+    // and are dropped as they arrive.
+    wait_rss_back(&m, rss0, 32 * 1024, || {
+        assert_eq!(probe.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    });
+    let grew = peak.stop().saturating_sub(rss0) * 1024;
+    assert!(grew < 512 * MB, "RSS grew by {} MB", grew >> 20);
+    assert!(m
+        .log()
+        .contains("passed the client-output-buffer-limit (hard)"));
 }

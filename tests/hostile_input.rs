@@ -220,15 +220,16 @@ fn claims_that_never_arrive_reserve_nothing() {
     let rss0 = rss_kb(pid);
     let vm0 = status_kb(pid, "VmSize");
     // 100 clients claim a million arguments and send one; 100 more claim a
-    // 512 MB argument and send ten bytes of it. Reserving for the claims
-    // would take 1.6 GB (argument ranges) and 50 GB (buffers).
+    // 64 MB argument (the most proto-max-bulk-len allows by default) and
+    // send ten bytes of it. Reserving for the claims would take 1.6 GB
+    // (argument ranges) and 6.4 GB (buffers).
     let mut held = Vec::new();
     for i in 0..200 {
         let mut s = raw(&m);
         let claim: &[u8] = if i % 2 == 0 {
             b"*1000000\r\n$3\r\nSET\r\n"
         } else {
-            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870912\r\n0123456789"
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$67108864\r\n0123456789"
         };
         s.write_all(claim).unwrap();
         held.push(s);
