@@ -3,7 +3,7 @@
 //! waves (item 4), one huge command not stalling its worker's other
 //! clients (item 12), defaults under which one client cannot make mithril
 //! hold more than a few hundred MB, and memory given back after a burst
-//! (item 9).
+//! (item 9), connections to a node that left the cluster closed (item 7).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`), with `threads
@@ -453,4 +453,100 @@ fn item9_one_client_cannot_make_mithril_hold_a_gigabyte_of_replies() {
     assert!(m
         .log()
         .contains("passed the client-output-buffer-limit (hard)"));
+}
+
+/// The topology mithril routes with, as its log last said.
+fn routing_masters(m: &Mithril) -> Option<usize> {
+    let log = m.log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("now routing with topology epoch"))?;
+    let (_, rest) = line.split_once(" (")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Traffic that opens a pooled connection and leaves an idle lease on
+/// each of `masters`' nodes (a SET, and a BLPOP that times out).
+fn touch_every_master(c: &mut Conn, cluster: &RedisCluster, masters: &[usize]) {
+    for &i in masters {
+        let port = cluster.nodes[i].port;
+        let slot = (0..16384u16)
+            .find(|&s| cluster.port_for_slot(s) == port)
+            .expect("a slot of the node");
+        let key = key_for_slot(slot, "touch");
+        assert_eq!(c.cmd(&["SET", &key, "v"]), ok(), "SET on node {i}");
+        let r = c.cmd(&["BLPOP", &key, "0.01"]);
+        assert!(r.is_error() || matches!(r, Reply::Array(None)), "{r:?}");
+    }
+}
+
+/// Item 7: a node removed from the cluster (its slots moved away, then
+/// forgotten by every other node, the process still running, as in a
+/// scale-in before its machine goes) leaves no connection open in
+/// mithril: its pooled connection and its idle lease are closed, and
+/// mithril's descriptor count comes back to what a fresh proxy's is.
+#[test]
+fn item7_connections_to_a_removed_node_are_closed() {
+    let _serial = one_at_a_time();
+    enable_hooks();
+    // A master that gives away its last slot stays a master (Redis 7
+    // would make it a replica of the node that took the slot).
+    let mut cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["cluster-allow-replica-migration no".into()],
+        ..ClusterSpec::default()
+    });
+    let seeds = cluster.seeds();
+    let conf = "threads 1\ntopology-refresh-secs 1";
+    let m = Mithril::start(bin(), &seeds, conf);
+    let mut c = m.conn();
+    let gone = cluster.add_master();
+    let slot = key_slot(b"{item7}");
+    cluster.migrate_slot(slot, gone, 100);
+    wait_until(
+        "mithril to route with 4 masters",
+        Duration::from_secs(20),
+        || (routing_masters(&m) == Some(4)).then_some(()),
+    );
+    touch_every_master(&mut c, &cluster, &[gone]);
+    // Scale in: the slot goes back, the node forgets the cluster and the
+    // cluster forgets the node. Its process (and so its end of every
+    // connection) stays up.
+    cluster.migrate_slot(slot, 0, 100);
+    let old_id = cluster.nodes[gone].id.clone();
+    let mut node = cluster.nodes[gone].conn();
+    assert_eq!(node.cmd(&["CLUSTER", "RESET", "HARD"]), ok());
+    for i in 0..gone {
+        let r = cluster.nodes[i].conn().cmd(&["CLUSTER", "FORGET", &old_id]);
+        assert_eq!(r, ok(), "FORGET on node {i}");
+    }
+    wait_until(
+        "mithril to route with 3 masters",
+        Duration::from_secs(20),
+        || (routing_masters(&m) == Some(3)).then_some(()),
+    );
+    let rest: Vec<usize> = (0..gone).collect();
+    touch_every_master(&mut c, &cluster, &rest);
+    // A fresh proxy, the same configuration and the same traffic.
+    let fresh = Mithril::start(bin(), &seeds, conf);
+    let mut f = fresh.conn();
+    touch_every_master(&mut f, &cluster, &rest);
+    wait_until_explained(
+        "mithril's descriptors to come back to a fresh proxy's",
+        Duration::from_secs(20),
+        || {
+            let (old, new) = (fd_count(m.pid), fd_count(fresh.pid));
+            if old == new {
+                Ok(())
+            } else {
+                Err(format!("{old} descriptors, a fresh proxy {new}"))
+            }
+        },
+    );
+    // And it still serves every slot.
+    for i in 0..64u16 {
+        let key = key_for_slot(i * 256, "after");
+        assert_eq!(c.cmd(&["SET", &key, "v"]), ok(), "{key}");
+    }
+    drop(node);
 }

@@ -200,7 +200,8 @@ impl Worker {
             read_from != ReadFrom::No,
             0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1),
         );
-        pools.remap(&topo);
+        // Nothing is connected yet: nothing to retire.
+        let _ = pools.remap(&topo);
         Worker {
             id,
             query_limit: cfg.query_buffer_limit.min(usize::MAX as u64) as usize,
@@ -880,8 +881,16 @@ impl Worker {
         match io {
             Io::Ok => {}
             Io::Budget => self.ready_backends.push(key),
-            Io::Closed => self.backend_failed(cx, key, "connection closed by the node"),
-            Io::Error(e) => self.backend_failed(cx, key, &e.to_string()),
+            Io::Closed => return self.backend_failed(cx, key, "connection closed by the node"),
+            Io::Error(e) => return self.backend_failed(cx, key, &e.to_string()),
+        }
+        // A connection to a node that left the map, whose last reply is in.
+        if self
+            .backends
+            .get(key)
+            .is_some_and(|b| b.role == Role::Shared && b.pool == usize::MAX && b.in_flight() == 0)
+        {
+            self.drop_backend(cx, key);
         }
     }
 
@@ -1080,11 +1089,40 @@ impl Worker {
 
     // ----- housekeeping ---------------------------------------------------
 
-    fn check_topology(&mut self) {
+    fn check_topology(&mut self, cx: &mut Context<'_, Timer>) {
         let epoch = self.shared.topology.epoch();
         if epoch != self.pools.epoch {
             self.topo = self.shared.topology.load();
-            self.pools.remap(&self.topo);
+            let retired = self.pools.remap(&self.topo);
+            self.retire_connections(cx, retired);
+        }
+    }
+
+    /// Connections of pools the new map no longer names, and idle leases
+    /// to nodes it no longer has: closed now when nothing is in flight on
+    /// them, else once the last reply is in (`backend_read`).
+    fn retire_connections(&mut self, cx: &mut Context<'_, Timer>, conns: Vec<Key>) {
+        for k in conns {
+            let Some(b) = self.backends.get_mut(k) else {
+                continue;
+            };
+            // Detached: its pool's slot may be reused for another node.
+            b.pool = usize::MAX;
+            if b.in_flight() == 0 {
+                self.drop_backend(cx, k);
+            }
+        }
+        let topo = &self.topo;
+        let gone: Vec<(SocketAddr, Proto)> = self
+            .idle_leases
+            .keys()
+            .filter(|(addr, _)| !topo.nodes.iter().any(|n| n.addr == *addr))
+            .copied()
+            .collect();
+        for slot in gone {
+            for k in self.idle_leases.remove(&slot).unwrap_or_default() {
+                self.drop_backend(cx, k);
+            }
         }
     }
 
@@ -1174,7 +1212,7 @@ impl Handler for Worker {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);
         }
-        self.check_topology();
+        self.check_topology(cx);
         // is_empty is two loads; try_recv on an empty channel costs more,
         // and this runs every turn.
         while !self.rx.is_empty() {
