@@ -179,21 +179,57 @@ fn a_megabyte_line_without_crlf_is_refused_at_64k() {
 }
 
 #[test]
+fn input_held_behind_a_blocked_command_is_cut_at_query_buffer_limit() {
+    // A blocked client's session still reads (to notice it leaving) but
+    // dispatches nothing: what it pipelines behind BLPOP piles up in its
+    // read buffer, until query-buffer-limit closes it.
+    let (_cluster, m, mut good) =
+        setup_good("threads 1\nquery-buffer-limit 1mb\nproto-max-bulk-len 1mb");
+    let mut probe = m.conn();
+    let mut s = raw(&m);
+    s.write_all(&encode_command(&[
+        b"BLPOP",
+        tagged("nothing").as_bytes(),
+        b"0",
+    ]))
+    .unwrap();
+    let pings = repeat_cmd(&[b"PING"], 200_000);
+    let (taken, closed) = write_while_taken(&mut s, &pings, Duration::from_secs(10));
+    assert!(taken >= 1024 * 1024, "{taken}");
+    let (got, gone) = read_until_closed(&mut s, Duration::from_secs(10));
+    assert!(closed || gone);
+    assert_eq!(
+        show(&got),
+        "",
+        "BLPOP was still owed: no error in its place"
+    );
+    assert!(
+        m.log()
+            .contains("query buffer reached query-buffer-limit (1048576 bytes)"),
+        "{}",
+        m.log()
+    );
+    assert_eq!(sessions(&mut probe).0["qbuf_closes"], 1);
+    still_served(&mut good);
+}
+
+#[test]
 fn claims_that_never_arrive_reserve_nothing() {
     let (_cluster, m, mut good) = setup_good("threads 1");
     let pid = m.pid;
     let rss0 = rss_kb(pid);
     let vm0 = status_kb(pid, "VmSize");
     // 100 clients claim a million arguments and send one; 100 more claim a
-    // 512 MB argument and send ten bytes of it. Reserving for the claims
-    // would take 1.6 GB (argument ranges) and 50 GB (buffers).
+    // 64 MB argument (the most proto-max-bulk-len allows by default) and
+    // send ten bytes of it. Reserving for the claims would take 1.6 GB
+    // (argument ranges) and 6.4 GB (buffers).
     let mut held = Vec::new();
     for i in 0..200 {
         let mut s = raw(&m);
         let claim: &[u8] = if i % 2 == 0 {
             b"*1000000\r\n$3\r\nSET\r\n"
         } else {
-            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870912\r\n0123456789"
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$67108864\r\n0123456789"
         };
         s.write_all(claim).unwrap();
         held.push(s);
@@ -221,10 +257,12 @@ fn claims_that_never_arrive_reserve_nothing() {
 }
 
 #[test]
-fn a_600mb_argument_is_cut_at_query_buffer_limit() {
-    // The cut must happen at the configured limit: 8 MiB here keeps the
-    // test fast; the value claimed fits proto-max-bulk-len, the frame (its
-    // header included) does not fit the query buffer.
+fn a_600mb_request_is_cut_once_it_cannot_fit_query_buffer_limit() {
+    // The cut must come as soon as the request is known not to fit the
+    // configured limit (8 MiB here keeps the test fast): a request of up
+    // to 200 arguments of 3 MiB each, every one within proto-max-bulk-len,
+    // is refused at the header of the third, which would take it past
+    // query-buffer-limit, before any of that argument is read.
     let limit: usize = 8 * 1024 * 1024;
     let (_cluster, m, mut good) = setup_good(&format!(
         "threads 1\nproto-max-bulk-len {limit}\nquery-buffer-limit {limit}"
@@ -232,33 +270,34 @@ fn a_600mb_argument_is_cut_at_query_buffer_limit() {
     let mut probe = m.conn();
     let rss0 = rss_kb(m.pid);
     let mut s = raw(&m);
-    s.write_all(format!("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n${limit}\r\n").as_bytes())
-        .unwrap();
-    // Stream up to 600 MB of the argument until mithril cuts it.
-    let chunk = vec![b'z'; 1024 * 1024];
+    s.write_all(b"*202\r\n$5\r\nRPUSH\r\n$1\r\nk\r\n").unwrap();
+    let arg = [b"$3145728\r\n".as_slice(), &vec![b'z'; 3 << 20], b"\r\n"].concat();
     let mut sent = 0usize;
     s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
-    while sent < 600 * 1024 * 1024 {
-        match s.write(&chunk) {
-            Ok(n) => sent += n,
+    while sent < 200 * arg.len() {
+        match s.write_all(&arg) {
+            Ok(()) => sent += arg.len(),
             Err(_) => break,
         }
     }
-    assert!(sent < 600 * 1024 * 1024, "nothing cut the stream");
-    assert!(sent >= limit - 64, "cut before the limit: {sent}");
+    assert!(sent < 200 * arg.len(), "nothing cut the stream");
     let (got, closed) = read_until_closed(&mut s, Duration::from_secs(10));
     assert!(closed);
     assert_eq!(
         show(&got),
-        show(b"-ERR mithril: closing the connection, its query buffer reached query-buffer-limit\r\n")
+        show(b"-ERR mithril: closing the connection, its request is larger than query-buffer-limit\r\n")
     );
+    // Refused with the third argument's header read, at most one read
+    // (256 KiB) past it: the buffer never got near the limit.
     let log = m.log();
-    assert!(
-        log.contains(&format!(
-            "query buffer reached query-buffer-limit ({limit} bytes)"
-        )),
-        "{log}"
-    );
+    let tail = format!("is larger than query-buffer-limit ({limit} bytes), refused after ");
+    let held: usize = log
+        .lines()
+        .find_map(|l| l.split_once(tail.as_str()))
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no refusal logged:\n{log}"));
+    assert!(held > 2 * arg.len(), "{held}");
+    assert!(held < 2 * arg.len() + 512 * 1024, "read on to {held} bytes");
     assert_eq!(sessions(&mut probe).0["qbuf_closes"], 1);
     let grew = rss_kb(m.pid).saturating_sub(rss0);
     assert!(grew < 3 * (limit as u64) / 1024, "RSS grew by {grew} kB");

@@ -15,7 +15,10 @@
 //!   (`to_eof`, a HUP hint): then the reads go on to the EOF.
 //!
 //! The buffer grows by the caller's [`Growth`] before a read whenever its
-//! spare room falls below `min_spare`, and never past `limit` bytes in all.
+//! spare room falls below `min_spare` and it is below `limit`; a read
+//! never takes more than the budget left, nor past `limit` bytes in all
+//! (a session's query-buffer-limit; the end of a large reply's own
+//! buffer).
 //! Never: allocate when the spare room suffices, or panic.
 
 use crate::writev::read_into;
@@ -64,7 +67,9 @@ pub fn read_budgeted(
         if buf.len() >= limit {
             return (ReadEnd::Full, total);
         }
-        if buf.capacity() - buf.len() < growth.min_spare {
+        // Grow only while below the limit: a buffer sized for what it must
+        // hold (a large reply) is filled, not grown.
+        if buf.capacity() - buf.len() < growth.min_spare && buf.capacity() < limit {
             let more = if growth.double {
                 growth.chunk.max(buf.len())
             } else {
@@ -72,7 +77,12 @@ pub fn read_budgeted(
             };
             buf.reserve(more);
         }
-        let room = (buf.capacity() - buf.len()).min(limit - buf.len());
+        // Never more than the budget left: a buffer grown large would let
+        // one read take megabytes, whose scan and dispatch would keep the
+        // loop from everyone else.
+        let room = (buf.capacity() - buf.len())
+            .min(limit - buf.len())
+            .min(budget - total);
         let spare = &mut buf.spare_capacity_mut()[..room];
         match read_into(fd, spare) {
             Ok(0) => return (ReadEnd::Eof, total),

@@ -56,6 +56,11 @@ const GROWTH: Growth = Growth {
     chunk: 64 * 1024,
     double: true,
 };
+/// Replies this large get a read buffer of their own, of their exact
+/// size: grown by doubling, one would take up to twice its size (and the
+/// copies), and the buffer it leaves would be the next replies' for as
+/// long as the connection lives.
+const LARGE_REPLY: usize = 1024 * 1024;
 
 /// What the worker does with the reply to an in-flight request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -186,6 +191,9 @@ pub struct Backend {
     /// Request bytes in the FIFO (queued or awaiting their reply), for the
     /// `maxmemory` accounting (summed by the worker at each tick).
     queued_bytes: usize,
+    /// Where the large reply being read ends, when `rbuf` was sized for
+    /// it (see `LARGE_REPLY`); 0 otherwise. Reads stop there.
+    large_end: usize,
     /// observe: bytes each way and the round-trip clock.
     pub obs: crate::stats::BackendObs,
 }
@@ -223,6 +231,7 @@ impl Backend {
             seen_replies: 0,
             stalled_since: None,
             queued_bytes: 0,
+            large_end: 0,
             obs: Default::default(),
         }
     }
@@ -348,11 +357,18 @@ impl Backend {
     /// Read what the node sent, up to `budget` bytes. A short read ends it
     /// (edge-triggered: later data raises a new event) unless `to_eof`.
     pub fn read(&mut self, budget: usize, to_eof: bool) -> Io {
-        let (end, n) = read_budgeted(self.fd, &mut self.rbuf, budget, usize::MAX, to_eof, GROWTH);
+        // Filling a buffer sized for a large reply: up to its end, where
+        // it is taken before anything more is read (reported as Budget).
+        let limit = if self.large_end != 0 {
+            self.large_end
+        } else {
+            usize::MAX
+        };
+        let (end, n) = read_budgeted(self.fd, &mut self.rbuf, budget, limit, to_eof, GROWTH);
         self.obs.bytes_in += n as u64; // observe
         match end {
-            ReadEnd::Drained | ReadEnd::Full => Io::Ok,
-            ReadEnd::Budget => Io::Budget,
+            ReadEnd::Drained => Io::Ok,
+            ReadEnd::Budget | ReadEnd::Full => Io::Budget,
             ReadEnd::Eof => Io::Closed,
             ReadEnd::Error(e) => Io::Error(e),
         }
@@ -362,10 +378,28 @@ impl Backend {
     /// it answers.
     pub fn next_reply(&mut self) -> Read {
         match self.scanner.scan(&self.rbuf) {
-            ReplyScan::Incomplete => Read::Empty,
+            ReplyScan::Incomplete => {
+                // A large reply announced by its header (the node is
+                // trusted that far): room for exactly all of it.
+                if let Some(need) = self.scanner.pending_hint() {
+                    if need >= LARGE_REPLY && need > self.rbuf.capacity() && self.large_end == 0 {
+                        let mut room = BytesMut::with_capacity(need);
+                        room.extend_from_slice(&self.rbuf);
+                        self.rbuf = room;
+                        self.large_end = need;
+                    }
+                }
+                Read::Empty
+            }
             ReplyScan::Error(_) => Read::Broken("malformed reply"),
             ReplyScan::Complete { len, head } => {
                 let frame = self.rbuf.split_to(len).freeze();
+                self.large_end = 0;
+                if len >= LARGE_REPLY && self.rbuf.len() <= len / 2 {
+                    // The large allocation goes with the frame (freed once
+                    // the client has it); what follows gets its own.
+                    self.rbuf = BytesMut::from(&self.rbuf[..]);
+                }
                 if let Role::Pubsub(_) = self.role {
                     // Its set-up replies (HELLO 3) are paired; everything
                     // else it sends belongs to the subscriber.
@@ -546,6 +580,50 @@ mod tests {
         node.write_all(b"+PONG\r\n").unwrap();
         assert!(matches!(next(&mut b), Read::Reply(_, _, b'+')));
         assert_eq!(b.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_large_reply_is_read_into_a_buffer_of_its_exact_size() {
+        let (mut b, mut node) = pair();
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+            Purpose::Client,
+        ));
+        b.flush().unwrap();
+        let value = vec![b'v'; 3 << 20];
+        let head = format!("${}\r\n", value.len());
+        let need = head.len() + value.len() + 2;
+        let writer = std::thread::spawn(move || {
+            node.write_all(head.as_bytes()).unwrap();
+            node.write_all(&value).unwrap();
+            // The next reply follows at once, in the same stream.
+            node.write_all(b"\r\n+PONG\r\n").unwrap();
+            node
+        });
+        let end = Instant::now() + std::time::Duration::from_secs(5);
+        let mut sized = false;
+        let frame = loop {
+            assert!(Instant::now() < end, "no reply");
+            let _ = b.read(1 << 20, false);
+            match b.next_reply() {
+                Read::Reply(_, frame, b'$') => break frame,
+                Read::Empty => {
+                    if b.large_end != 0 {
+                        assert_eq!(b.rbuf.capacity(), need, "room for exactly the reply");
+                        sized = true;
+                    }
+                }
+                _ => panic!("not the reply"),
+            }
+        };
+        assert!(sized, "the header's length was used");
+        assert_eq!(frame.len(), need);
+        // Reads stopped at its end: what follows starts a buffer of its own.
+        assert_eq!(b.large_end, 0);
+        assert!(b.rbuf.capacity() < 1 << 20, "{}", b.rbuf.capacity());
+        let _node = writer.join().unwrap();
     }
 
     #[test]

@@ -5,6 +5,13 @@
 //! A pool that failed to connect is "down" for a backoff period (50 ms
 //! doubling to 2 s, with jitter); requests for it during that time are
 //! answered with an error at once instead of queueing behind a dead node.
+//!
+//! A new epoch retires the pools its map no longer names (a node that left
+//! the cluster, a master that became a replica): they leave the address
+//! table, [`Pools::remap`] hands their connections back to be closed once
+//! nothing is in flight on them, and their slots are reused by the next
+//! pools made. A MOVED to such an address makes a pool again, until the
+//! next epoch.
 
 use crate::resp::Proto;
 use crate::topology::Topology;
@@ -34,6 +41,9 @@ pub struct Pool {
     pub down_until: Option<Instant>,
     pub last_error: String,
     pub reconnects: u64,
+    /// No longer in the map: its slot waits to be reused (see the module
+    /// doc), and it is not shown.
+    pub retired: bool,
 }
 
 fn proto_index(p: Proto) -> usize {
@@ -56,6 +66,8 @@ pub struct Pools {
     conns_per_node: usize,
     replicas: bool,
     rng: u64,
+    /// Retired pools' slots, reused before the vector grows.
+    free: Vec<usize>,
 }
 
 impl Pools {
@@ -70,6 +82,7 @@ impl Pools {
             conns_per_node: conns_per_node.max(1),
             replicas,
             rng: seed | 1,
+            free: Vec::new(),
         }
     }
 
@@ -77,15 +90,25 @@ impl Pools {
         if let Some(&i) = self.by_key.get(&key) {
             return i;
         }
-        self.pools.push(Pool {
+        let pool = Pool {
             key,
             conns: vec![Key::NONE; self.conns_per_node],
             failures: 0,
             down_until: None,
             last_error: String::new(),
             reconnects: 0,
-        });
-        let i = self.pools.len() - 1;
+            retired: false,
+        };
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.pools[i] = pool;
+                i
+            }
+            None => {
+                self.pools.push(pool);
+                self.pools.len() - 1
+            }
+        };
         self.by_key.insert(key, i);
         i
     }
@@ -98,8 +121,10 @@ impl Pools {
         })
     }
 
-    /// Rebuild the shard → pool maps for a new topology epoch.
-    pub fn remap(&mut self, topo: &Topology) {
+    /// Rebuild the shard → pool maps for a new topology epoch, and retire
+    /// the pools the new map does not name. Returns their connections: the
+    /// caller closes each once nothing is in flight on it.
+    pub fn remap(&mut self, topo: &Topology) -> Vec<Key> {
         self.shard_master.clear();
         self.shard_replicas.clear();
         for (i, shard) in topo.shards.iter().enumerate() {
@@ -136,6 +161,28 @@ impl Pools {
         }
         self.overrides.clear();
         self.epoch = topo.epoch;
+        let mut named = vec![false; self.pools.len()];
+        let tables = self
+            .shard_master
+            .iter()
+            .chain(self.shard_replicas.iter().flatten());
+        for &i in tables.flatten() {
+            if let Some(n) = named.get_mut(i) {
+                *n = true;
+            }
+        }
+        let mut conns = Vec::new();
+        for (i, p) in self.pools.iter_mut().enumerate() {
+            if named[i] || p.retired {
+                continue;
+            }
+            self.by_key.remove(&p.key);
+            conns.extend(p.conns.iter().copied().filter(|&k| k != Key::NONE));
+            p.conns.fill(Key::NONE);
+            p.retired = true;
+            self.free.push(i);
+        }
+        conns
     }
 
     /// The master pool serving `slot`, as far as this worker knows.
@@ -301,6 +348,39 @@ mod tests {
             "a new epoch clears overrides"
         );
         assert_eq!(p.pools[a].conns.len(), 2);
+    }
+
+    #[test]
+    fn pools_the_map_no_longer_names_are_retired_and_their_slots_reused() {
+        let t = topo();
+        let mut p = Pools::new(1, false, 7);
+        assert!(p.remap(&t).is_empty());
+        let gone = p.pool_for_slot(&t, 9000, Proto::Resp2).unwrap();
+        assert_eq!(p.pools[gone].key.addr.port(), 7001);
+        let conn = Key { index: 5, gen: 1 };
+        p.set_conn(gone, 0, conn);
+        // 7001 leaves: shard 0 takes every slot.
+        let mut shrunk = topo();
+        shrunk.shards.truncate(1);
+        shrunk.shards[0].ranges = vec![(0, 16383)];
+        let t2 = Topology::new(shrunk.nodes.clone(), shrunk.shards.clone());
+        let closed = p.remap(&t2);
+        assert_eq!(closed, [conn], "its connection is handed back");
+        assert!(p.pools[gone].retired);
+        assert_eq!(p.slot_key(gone, 0), Key::NONE);
+        assert_eq!(
+            p.pool_for_slot(&t2, 9000, Proto::Resp2)
+                .map(|i| p.pools[i].key.addr.port()),
+            Some(7000)
+        );
+        // Retired once only; its slot goes to the next pool made (a MOVED
+        // to 7001 again, say), fresh.
+        assert!(p.remap(&t2).is_empty());
+        let again = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 7001)), Proto::Resp3);
+        assert!(again == gone || p.pools[gone].retired);
+        assert!(!p.pools[again].retired);
+        assert_eq!(p.pools[again].key.proto, Proto::Resp3);
+        assert_eq!(p.pools.iter().filter(|x| !x.retired).count(), 3);
     }
 
     #[test]

@@ -255,7 +255,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "proto-max-bulk-len",
-        default: "512mb",
+        default: "64mb",
         summary: "largest bulk string accepted from a client",
         runtime_settable: false,
         kind: Kind::Size,
@@ -268,8 +268,8 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "query-buffer-limit",
-        default: "1gb",
-        summary: "most bytes buffered from one client before it is disconnected",
+        default: "128mb",
+        summary: "largest request, and most bytes buffered from one client, before it is disconnected",
         runtime_settable: false,
         kind: Kind::Size,
         arity: (1, 1),
@@ -294,7 +294,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "client-output-buffer-limit",
-        default: "normal 0 0 0 pubsub 32mb 8mb 60",
+        default: "normal 256mb 0 0 pubsub 32mb 8mb 60",
         summary: "CLASS HARD SOFT SECONDS: disconnect a client whose unsent output passes a limit",
         runtime_settable: false,
         kind: Kind::Plain,

@@ -384,10 +384,14 @@ impl Default for Config {
             topology_refresh_secs: 10,
             connect_timeout_ms: 1000,
             backend_timeout_ms: 5000,
-            proto_max_bulk_len: 512 * 1024 * 1024,
-            query_buffer_limit: 1024 * 1024 * 1024,
+            proto_max_bulk_len: 64 * 1024 * 1024,
+            query_buffer_limit: 128 * 1024 * 1024,
             client_output_high_water: 4 * 1024 * 1024,
-            output_limit_normal: OutputLimit::default(),
+            output_limit_normal: OutputLimit {
+                hard: 256 * 1024 * 1024,
+                soft: 0,
+                soft_secs: 0,
+            },
             output_limit_pubsub: OutputLimit {
                 hard: 32 * 1024 * 1024,
                 soft: 8 * 1024 * 1024,

@@ -86,8 +86,9 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(cfg.placement, Placement::LeastLoaded);
     assert_eq!(cfg.topology_refresh_secs, 10);
     assert_eq!(cfg.connect_timeout_ms, 1000);
-    assert_eq!(cfg.proto_max_bulk_len, 536_870_912);
-    assert_eq!(cfg.query_buffer_limit, 1_073_741_824);
+    assert_eq!(cfg.proto_max_bulk_len, 67_108_864);
+    assert_eq!(cfg.query_buffer_limit, 134_217_728);
+    assert_eq!(cfg.output_limit_normal.hard, 268_435_456);
     assert_eq!(cfg.tcp_backlog, 511);
     assert_eq!(cfg.tcp_keepalive_secs, 300);
     assert_eq!(cfg.loglevel, LogLevel::Notice);
@@ -765,7 +766,7 @@ fn validate_cross_field_checks() {
     cfg.query_buffer_limit = 1 << 20;
     assert_eq!(
         validate(&cfg).unwrap_err().to_string(),
-        "/etc/m.conf: proto-max-bulk-len (536870912) is larger than query-buffer-limit (1048576): \
+        "/etc/m.conf: proto-max-bulk-len (67108864) is larger than query-buffer-limit (1048576): \
          a bulk string that size could never be received"
     );
     let mut cfg = parse("cluster-nodes a:1");
@@ -797,7 +798,7 @@ fn get_shows_redis_style_values() {
     assert_eq!(get(&cfg, "proto-max-bulk-len").as_deref(), Some("67108864"));
     assert_eq!(
         get(&cfg, "query-buffer-limit").as_deref(),
-        Some("1073741824")
+        Some("134217728")
     );
     assert_eq!(get(&cfg, "placement").as_deref(), Some("least-loaded"));
     assert_eq!(get(&cfg, "LOGLEVEL").as_deref(), Some("notice"));
@@ -867,8 +868,8 @@ fn render_writes_sizes_with_units_and_quotes_empty_strings() {
     for line in [
         "bind 127.0.0.1 -::1",
         "cluster-nodes a:1",
-        "proto-max-bulk-len 512mb",
-        "query-buffer-limit 1gb",
+        "proto-max-bulk-len 64mb",
+        "query-buffer-limit 128mb",
         "logfile \"\"",
     ] {
         assert!(

@@ -105,6 +105,16 @@ impl ReplyScanner {
         out
     }
 
+    /// After `Incomplete` inside a bulk string that is the whole reply (not
+    /// an element of an aggregate): the reply's length, so the caller can
+    /// make room for it once. `None` otherwise.
+    pub fn pending_hint(&self) -> Option<usize> {
+        match self.bulk_end {
+            Some(end) if self.stack.is_empty() => end.checked_add(2),
+            _ => None,
+        }
+    }
+
     /// Forgets any partial reply (keeps the stack's capacity).
     pub fn reset(&mut self) {
         self.pos = 0;

@@ -237,6 +237,14 @@ impl RequestScanner {
         &self.args
     }
 
+    /// Hands the argument ranges of the request just returned to the
+    /// caller by exchanging vectors with `other` (whose contents the next
+    /// `scan` discards): no copy, and a vector a request of many arguments
+    /// grew leaves with it. `args` is not valid afterwards.
+    pub fn swap_args(&mut self, other: &mut Vec<Range<usize>>) {
+        std::mem::swap(&mut self.args, other);
+    }
+
     /// The multibulk rewrite of the inline request just returned, to look
     /// at (its arguments are `args`) before deciding to take it.
     pub fn inline_frame(&self) -> &[u8] {

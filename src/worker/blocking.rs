@@ -185,9 +185,16 @@ impl Worker {
             }
         }
         let slot = (b.addr, b.proto);
-        let idle = self.idle_leases.entry(slot).or_default();
-        idle.retain(|k| self.backends.contains(*k));
-        if idle.len() < IDLE_LEASES {
+        // A node that left the map keeps no idle lease.
+        let known = self.topo.nodes.iter().any(|n| n.addr == b.addr);
+        let idle = if known {
+            let idle = self.idle_leases.entry(slot).or_default();
+            idle.retain(|k| self.backends.contains(*k));
+            (idle.len() < IDLE_LEASES).then_some(idle)
+        } else {
+            None
+        };
+        if let Some(idle) = idle {
             idle.push(lease);
         } else if let Some(b) = self.backends.remove(lease) {
             // Dropping the stream closes the socket, which also takes it

@@ -68,6 +68,11 @@ pub const BACKEND: Kind = Kind(2);
 const SESSION_READ_BUDGET: usize = 256 * 1024;
 /// Bytes read from one backend per readiness event.
 const BACKEND_READ_BUDGET: usize = 1024 * 1024;
+/// Requests this large leave the read buffer they grew with the frame.
+const LARGE_REQUEST: usize = 1024 * 1024;
+/// Arguments past which a request's argument vector is given back as soon
+/// as it is dispatched.
+const MANY_ARGS: usize = 4096;
 /// Housekeeping period.
 const TICK: Duration = Duration::from_millis(100);
 
@@ -157,6 +162,9 @@ pub struct Worker {
     ready_backends: Vec<Key>,
     /// Argument ranges of the request being dispatched (reused).
     args: Vec<Range<usize>>,
+    /// (P)(UN)SUBSCRIBEs being dispatched in waves, at most one per
+    /// session (pubsub.rs).
+    waves: Vec<(Key, pubsub::Wave)>,
     /// Idle leased connections by node and protocol.
     idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
@@ -195,7 +203,8 @@ impl Worker {
             read_from != ReadFrom::No,
             0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1),
         );
-        pools.remap(&topo);
+        // Nothing is connected yet: nothing to retire.
+        let _ = pools.remap(&topo);
         Worker {
             id,
             query_limit: cfg.query_buffer_limit.min(usize::MAX as u64) as usize,
@@ -213,6 +222,7 @@ impl Worker {
             ready_sessions: Vec::new(),
             ready_backends: Vec::new(),
             args: Vec::with_capacity(16),
+            waves: Vec::new(),
             idle_leases: HashMap::new(),
             retrying: GenSlab::new(),
             backend_timeout: (cfg.backend_timeout_ms > 0)
@@ -278,6 +288,9 @@ impl Worker {
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
         self.close_lease_of(cx, key, s.lease);
+        if !self.waves.is_empty() {
+            self.waves.retain(|w| w.0 != key);
+        }
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
@@ -373,7 +386,8 @@ impl Worker {
             s.pressure.backlog = false;
             self.process_input(cx, key);
             match self.sessions.get_mut(key) {
-                Some(s) if !s.paused => s,
+                // Still a backlog: a command going in waves took its turn.
+                Some(s) if !s.paused && !s.pressure.backlog => s,
                 _ => return,
             }
         } else {
@@ -429,17 +443,40 @@ impl Worker {
             if s.blocked {
                 return;
             }
+            // The rest of a (P)(UN)SUBSCRIBE dispatched in waves goes
+            // before anything the client sent after it.
+            let waving = !self.waves.is_empty() && self.waves.iter().any(|w| w.0 == key);
             if s.at_limit() {
                 // The dispatch window is full (see session::pressure): wait
                 // for replies to drain; what is buffered goes first then.
                 s.paused = true;
-                s.pressure.backlog = !s.rbuf.is_empty();
+                s.pressure.backlog = waving || !s.rbuf.is_empty();
                 return;
+            }
+            if waving {
+                if self.next_wave(key) {
+                    // It took its most for this turn: the rest goes on in
+                    // the next one (the ready list), and nothing more is
+                    // read meanwhile.
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        s.pressure.backlog = true;
+                    }
+                    self.ready_sessions.push(key);
+                    return;
+                }
+                continue;
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
             let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
+                        if need > self.query_limit {
+                            // The request cannot fit: refused now, before
+                            // the rest of it is read.
+                            self.obs.stats.counters.evicted_qbuf += 1; // observe
+                            self.request_too_large(cx, key, need);
+                            return;
+                        }
                         // A large argument is on its way: make room in
                         // big steps instead of small ones, but never more
                         // than the bytes already here again (at least
@@ -470,8 +507,15 @@ impl Worker {
                         }
                     }
                     let frame = s.rbuf.split_to(len).freeze();
-                    self.args.clear();
-                    self.args.extend_from_slice(s.scanner.args());
+                    if len >= LARGE_REQUEST && s.rbuf.len() <= len / 2 {
+                        // The large allocation goes with the frame (freed
+                        // once it is answered), not on as the read buffer
+                        // of a client that stays busy: what follows is
+                        // moved to a buffer of its own.
+                        s.rbuf = bytes::BytesMut::from(&s.rbuf[..]);
+                    }
+                    // Exchanged, not copied: a million ranges are 16 MB.
+                    s.scanner.swap_args(&mut self.args);
                     frame
                 }
                 Scan::Inline { len } => {
@@ -504,6 +548,12 @@ impl Worker {
             };
             self.commands += 1;
             self.dispatch(cx, key, frame);
+            if self.args.len() > MANY_ARGS {
+                // A request of many arguments (a huge MSET, a (P)(UN)SUBSCRIBE
+                // of a million channels) left its argument vector large:
+                // give it back now, not when the session goes idle.
+                self.args = Vec::with_capacity(16);
+            }
         }
     }
 
@@ -843,8 +893,16 @@ impl Worker {
         match io {
             Io::Ok => {}
             Io::Budget => self.ready_backends.push(key),
-            Io::Closed => self.backend_failed(cx, key, "connection closed by the node"),
-            Io::Error(e) => self.backend_failed(cx, key, &e.to_string()),
+            Io::Closed => return self.backend_failed(cx, key, "connection closed by the node"),
+            Io::Error(e) => return self.backend_failed(cx, key, &e.to_string()),
+        }
+        // A connection to a node that left the map, whose last reply is in.
+        if self
+            .backends
+            .get(key)
+            .is_some_and(|b| b.role == Role::Shared && b.pool == usize::MAX && b.in_flight() == 0)
+        {
+            self.drop_backend(cx, key);
         }
     }
 
@@ -1062,11 +1120,40 @@ impl Worker {
 
     // ----- housekeeping ---------------------------------------------------
 
-    fn check_topology(&mut self) {
+    fn check_topology(&mut self, cx: &mut Context<'_, Timer>) {
         let epoch = self.shared.topology.epoch();
         if epoch != self.pools.epoch {
             self.topo = self.shared.topology.load();
-            self.pools.remap(&self.topo);
+            let retired = self.pools.remap(&self.topo);
+            self.retire_connections(cx, retired);
+        }
+    }
+
+    /// Connections of pools the new map no longer names, and idle leases
+    /// to nodes it no longer has: closed now when nothing is in flight on
+    /// them, else once the last reply is in (`backend_read`).
+    fn retire_connections(&mut self, cx: &mut Context<'_, Timer>, conns: Vec<Key>) {
+        for k in conns {
+            let Some(b) = self.backends.get_mut(k) else {
+                continue;
+            };
+            // Detached: its pool's slot may be reused for another node.
+            b.pool = usize::MAX;
+            if b.in_flight() == 0 {
+                self.drop_backend(cx, k);
+            }
+        }
+        let topo = &self.topo;
+        let gone: Vec<(SocketAddr, Proto)> = self
+            .idle_leases
+            .keys()
+            .filter(|(addr, _)| !topo.nodes.iter().any(|n| n.addr == *addr))
+            .copied()
+            .collect();
+        for slot in gone {
+            for k in self.idle_leases.remove(&slot).unwrap_or_default() {
+                self.drop_backend(cx, k);
+            }
         }
     }
 
@@ -1156,7 +1243,7 @@ impl Handler for Worker {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);
         }
-        self.check_topology();
+        self.check_topology(cx);
         // observe: CONFIG SET of the slow log holds from the next turn on.
         self.obs.stats.sync_slow_settings(&self.shared.stats);
         // is_empty is two loads; try_recv on an empty channel costs more,
@@ -1169,14 +1256,22 @@ impl Handler for Worker {
                 other => self.observe_msg(cx, other), // observe
             }
         }
+        // Each is served once per turn, though its event's read and the
+        // ready list's may both have put it there: copies would otherwise
+        // multiply turn after turn, and with them what one client or node
+        // may have read per turn.
         if !self.ready_backends.is_empty() {
-            let list = std::mem::take(&mut self.ready_backends);
+            let mut list = std::mem::take(&mut self.ready_backends);
+            list.sort_unstable();
+            list.dedup();
             for key in list {
                 self.backend_read(cx, key);
             }
         }
         if !self.ready_sessions.is_empty() {
-            let list = std::mem::take(&mut self.ready_sessions);
+            let mut list = std::mem::take(&mut self.ready_sessions);
+            list.sort_unstable();
+            list.dedup();
             for key in list {
                 self.session_input(cx, key);
             }

@@ -713,6 +713,9 @@ impl Worker {
             e.totals.rtt_count += b.obs.clock.count;
         }
         for (i, p) in self.pools.pools.iter().enumerate() {
+            if p.retired {
+                continue;
+            }
             let e = nodes.entry(p.key.addr).or_insert_with(|| blank(p.key.addr));
             e.reconnects += p.reconnects;
             e.down |= self.pools.is_down(i, now);
@@ -762,6 +765,11 @@ impl Worker {
         let seen = &mut self.obs.stats.pool_seen;
         seen.resize(self.pools.pools.len(), (0, 0));
         for (p, was) in self.pools.pools.iter().zip(seen.iter_mut()) {
+            if p.retired {
+                // Its slot starts afresh when it is reused.
+                *was = (0, 0);
+                continue;
+            }
             if p.failures > 0 && was.0 == 0 {
                 log::info!(
                     target: "mithril::worker",

@@ -41,7 +41,7 @@
 use super::{Timer, Worker};
 use crate::config::{Config, OutputLimit};
 use crate::session::{ReadOutcome, Session};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use reactor::{Context, Key};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -49,6 +49,9 @@ use std::time::{Duration, Instant};
 /// Sent, when it can be, to a client cut off at `query-buffer-limit`.
 const ERR_QUERY_LIMIT: &[u8] =
     b"-ERR mithril: closing the connection, its query buffer reached query-buffer-limit\r\n";
+/// Sent, when it can be, to a client whose request cannot fit it.
+const ERR_REQUEST_TOO_LARGE: &[u8] =
+    b"-ERR mithril: closing the connection, its request is larger than query-buffer-limit\r\n";
 
 /// Unsent output at which a client that has not authenticated (while
 /// `requirepass` is set) is closed. Redis 7 closes such a client once the
@@ -68,6 +71,16 @@ const SHRINK_AFTER: Duration = Duration::from_secs(2);
 /// its free pages back to the system.
 const TRIM_AFTER: usize = 1024 * 1024;
 
+/// A burst: the worker's buffered bytes fell by this much from their peak
+/// since the last sweep. The allocator is asked to give back what the
+/// burst left in its heaps, as after a sweep that freed buffers.
+const TRIM_AFTER_BURST: usize = 32 * 1024 * 1024;
+
+/// A read buffer this large and three quarters empty is given back at the
+/// sweep, idle or not: left by a large request, it would otherwise stay
+/// the buffer of a client that keeps sending small ones.
+const LARGE_BUFFER: usize = 1024 * 1024;
+
 /// glibc keeps freed memory in its heaps: thousands of idle sessions'
 /// read buffers freed by a sweep would stay in the process's RSS. Asking it
 /// to trim returns the free pages (about a millisecond; at most once a
@@ -86,6 +99,9 @@ pub struct OverloadState {
     pub buffered: usize,
     /// Bytes buffered by its backends, as of the last tick.
     pub backend_bytes: usize,
+    /// The most `buffered` (plus `backend_bytes`) seen since the last
+    /// sweep, at the accounting points and ticks.
+    peak: usize,
     /// `maxmemory` (0: no budget).
     pub maxmemory: u64,
     /// `client-output-high-water`.
@@ -109,6 +125,7 @@ impl OverloadState {
         OverloadState {
             buffered: 0,
             backend_bytes: 0,
+            peak: 0,
             maxmemory: cfg.maxmemory,
             high_water: cfg.client_output_high_water.min(usize::MAX as u64) as usize,
             normal: cfg.output_limit_normal,
@@ -129,6 +146,7 @@ impl OverloadState {
         if now != s.pressure.accounted {
             self.buffered = (self.buffered + now).saturating_sub(s.pressure.accounted);
             s.pressure.accounted = now;
+            self.peak = self.peak.max(self.buffered);
         }
     }
 }
@@ -252,6 +270,7 @@ impl Worker {
     pub(super) fn publish_buffered(&mut self) {
         self.overload.backend_bytes = self.backends.iter().map(|(_, b)| b.buffered()).sum();
         let total = self.overload.buffered + self.overload.backend_bytes;
+        self.overload.peak = self.overload.peak.max(total);
         self.shared.workers[self.id]
             .buffered
             .store(total as u64, Ordering::Relaxed);
@@ -301,22 +320,49 @@ impl Worker {
     /// A session's read buffer reached `query-buffer-limit`: count it, tell
     /// the client when its output is in order for it, and close.
     pub(super) fn query_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        self.input_limit_close(cx, key, None);
+    }
+
+    /// The request being read needs at least `need` bytes, more than
+    /// `query-buffer-limit`: refuse it before the rest is read, as for a
+    /// buffer that reached the limit.
+    pub(super) fn request_too_large(&mut self, cx: &mut Context<'_, Timer>, key: Key, need: usize) {
+        self.input_limit_close(cx, key, Some(need));
+    }
+
+    fn input_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key, need: Option<usize>) {
         self.shared
             .overload
             .query_limit_disconnections
             .fetch_add(1, Ordering::Relaxed);
+        let limit = self.query_limit;
         if let Some(s) = self.sessions.get_mut(key) {
-            let line = format!(
-                "closing client {} ({}): query buffer reached query-buffer-limit ({} bytes)",
-                s.id,
-                s.peer,
-                s.rbuf.len()
-            );
+            let (line, reply) = match need {
+                None => (
+                    format!(
+                        "closing client {} ({}): query buffer reached query-buffer-limit ({} bytes)",
+                        s.id,
+                        s.peer,
+                        s.rbuf.len()
+                    ),
+                    ERR_QUERY_LIMIT,
+                ),
+                Some(need) => (
+                    format!(
+                        "closing client {} ({}): a request of at least {need} bytes is larger \
+                         than query-buffer-limit ({limit} bytes), refused after {} bytes of it",
+                        s.id,
+                        s.peer,
+                        s.rbuf.len()
+                    ),
+                    ERR_REQUEST_TOO_LARGE,
+                ),
+            };
             if s.idle() {
                 // Nothing else is owed to the client: the error is in order.
                 // Best effort; a full socket just loses it.
                 s.rbuf.clear();
-                s.ring.push_ready(Bytes::from_static(ERR_QUERY_LIMIT));
+                s.ring.push_ready(Bytes::from_static(reply));
                 let _ = s.flush(&mut self.obs.stats);
             }
             self.log_sampled(cx.now, &line);
@@ -386,9 +432,20 @@ impl Worker {
             } else if idle_for >= SHRINK_AFTER {
                 released += s.shrink_idle();
                 self.account_session(key);
+                continue;
+            }
+            let cap = s.rbuf.capacity();
+            if cap >= LARGE_BUFFER && s.rbuf.len() < cap / 4 {
+                // Same bytes at the same offsets: the scanner's place in
+                // a partial request stays valid.
+                s.rbuf = BytesMut::from(&s.rbuf[..]);
+                released += cap;
             }
         }
-        if released >= TRIM_AFTER {
+        let total = self.overload.buffered + self.overload.backend_bytes;
+        let burst = self.overload.peak.saturating_sub(total) >= TRIM_AFTER_BURST;
+        self.overload.peak = total;
+        if released >= TRIM_AFTER || burst {
             give_back_to_the_os();
         }
     }
