@@ -36,6 +36,7 @@ mod glob;
 mod lex;
 pub mod sha256;
 pub mod user;
+mod values;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
