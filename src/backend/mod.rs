@@ -22,9 +22,10 @@
 //! write queue, so a request is never copied nor queued twice.
 //!
 //! Three roles share this type: pooled pipelined connections (most
-//! traffic), leases (one blocking command at a time) and a session's
-//! subscriber connection (every frame it receives belongs to that session;
-//! nothing is paired with requests).
+//! traffic; `Role::Shared` names the pool, so only they have one), leases
+//! (one blocking command at a time) and a session's subscriber connection
+//! (every frame it receives belongs to that session; nothing is paired
+//! with requests).
 //!
 //! A backend does socket work only. What a reply means (deliver, fold into
 //! a merge, follow a redirect, drop an ASKING acknowledgement) is the
@@ -102,8 +103,10 @@ impl InFlight {
 /// What a connection is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// A pooled, pipelined connection shared by the worker's sessions.
-    Shared,
+    /// A pooled, pipelined connection shared by the worker's sessions:
+    /// one of the connections of this pool (an index into the worker's
+    /// `Pools`), whose failure and backoff state it reports to.
+    Shared(usize),
     /// A dedicated connection leased to one blocking command at a time.
     Lease,
     /// A session's own subscriber connection.
@@ -144,8 +147,6 @@ pub struct Backend {
     pub addr: SocketAddr,
     pub role: Role,
     pub proto: Proto,
-    /// Pool index of a `Role::Shared` connection.
-    pub pool: usize,
     pub state: State,
     /// A redirect seen inside the transaction at the FIFO's head.
     pub txn_redirect: Option<Redirect>,
@@ -190,7 +191,6 @@ impl Backend {
             addr,
             role,
             proto,
-            pool: usize::MAX,
             state: State::Connecting,
             txn_redirect: None,
             stream,
@@ -208,6 +208,16 @@ impl Backend {
             stalled_since: None,
             queued_bytes: 0,
             obs: Default::default(),
+        }
+    }
+
+    /// The pool a shared connection belongs to (leases and subscriber
+    /// connections belong to none).
+    #[inline]
+    pub fn pool(&self) -> Option<usize> {
+        match self.role {
+            Role::Shared(pool) => Some(pool),
+            Role::Lease | Role::Pubsub(_) => None,
         }
     }
 
@@ -482,7 +492,7 @@ mod tests {
         let mut b = Backend::new(
             Key::NONE,
             addr,
-            Role::Shared,
+            Role::Shared(0),
             Proto::Resp2,
             stream,
             Instant::now(),

@@ -648,11 +648,8 @@ impl Worker {
                 "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
             )));
         }
-        match self.open_backend(cx, addr, Role::Shared, proto, readonly) {
+        match self.open_backend(cx, addr, Role::Shared(pool), proto, readonly) {
             Ok(key) => {
-                if let Some(b) = self.backends.get_mut(key) {
-                    b.pool = pool;
-                }
                 self.pools.set_conn(pool, sticky, key);
                 Ok(key)
             }
@@ -751,9 +748,9 @@ impl Worker {
         if b.state == State::Connecting {
             match b.finish_connect() {
                 Ok(true) => {
-                    let pool = b.pool;
+                    let pool = b.pool();
                     log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
-                    if pool != usize::MAX {
+                    if let Some(pool) = pool {
                         self.pools.mark_ok(pool);
                     }
                     self.mark_backend_dirty(key);
@@ -798,7 +795,7 @@ impl Worker {
             match b.next_reply() {
                 Read::Empty => {
                     // observe: this read's replies stop their round-trip clock.
-                    if role == Role::Shared {
+                    if let Role::Shared(_) = role {
                         let n = b.replies - replies_before;
                         b.obs.clock.answered(n, self.obs.stats.now_us);
                     }
@@ -852,10 +849,8 @@ impl Worker {
                     let why = crate::backend::auth::setup_failure(&frame);
                     // The TCP connect succeeded (the pool was marked up):
                     // a refused set-up backs off like a refused connect.
-                    if let Some(pool) = self.backends.get(bkey).map(|b| b.pool) {
-                        if pool != usize::MAX {
-                            self.pools.mark_failed(pool, cx.now, why.clone());
-                        }
+                    if let Some(pool) = self.backends.get(bkey).and_then(Backend::pool) {
+                        self.pools.mark_failed(pool, cx.now, why.clone());
                     }
                     self.backend_failed(cx, bkey, &why);
                 }
@@ -966,8 +961,8 @@ impl Worker {
         let _ = cx.registry.deregister(b.stream_mut());
         self.obs.retire_backend(&b); // observe
         let addr = b.addr;
-        if b.state == State::Connecting && b.pool != usize::MAX {
-            self.pools.mark_failed(b.pool, cx.now, reason.to_string());
+        if let (State::Connecting, Some(pool)) = (b.state, b.pool()) {
+            self.pools.mark_failed(pool, cx.now, reason.to_string());
         }
         if b.role == Role::Lease {
             self.shared.lease_closed(addr);
@@ -1016,7 +1011,7 @@ impl Worker {
             let awaiting = b.awaiting(); // observe
             let written = b.flush();
             // observe: requests written now start their round-trip clock.
-            if b.role == Role::Shared {
+            if let Role::Shared(_) = b.role {
                 let sent = b.awaiting().saturating_sub(awaiting);
                 b.obs.clock.sent(sent, self.obs.stats.now_us);
             }
@@ -1075,7 +1070,7 @@ impl Worker {
         let late: Vec<Key> = self
             .backends
             .iter_mut()
-            .filter(|(_, b)| b.role == Role::Shared && b.state == State::Connected)
+            .filter(|(_, b)| matches!(b.role, Role::Shared(_)) && b.state == State::Connected)
             .filter_map(|(k, b)| (b.stalled_for(now) > limit).then_some(k))
             .collect();
         for k in late {
