@@ -23,6 +23,7 @@
 //! that must wait for a slow client is not left pinning a backend buffer
 //! (`unpin`).
 
+pub mod gate;
 pub mod pressure;
 pub mod ring;
 
@@ -31,6 +32,7 @@ use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
 use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
+use gate::Gates;
 use mio::net::TcpStream;
 use pressure::Pressure;
 use reactor::writev::{read_into, IoBatch, MAX_IOV};
@@ -167,18 +169,12 @@ pub struct Session {
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
-    /// Slots held by requests still being retried or merged (slot →
-    /// holders): a later request on one of them waits, so it cannot run
-    /// before the earlier request's resends.
-    pub gates: crate::topology::slot::SlotMap<u32>,
-    /// Single-slot requests under TRYAGAIN retry: (seq, slot gated).
-    pub retry_gates: Vec<(u64, u16)>,
+    /// Slots held by requests still being retried or merged, and the
+    /// tainted slots (see `gate`): a later request on a held slot waits,
+    /// so it cannot run before the earlier request's resends.
+    pub gates: Gates,
     /// Input processing stopped at a request on a gated slot.
     pub gate_wait: bool,
-    /// Slots that passed a TRYAGAIN to the client: their multi-key
-    /// commands take the gated fan-out path until the topology changes.
-    pub tainted: Vec<u16>,
-    pub tainted_epoch: u64,
     pub proto: Proto,
     pub name: Option<Vec<u8>>,
     pub created: Instant,
@@ -243,11 +239,8 @@ impl Session {
             blocked_seq: 0,
             txn: None,
             sub: None,
-            gates: Default::default(),
-            retry_gates: Vec::new(),
+            gates: Gates::default(),
             gate_wait: false,
-            tainted: Vec::new(),
-            tainted_epoch: 0,
             proto: Proto::Resp2,
             name: None,
             created: now,

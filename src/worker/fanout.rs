@@ -276,7 +276,7 @@ impl Worker {
         // them waits until every part (retries included) is in.
         merge.gated = runs.iter().map(|(slot, _)| *slot).collect();
         for (slot, _) in &runs {
-            *s.gates.entry(*slot).or_insert(0) += 1;
+            s.gates.hold(*slot);
         }
         merge.request = frame.clone(); // observe: slow log
         let parts = runs.len() as u64;
@@ -353,8 +353,8 @@ impl Worker {
         let mut gated = slots.clone();
         gated.sort_unstable();
         gated.dedup();
-        for slot in &gated {
-            *s.gates.entry(*slot).or_insert(0) += 1;
+        for &slot in &gated {
+            s.gates.hold(slot);
         }
         merge.gated = gated;
         merge.request = frame; // observe: slow log

@@ -304,11 +304,8 @@ impl Worker {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
-            if !s.retry_gates.is_empty() {
-                if let Some(i) = s.retry_gates.iter().position(|g| g.0 == seq) {
-                    let (_, slot) = s.retry_gates.swap_remove(i);
-                    self.release_gates(session, &[slot]);
-                }
+            if let Some(slot) = s.gates.take_retry(seq) {
+                self.release_gates(session, &[slot]);
             }
         }
     }
@@ -431,7 +428,7 @@ impl Worker {
                 return;
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
-            let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
+            let (len, inline) = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
                         // A large argument is on its way: make room in
@@ -450,43 +447,8 @@ impl Worker {
                     let _ = s.rbuf.split_to(len);
                     continue;
                 }
-                Scan::Request { len } => {
-                    if !s.gates.is_empty() {
-                        let args = crate::command::Args {
-                            buf: &s.rbuf[..len],
-                            ranges: s.scanner.args(),
-                        };
-                        if retry::gated_for(s, &args) {
-                            // Wait for the gate; the request stays in the
-                            // buffer and is scanned again then.
-                            s.gate_wait = true;
-                            return;
-                        }
-                    }
-                    let frame = s.rbuf.split_to(len).freeze();
-                    self.args.clear();
-                    self.args.extend_from_slice(s.scanner.args());
-                    frame
-                }
-                Scan::Inline { len } => {
-                    // The same slot gates as a multibulk request: the line
-                    // stays in the buffer and is scanned again later.
-                    if !s.gates.is_empty() {
-                        let args = crate::command::Args {
-                            buf: s.scanner.inline_frame(),
-                            ranges: s.scanner.args(),
-                        };
-                        if retry::gated_for(s, &args) {
-                            s.gate_wait = true;
-                            return;
-                        }
-                    }
-                    let _ = s.rbuf.split_to(len);
-                    let frame = Bytes::from(s.scanner.take_inline_frame());
-                    self.args.clear();
-                    self.args.extend_from_slice(s.scanner.args());
-                    frame
-                }
+                Scan::Request { len } => (len, false),
+                Scan::Inline { len } => (len, true),
                 Scan::Error(e) => {
                     log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer);
                     s.rbuf.clear();
@@ -496,6 +458,31 @@ impl Worker {
                     return;
                 }
             };
+            if !s.gates.is_empty() {
+                // An inline command is looked at in its multibulk rewrite.
+                let args = crate::command::Args {
+                    buf: if inline {
+                        s.scanner.inline_frame()
+                    } else {
+                        &s.rbuf[..len]
+                    },
+                    ranges: s.scanner.args(),
+                };
+                if s.gates.gated_for(&args) {
+                    // Wait for the gate; the request stays in the buffer
+                    // and is scanned again then.
+                    s.gate_wait = true;
+                    return;
+                }
+            }
+            let frame = if inline {
+                let _ = s.rbuf.split_to(len);
+                Bytes::from(s.scanner.take_inline_frame())
+            } else {
+                s.rbuf.split_to(len).freeze()
+            };
+            self.args.clear();
+            self.args.extend_from_slice(s.scanner.args());
             self.commands += 1;
             self.dispatch(cx, key, frame);
         }

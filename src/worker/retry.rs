@@ -51,25 +51,6 @@ pub(super) fn is_retryable(frame: &[u8]) -> bool {
     frame.starts_with(b"-TRYAGAIN") || frame.starts_with(b"-CLUSTERDOWN")
 }
 
-/// Whether the request about to be dispatched must wait for a gate of its
-/// session: it names a gated slot, or it is cluster-wide.
-pub(super) fn gated_for(s: &crate::session::Session, args: &Args) -> bool {
-    if s.gates.is_empty() {
-        return false;
-    }
-    let Ok(cmd) = command::resolve(args) else {
-        return false;
-    };
-    match cmd.route {
-        Route::ClusterWide(_) => true,
-        Route::Slot | Route::Fanout(_) | Route::Blocking => command::keys(cmd, args).any(|i| {
-            s.gates
-                .contains_key(&key_slot(args.get(i).unwrap_or_default()))
-        }),
-        _ => false,
-    }
-}
-
 /// A request frame's arguments, re-scanned (only on the retry path).
 struct Parsed {
     frame: Bytes,
@@ -214,15 +195,11 @@ impl Worker {
                     let slot = first_slot_in(&f.req);
                     match slot {
                         Some(slot) if last || f.purpose == Purpose::Blocking => {
-                            *s.gates.entry(slot).or_insert(0) += 1;
-                            s.retry_gates.push((f.seq, slot));
+                            s.gates.hold_retry(f.seq, slot);
                         }
                         _ => {
                             if let Some(slot) = slot.filter(|_| !down) {
-                                if !s.tainted.contains(&slot) {
-                                    s.tainted.push(slot);
-                                    s.tainted_epoch = self.pools.epoch;
-                                }
+                                s.gates.taint(slot, self.pools.epoch);
                             }
                             return self.complete(cx, f, frame);
                         }
@@ -356,8 +333,7 @@ impl Worker {
             return true;
         };
         // The retry gate moves to the merge: released when it completes.
-        if let Some(i) = s.retry_gates.iter().position(|g| g.0 == f.seq) {
-            let (_, slot) = s.retry_gates.swap_remove(i);
+        if let Some(slot) = s.gates.take_retry(f.seq) {
             m.gated.push(slot);
         }
         if !s.ring.start_merge(f.seq, m) {
@@ -402,13 +378,8 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        for slot in slots {
-            if let Some(n) = s.gates.get_mut(slot) {
-                *n -= 1;
-                if *n == 0 {
-                    s.gates.remove(slot);
-                }
-            }
+        for &slot in slots {
+            s.gates.release(slot);
         }
         if s.gate_wait {
             s.gate_wait = false;
@@ -420,16 +391,8 @@ impl Worker {
     /// goes through the (gated) fan-out path even when it is one slot.
     pub(super) fn tainted(&mut self, key: Key, slot: u16) -> bool {
         let epoch = self.pools.epoch;
-        let Some(s) = self.sessions.get_mut(key) else {
-            return false;
-        };
-        if s.tainted.is_empty() {
-            return false;
-        }
-        if s.tainted_epoch != epoch {
-            s.tainted.clear();
-            return false;
-        }
-        s.tainted.contains(&slot)
+        self.sessions
+            .get_mut(key)
+            .is_some_and(|s| s.gates.tainted(slot, epoch))
     }
 }
