@@ -16,6 +16,11 @@
 //! Requests leave as zero-copy slices of `rbuf`; replies arrive as slices of
 //! a backend's buffer or as locally built frames.
 //!
+//! What stops a session's input (a full dispatch window, a gated slot, a
+//! blocking command outstanding, a close pending) is one value, its input
+//! mode (`input::Input`), changed only through the methods there; the
+//! slot gates it waits on are `gate::Gates`.
+//!
 //! Invariants: replies leave in request order (the ring); the read buffer
 //! never grows past `query-buffer-limit`; a session never touches another
 //! session or a backend. What it may have outstanding is windowed by the
@@ -24,6 +29,7 @@
 //! (`unpin`).
 
 pub mod gate;
+pub mod input;
 pub mod pressure;
 pub mod ring;
 
@@ -33,6 +39,7 @@ use crate::shared::Ticket;
 use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
 use gate::Gates;
+pub use input::Input;
 use mio::net::TcpStream;
 use pressure::Pressure;
 use reactor::writev::{read_into, IoBatch, MAX_IOV};
@@ -148,33 +155,24 @@ pub struct Session {
     pushes: VecDeque<(u64, Bytes)>,
     /// Queued on the worker's flush list this turn.
     pub dirty: bool,
+    /// Whether it reads, whether it dispatches, and what wakes it: open,
+    /// paused, at a gate, blocked, closing (see `input`).
+    input: Input,
     /// The client half-closed (EOF): no more reads.
     pub eof: bool,
     /// A readiness event said the peer closed: read through to the EOF.
     pub hup: bool,
-    /// Close once every queued reply is written (QUIT, protocol error).
-    pub close_after_flush: bool,
-    /// Dispatch stopped because the ring is full; resume when it drains.
-    pub paused: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
-    /// A blocking command is outstanding: nothing more is dispatched until
-    /// it is answered (as a blocked Redis client's input waits).
-    pub blocked: bool,
-    /// The lease (dedicated backend) of the outstanding blocking command.
-    pub lease: Key,
-    /// The ring slot of the outstanding blocking command.
-    pub blocked_seq: u64,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
     /// Slots held by requests still being retried or merged, and the
-    /// tainted slots (see `gate`): a later request on a held slot waits,
-    /// so it cannot run before the earlier request's resends.
+    /// tainted slots (see `gate`): a later request on a held slot waits
+    /// (`Input::AtGate`), so it cannot run before the earlier request's
+    /// resends.
     pub gates: Gates,
-    /// Input processing stopped at a request on a gated slot.
-    pub gate_wait: bool,
     pub proto: Proto,
     pub name: Option<Vec<u8>>,
     pub created: Instant,
@@ -229,18 +227,13 @@ impl Session {
             out_bytes: 0,
             pushes: VecDeque::new(),
             dirty: false,
+            input: Input::Open,
             eof: false,
             hup: false,
-            close_after_flush: false,
-            paused: false,
             sticky: key.index as usize,
-            blocked: false,
-            lease: Key::NONE,
-            blocked_seq: 0,
             txn: None,
             sub: None,
             gates: Gates::default(),
-            gate_wait: false,
             proto: Proto::Resp2,
             name: None,
             created: now,
@@ -426,10 +419,11 @@ impl Session {
     /// the client is gone (or asked to go) and every reply was written.
     /// Requests read but held back by a pause still count as work.
     pub fn finished(&self) -> bool {
-        (self.eof || self.close_after_flush)
+        let closing = self.closing();
+        (self.eof || closing)
             && self.ring.is_empty()
             && self.out.is_empty()
-            && (self.close_after_flush || !self.pressure.backlog)
+            && (closing || !self.input.has_backlog())
     }
 
     /// Nothing dispatched is waiting to be answered or written.

@@ -44,7 +44,7 @@ use crate::config::ReadFrom;
 use crate::resp::limits::Limits;
 use crate::resp::Proto;
 use crate::router::{self, Redirect};
-use crate::session::{FlushOutcome, ReadOutcome, Session};
+use crate::session::{FlushOutcome, Input, ReadOutcome, Session};
 use crate::shared::{Shared, WorkerMsg};
 use crate::topology::Topology;
 use bytes::Bytes;
@@ -271,7 +271,9 @@ impl Worker {
             .fetch_sub(1, Ordering::Relaxed);
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
-        self.close_lease_of(cx, key, s.lease);
+        if let Some(lease) = s.input().lease() {
+            self.close_lease_of(cx, key, lease);
+        }
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
@@ -346,33 +348,32 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.close_after_flush {
-            return;
-        }
-        // Draining (SIGTERM): nothing more is read, but requests already
-        // read and held back by a pause are still dispatched.
-        if draining {
-            if s.pressure.backlog && !s.paused {
-                s.pressure.backlog = false;
+        let s = match s.input() {
+            // It reads and dispatches nothing more: closed once written.
+            Input::Closing => return,
+            // Requests held back by a pause go before any new input, so a
+            // session that keeps pausing holds one read's worth at most.
+            // Draining (SIGTERM), they are still dispatched, though nothing
+            // more is read.
+            Input::Backlog => {
+                s.take_backlog();
                 self.process_input(cx, key);
+                match self.sessions.get_mut(key) {
+                    Some(s) if !draining && !s.input().is_paused() => s,
+                    _ => return,
+                }
             }
-            return;
-        }
-        // Requests held back by a pause go before any new input, so a
-        // session that keeps pausing holds one read's worth at most.
-        let s = if s.pressure.backlog && !s.paused {
-            s.pressure.backlog = false;
-            self.process_input(cx, key);
-            match self.sessions.get_mut(key) {
-                Some(s) if !s.paused => s,
-                _ => return,
-            }
-        } else {
-            s
+            _ if draining => return,
+            _ => s,
         };
-        // A blocked session still reads (a client that leaves mid-block
-        // must be noticed); it only stops dispatching.
-        if !s.eof && !s.paused {
+        // A paused session reads nothing until it resumes. A blocked one
+        // still reads (a client that leaves mid-block must be noticed); it
+        // only stops dispatching, as one at a gate does.
+        let reads = match s.input() {
+            Input::Open | Input::Backlog | Input::AtGate | Input::Blocked { .. } => !s.eof,
+            Input::Paused { .. } | Input::Closing => false,
+        };
+        if reads {
             match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
                 ReadOutcome::Drained => {}
                 ReadOutcome::Eof => {}
@@ -392,7 +393,11 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
-        if self.sessions.get(key).is_some_and(|s| s.eof && s.blocked) {
+        if self
+            .sessions
+            .get(key)
+            .is_some_and(|s| s.eof && s.input().is_blocked())
+        {
             // Gone mid-block (now, or its EOF came with the requests).
             self.abandon_block(cx, key);
         }
@@ -406,26 +411,37 @@ impl Worker {
     }
 
     /// Scan and dispatch every complete request in the read buffer, until
-    /// the session must wait (full ring, blocking command).
+    /// the session must wait: its input mode says so (closing, blocked),
+    /// its dispatch window is full, or its next request is gated.
     fn process_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         use crate::resp::request::Scan;
         loop {
             let Some(s) = self.sessions.get_mut(key) else {
                 return;
             };
-            if s.close_after_flush || s.pressure.over_hard {
+            if s.pressure.over_hard {
+                // Cut off by its output limit, whatever its mode: closed at
+                // this turn's flush; its input is dropped meanwhile.
                 s.rbuf.clear();
                 return;
             }
-            if s.blocked {
-                return;
-            }
-            if s.at_limit() {
-                // The dispatch window is full (see session::pressure): wait
-                // for replies to drain; what is buffered goes first then.
-                s.paused = true;
-                s.pressure.backlog = !s.rbuf.is_empty();
-                return;
+            match s.input() {
+                Input::Closing => {
+                    s.rbuf.clear();
+                    return;
+                }
+                Input::Blocked { .. } => return,
+                // A paused session may dispatch when its window has room
+                // again; it stays paused (not reading) until it resumes.
+                Input::Open | Input::Backlog | Input::AtGate | Input::Paused { .. } => {
+                    if s.at_limit() {
+                        // The dispatch window is full (see
+                        // session::pressure): wait for replies to drain;
+                        // what is buffered goes first then.
+                        s.pause();
+                        return;
+                    }
+                }
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
             let (len, inline) = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
@@ -452,7 +468,7 @@ impl Worker {
                 Scan::Error(e) => {
                     log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer);
                     s.rbuf.clear();
-                    s.close_after_flush = true;
+                    s.close_after_flush();
                     let reply = e.reply();
                     self.reply(key, reply);
                     return;
@@ -471,7 +487,7 @@ impl Worker {
                 if s.gates.gated_for(&args) {
                     // Wait for the gate; the request stays in the buffer
                     // and is scanned again then.
-                    s.gate_wait = true;
+                    s.wait_gate();
                     return;
                 }
             }
@@ -509,7 +525,7 @@ impl Worker {
                     continue;
                 }
             }
-            if s.finished() || (self.draining.is_some() && s.idle() && !s.pressure.backlog) {
+            if s.finished() || (self.draining.is_some() && s.idle() && !s.input().has_backlog()) {
                 self.close_session(cx, key);
                 continue;
             }
@@ -1038,7 +1054,7 @@ impl Worker {
             if self
                 .sessions
                 .get(key)
-                .is_some_and(|s| s.idle() && !s.pressure.backlog)
+                .is_some_and(|s| s.idle() && !s.input().has_backlog())
             {
                 self.close_session(cx, key);
             }

@@ -337,7 +337,7 @@ impl Worker {
                     if Some(k) == asker {
                         // It killed itself: the reply goes out first.
                         if let Some(s) = self.sessions.get_mut(k) {
-                            s.close_after_flush = true;
+                            s.close_after_flush();
                         }
                         continue;
                     }
@@ -535,7 +535,7 @@ impl Worker {
         let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
         for (_, s) in self.sessions.iter() {
             clients.connected += 1;
-            clients.blocked += u64::from(s.blocked);
+            clients.blocked += u64::from(s.input().is_blocked());
             clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
             let (q, o) = (s.rbuf.len() as u64, s.out_bytes() as u64);
             clients.qbuf += q;

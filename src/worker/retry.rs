@@ -381,8 +381,7 @@ impl Worker {
         for &slot in slots {
             s.gates.release(slot);
         }
-        if s.gate_wait {
-            s.gate_wait = false;
+        if s.gate_opened() {
             self.ready_sessions.push(session);
         }
     }
