@@ -13,7 +13,14 @@
 //! ```
 //!
 //! A fanned-out request holds a [`Merge`] in its slot, which its parts'
-//! replies fold into; the slot becomes ready when the last part is in.
+//! replies fold into; the slot becomes ready when the last part is in. A
+//! merge is three things that read apart: its [`FoldState`] (what the
+//! replies have folded into so far: items, a sum, a union, the first
+//! error), the gates it holds, and, once a TRYAGAIN outlasted the retry
+//! waits, its [`Split`] (the key-by-key resends still to send). An answer
+//! gathered from every worker (INFO, CLIENT LIST/KILL, ...) holds a
+//! [`Gathering`] instead: each part's raw reply, and the closure that builds
+//! the reply from them (observe).
 //!
 //! Bound: [`MAX_OUTSTANDING`] slots (plus queued writes, see the session).
 //! The session stops dispatching (and then reading) when it is reached, so
@@ -34,6 +41,8 @@ pub enum Slot {
     Ready(Bytes),
     /// A fanned-out request collecting its parts' replies.
     Merge(Box<Merge>),
+    /// observe: a gathered answer collecting its parts.
+    Gather(Box<Gathering>),
 }
 
 /// How parts' replies fold into one.
@@ -50,11 +59,9 @@ pub enum Fold {
     Union,
 }
 
-/// The merge state of one fanned-out request.
-pub struct Merge {
-    pub fold: Fold,
-    /// Parts not answered yet.
-    pub parts_left: u32,
+/// What a merge's parts have folded into so far.
+pub struct FoldState {
+    pub kind: Fold,
     /// For `Items`: the positions in the final reply of each part's items.
     pub part_keys: Vec<Vec<u32>>,
     /// For `Items`: the reply items by position.
@@ -65,36 +72,87 @@ pub struct Merge {
     /// The first error any part answered; it becomes the reply (`Union`
     /// keeps its errors in `items` instead: the first in key order wins).
     pub error: Option<Bytes>,
-    /// The slots this request gates on its session until it completes.
-    pub gated: Vec<u16>,
-    /// Key-by-key resends not sent yet (at most SPLIT_IN_FLIGHT are in
-    /// flight): (part index, request).
-    pub waiting: std::collections::VecDeque<(u32, Bytes)>,
-    /// Where key-by-key resends go (they follow ASK on their own).
-    pub split_addr: Option<std::net::SocketAddr>,
-    /// observe: the client's request, for the slow log.
-    pub request: Bytes,
-    /// observe: a gathered answer (INFO, CLIENT LIST/KILL): every part's
-    /// raw reply is kept in `items` by part index, and this builds the
-    /// reply once the last is in.
-    pub finish: Option<Box<dyn FnOnce(Vec<Bytes>) -> Bytes>>,
 }
 
-impl Merge {
-    pub fn new(fold: Fold, parts: u32) -> Merge {
-        Merge {
-            fold,
-            parts_left: parts,
+impl FoldState {
+    pub fn new(kind: Fold) -> FoldState {
+        FoldState {
+            kind,
             part_keys: Vec::new(),
             items: Vec::new(),
             sum: 0,
             hll: None,
             error: None,
+        }
+    }
+}
+
+/// The key-by-key resends of a request whose TRYAGAIN outlasted the
+/// retry waits (its keys are split between two nodes).
+pub struct Split {
+    /// Where they go (each follows ASK on its own).
+    pub addr: std::net::SocketAddr,
+    /// Not sent yet (at most SPLIT_IN_FLIGHT are in flight): (part index,
+    /// request).
+    pub waiting: VecDeque<(u32, Bytes)>,
+}
+
+impl Split {
+    pub fn new(addr: std::net::SocketAddr) -> Split {
+        Split {
+            addr,
+            waiting: VecDeque::new(),
+        }
+    }
+}
+
+/// The merge state of one fanned-out request.
+pub struct Merge {
+    /// Parts not answered yet.
+    pub parts_left: u32,
+    pub fold: FoldState,
+    /// The slots this request gates on its session until it completes.
+    pub gated: Vec<u16>,
+    /// Its key-by-key resends, once it was split.
+    pub split: Option<Split>,
+    /// observe: the client's request, for the slow log.
+    pub request: Bytes,
+}
+
+impl Merge {
+    pub fn new(fold: Fold, parts: u32) -> Merge {
+        Merge {
+            parts_left: parts,
+            fold: FoldState::new(fold),
             gated: Vec::new(),
-            waiting: std::collections::VecDeque::new(),
-            split_addr: None,
+            split: None,
             request: Bytes::new(),
-            finish: None,
+        }
+    }
+}
+
+/// observe: what builds a gathered answer's reply from its parts'
+/// replies, in part order.
+pub type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+
+/// observe: an answer gathered from every worker, or every master too
+/// (INFO, CLIENT LIST/KILL, ...): each part's raw reply is kept by part
+/// index, and `finish` builds the reply once the last is in.
+pub struct Gathering {
+    /// Parts not answered yet.
+    pub parts_left: u32,
+    /// The replies by part index (empty until answered).
+    pub parts: Vec<Bytes>,
+    /// Taken when the last part is in.
+    pub finish: Option<Finish>,
+}
+
+impl Gathering {
+    pub fn new(parts: usize, finish: Finish) -> Gathering {
+        Gathering {
+            parts_left: parts as u32,
+            parts: vec![Bytes::new(); parts],
+            finish: Some(finish),
         }
     }
 }
@@ -187,9 +245,16 @@ impl ReplyRing {
         seq
     }
 
-    /// Store the reply for `seq` (ending a merge, if it was one). Returns
-    /// true when that made the front of the ring ready. A reply for a slot
-    /// that is already ready, or gone, is ignored.
+    /// observe: reserve a slot for an answer gathered in parts.
+    pub fn push_gather(&mut self, gather: Gathering) -> u64 {
+        let seq = self.next_seq();
+        self.push(Slot::Gather(Box::new(gather)));
+        seq
+    }
+
+    /// Store the reply for `seq` (ending a merge or a gather, if it was
+    /// one). Returns true when that made the front of the ring ready. A
+    /// reply for a slot that is already ready, or gone, is ignored.
     #[inline]
     pub fn fill(&mut self, seq: u64, reply: Bytes) -> bool {
         self.fill_stamped(seq, reply).0
@@ -215,6 +280,16 @@ impl ReplyRing {
         let idx = seq.checked_sub(self.base)?;
         match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(Slot::Merge(m)) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// observe: the gathered answer at `seq`, if its parts are still
+    /// coming.
+    pub fn gather_mut(&mut self, seq: u64) -> Option<&mut Gathering> {
+        let idx = seq.checked_sub(self.base)?;
+        match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
+            Some(Slot::Gather(g)) => Some(g),
             _ => None,
         }
     }
@@ -262,7 +337,7 @@ impl ReplyRing {
         };
         match self.slots.get_mut(idx as usize) {
             Some(e) => match &mut e.slot {
-                slot @ (Slot::Pending | Slot::Merge(_)) => {
+                slot @ (Slot::Pending | Slot::Merge(_) | Slot::Gather(_)) => {
                     self.ready_bytes += reply.len();
                     *slot = Slot::Ready(reply);
                     (idx == 0, e.stamp)
@@ -385,8 +460,9 @@ mod tests {
         let mut r = ReplyRing::new();
         let m = r.push_merge(Merge::new(Fold::Sum, 2));
         let p = r.push_pending();
-        r.merge_mut(m).unwrap().sum += 3;
+        r.merge_mut(m).unwrap().fold.sum += 3;
         assert!(r.merge_mut(p).is_none());
+        assert!(r.gather_mut(m).is_none(), "a merge is no gather");
         assert!(!r.front_ready());
         assert!(r.fill(m, b(":3\r\n")));
         assert!(r.merge_mut(m).is_none());

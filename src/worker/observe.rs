@@ -29,7 +29,7 @@ use crate::local::client::{self as aclient, client_info_line};
 use crate::local::info;
 use crate::resp::encode::{Encoder, Proto};
 use crate::router::Gather;
-use crate::session::ring::{Fold, Merge};
+use crate::session::ring::{Finish, Gathering};
 use crate::session::Session;
 use crate::shared::{Shared, WorkerMsg};
 use crate::stats::gather::{AnswerMsg, Ask, AskMsg, ERR_BUSY, ERR_PEER_BUSY, MAX_ASKS_IN_FLIGHT};
@@ -48,9 +48,6 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
-
-/// Builds a gathered reply from its parts, in part order.
-type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
 /// A worker's observability state.
 pub struct Observe {
@@ -250,10 +247,7 @@ impl Worker {
     /// Reserve `key`'s ring slot for an answer of `parts` parts.
     fn gather_slot(&mut self, key: Key, parts: usize, finish: Finish) -> Option<u64> {
         let s = self.sessions.get_mut(key)?;
-        let mut m = Merge::new(Fold::Items, parts as u32);
-        m.items = vec![Bytes::new(); parts];
-        m.finish = Some(finish);
-        Some(s.ring.push_merge(m))
+        Some(s.ring.push_gather(Gathering::new(parts, finish)))
     }
 
     /// Room for one question to every other worker?
@@ -382,28 +376,28 @@ impl Worker {
         }
     }
 
-    /// Fold one part of a gathered answer (called by `fold_part` for
-    /// merges that carry a finishing closure).
+    /// Keep one part of a gathered answer (called by `fold_part` when the
+    /// slot at `seq` is a gather, not a merge); the last builds the reply.
     pub(super) fn collect_part(&mut self, session: Key, seq: u64, part: u32, frame: Bytes) {
-        let Some(m) = self
+        let Some(g) = self
             .sessions
             .get_mut(session)
-            .and_then(|s| s.ring.merge_mut(seq))
+            .and_then(|s| s.ring.gather_mut(seq))
         else {
             return;
         };
-        if let Some(slot) = m.items.get_mut(part as usize) {
+        if let Some(slot) = g.parts.get_mut(part as usize) {
             *slot = frame;
         }
-        m.parts_left = m.parts_left.saturating_sub(1);
-        if m.parts_left > 0 {
+        g.parts_left = g.parts_left.saturating_sub(1);
+        if g.parts_left > 0 {
             return;
         }
-        let items = std::mem::take(&mut m.items);
-        let Some(finish) = m.finish.take() else {
+        let parts = std::mem::take(&mut g.parts);
+        let Some(finish) = g.finish.take() else {
             return;
         };
-        let reply = finish(items);
+        let reply = finish(parts);
         self.deliver(session, seq, reply, &[]);
     }
 

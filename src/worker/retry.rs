@@ -32,7 +32,7 @@ use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Route};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
-use crate::session::ring::{Fold, Merge};
+use crate::session::ring::{Fold, Merge, Split};
 use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -282,17 +282,20 @@ impl Worker {
         let Some(m) = s.ring.merge_mut(f.seq) else {
             return true;
         };
-        let positions: Vec<u32> = m.part_keys.get(part as usize).cloned().unwrap_or_default();
-        if m.fold == Fold::Items && positions.len() != reqs.len() {
+        let part_keys = &m.fold.part_keys;
+        let positions: Vec<u32> = part_keys.get(part as usize).cloned().unwrap_or_default();
+        if m.fold.kind == Fold::Items && positions.len() != reqs.len() {
             return false;
         }
         m.parts_left += reqs.len() as u32 - 1;
-        m.split_addr = Some(via);
+        let fold = &mut m.fold;
+        let split = m.split.get_or_insert_with(|| Split::new(via));
+        split.addr = via;
         for (i, r) in reqs.into_iter().enumerate() {
-            let idx = m.part_keys.len() as u32;
-            m.part_keys
+            let idx = fold.part_keys.len() as u32;
+            fold.part_keys
                 .push(positions.get(i).map(|&p| vec![p]).unwrap_or_default());
-            m.waiting.push_back((idx, r));
+            split.waiting.push_back((idx, r));
         }
         self.send_waiting(cx, f.session, f.seq);
         true
@@ -321,14 +324,15 @@ impl Worker {
             fold => Merge::new(fold, reqs.len() as u32),
         };
         m.request = f.req.clone(); // observe: slow log
-        if m.fold == Fold::Items {
-            m.items = vec![Bytes::new(); reqs.len()];
+        if m.fold.kind == Fold::Items {
+            m.fold.items = vec![Bytes::new(); reqs.len()];
         }
-        m.split_addr = Some(via);
+        let mut split = Split::new(via);
         for (i, r) in reqs.into_iter().enumerate() {
-            m.part_keys.push(vec![i as u32]);
-            m.waiting.push_back((i as u32, r));
+            m.fold.part_keys.push(vec![i as u32]);
+            split.waiting.push_back((i as u32, r));
         }
+        m.split = Some(split);
         let Some(s) = self.sessions.get_mut(f.session) else {
             return true;
         };
@@ -353,13 +357,17 @@ impl Worker {
             let Some(m) = s.ring.merge_mut(seq) else {
                 return;
             };
-            let in_flight = m.parts_left as usize - m.waiting.len();
+            let Some(split) = m.split.as_mut() else {
+                return;
+            };
+            let in_flight = m.parts_left as usize - split.waiting.len();
             if in_flight >= SPLIT_IN_FLIGHT {
                 return;
             }
-            let (Some((part, req)), Some(addr)) = (m.waiting.pop_front(), m.split_addr) else {
+            let Some((part, req)) = split.waiting.pop_front() else {
                 return;
             };
+            let addr = split.addr;
             let out = Outgoing {
                 seq: Some(seq),
                 purpose: Purpose::Part(part),
