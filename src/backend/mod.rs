@@ -458,6 +458,45 @@ impl Backend {
         }
     }
 
+    /// What must hold of a connection between two of the worker's steps
+    /// (debug builds: the worker calls it after each flush; a failure is a
+    /// bug, and panics). The walk over the FIFO runs while it holds at most
+    /// `CHECK_WALK` entries.
+    #[cfg(debug_assertions)]
+    pub fn check_invariants(&self) {
+        const CHECK_WALK: usize = 1024;
+        let addr = self.addr;
+        assert!(
+            self.unsent <= self.inflight.len(),
+            "{addr}: {} unsent of {} in flight",
+            self.unsent,
+            self.inflight.len()
+        );
+        match self.inflight.get(self.inflight.len() - self.unsent) {
+            None => assert_eq!(self.woff, 0, "{addr}: write offset with nothing unsent"),
+            Some(f) => assert!(
+                self.woff == 0 || self.woff < f.req.len(),
+                "{addr}: write offset {} into a {}-byte request",
+                self.woff,
+                f.req.len()
+            ),
+        }
+        if self.state == State::Connecting {
+            assert!(
+                self.awaiting() == 0 && self.woff == 0,
+                "{addr}: written to before it connected"
+            );
+        }
+        if self.inflight.len() <= CHECK_WALK {
+            let queued: usize = self.inflight.iter().map(|f| f.req.len()).sum();
+            assert_eq!(
+                self.queued_bytes, queued,
+                "{addr}: request bytes counted {}, queued {queued}",
+                self.queued_bytes
+            );
+        }
+    }
+
     /// Take every in-flight request (the connection is being dropped),
     /// each with whether all of it reached the socket. One written in
     /// part did not run, whatever it was answered so far: a node runs a

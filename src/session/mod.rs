@@ -473,4 +473,113 @@ impl Session {
         self.ring.shrink();
         released
     }
+
+    /// What must hold of a session between two of the worker's steps
+    /// (debug builds: the worker calls it after dispatch and after each
+    /// flush, with what it alone can see: the lease and the subscriber
+    /// connection exist). A failure is a bug, and panics; the worker's
+    /// panic fence then closes this session. Walks are bounded by
+    /// `ring::CHECK_WALK`, as in the ring's own check.
+    #[cfg(debug_assertions)]
+    pub fn check_invariants(&self) {
+        use ring::{CHECK_WALK, MAX_OUTSTANDING};
+        let id = self.id;
+        self.ring.check_invariants();
+        self.gates.check_invariants();
+        // Dispatch stops at the window, which is at most the ring window;
+        // the last request dispatched may add a slot per argument
+        // ((UN)SUBSCRIBE confirmations).
+        let per_request = crate::resp::limits::Limits::default().max_multibulk_len;
+        assert!(
+            self.pressure.window <= MAX_OUTSTANDING,
+            "client {id}: window {} past the ring window",
+            self.pressure.window
+        );
+        assert!(
+            self.ring.len() <= MAX_OUTSTANDING + per_request,
+            "client {id}: {} replies outstanding in the ring",
+            self.ring.len()
+        );
+        // The write queue's byte count, and where its front was cut.
+        match self.out.front() {
+            None => assert_eq!(self.out_off, 0, "client {id}: offset into an empty queue"),
+            Some(f) => assert!(
+                self.out_off == 0 || self.out_off < f.len(),
+                "client {id}: offset {} into a {}-byte front",
+                self.out_off,
+                f.len()
+            ),
+        }
+        if self.out.len() <= CHECK_WALK {
+            let queued: usize = self.out.iter().map(Bytes::len).sum();
+            assert_eq!(
+                self.out_bytes + self.out_off,
+                queued,
+                "client {id}: unsent bytes counted {} (+{} written of the front), queued {queued}",
+                self.out_bytes,
+                self.out_off
+            );
+        }
+        if self.pushes.len() <= CHECK_WALK {
+            let pushed: usize = self.pushes.iter().map(|p| p.1.len()).sum();
+            assert_eq!(
+                self.pressure.push_bytes, pushed,
+                "client {id}: push bytes counted {}, queued {pushed}",
+                self.pressure.push_bytes
+            );
+        }
+        // What the input mode says it waits for is there.
+        match self.input {
+            Input::Blocked { seq, .. } => assert!(
+                self.ring.is_pending(seq),
+                "client {id}: blocked on ring slot {seq}, which is not pending"
+            ),
+            Input::AtGate | Input::Paused { gated: true, .. } => assert!(
+                !self.gates.is_empty(),
+                "client {id}: waits at a gate, and holds none"
+            ),
+            Input::Closing => assert!(
+                self.rbuf.is_empty(),
+                "client {id}: closing, and its input was kept"
+            ),
+            Input::Open | Input::Backlog | Input::Paused { gated: false, .. } => {}
+        }
+        // Every gate holder is a merge in the ring or a request under
+        // retry, whose slot still waits for its reply.
+        for &(seq, slot) in self.gates.retries() {
+            assert!(
+                self.ring.is_pending(seq),
+                "client {id}: retry gate on slot {slot} for ring slot {seq}, which is not pending"
+            );
+        }
+        if self.ring.len() <= CHECK_WALK {
+            let mut holders: crate::topology::slot::SlotMap<u32> = Default::default();
+            let gated = self.ring.merges().flat_map(|m| m.gated.iter());
+            let retried = self.gates.retries().iter().map(|g| &g.1);
+            for &slot in gated.chain(retried) {
+                *holders.entry(slot).or_insert(0) += 1;
+            }
+            for (slot, n) in self.gates.held() {
+                assert_eq!(
+                    holders.remove(&slot),
+                    Some(n),
+                    "client {id}: slot {slot} has {n} gate holders"
+                );
+            }
+            assert!(
+                holders.is_empty(),
+                "client {id}: gates held by merges or retries and not counted: {holders:?}"
+            );
+        }
+        // The confirmations a subscriber waits for have their slots.
+        if let Some(sub) = self.sub.as_ref().filter(|x| x.expect.len() <= CHECK_WALK) {
+            let later = sub.expect.iter().skip(1);
+            let ordered = sub.expect.iter().zip(later).all(|(a, b)| a < b);
+            assert!(ordered, "client {id}: confirmations expected out of order");
+            assert!(
+                sub.expect.iter().all(|&seq| self.ring.is_pending(seq)),
+                "client {id}: a confirmation expected for a slot not pending"
+            );
+        }
+    }
 }

@@ -382,6 +382,98 @@ impl ReplyRing {
             .filter(|e| !matches!(e.slot, Slot::Ready(_)))
             .count()
     }
+
+    /// The slot at `seq` is waiting for its reply (not a merge).
+    #[cfg(debug_assertions)]
+    pub fn is_pending(&self, seq: u64) -> bool {
+        seq.checked_sub(self.base)
+            .and_then(|i| self.slots.get(i as usize))
+            .is_some_and(|e| matches!(e.slot, Slot::Pending))
+    }
+
+    /// The merges in the ring (a walk: for the invariant checks).
+    #[cfg(debug_assertions)]
+    pub fn merges(&self) -> impl Iterator<Item = &Merge> + '_ {
+        self.slots.iter().filter_map(|e| match &e.slot {
+            Slot::Merge(m) => Some(&**m),
+            _ => None,
+        })
+    }
+
+    /// What must hold between two of the worker's steps (debug builds:
+    /// the worker calls it after dispatch and after each flush; a failure
+    /// is a bug, and panics). The walk over the slots (ready bytes, merge
+    /// states) runs while the ring holds at most [`CHECK_WALK`] slots, so
+    /// a deep pipeline does not make every check cost its depth.
+    #[cfg(debug_assertions)]
+    pub fn check_invariants(&self) {
+        assert!(
+            self.base.checked_add(self.slots.len() as u64).is_some(),
+            "ring sequence overflow: base {} + {} slots",
+            self.base,
+            self.slots.len()
+        );
+        if self.slots.len() > CHECK_WALK {
+            return;
+        }
+        let mut ready = 0;
+        for (i, e) in self.slots.iter().enumerate() {
+            let seq = self.base + i as u64;
+            match &e.slot {
+                Slot::Pending => {}
+                Slot::Ready(r) => ready += r.len(),
+                Slot::Merge(m) => m.check_invariants(seq),
+                Slot::Gather(g) => {
+                    assert!(g.parts_left > 0, "gathering at {seq} with no part left");
+                    assert!(g.finish.is_some(), "gathering at {seq} lost its finish");
+                    assert!(
+                        g.parts_left as usize <= g.parts.len(),
+                        "gathering at {seq}: {} parts left of {}",
+                        g.parts_left,
+                        g.parts.len()
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            ready, self.ready_bytes,
+            "ring: ready bytes counted {} but the ready slots hold {ready}",
+            self.ready_bytes
+        );
+    }
+}
+
+/// The most slots, FIFO entries or queued frames an invariant check walks
+/// (debug builds; see [`ReplyRing::check_invariants`]).
+#[cfg(debug_assertions)]
+pub const CHECK_WALK: usize = 1024;
+
+impl Merge {
+    /// What holds of a merge still in the ring at `seq` (debug builds).
+    #[cfg(debug_assertions)]
+    fn check_invariants(&self, seq: u64) {
+        assert!(self.parts_left > 0, "merge at {seq} with no part left");
+        if let Some(split) = &self.split {
+            assert!(
+                split.waiting.len() <= self.parts_left as usize,
+                "merge at {seq}: {} resends waiting, {} parts left",
+                split.waiting.len(),
+                self.parts_left
+            );
+        }
+        let f = &self.fold;
+        match f.kind {
+            Fold::Items => {
+                let n = f.items.len() as u32;
+                assert!(
+                    f.part_keys.iter().flatten().all(|&p| p < n),
+                    "merge at {seq}: an item position past its {n} items"
+                );
+            }
+            Fold::Union => assert!(f.hll.is_some(), "union merge at {seq} without registers"),
+            Fold::AllOk | Fold::Sum => {}
+        }
+    }
 }
 
 #[cfg(test)]

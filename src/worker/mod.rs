@@ -408,6 +408,79 @@ impl Worker {
             Some(s) => self.overload.account(s),
             None => {}
         }
+        // Inside the panic fence (session_input): a violation closes it.
+        #[cfg(debug_assertions)]
+        self.check_session(key);
+    }
+
+    /// Debug builds: what must hold of session `key` (see
+    /// `Session::check_invariants`), and what only the worker can see: the
+    /// lease of a blocked session carries its command, its subscriber
+    /// connection exists.
+    #[cfg(debug_assertions)]
+    fn check_session(&self, key: Key) {
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        s.check_invariants();
+        if let Some(lease) = s.input().lease() {
+            assert!(
+                self.backends
+                    .get(lease)
+                    .is_some_and(|b| b.role == Role::Lease && b.carries(key)),
+                "client {}: blocked on lease {lease:?}, which does not carry its command",
+                s.id
+            );
+        }
+        if let Some(sub) = &s.sub {
+            assert!(
+                self.backends
+                    .get(sub.conn)
+                    .is_some_and(|b| b.role == Role::Pubsub(key)),
+                "client {}: its subscriber connection is gone",
+                s.id
+            );
+        }
+    }
+
+    /// Debug builds: what must hold of backend `key` (see
+    /// `Backend::check_invariants`), and that a pooled one is its pool's.
+    #[cfg(debug_assertions)]
+    fn check_backend(&self, key: Key) {
+        let Some(b) = self.backends.get(key) else {
+            return;
+        };
+        b.check_invariants();
+        if let Some(pool) = b.pool() {
+            assert!(
+                self.pools.pools[pool].conns.contains(&key),
+                "{}: a pooled connection its pool does not list",
+                b.addr
+            );
+        }
+    }
+
+    /// Debug builds, after a flush: the checks above, fenced like a
+    /// session's input. A violation is a bug: logged, and what broke it
+    /// is closed (a session; a backend, answering what it carries).
+    #[cfg(debug_assertions)]
+    fn check_fenced(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key) {
+        let checked = catch_unwind(AssertUnwindSafe(|| match kind {
+            SESSION => self.check_session(key),
+            _ => self.check_backend(key),
+        }));
+        if checked.is_ok() {
+            return;
+        }
+        log::error!(
+            target: "mithril::worker",
+            "worker {}: invariant violated after a flush; closing that connection (this is a bug)",
+            self.id
+        );
+        match kind {
+            SESSION => self.close_session(cx, key),
+            _ => self.backend_failed(cx, key, "invariant violated"),
+        }
     }
 
     /// Scan and dispatch every complete request in the read buffer, until
@@ -548,6 +621,8 @@ impl Worker {
                     self.ready_backends.push(sub.conn);
                 }
             }
+            #[cfg(debug_assertions)]
+            self.check_fenced(cx, SESSION, key);
         }
         if self.dirty_sessions.is_empty() {
             self.dirty_sessions = list;
@@ -1020,7 +1095,10 @@ impl Worker {
             }
             if let Err(e) = written {
                 self.backend_failed(cx, key, &e.to_string());
+                continue;
             }
+            #[cfg(debug_assertions)]
+            self.check_fenced(cx, BACKEND, key);
         }
         if self.dirty_backends.is_empty() {
             self.dirty_backends = list;
