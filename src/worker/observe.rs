@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  INFO on worker A (3 masters, 2 workers)
-//!    ring slot = merge of 5 parts, finished by a closure
+//!    ring slot = gathering of 5 parts, finished by a closure
 //!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
 //!    part 3+A:   A publishes its snapshot          (at once)
 //!    part 3+B:   Ask::Publish ─► worker B ─► Answer (fabric, both ways)
