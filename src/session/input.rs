@@ -50,7 +50,11 @@ use super::Session;
 use reactor::Key;
 
 /// What a session's input may do now (see the module doc).
+///
+/// A plain `u8` tag, with the modes that dispatch first: the check before
+/// each request is one compare (a niche-packed tag would cost several).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum Input {
     /// Reading and dispatching.
     Open,
@@ -83,25 +87,25 @@ pub enum Input {
 impl Input {
     /// Paused: reads nothing until resumed.
     #[inline]
-    pub fn is_paused(self) -> bool {
+    pub fn is_paused(&self) -> bool {
         matches!(self, Input::Paused { .. })
     }
 
     /// Requests read during a pause still wait to be dispatched.
     #[inline]
-    pub fn has_backlog(self) -> bool {
+    pub fn has_backlog(&self) -> bool {
         matches!(self, Input::Paused { backlog: true, .. } | Input::Backlog)
     }
 
     #[inline]
-    pub fn is_blocked(self) -> bool {
+    pub fn is_blocked(&self) -> bool {
         matches!(self, Input::Blocked { .. })
     }
 
     /// The lease carrying the outstanding blocking command.
     #[inline]
-    pub fn lease(self) -> Option<Key> {
-        match self {
+    pub fn lease(&self) -> Option<Key> {
+        match *self {
             Input::Blocked { lease, .. } => lease,
             _ => None,
         }
@@ -111,13 +115,14 @@ impl Input {
 impl Session {
     /// The input mode (see [`Input`]).
     #[inline]
-    pub fn input(&self) -> Input {
-        self.input
+    pub fn input(&self) -> &Input {
+        &self.input
     }
 
     /// The dispatch window is full: stop reading until resumed. Also
     /// after a read while paused (at SIGTERM): the backlog is whatever the
     /// read buffer holds now.
+    #[cold]
     pub fn pause(&mut self) {
         let gated = match self.input {
             Input::AtGate => true,
@@ -146,7 +151,7 @@ impl Session {
     /// (and the session is open) when there are some.
     #[inline]
     pub fn take_backlog(&mut self) -> bool {
-        if self.input == Input::Backlog {
+        if let Input::Backlog = self.input {
             self.input = Input::Open;
             return true;
         }
@@ -154,6 +159,7 @@ impl Session {
     }
 
     /// Its next request waits for a gate.
+    #[cold]
     pub fn wait_gate(&mut self) {
         match self.input {
             Input::Paused { backlog, .. } => {
@@ -171,6 +177,7 @@ impl Session {
 
     /// A gate of this session opened: true when its input waited for one
     /// (the caller wakes it, to look at its next request again).
+    #[cold]
     pub fn gate_opened(&mut self) -> bool {
         match self.input {
             Input::AtGate => {
@@ -194,7 +201,7 @@ impl Session {
     /// The blocking command at ring slot `seq` was sent on `lease` (sent
     /// again, after a redirect or a retry wait).
     pub fn block(&mut self, lease: Key, seq: u64) {
-        debug_assert!(self.input != Input::Closing, "blocking a closing session");
+        debug_assert!(!self.closing(), "blocking a closing session");
         self.input = Input::Blocked {
             lease: Some(lease),
             seq,
@@ -236,6 +243,7 @@ impl Session {
     /// before are written. Returns the lease to close (the node then
     /// cancels the block) and the blocking command's ring slot, to answer
     /// with nothing; `None` when not blocked.
+    #[cold]
     pub fn abandon_block(&mut self) -> Option<(Option<Key>, u64)> {
         let Input::Blocked { lease, seq } = self.input else {
             return None;
@@ -248,6 +256,7 @@ impl Session {
     /// Close once every queued reply is written; read and dispatch
     /// nothing more. (A blocked session goes through
     /// [`abandon_block`](Self::abandon_block), which hands its lease back.)
+    #[cold]
     pub fn close_after_flush(&mut self) {
         debug_assert!(
             !self.input.is_blocked(),
@@ -258,6 +267,6 @@ impl Session {
 
     #[inline]
     pub fn closing(&self) -> bool {
-        self.input == Input::Closing
+        matches!(self.input, Input::Closing)
     }
 }

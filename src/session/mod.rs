@@ -419,11 +419,10 @@ impl Session {
     /// the client is gone (or asked to go) and every reply was written.
     /// Requests read but held back by a pause still count as work.
     pub fn finished(&self) -> bool {
-        let closing = self.closing();
-        (self.eof || closing)
-            && self.ring.is_empty()
-            && self.out.is_empty()
-            && (closing || !self.input.has_backlog())
+        match self.input {
+            Input::Closing => self.idle(),
+            _ => self.eof && self.idle() && !self.input.has_backlog(),
+        }
     }
 
     /// Nothing dispatched is waiting to be answered or written.

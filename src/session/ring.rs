@@ -12,8 +12,9 @@
 //!            └ to the write queue ┘ └ stops here until its reply arrives
 //! ```
 //!
-//! A fanned-out request holds a [`Merge`] in its slot, which its parts'
-//! replies fold into; the slot becomes ready when the last part is in. A
+//! A request answered in parts holds them in its slot ([`Slot::Parts`]):
+//! a fanned-out request holds a [`Merge`], which its parts' replies fold
+//! into; the slot becomes ready when the last part is in. A
 //! merge is three things that read apart: its [`FoldState`] (what the
 //! replies have folded into so far: items, a sum, a union, the first
 //! error), the gates it holds, and, once a TRYAGAIN outlasted the retry
@@ -29,6 +30,7 @@
 use crate::stats::NO_STAMP;
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 
 /// Most replies one session may have outstanding (dispatched, not yet
 /// written to the client).
@@ -39,10 +41,17 @@ pub enum Slot {
     Pending,
     /// The reply frame, ready to write.
     Ready(Bytes),
-    /// A fanned-out request collecting its parts' replies.
-    Merge(Box<Merge>),
-    /// observe: a gathered answer collecting its parts.
-    Gather(Box<Gathering>),
+    /// A request answered in parts, collecting their replies.
+    Parts(Box<Parts>),
+}
+
+/// What a slot answered in parts collects.
+pub enum Parts {
+    /// A fanned-out request (or one split key by key): the replies fold.
+    Merge(Merge),
+    /// observe: an answer gathered from every worker: the replies are
+    /// kept, and a closure builds the reply.
+    Gather(Gathering),
 }
 
 /// How parts' replies fold into one.
@@ -241,14 +250,14 @@ impl ReplyRing {
     /// Reserve a slot that merges several parts' replies.
     pub fn push_merge(&mut self, merge: Merge) -> u64 {
         let seq = self.next_seq();
-        self.push(Slot::Merge(Box::new(merge)));
+        self.push(Slot::Parts(Box::new(Parts::Merge(merge))));
         seq
     }
 
     /// observe: reserve a slot for an answer gathered in parts.
     pub fn push_gather(&mut self, gather: Gathering) -> u64 {
         let seq = self.next_seq();
-        self.push(Slot::Gather(Box::new(gather)));
+        self.push(Slot::Parts(Box::new(Parts::Gather(gather))));
         seq
     }
 
@@ -268,7 +277,7 @@ impl ReplyRing {
         };
         match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(slot @ Slot::Pending) => {
-                *slot = Slot::Merge(Box::new(merge));
+                *slot = Slot::Parts(Box::new(Parts::Merge(merge)));
                 true
             }
             _ => false,
@@ -279,7 +288,10 @@ impl ReplyRing {
     pub fn merge_mut(&mut self, seq: u64) -> Option<&mut Merge> {
         let idx = seq.checked_sub(self.base)?;
         match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
-            Some(Slot::Merge(m)) => Some(m),
+            Some(Slot::Parts(p)) => match &mut **p {
+                Parts::Merge(m) => Some(m),
+                Parts::Gather(_) => None,
+            },
             _ => None,
         }
     }
@@ -289,7 +301,10 @@ impl ReplyRing {
     pub fn gather_mut(&mut self, seq: u64) -> Option<&mut Gathering> {
         let idx = seq.checked_sub(self.base)?;
         match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
-            Some(Slot::Gather(g)) => Some(g),
+            Some(Slot::Parts(p)) => match &mut **p {
+                Parts::Gather(g) => Some(g),
+                Parts::Merge(_) => None,
+            },
             _ => None,
         }
     }
@@ -330,19 +345,27 @@ impl ReplyRing {
     }
 
     /// [`fill`](Self::fill), also returning the slot's stamp (observe).
-    #[inline]
+    /// Always inlined: it is on every reply's path.
+    #[inline(always)]
     pub fn fill_stamped(&mut self, seq: u64, reply: Bytes) -> (bool, u64) {
         let Some(idx) = seq.checked_sub(self.base) else {
             return (false, NO_STAMP);
         };
         match self.slots.get_mut(idx as usize) {
             Some(e) => match &mut e.slot {
-                slot @ (Slot::Pending | Slot::Merge(_) | Slot::Gather(_)) => {
+                Slot::Ready(_) => (false, e.stamp),
+                slot => {
                     self.ready_bytes += reply.len();
-                    *slot = Slot::Ready(reply);
+                    // A pending slot holds nothing to drop: the reply path
+                    // skips the drop glue of the slot it overwrites (which
+                    // is not inlined), and only the end of a merge or a
+                    // gathering drops what it held.
+                    let was = ManuallyDrop::new(std::mem::replace(slot, Slot::Ready(reply)));
+                    if let Slot::Parts(_) = &*was {
+                        drop(ManuallyDrop::into_inner(was));
+                    }
                     (idx == 0, e.stamp)
                 }
-                _ => (false, e.stamp),
             },
             None => (false, NO_STAMP),
         }
@@ -395,7 +418,10 @@ impl ReplyRing {
     #[cfg(debug_assertions)]
     pub fn merges(&self) -> impl Iterator<Item = &Merge> + '_ {
         self.slots.iter().filter_map(|e| match &e.slot {
-            Slot::Merge(m) => Some(&**m),
+            Slot::Parts(p) => match &**p {
+                Parts::Merge(m) => Some(m),
+                Parts::Gather(_) => None,
+            },
             _ => None,
         })
     }
@@ -422,17 +448,19 @@ impl ReplyRing {
             match &e.slot {
                 Slot::Pending => {}
                 Slot::Ready(r) => ready += r.len(),
-                Slot::Merge(m) => m.check_invariants(seq),
-                Slot::Gather(g) => {
-                    assert!(g.parts_left > 0, "gathering at {seq} with no part left");
-                    assert!(g.finish.is_some(), "gathering at {seq} lost its finish");
-                    assert!(
-                        g.parts_left as usize <= g.parts.len(),
-                        "gathering at {seq}: {} parts left of {}",
-                        g.parts_left,
-                        g.parts.len()
-                    );
-                }
+                Slot::Parts(p) => match &**p {
+                    Parts::Merge(m) => m.check_invariants(seq),
+                    Parts::Gather(g) => {
+                        assert!(g.parts_left > 0, "gathering at {seq} with no part left");
+                        assert!(g.finish.is_some(), "gathering at {seq} lost its finish");
+                        assert!(
+                            g.parts_left as usize <= g.parts.len(),
+                            "gathering at {seq}: {} parts left of {}",
+                            g.parts_left,
+                            g.parts.len()
+                        );
+                    }
+                },
             }
         }
         assert_eq!(

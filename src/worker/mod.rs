@@ -393,20 +393,25 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
-        if self
-            .sessions
-            .get(key)
-            .is_some_and(|s| s.eof && s.input().is_blocked())
-        {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let s = if s.eof && s.input().is_blocked() {
             // Gone mid-block (now, or its EOF came with the requests).
             self.abandon_block(cx, key);
-        }
-        match self.sessions.get_mut(key) {
-            Some(s) if s.finished() => self.close_session(cx, key),
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
+            s
+        } else {
+            s
+        };
+        if s.finished() {
+            self.close_session(cx, key);
+        } else {
             // Input read and dispatched: a coarse accounting point
             // (overload.rs).
-            Some(s) => self.overload.account(s),
-            None => {}
+            self.overload.account(s);
         }
         // Inside the panic fence (session_input): a violation closes it.
         #[cfg(debug_assertions)]
