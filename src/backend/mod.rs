@@ -22,9 +22,10 @@
 //! write queue, so a request is never copied nor queued twice.
 //!
 //! Three roles share this type: pooled pipelined connections (most
-//! traffic), leases (one blocking command at a time) and a session's
-//! subscriber connection (every frame it receives belongs to that session;
-//! nothing is paired with requests).
+//! traffic; `Role::Shared` names the pool, so only they have one), leases
+//! (one blocking command at a time) and a session's subscriber connection
+//! (every frame it receives belongs to that session; nothing is paired
+//! with requests).
 //!
 //! A backend does socket work only. What a reply means (deliver, fold into
 //! a merge, follow a redirect, drop an ASKING acknowledgement) is the
@@ -76,7 +77,7 @@ pub enum Purpose {
     Txn,
     /// A blocking command on a leased connection.
     Blocking,
-    /// SCRIPT KILL / FUNCTION KILL on a lease, part of the merge at `seq`:
+    /// SCRIPT KILL / FUNCTION KILL on a lease, part of the gathering at `seq`:
     /// the lease goes back when answered.
     Kill(u32),
     /// ASKING before a redirected request: its +OK is dropped.
@@ -119,12 +120,18 @@ impl InFlight {
 /// What a connection is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// A pooled, pipelined connection shared by the worker's sessions.
-    Shared,
+    /// A pooled, pipelined connection shared by the worker's sessions:
+    /// one of the connections of this pool (an index into the worker's
+    /// `Pools`), whose failure and backoff state it reports to.
+    Shared(usize),
     /// A dedicated connection leased to one blocking command at a time.
     Lease,
     /// A session's own subscriber connection.
     Pubsub(Key),
+    /// Was `Shared` in a pool the current map no longer names (the node
+    /// left): it takes no new request and is closed once its last reply
+    /// is in.
+    Retired,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,8 +168,6 @@ pub struct Backend {
     pub addr: SocketAddr,
     pub role: Role,
     pub proto: Proto,
-    /// Pool index of a `Role::Shared` connection.
-    pub pool: usize,
     pub state: State,
     /// A redirect seen inside the transaction at the FIFO's head.
     pub txn_redirect: Option<Redirect>,
@@ -213,7 +218,6 @@ impl Backend {
             addr,
             role,
             proto,
-            pool: usize::MAX,
             state: State::Connecting,
             txn_redirect: None,
             txn_retry: None,
@@ -233,6 +237,16 @@ impl Backend {
             queued_bytes: 0,
             large_end: 0,
             obs: Default::default(),
+        }
+    }
+
+    /// The pool a shared connection belongs to (leases and subscriber
+    /// connections belong to none).
+    #[inline]
+    pub fn pool(&self) -> Option<usize> {
+        match self.role {
+            Role::Shared(pool) => Some(pool),
+            Role::Lease | Role::Pubsub(_) | Role::Retired => None,
         }
     }
 
@@ -481,6 +495,45 @@ impl Backend {
         }
     }
 
+    /// What must hold of a connection between two of the worker's steps
+    /// (debug builds: the worker calls it after each flush; a failure is a
+    /// bug, and panics). The walk over the FIFO runs while it holds at most
+    /// `CHECK_WALK` entries.
+    #[cfg(debug_assertions)]
+    pub fn check_invariants(&self) {
+        const CHECK_WALK: usize = 1024;
+        let addr = self.addr;
+        assert!(
+            self.unsent <= self.inflight.len(),
+            "{addr}: {} unsent of {} in flight",
+            self.unsent,
+            self.inflight.len()
+        );
+        match self.inflight.get(self.inflight.len() - self.unsent) {
+            None => assert_eq!(self.woff, 0, "{addr}: write offset with nothing unsent"),
+            Some(f) => assert!(
+                self.woff == 0 || self.woff < f.req.len(),
+                "{addr}: write offset {} into a {}-byte request",
+                self.woff,
+                f.req.len()
+            ),
+        }
+        if self.state == State::Connecting {
+            assert!(
+                self.awaiting() == 0 && self.woff == 0,
+                "{addr}: written to before it connected"
+            );
+        }
+        if self.inflight.len() <= CHECK_WALK {
+            let queued: usize = self.inflight.iter().map(|f| f.req.len()).sum();
+            assert_eq!(
+                self.queued_bytes, queued,
+                "{addr}: request bytes counted {}, queued {queued}",
+                self.queued_bytes
+            );
+        }
+    }
+
     /// Take every in-flight request (the connection is being dropped),
     /// each with whether all of it reached the socket. One written in
     /// part did not run, whatever it was answered so far: a node runs a
@@ -515,7 +568,7 @@ mod tests {
         let mut b = Backend::new(
             Key::NONE,
             addr,
-            Role::Shared,
+            Role::Shared(0),
             Proto::Resp2,
             stream,
             Instant::now(),

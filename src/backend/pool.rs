@@ -56,8 +56,9 @@ fn proto_index(p: Proto) -> usize {
 pub struct Pools {
     pub pools: Vec<Pool>,
     by_key: HashMap<PoolKey, usize>,
-    /// shard (current topology) → master pool, per protocol.
-    shard_master: Vec<[usize; 2]>,
+    /// shard (current topology) → master pool, per protocol (None: the
+    /// shard has no master in the map).
+    shard_master: Vec<Option<[usize; 2]>>,
     /// shard → replica pools, per protocol (only with read splitting).
     shard_replicas: Vec<Vec<[usize; 2]>>,
     pub epoch: u64,
@@ -128,13 +129,12 @@ impl Pools {
         self.shard_master.clear();
         self.shard_replicas.clear();
         for (i, shard) in topo.shards.iter().enumerate() {
-            let pair = match topo.master_of(i) {
-                Some(n) => [
+            let pair = topo.master_of(i).map(|n| {
+                [
                     self.master_pool(n.addr, Proto::Resp2),
                     self.master_pool(n.addr, Proto::Resp3),
-                ],
-                None => [usize::MAX; 2],
-            };
+                ]
+            });
             self.shard_master.push(pair);
             let mut reps = Vec::new();
             if self.replicas {
@@ -165,6 +165,7 @@ impl Pools {
         let tables = self
             .shard_master
             .iter()
+            .flatten()
             .chain(self.shard_replicas.iter().flatten());
         for &i in tables.flatten() {
             if let Some(n) = named.get_mut(i) {
@@ -210,8 +211,9 @@ impl Pools {
     pub fn pool_for_shard(&self, shard: usize, proto: Proto) -> Option<usize> {
         self.shard_master
             .get(shard)
+            .copied()
+            .flatten()
             .map(|p| p[proto_index(proto)])
-            .filter(|&p| p != usize::MAX)
     }
 
     /// A replica pool of the shard serving `slot` that is not backing off,

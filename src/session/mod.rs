@@ -16,6 +16,11 @@
 //! Requests leave as zero-copy slices of `rbuf`; replies arrive as slices of
 //! a backend's buffer or as locally built frames.
 //!
+//! What stops a session's input (a full dispatch window, a gated slot, a
+//! blocking command outstanding, a close pending) is one value, its input
+//! mode (`input::Input`), changed only through the methods there; the
+//! slot gates it waits on are `gate::Gates`.
+//!
 //! Invariants: replies leave in request order (the ring); the read buffer
 //! never grows past `query-buffer-limit`; a session never touches another
 //! session or a backend. What it may have outstanding is windowed by the
@@ -23,6 +28,8 @@
 //! that must wait for a slow client is not left pinning a backend buffer
 //! (`unpin`).
 
+pub mod gate;
+pub mod input;
 pub mod pressure;
 pub mod ring;
 
@@ -31,6 +38,8 @@ use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
 use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
+use gate::Gates;
+pub use input::Input;
 use mio::net::TcpStream;
 use pressure::Pressure;
 use reactor::read::{read_budgeted, Growth, ReadEnd};
@@ -150,39 +159,24 @@ pub struct Session {
     pushes: VecDeque<(u64, Bytes)>,
     /// Queued on the worker's flush list this turn.
     pub dirty: bool,
+    /// Whether it reads, whether it dispatches, and what wakes it: open,
+    /// paused, at a gate, blocked, closing (see `input`).
+    input: Input,
     /// The client half-closed (EOF): no more reads.
     pub eof: bool,
     /// A readiness event said the peer closed: read through to the EOF.
     pub hup: bool,
-    /// Close once every queued reply is written (QUIT, protocol error).
-    pub close_after_flush: bool,
-    /// Dispatch stopped because the ring is full; resume when it drains.
-    pub paused: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
-    /// A blocking command is outstanding: nothing more is dispatched until
-    /// it is answered (as a blocked Redis client's input waits).
-    pub blocked: bool,
-    /// The lease (dedicated backend) of the outstanding blocking command.
-    pub lease: Key,
-    /// The ring slot of the outstanding blocking command.
-    pub blocked_seq: u64,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
-    /// Slots held by requests still being retried or merged (slot →
-    /// holders): a later request on one of them waits, so it cannot run
-    /// before the earlier request's resends.
-    pub gates: crate::topology::slot::SlotMap<u32>,
-    /// Single-slot requests under TRYAGAIN retry: (seq, slot gated).
-    pub retry_gates: Vec<(u64, u16)>,
-    /// Input processing stopped at a request on a gated slot.
-    pub gate_wait: bool,
-    /// Slots that passed a TRYAGAIN to the client, with the master that
-    /// owned each then: their multi-key commands take the gated fan-out
-    /// path until that slot's owner changes.
-    pub tainted: crate::topology::slot::SlotMap<SocketAddr>,
+    /// Slots held by requests still being retried or merged, and the
+    /// tainted slots (see `gate`): a later request on a held slot waits
+    /// (`Input::AtGate`), so it cannot run before the earlier request's
+    /// resends.
+    pub gates: Gates,
     pub proto: Proto,
     pub name: Option<Vec<u8>>,
     pub created: Instant,
@@ -237,20 +231,13 @@ impl Session {
             out_bytes: 0,
             pushes: VecDeque::new(),
             dirty: false,
+            input: Input::Open,
             eof: false,
             hup: false,
-            close_after_flush: false,
-            paused: false,
             sticky: key.index as usize,
-            blocked: false,
-            lease: Key::NONE,
-            blocked_seq: 0,
             txn: None,
             sub: None,
-            gates: Default::default(),
-            retry_gates: Vec::new(),
-            gate_wait: false,
-            tainted: Default::default(),
+            gates: Gates::default(),
             proto: Proto::Resp2,
             name: None,
             created: now,
@@ -416,10 +403,10 @@ impl Session {
     /// the client is gone (or asked to go) and every reply was written.
     /// Requests read but held back by a pause still count as work.
     pub fn finished(&self) -> bool {
-        (self.eof || self.close_after_flush)
-            && self.ring.is_empty()
-            && self.out.is_empty()
-            && (self.close_after_flush || !self.pressure.backlog)
+        match self.input {
+            Input::Closing => self.idle(),
+            _ => self.eof && self.idle() && !self.input.has_backlog(),
+        }
     }
 
     /// Nothing dispatched is waiting to be answered or written.
@@ -468,5 +455,114 @@ impl Session {
         self.pushes = VecDeque::new();
         self.ring.shrink();
         released
+    }
+
+    /// What must hold of a session between two of the worker's steps
+    /// (debug builds: the worker calls it after dispatch and after each
+    /// flush, with what it alone can see: the lease and the subscriber
+    /// connection exist). A failure is a bug, and panics; the worker's
+    /// panic fence then closes this session. Walks are bounded by
+    /// `ring::CHECK_WALK`, as in the ring's own check.
+    #[cfg(debug_assertions)]
+    pub fn check_invariants(&self) {
+        use ring::{CHECK_WALK, MAX_OUTSTANDING};
+        let id = self.id;
+        self.ring.check_invariants();
+        self.gates.check_invariants();
+        // Dispatch stops at the window, which is at most the ring window;
+        // the last request dispatched may add a slot per argument
+        // ((UN)SUBSCRIBE confirmations).
+        let per_request = crate::resp::limits::Limits::default().max_multibulk_len;
+        assert!(
+            self.pressure.window <= MAX_OUTSTANDING,
+            "client {id}: window {} past the ring window",
+            self.pressure.window
+        );
+        assert!(
+            self.ring.len() <= MAX_OUTSTANDING + per_request,
+            "client {id}: {} replies outstanding in the ring",
+            self.ring.len()
+        );
+        // The write queue's byte count, and where its front was cut.
+        match self.out.front() {
+            None => assert_eq!(self.out_off, 0, "client {id}: offset into an empty queue"),
+            Some(f) => assert!(
+                self.out_off == 0 || self.out_off < f.len(),
+                "client {id}: offset {} into a {}-byte front",
+                self.out_off,
+                f.len()
+            ),
+        }
+        if self.out.len() <= CHECK_WALK {
+            let queued: usize = self.out.iter().map(Bytes::len).sum();
+            assert_eq!(
+                self.out_bytes + self.out_off,
+                queued,
+                "client {id}: unsent bytes counted {} (+{} written of the front), queued {queued}",
+                self.out_bytes,
+                self.out_off
+            );
+        }
+        if self.pushes.len() <= CHECK_WALK {
+            let pushed: usize = self.pushes.iter().map(|p| p.1.len()).sum();
+            assert_eq!(
+                self.pressure.push_bytes, pushed,
+                "client {id}: push bytes counted {}, queued {pushed}",
+                self.pressure.push_bytes
+            );
+        }
+        // What the input mode says it waits for is there.
+        match self.input {
+            Input::Blocked { seq, .. } => assert!(
+                self.ring.is_pending(seq),
+                "client {id}: blocked on ring slot {seq}, which is not pending"
+            ),
+            Input::AtGate | Input::Paused { gated: true, .. } => assert!(
+                !self.gates.is_empty(),
+                "client {id}: waits at a gate, and holds none"
+            ),
+            Input::Closing => assert!(
+                self.rbuf.is_empty(),
+                "client {id}: closing, and its input was kept"
+            ),
+            Input::Open | Input::Backlog | Input::Paused { gated: false, .. } => {}
+        }
+        // Every gate holder is a merge in the ring or a request under
+        // retry, whose slot still waits for its reply.
+        for &(seq, slot) in self.gates.retries() {
+            assert!(
+                self.ring.is_pending(seq),
+                "client {id}: retry gate on slot {slot} for ring slot {seq}, which is not pending"
+            );
+        }
+        if self.ring.len() <= CHECK_WALK {
+            let mut holders: crate::topology::slot::SlotMap<u32> = Default::default();
+            let gated = self.ring.merges().flat_map(|m| m.gated.iter());
+            let retried = self.gates.retries().iter().map(|g| &g.1);
+            for &slot in gated.chain(retried) {
+                *holders.entry(slot).or_insert(0) += 1;
+            }
+            for (slot, n) in self.gates.held() {
+                assert_eq!(
+                    holders.remove(&slot),
+                    Some(n),
+                    "client {id}: slot {slot} has {n} gate holders"
+                );
+            }
+            assert!(
+                holders.is_empty(),
+                "client {id}: gates held by merges or retries and not counted: {holders:?}"
+            );
+        }
+        // The confirmations a subscriber waits for have their slots.
+        if let Some(sub) = self.sub.as_ref().filter(|x| x.expect.len() <= CHECK_WALK) {
+            let later = sub.expect.iter().skip(1);
+            let ordered = sub.expect.iter().zip(later).all(|(a, b)| a < b);
+            assert!(ordered, "client {id}: confirmations expected out of order");
+            assert!(
+                sub.expect.iter().all(|&seq| self.ring.is_pending(seq)),
+                "client {id}: a confirmation expected for a slot not pending"
+            );
+        }
     }
 }

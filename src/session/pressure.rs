@@ -46,10 +46,6 @@ pub struct Pressure {
     pub reply_est: usize,
     /// Largest reply collected since the last [`Pressure::update`].
     pub batch_max: usize,
-    /// Dispatch stopped with requests left in the read buffer: they are
-    /// dispatched before anything more is read, so a session that keeps
-    /// stopping holds at most one read's worth of input.
-    pub backlog: bool,
     /// Bytes written to the client since the worker last looked (idle
     /// `timeout` counts writes as activity, as Redis does).
     pub wrote: bool,
@@ -60,7 +56,9 @@ pub struct Pressure {
     /// Bytes this session last added to its worker's buffered counter.
     pub accounted: usize,
     /// Its held output reached the hard output limit where a reply was
-    /// appended: it is closed at this turn's flush, before writing.
+    /// appended: it is closed at this turn's flush, before writing, and
+    /// its input is dropped meanwhile, whatever its input mode (see
+    /// `session::input`).
     pub over_hard: bool,
 }
 
@@ -71,7 +69,6 @@ impl Default for Pressure {
             fit: INITIAL_WINDOW,
             reply_est: 0,
             batch_max: 0,
-            backlog: false,
             wrote: false,
             push_bytes: 0,
             soft_since: None,

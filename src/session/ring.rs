@@ -12,8 +12,17 @@
 //!            └ to the write queue ┘ └ stops here until its reply arrives
 //! ```
 //!
-//! A fanned-out request holds a [`Merge`] in its slot, which its parts'
-//! replies fold into; the slot becomes ready when the last part is in.
+//! A request answered in parts holds them in its slot ([`Slot::Parts`]):
+//! a fanned-out request holds a [`Merge`], which its parts' replies fold
+//! into; the slot becomes ready when the last part is in. A
+//! merge is three things that read apart: its [`FoldState`] (what the
+//! replies have folded into so far: items, a sum, a union, the first
+//! error), the gates it holds, and, once a TRYAGAIN outlasted the retry
+//! waits, its [`Split`] (the key-by-key resends still to send, each with
+//! its node). An answer gathered from every worker (INFO, CLIENT LIST/KILL,
+//! ...), or a scripting management command's from every master (SCRIPT,
+//! FUNCTION), holds a [`Gathering`] instead: each part's raw reply, and
+//! the closure that builds the reply from them.
 //!
 //! Bound: [`MAX_OUTSTANDING`] slots (plus queued writes, see the session).
 //! The session stops dispatching (and then reading) when it is reached, so
@@ -22,6 +31,7 @@
 use crate::stats::NO_STAMP;
 use bytes::Bytes;
 use std::collections::VecDeque;
+use std::mem::ManuallyDrop;
 
 /// Most replies one session may have outstanding (dispatched, not yet
 /// written to the client).
@@ -32,8 +42,18 @@ pub enum Slot {
     Pending,
     /// The reply frame, ready to write.
     Ready(Bytes),
-    /// A fanned-out request collecting its parts' replies.
-    Merge(Box<Merge>),
+    /// A request answered in parts, collecting their replies.
+    Parts(Box<Parts>),
+}
+
+/// What a slot answered in parts collects.
+pub enum Parts {
+    /// A fanned-out request (or one split key by key): the replies fold.
+    Merge(Merge),
+    /// An answer gathered from every worker or master (observe; the
+    /// scripting management commands): the replies are kept, and a
+    /// closure builds the reply.
+    Gather(Gathering),
 }
 
 /// How parts' replies fold into one.
@@ -56,11 +76,9 @@ pub enum Fold {
     AnyOf,
 }
 
-/// The merge state of one fanned-out request.
-pub struct Merge {
-    pub fold: Fold,
-    /// Parts not answered yet.
-    pub parts_left: u32,
+/// What a merge's parts have folded into so far.
+pub struct FoldState {
+    pub kind: Fold,
     /// For `Items`: the positions in the final reply of each part's items.
     pub part_keys: Vec<Vec<u32>>,
     /// For `Items`: the reply items by position.
@@ -71,35 +89,83 @@ pub struct Merge {
     /// The first error any part answered; it becomes the reply (`Union`
     /// keeps its errors in `items` instead: the first in key order wins).
     pub error: Option<Bytes>,
-    /// The slots this request gates on its session until it completes.
-    pub gated: Vec<u16>,
-    /// Key-by-key resends not sent yet (at most SPLIT_IN_FLIGHT are in
-    /// flight): (part index, request, node). Each goes to the node that
-    /// refused the part it was split from (it follows ASK on its own):
-    /// parts split from different nodes keep their own.
-    pub waiting: std::collections::VecDeque<(u32, Bytes, std::net::SocketAddr)>,
-    /// observe: the client's request, for the slow log.
-    pub request: Bytes,
-    /// observe: a gathered answer (INFO, CLIENT LIST/KILL): every part's
-    /// raw reply is kept in `items` by part index, and this builds the
-    /// reply once the last is in.
-    pub finish: Option<Box<dyn FnOnce(Vec<Bytes>) -> Bytes>>,
 }
 
-impl Merge {
-    pub fn new(fold: Fold, parts: u32) -> Merge {
-        Merge {
-            fold,
-            parts_left: parts,
+impl FoldState {
+    pub fn new(kind: Fold) -> FoldState {
+        FoldState {
+            kind,
             part_keys: Vec::new(),
             items: Vec::new(),
             sum: 0,
             hll: None,
             error: None,
+        }
+    }
+}
+
+/// The key-by-key resends of a request whose TRYAGAIN outlasted the
+/// retry waits (its keys are split between two nodes).
+#[derive(Default)]
+pub struct Split {
+    /// Not sent yet (at most SPLIT_IN_FLIGHT are in flight): (part index,
+    /// request, node). Each goes to the node that refused the part it was
+    /// split from (it follows ASK on its own): parts split from different
+    /// nodes keep their own.
+    pub waiting: VecDeque<(u32, Bytes, std::net::SocketAddr)>,
+}
+
+/// The merge state of one fanned-out request.
+pub struct Merge {
+    /// Parts not answered yet.
+    pub parts_left: u32,
+    pub fold: FoldState,
+    /// The slots this request gates on its session until it completes.
+    pub gated: Vec<u16>,
+    /// Its key-by-key resends, once it was split.
+    pub split: Option<Split>,
+    /// observe: the client's request, for the slow log.
+    pub request: Bytes,
+}
+
+impl Merge {
+    pub fn new(fold: Fold, parts: u32) -> Merge {
+        Merge {
+            parts_left: parts,
+            fold: FoldState::new(fold),
             gated: Vec::new(),
-            waiting: std::collections::VecDeque::new(),
+            split: None,
             request: Bytes::new(),
-            finish: None,
+        }
+    }
+}
+
+/// What builds a gathered answer's reply from its parts' replies, in
+/// part order.
+pub type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
+
+/// An answer gathered from every worker, or every master too (observe:
+/// INFO, CLIENT LIST/KILL, ...; worker/scripts.rs: SCRIPT and FUNCTION
+/// management, the kills on leases): each part's raw reply is kept by
+/// part index, and `finish` builds the reply once the last is in.
+pub struct Gathering {
+    /// Parts not answered yet.
+    pub parts_left: u32,
+    /// The replies by part index (empty until answered).
+    pub parts: Vec<Bytes>,
+    /// Taken when the last part is in.
+    pub finish: Option<Finish>,
+    /// The client's request, for the slow log (empty: not logged).
+    pub request: Bytes,
+}
+
+impl Gathering {
+    pub fn new(parts: usize, finish: Finish) -> Gathering {
+        Gathering {
+            parts_left: parts as u32,
+            parts: vec![Bytes::new(); parts],
+            finish: Some(finish),
+            request: Bytes::new(),
         }
     }
 }
@@ -188,13 +254,20 @@ impl ReplyRing {
     /// Reserve a slot that merges several parts' replies.
     pub fn push_merge(&mut self, merge: Merge) -> u64 {
         let seq = self.next_seq();
-        self.push(Slot::Merge(Box::new(merge)));
+        self.push(Slot::Parts(Box::new(Parts::Merge(merge))));
         seq
     }
 
-    /// Store the reply for `seq` (ending a merge, if it was one). Returns
-    /// true when that made the front of the ring ready. A reply for a slot
-    /// that is already ready, or gone, is ignored.
+    /// observe: reserve a slot for an answer gathered in parts.
+    pub fn push_gather(&mut self, gather: Gathering) -> u64 {
+        let seq = self.next_seq();
+        self.push(Slot::Parts(Box::new(Parts::Gather(gather))));
+        seq
+    }
+
+    /// Store the reply for `seq` (ending a merge or a gather, if it was
+    /// one). Returns true when that made the front of the ring ready. A
+    /// reply for a slot that is already ready, or gone, is ignored.
     #[inline]
     pub fn fill(&mut self, seq: u64, reply: Bytes) -> bool {
         self.fill_stamped(seq, reply).0
@@ -208,7 +281,7 @@ impl ReplyRing {
         };
         match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
             Some(slot @ Slot::Pending) => {
-                *slot = Slot::Merge(Box::new(merge));
+                *slot = Slot::Parts(Box::new(Parts::Merge(merge)));
                 true
             }
             _ => false,
@@ -219,7 +292,23 @@ impl ReplyRing {
     pub fn merge_mut(&mut self, seq: u64) -> Option<&mut Merge> {
         let idx = seq.checked_sub(self.base)?;
         match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
-            Some(Slot::Merge(m)) => Some(m),
+            Some(Slot::Parts(p)) => match &mut **p {
+                Parts::Merge(m) => Some(m),
+                Parts::Gather(_) => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// observe: the gathered answer at `seq`, if its parts are still
+    /// coming.
+    pub fn gather_mut(&mut self, seq: u64) -> Option<&mut Gathering> {
+        let idx = seq.checked_sub(self.base)?;
+        match self.slots.get_mut(idx as usize).map(|e| &mut e.slot) {
+            Some(Slot::Parts(p)) => match &mut **p {
+                Parts::Gather(g) => Some(g),
+                Parts::Merge(_) => None,
+            },
             _ => None,
         }
     }
@@ -260,19 +349,27 @@ impl ReplyRing {
     }
 
     /// [`fill`](Self::fill), also returning the slot's stamp (observe).
-    #[inline]
+    /// Always inlined: it is on every reply's path.
+    #[inline(always)]
     pub fn fill_stamped(&mut self, seq: u64, reply: Bytes) -> (bool, u64) {
         let Some(idx) = seq.checked_sub(self.base) else {
             return (false, NO_STAMP);
         };
         match self.slots.get_mut(idx as usize) {
             Some(e) => match &mut e.slot {
-                slot @ (Slot::Pending | Slot::Merge(_)) => {
+                Slot::Ready(_) => (false, e.stamp),
+                slot => {
                     self.ready_bytes += reply.len();
-                    *slot = Slot::Ready(reply);
+                    // A pending slot holds nothing to drop: the reply path
+                    // skips the drop glue of the slot it overwrites (which
+                    // is not inlined), and only the end of a merge or a
+                    // gathering drops what it held.
+                    let was = ManuallyDrop::new(std::mem::replace(slot, Slot::Ready(reply)));
+                    if let Slot::Parts(_) = &*was {
+                        drop(ManuallyDrop::into_inner(was));
+                    }
                     (idx == 0, e.stamp)
                 }
-                _ => (false, e.stamp),
             },
             None => (false, NO_STAMP),
         }
@@ -311,6 +408,103 @@ impl ReplyRing {
             .iter()
             .filter(|e| !matches!(e.slot, Slot::Ready(_)))
             .count()
+    }
+
+    /// The slot at `seq` is waiting for its reply (not a merge).
+    #[cfg(debug_assertions)]
+    pub fn is_pending(&self, seq: u64) -> bool {
+        seq.checked_sub(self.base)
+            .and_then(|i| self.slots.get(i as usize))
+            .is_some_and(|e| matches!(e.slot, Slot::Pending))
+    }
+
+    /// The merges in the ring (a walk: for the invariant checks).
+    #[cfg(debug_assertions)]
+    pub fn merges(&self) -> impl Iterator<Item = &Merge> + '_ {
+        self.slots.iter().filter_map(|e| match &e.slot {
+            Slot::Parts(p) => match &**p {
+                Parts::Merge(m) => Some(m),
+                Parts::Gather(_) => None,
+            },
+            _ => None,
+        })
+    }
+
+    /// What must hold between two of the worker's steps (debug builds:
+    /// the worker calls it after dispatch and after each flush; a failure
+    /// is a bug, and panics). The walk over the slots (ready bytes, merge
+    /// states) runs while the ring holds at most [`CHECK_WALK`] slots, so
+    /// a deep pipeline does not make every check cost its depth.
+    #[cfg(debug_assertions)]
+    pub fn check_invariants(&self) {
+        assert!(
+            self.base.checked_add(self.slots.len() as u64).is_some(),
+            "ring sequence overflow: base {} + {} slots",
+            self.base,
+            self.slots.len()
+        );
+        if self.slots.len() > CHECK_WALK {
+            return;
+        }
+        let mut ready = 0;
+        for (i, e) in self.slots.iter().enumerate() {
+            let seq = self.base + i as u64;
+            match &e.slot {
+                Slot::Pending => {}
+                Slot::Ready(r) => ready += r.len(),
+                Slot::Parts(p) => match &**p {
+                    Parts::Merge(m) => m.check_invariants(seq),
+                    Parts::Gather(g) => {
+                        assert!(g.parts_left > 0, "gathering at {seq} with no part left");
+                        assert!(g.finish.is_some(), "gathering at {seq} lost its finish");
+                        assert!(
+                            g.parts_left as usize <= g.parts.len(),
+                            "gathering at {seq}: {} parts left of {}",
+                            g.parts_left,
+                            g.parts.len()
+                        );
+                    }
+                },
+            }
+        }
+        assert_eq!(
+            ready, self.ready_bytes,
+            "ring: ready bytes counted {} but the ready slots hold {ready}",
+            self.ready_bytes
+        );
+    }
+}
+
+/// The most slots, FIFO entries or queued frames an invariant check walks
+/// (debug builds; see [`ReplyRing::check_invariants`]).
+#[cfg(debug_assertions)]
+pub const CHECK_WALK: usize = 1024;
+
+impl Merge {
+    /// What holds of a merge still in the ring at `seq` (debug builds).
+    #[cfg(debug_assertions)]
+    fn check_invariants(&self, seq: u64) {
+        assert!(self.parts_left > 0, "merge at {seq} with no part left");
+        if let Some(split) = &self.split {
+            assert!(
+                split.waiting.len() <= self.parts_left as usize,
+                "merge at {seq}: {} resends waiting, {} parts left",
+                split.waiting.len(),
+                self.parts_left
+            );
+        }
+        let f = &self.fold;
+        match f.kind {
+            Fold::Items => {
+                let n = f.items.len() as u32;
+                assert!(
+                    f.part_keys.iter().flatten().all(|&p| p < n),
+                    "merge at {seq}: an item position past its {n} items"
+                );
+            }
+            Fold::Union => assert!(f.hll.is_some(), "union merge at {seq} without registers"),
+            Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf => {}
+        }
     }
 }
 
@@ -390,8 +584,9 @@ mod tests {
         let mut r = ReplyRing::new();
         let m = r.push_merge(Merge::new(Fold::Sum, 2));
         let p = r.push_pending();
-        r.merge_mut(m).unwrap().sum += 3;
+        r.merge_mut(m).unwrap().fold.sum += 3;
         assert!(r.merge_mut(p).is_none());
+        assert!(r.gather_mut(m).is_none(), "a merge is no gather");
         assert!(!r.front_ready());
         assert!(r.fill(m, b(":3\r\n")));
         assert!(r.merge_mut(m).is_none());

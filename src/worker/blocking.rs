@@ -8,8 +8,9 @@
 //! process — and gives it back when answered. A client that leaves while
 //! blocked has its lease closed instead, so the node cancels the block.
 //!
-//! A lease has one holder at a time. The session's handle (`lease`) is
-//! cleared when the lease goes back to the idle list, even when the
+//! A lease has one holder at a time. The session's handle (the lease of
+//! its `Input::Blocked` mode) is cleared when the lease goes back to the
+//! idle list, even when the
 //! session stays blocked (a TRYAGAIN or CLUSTERDOWN answer is waited out
 //! and re-sent on whatever lease is free then): another session may take
 //! that lease meanwhile, and a client leaving during the wait must not
@@ -74,9 +75,15 @@ impl Worker {
     }
 
     fn send_on_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, out: Outgoing) {
-        let Some(proto) = self.sessions.get(out.session).map(|s| s.proto) else {
+        let Some(s) = self.sessions.get(out.session) else {
             return;
         };
+        if s.closing() {
+            // It left mid-block: its slot is answered, nobody waits for
+            // this one (abandon_block closed the lease it was on).
+            return;
+        }
+        let proto = s.proto;
         let lease = match self.take_lease(cx, addr, proto) {
             Ok(k) => k,
             Err(e) => return self.fail_outgoing(cx, out, e),
@@ -88,9 +95,7 @@ impl Worker {
             Some(seq) => seq,
             None => s.ring.push_pending(),
         };
-        s.blocked = true;
-        s.lease = lease;
-        s.blocked_seq = seq;
+        s.block(lease, seq);
         let out = Outgoing {
             seq: Some(seq),
             ..out
@@ -103,7 +108,7 @@ impl Worker {
     pub(super) fn still_blocked(&self, session: Key, seq: u64) -> bool {
         self.sessions
             .get(session)
-            .is_some_and(|s| s.blocked && s.blocked_seq == seq)
+            .is_some_and(|s| s.blocked_at(seq))
     }
 
     /// Close the lease `session` holds, if it still carries that session's
@@ -125,19 +130,13 @@ impl Worker {
     /// runs what a client sent after a command it was blocked in when it
     /// goes.
     pub(super) fn abandon_block(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let Some(s) = self.sessions.get_mut(key) else {
+        let Some((lease, seq)) = self.sessions.get_mut(key).and_then(|s| s.abandon_block()) else {
             return;
         };
-        if !s.blocked {
-            return;
-        }
-        let lease = std::mem::replace(&mut s.lease, Key::NONE);
-        let seq = s.blocked_seq;
-        s.blocked = false;
-        s.close_after_flush = true;
-        s.rbuf.clear();
         self.deliver(key, seq, Bytes::new(), &[]);
-        self.close_lease_of(cx, key, lease);
+        if let Some(lease) = lease {
+            self.close_lease_of(cx, key, lease);
+        }
     }
 
     pub(super) fn take_lease(
@@ -180,9 +179,7 @@ impl Worker {
             return; // ASKING leftovers or a retry already queued on it
         }
         if let Some(s) = self.sessions.get_mut(session) {
-            if s.lease == lease {
-                s.lease = Key::NONE;
-            }
+            s.lease_returned(lease);
         }
         let slot = (b.addr, b.proto);
         // A node that left the map keeps no idle lease.
@@ -219,8 +216,7 @@ impl Worker {
     /// The blocking command was answered: the session reads on.
     pub(super) fn unblock(&mut self, session: Key) {
         if let Some(s) = self.sessions.get_mut(session) {
-            s.blocked = false;
-            s.lease = Key::NONE;
+            s.unblock();
             self.ready_sessions.push(session);
         }
     }

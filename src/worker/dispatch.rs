@@ -236,7 +236,7 @@ impl Worker {
             Outcome::ReplyAndClose(r) => {
                 self.reply(key, r);
                 if let Some(s) = self.sessions.get_mut(key) {
-                    s.close_after_flush = true;
+                    s.close_after_flush();
                 }
             }
         }

@@ -100,8 +100,8 @@ fn bulk_body(frame: &[u8]) -> Option<Option<&[u8]>> {
 /// The merge state of a PFCOUNT union over `keys` keys (one part each).
 pub(super) fn union_merge(keys: usize) -> Merge {
     let mut m = Merge::new(Fold::Union, keys as u32);
-    m.hll = Some(crate::hll::Union::new());
-    m.items = vec![Bytes::new(); keys];
+    m.fold.hll = Some(crate::hll::Union::new());
+    m.fold.items = vec![Bytes::new(); keys];
     m
 }
 
@@ -116,14 +116,14 @@ fn fold_union(m: &mut Merge, part: u32, frame: Bytes) {
     } else {
         match bulk_body(&frame) {
             Some(None) => None,
-            Some(Some(hll)) => match m.hll.as_mut().map(|u| u.merge(hll)) {
+            Some(Some(hll)) => match m.fold.hll.as_mut().map(|u| u.merge(hll)) {
                 Some(Err(invalid)) => Some(Bytes::from_static(invalid.reply())),
                 _ => None,
             },
             None => Some(Bytes::from_static(ERR_BAD_PART)),
         }
     };
-    if let (Some(e), Some(at)) = (error, m.items.get_mut(part as usize)) {
+    if let (Some(e), Some(at)) = (error, m.fold.items.get_mut(part as usize)) {
         *at = e;
     }
 }
@@ -131,10 +131,10 @@ fn fold_union(m: &mut Merge, part: u32, frame: Bytes) {
 /// The reply of a PFCOUNT union once every key is in: the error of the
 /// first bad key in key order, as a server answers, else the count.
 fn union_reply(m: &Merge) -> Bytes {
-    if let Some(e) = m.items.iter().find(|e| !e.is_empty()) {
+    if let Some(e) = m.fold.items.iter().find(|e| !e.is_empty()) {
         return e.clone();
     }
-    let count = m.hll.as_ref().map_or(0, crate::hll::Union::count);
+    let count = m.fold.hll.as_ref().map_or(0, crate::hll::Union::count);
     Bytes::from(format!(":{count}\r\n"))
 }
 
@@ -214,8 +214,8 @@ impl Worker {
         let reqs = buf.freeze();
         let mut merge = Merge::new(fold, runs.len() as u32);
         if fold == Fold::Items {
-            merge.items = vec![Bytes::new(); nkeys];
-            merge.part_keys = runs
+            merge.fold.items = vec![Bytes::new(); nkeys];
+            merge.fold.part_keys = runs
                 .iter()
                 .map(|(_, r)| order[r.clone()].iter().map(|&(_, k)| k).collect())
                 .collect();
@@ -228,7 +228,7 @@ impl Worker {
         // them waits until every part (retries included) is in.
         merge.gated = runs.iter().map(|(slot, _)| *slot).collect();
         for (slot, _) in &runs {
-            *s.gates.entry(*slot).or_insert(0) += 1;
+            s.gates.hold(*slot);
         }
         merge.request = frame.clone(); // observe: slow log
         let parts = runs.len() as u64;
@@ -305,8 +305,8 @@ impl Worker {
         let mut gated = slots.clone();
         gated.sort_unstable();
         gated.dedup();
-        for slot in &gated {
-            *s.gates.entry(*slot).or_insert(0) += 1;
+        for &slot in &gated {
+            s.gates.hold(slot);
         }
         merge.gated = gated;
         merge.request = frame; // observe: slow log
@@ -330,54 +330,53 @@ impl Worker {
         };
         let proto = s.proto;
         let Some(m) = s.ring.merge_mut(seq) else {
-            return;
-        };
-        // observe: a gathered answer (INFO, CLIENT LIST/KILL) keeps each
-        // part's raw reply; worker/observe.rs builds the reply.
-        if m.finish.is_some() {
+            // A gathered answer (INFO, CLIENT LIST/KILL; SCRIPT and
+            // FUNCTION on every master) keeps each part's raw reply; its
+            // closure builds the reply (worker/observe.rs).
             return self.collect_part(session, seq, part, frame);
-        }
-        if m.fold == Fold::Union {
+        };
+        if m.fold.kind == Fold::Union {
             fold_union(m, part, frame);
         } else if frame.first() == Some(&b'-') {
-            m.error.get_or_insert(frame);
+            m.fold.error.get_or_insert(frame);
         } else {
-            match m.fold {
+            let f = &mut m.fold;
+            match f.kind {
                 Fold::Sum => match int_reply(&frame) {
-                    Some(n) => m.sum = m.sum.saturating_add(n),
+                    Some(n) => f.sum = f.sum.saturating_add(n),
                     None => {
-                        m.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                        f.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
                     }
                 },
                 Fold::AllOk => {
                     if &frame[..] != b"+OK\r\n" {
-                        m.error.get_or_insert(frame);
+                        f.error.get_or_insert(frame);
                     }
                 }
                 Fold::Union => {} // folded above
                 Fold::Concat => match array_items(&frame) {
-                    Some(items) => m.items.extend(items),
+                    Some(items) => f.items.extend(items),
                     None => {
-                        m.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                        f.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
                     }
                 },
                 Fold::AnyOf => {
                     if !is_nil(&frame) {
-                        m.items.push(frame);
+                        f.items.push(frame);
                     }
                 }
                 Fold::Items => {
-                    let positions = m.part_keys.get(part as usize);
+                    let positions = f.part_keys.get(part as usize);
                     match (array_items(&frame), positions) {
                         (Some(items), Some(pos)) if items.len() == pos.len() => {
                             for (item, &p) in items.into_iter().zip(pos.iter()) {
-                                if let Some(slot) = m.items.get_mut(p as usize) {
+                                if let Some(slot) = f.items.get_mut(p as usize) {
                                     *slot = item;
                                 }
                             }
                         }
                         _ => {
-                            m.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                            f.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
                         }
                     }
                 }
@@ -385,33 +384,34 @@ impl Worker {
         }
         m.parts_left = m.parts_left.saturating_sub(1);
         if m.parts_left > 0 {
-            if !m.waiting.is_empty() {
+            if m.split.as_ref().is_some_and(|s| !s.waiting.is_empty()) {
                 self.send_waiting(cx, session, seq);
             }
             return;
         }
         let gated = std::mem::take(&mut m.gated);
         let request = std::mem::take(&mut m.request); // observe: slow log
-        let reply = if let Some(e) = m.error.take() {
+        let reply = if let Some(e) = m.fold.error.take() {
             e
         } else {
-            match m.fold {
-                Fold::Sum => Bytes::from(format!(":{}\r\n", m.sum)),
+            match m.fold.kind {
+                Fold::Sum => Bytes::from(format!(":{}\r\n", m.fold.sum)),
                 Fold::Union => union_reply(m),
                 Fold::AllOk => Bytes::from_static(b"+OK\r\n"),
-                Fold::AnyOf => match m.items.len() {
+                Fold::AnyOf => match m.fold.items.len() {
                     0 if proto == Proto::Resp3 => Bytes::from_static(b"_\r\n"),
                     0 => Bytes::from_static(NIL_RESP2),
                     n => {
                         let pick = (self.pools.random() % n as u64) as usize;
-                        m.items.swap_remove(pick)
+                        m.fold.items.swap_remove(pick)
                     }
                 },
                 Fold::Items | Fold::Concat => {
-                    let total: usize = m.items.iter().map(|i| i.len()).sum();
+                    let items = &m.fold.items;
+                    let total: usize = items.iter().map(|i| i.len()).sum();
                     let mut out = Vec::with_capacity(total + 16);
-                    array_into(&mut out, m.items.len());
-                    for i in &m.items {
+                    array_into(&mut out, items.len());
+                    for i in items {
                         out.extend_from_slice(i);
                     }
                     Bytes::from(out)

@@ -45,7 +45,7 @@ use crate::config::ReadFrom;
 use crate::resp::limits::Limits;
 use crate::resp::Proto;
 use crate::router::{self, Redirect};
-use crate::session::{FlushOutcome, ReadOutcome, Session};
+use crate::session::{FlushOutcome, Input, ReadOutcome, Session};
 use crate::shared::{Shared, WorkerMsg};
 use crate::topology::Topology;
 use bytes::Bytes;
@@ -287,7 +287,9 @@ impl Worker {
             .fetch_sub(1, Ordering::Relaxed);
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
-        self.close_lease_of(cx, key, s.lease);
+        if let Some(lease) = s.input().lease() {
+            self.close_lease_of(cx, key, lease);
+        }
         if !self.waves.is_empty() {
             self.waves.retain(|w| w.0 != key);
         }
@@ -323,11 +325,8 @@ impl Worker {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
-            if !s.retry_gates.is_empty() {
-                if let Some(i) = s.retry_gates.iter().position(|g| g.0 == seq) {
-                    let (_, slot) = s.retry_gates.swap_remove(i);
-                    self.release_gates(session, &[slot]);
-                }
+            if let Some(slot) = s.gates.take_retry(seq) {
+                self.release_gates(session, &[slot]);
             }
         }
     }
@@ -368,34 +367,34 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.close_after_flush {
-            return;
-        }
-        // Draining (SIGTERM): nothing more is read, but requests already
-        // read and held back by a pause are still dispatched.
-        if draining {
-            if s.pressure.backlog && !s.paused {
-                s.pressure.backlog = false;
+        let s = match s.input() {
+            // It reads and dispatches nothing more: closed once written.
+            Input::Closing => return,
+            // Requests held back by a pause go before any new input, so a
+            // session that keeps pausing holds one read's worth at most.
+            // Draining (SIGTERM), they are still dispatched, though nothing
+            // more is read.
+            Input::Backlog => {
+                s.take_backlog();
                 self.process_input(cx, key);
+                match self.sessions.get_mut(key) {
+                    // Still a backlog: a command going in waves took its
+                    // turn, and nothing more is read until it is done.
+                    Some(s) if !draining && !s.input().has_backlog() && !s.input().is_paused() => s,
+                    _ => return,
+                }
             }
-            return;
-        }
-        // Requests held back by a pause go before any new input, so a
-        // session that keeps pausing holds one read's worth at most.
-        let s = if s.pressure.backlog && !s.paused {
-            s.pressure.backlog = false;
-            self.process_input(cx, key);
-            match self.sessions.get_mut(key) {
-                // Still a backlog: a command going in waves took its turn.
-                Some(s) if !s.paused && !s.pressure.backlog => s,
-                _ => return,
-            }
-        } else {
-            s
+            _ if draining => return,
+            _ => s,
         };
-        // A blocked session still reads (a client that leaves mid-block
-        // must be noticed); it only stops dispatching.
-        if !s.eof && !s.paused {
+        // A paused session reads nothing until it resumes. A blocked one
+        // still reads (a client that leaves mid-block must be noticed); it
+        // only stops dispatching, as one at a gate does.
+        let reads = match s.input() {
+            Input::Open | Input::Backlog | Input::AtGate | Input::Blocked { .. } => !s.eof,
+            Input::Paused { .. } | Input::Closing => false,
+        };
+        if reads {
             match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
                 ReadOutcome::Drained => {}
                 ReadOutcome::Eof => {}
@@ -415,43 +414,137 @@ impl Worker {
             s.last_active = cx.now;
         }
         self.process_input(cx, key);
-        if self.sessions.get(key).is_some_and(|s| s.eof && s.blocked) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let s = if s.eof && s.input().is_blocked() {
             // Gone mid-block (now, or its EOF came with the requests).
             self.abandon_block(cx, key);
-        }
-        match self.sessions.get_mut(key) {
-            Some(s) if s.finished() => self.close_session(cx, key),
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
+            s
+        } else {
+            s
+        };
+        if s.finished() {
+            self.close_session(cx, key);
+        } else {
             // Input read and dispatched: a coarse accounting point
             // (overload.rs).
-            Some(s) => self.overload.account(s),
-            None => {}
+            self.overload.account(s);
+        }
+        // Inside the panic fence (session_input): a violation closes it.
+        #[cfg(debug_assertions)]
+        self.check_session(key);
+    }
+
+    /// Debug builds: what must hold of session `key` (see
+    /// `Session::check_invariants`), and what only the worker can see: the
+    /// lease of a blocked session carries its command, its subscriber
+    /// connection exists.
+    #[cfg(debug_assertions)]
+    fn check_session(&self, key: Key) {
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        s.check_invariants();
+        if let Some(lease) = s.input().lease() {
+            assert!(
+                self.backends
+                    .get(lease)
+                    .is_some_and(|b| b.role == Role::Lease && b.carries(key)),
+                "client {}: blocked on lease {lease:?}, which does not carry its command",
+                s.id
+            );
+        }
+        if let Some(sub) = &s.sub {
+            assert!(
+                self.backends
+                    .get(sub.conn)
+                    .is_some_and(|b| b.role == Role::Pubsub(key)),
+                "client {}: its subscriber connection is gone",
+                s.id
+            );
+        }
+    }
+
+    /// Debug builds: what must hold of backend `key` (see
+    /// `Backend::check_invariants`), and that a pooled one is its pool's.
+    #[cfg(debug_assertions)]
+    fn check_backend(&self, key: Key) {
+        let Some(b) = self.backends.get(key) else {
+            return;
+        };
+        b.check_invariants();
+        if let Some(pool) = b.pool() {
+            assert!(
+                self.pools.pools[pool].conns.contains(&key),
+                "{}: a pooled connection its pool does not list",
+                b.addr
+            );
+        }
+    }
+
+    /// Debug builds, after a flush: the checks above, fenced like a
+    /// session's input. A violation is a bug: logged, and what broke it
+    /// is closed (a session; a backend, answering what it carries).
+    #[cfg(debug_assertions)]
+    fn check_fenced(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key) {
+        let checked = catch_unwind(AssertUnwindSafe(|| match kind {
+            SESSION => self.check_session(key),
+            _ => self.check_backend(key),
+        }));
+        if checked.is_ok() {
+            return;
+        }
+        log::error!(
+            target: "mithril::worker",
+            "worker {}: invariant violated after a flush; closing that connection (this is a bug)",
+            self.id
+        );
+        match kind {
+            SESSION => self.close_session(cx, key),
+            _ => self.backend_failed(cx, key, "invariant violated"),
         }
     }
 
     /// Scan and dispatch every complete request in the read buffer, until
-    /// the session must wait (full ring, blocking command).
+    /// the session must wait: its input mode says so (closing, blocked),
+    /// its dispatch window is full, or its next request is gated.
     fn process_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         use crate::resp::request::Scan;
         loop {
             let Some(s) = self.sessions.get_mut(key) else {
                 return;
             };
-            if s.close_after_flush || s.pressure.over_hard {
+            if s.pressure.over_hard {
+                // Cut off by its output limit, whatever its mode: closed at
+                // this turn's flush; its input is dropped meanwhile.
                 s.rbuf.clear();
-                return;
-            }
-            if s.blocked {
                 return;
             }
             // The rest of a (P)(UN)SUBSCRIBE dispatched in waves goes
             // before anything the client sent after it.
             let waving = !self.waves.is_empty() && self.waves.iter().any(|w| w.0 == key);
-            if s.at_limit() {
-                // The dispatch window is full (see session::pressure): wait
-                // for replies to drain; what is buffered goes first then.
-                s.paused = true;
-                s.pressure.backlog = waving || !s.rbuf.is_empty();
-                return;
+            match s.input() {
+                Input::Closing => {
+                    s.rbuf.clear();
+                    return;
+                }
+                Input::Blocked { .. } => return,
+                // A paused session may dispatch when its window has room
+                // again; it stays paused (not reading) until it resumes.
+                Input::Open | Input::Backlog | Input::AtGate | Input::Paused { .. } => {
+                    if s.at_limit() {
+                        // The dispatch window is full (see
+                        // session::pressure): wait for replies to drain;
+                        // what is buffered (or still to go in waves) goes
+                        // first then.
+                        s.pause_holding(waving);
+                        return;
+                    }
+                }
             }
             if waving {
                 if self.next_wave(key) {
@@ -459,7 +552,7 @@ impl Worker {
                     // the next one (the ready list), and nothing more is
                     // read meanwhile.
                     if let Some(s) = self.sessions.get_mut(key) {
-                        s.pressure.backlog = true;
+                        s.hold_backlog();
                     }
                     self.ready_sessions.push(key);
                     return;
@@ -467,7 +560,7 @@ impl Worker {
                 continue;
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
-            let frame = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
+            let (len, inline) = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
                         if need > self.query_limit {
@@ -493,58 +586,52 @@ impl Worker {
                     let _ = s.rbuf.split_to(len);
                     continue;
                 }
-                Scan::Request { len } => {
-                    if !s.gates.is_empty() {
-                        let args = crate::command::Args {
-                            buf: &s.rbuf[..len],
-                            ranges: s.scanner.args(),
-                        };
-                        if retry::gated_for(s, &args) {
-                            // Wait for the gate; the request stays in the
-                            // buffer and is scanned again then.
-                            s.gate_wait = true;
-                            return;
-                        }
-                    }
-                    let frame = s.rbuf.split_to(len).freeze();
-                    if len >= LARGE_REQUEST && s.rbuf.len() <= len / 2 {
-                        // The large allocation goes with the frame (freed
-                        // once it is answered), not on as the read buffer
-                        // of a client that stays busy: what follows is
-                        // moved to a buffer of its own.
-                        s.rbuf = bytes::BytesMut::from(&s.rbuf[..]);
-                    }
-                    // Exchanged, not copied: a million ranges are 16 MB.
-                    s.scanner.swap_args(&mut self.args);
-                    frame
-                }
-                Scan::Inline { len } => {
-                    // The same slot gates as a multibulk request: the line
-                    // stays in the buffer and is scanned again later.
-                    if !s.gates.is_empty() {
-                        let args = crate::command::Args {
-                            buf: s.scanner.inline_frame(),
-                            ranges: s.scanner.args(),
-                        };
-                        if retry::gated_for(s, &args) {
-                            s.gate_wait = true;
-                            return;
-                        }
-                    }
-                    let _ = s.rbuf.split_to(len);
-                    let frame = Bytes::from(s.scanner.take_inline_frame());
-                    self.args.clear();
-                    self.args.extend_from_slice(s.scanner.args());
-                    frame
-                }
+                Scan::Request { len } => (len, false),
+                Scan::Inline { len } => (len, true),
                 Scan::Error(e) => {
                     log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer);
                     s.rbuf.clear();
-                    s.close_after_flush = true;
+                    s.close_after_flush();
                     let reply = e.reply();
                     self.reply(key, reply);
                     return;
                 }
+            };
+            if !s.gates.is_empty() {
+                // An inline command is looked at in its multibulk rewrite.
+                let args = crate::command::Args {
+                    buf: if inline {
+                        s.scanner.inline_frame()
+                    } else {
+                        &s.rbuf[..len]
+                    },
+                    ranges: s.scanner.args(),
+                };
+                if s.gates.gated_for(&args) {
+                    // Wait for the gate; the request stays in the buffer
+                    // and is scanned again then.
+                    s.wait_gate();
+                    return;
+                }
+            }
+            let frame = if inline {
+                let _ = s.rbuf.split_to(len);
+                let frame = Bytes::from(s.scanner.take_inline_frame());
+                self.args.clear();
+                self.args.extend_from_slice(s.scanner.args());
+                frame
+            } else {
+                let frame = s.rbuf.split_to(len).freeze();
+                if len >= LARGE_REQUEST && s.rbuf.len() <= len / 2 {
+                    // The large allocation goes with the frame (freed once
+                    // it is answered), not on as the read buffer of a
+                    // client that stays busy: what follows is moved to a
+                    // buffer of its own.
+                    s.rbuf = bytes::BytesMut::from(&s.rbuf[..]);
+                }
+                // Exchanged, not copied: a million ranges are 16 MB.
+                s.scanner.swap_args(&mut self.args);
+                frame
             };
             self.commands += 1;
             self.dispatch(cx, key, frame);
@@ -578,7 +665,7 @@ impl Worker {
                     continue;
                 }
             }
-            if s.finished() || (self.draining.is_some() && s.idle() && !s.pressure.backlog) {
+            if s.finished() || (self.draining.is_some() && s.idle() && !s.input().has_backlog()) {
                 self.close_session(cx, key);
                 continue;
             }
@@ -601,6 +688,8 @@ impl Worker {
                     self.ready_backends.push(sub.conn);
                 }
             }
+            #[cfg(debug_assertions)]
+            self.check_fenced(cx, SESSION, key);
         }
         if self.dirty_sessions.is_empty() {
             self.dirty_sessions = list;
@@ -704,11 +793,8 @@ impl Worker {
                 "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
             )));
         }
-        match self.open_backend(cx, addr, Role::Shared, proto, readonly) {
+        match self.open_backend(cx, addr, Role::Shared(pool), proto, readonly) {
             Ok(key) => {
-                if let Some(b) = self.backends.get_mut(key) {
-                    b.pool = pool;
-                }
                 self.pools.set_conn(pool, sticky, key);
                 Ok(key)
             }
@@ -807,9 +893,9 @@ impl Worker {
         if b.state == State::Connecting {
             match b.finish_connect() {
                 Ok(true) => {
-                    let pool = b.pool;
+                    let pool = b.pool();
                     log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
-                    if pool != usize::MAX {
+                    if let Some(pool) = pool {
                         self.pools.mark_ok(pool);
                     }
                     self.mark_backend_dirty(key);
@@ -854,7 +940,7 @@ impl Worker {
             match b.next_reply() {
                 Read::Empty => {
                     // observe: this read's replies stop their round-trip clock.
-                    if role == Role::Shared {
+                    if let Role::Shared(_) = role {
                         let n = b.replies - replies_before;
                         b.obs.clock.answered(n, self.obs.stats.now_us);
                     }
@@ -900,7 +986,7 @@ impl Worker {
         if self
             .backends
             .get(key)
-            .is_some_and(|b| b.role == Role::Shared && b.pool == usize::MAX && b.in_flight() == 0)
+            .is_some_and(|b| b.role == Role::Retired && b.in_flight() == 0)
         {
             self.drop_backend(cx, key);
         }
@@ -922,10 +1008,8 @@ impl Worker {
                     let why = crate::backend::auth::setup_failure(&frame);
                     // The TCP connect succeeded (the pool was marked up):
                     // a refused set-up backs off like a refused connect.
-                    if let Some(pool) = self.backends.get(bkey).map(|b| b.pool) {
-                        if pool != usize::MAX {
-                            self.pools.mark_failed(pool, cx.now, why.clone());
-                        }
+                    if let Some(pool) = self.backends.get(bkey).and_then(Backend::pool) {
+                        self.pools.mark_failed(pool, cx.now, why.clone());
                     }
                     self.backend_failed(cx, bkey, &why);
                 }
@@ -1055,8 +1139,8 @@ impl Worker {
         let _ = cx.registry.deregister(b.stream_mut());
         self.obs.retire_backend(&b); // observe
         let addr = b.addr;
-        if b.state == State::Connecting && b.pool != usize::MAX {
-            self.pools.mark_failed(b.pool, cx.now, reason.to_string());
+        if let (State::Connecting, Some(pool)) = (b.state, b.pool()) {
+            self.pools.mark_failed(pool, cx.now, reason.to_string());
         }
         if b.role == Role::Lease {
             self.shared.lease_closed(addr);
@@ -1105,13 +1189,16 @@ impl Worker {
             let awaiting = b.awaiting(); // observe
             let written = b.flush();
             // observe: requests written now start their round-trip clock.
-            if b.role == Role::Shared {
+            if let Role::Shared(_) = b.role {
                 let sent = b.awaiting().saturating_sub(awaiting);
                 b.obs.clock.sent(sent, self.obs.stats.now_us);
             }
             if let Err(e) = written {
                 self.backend_failed(cx, key, &e.to_string());
+                continue;
             }
+            #[cfg(debug_assertions)]
+            self.check_fenced(cx, BACKEND, key);
         }
         if self.dirty_backends.is_empty() {
             self.dirty_backends = list;
@@ -1138,7 +1225,7 @@ impl Worker {
                 continue;
             };
             // Detached: its pool's slot may be reused for another node.
-            b.pool = usize::MAX;
+            b.role = Role::Retired;
             if b.in_flight() == 0 {
                 self.drop_backend(cx, k);
             }
@@ -1174,7 +1261,7 @@ impl Worker {
             if self
                 .sessions
                 .get(key)
-                .is_some_and(|s| s.idle() && !s.pressure.backlog)
+                .is_some_and(|s| s.idle() && !s.input().has_backlog())
             {
                 self.close_session(cx, key);
             }
@@ -1193,7 +1280,7 @@ impl Worker {
         let late: Vec<Key> = self
             .backends
             .iter_mut()
-            .filter(|(_, b)| b.role == Role::Shared && b.state == State::Connected)
+            .filter(|(_, b)| matches!(b.role, Role::Shared(_)) && b.state == State::Connected)
             .filter_map(|(k, b)| (b.stalled_for(now) > limit).then_some(k))
             .collect();
         for k in late {

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  INFO on worker A (3 masters, 2 workers)
-//!    ring slot = merge of 5 parts, finished by a closure
+//!    ring slot = gathering of 5 parts, finished by a closure
 //!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
 //!    handoff:    A ─► acceptor: take every connection waiting, hand it over
 //!                acceptor ─► HandedOver ─► A   (after those Accepts)
@@ -34,7 +34,7 @@ use crate::local::client::{self as aclient, client_info_line};
 use crate::local::info;
 use crate::resp::encode::{Encoder, Proto};
 use crate::router::Gather;
-use crate::session::ring::{Fold, Merge};
+use crate::session::ring::{Finish, Gathering};
 use crate::session::Session;
 use crate::shared::{Shared, WorkerMsg};
 use crate::stats::gather::{AnswerMsg, Ask, AskMsg, ERR_BUSY, ERR_PEER_BUSY, MAX_ASKS_IN_FLIGHT};
@@ -53,9 +53,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
-
-/// Builds a gathered reply from its parts, in part order.
-type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
 /// How long a question waits for the acceptor's handoff before it is
 /// asked anyway (the acceptor answers within a pass; this only bounds a
@@ -291,11 +288,9 @@ impl Worker {
     /// request `args` (kept for the slow log).
     fn gather_slot(&mut self, key: Key, args: &Args, parts: usize, finish: Finish) -> Option<u64> {
         let s = self.sessions.get_mut(key)?;
-        let mut m = Merge::new(Fold::Items, parts as u32);
-        m.items = vec![Bytes::new(); parts];
-        m.finish = Some(finish);
-        m.request = Bytes::copy_from_slice(args.buf); // observe: slow log
-        Some(s.ring.push_merge(m))
+        let mut g = Gathering::new(parts, finish);
+        g.request = Bytes::copy_from_slice(args.buf); // observe: slow log
+        Some(s.ring.push_gather(g))
     }
 
     /// Room for one question to every other worker (those waiting for a
@@ -457,7 +452,7 @@ impl Worker {
                     if Some(k) == asker {
                         // It killed itself: the reply goes out first.
                         if let Some(s) = self.sessions.get_mut(k) {
-                            s.close_after_flush = true;
+                            s.close_after_flush();
                         }
                         continue;
                     }
@@ -503,29 +498,29 @@ impl Worker {
         }
     }
 
-    /// Fold one part of a gathered answer (called by `fold_part` for
-    /// merges that carry a finishing closure).
+    /// Keep one part of a gathered answer (called by `fold_part` when the
+    /// slot at `seq` is a gather, not a merge); the last builds the reply.
     pub(super) fn collect_part(&mut self, session: Key, seq: u64, part: u32, frame: Bytes) {
-        let Some(m) = self
+        let Some(g) = self
             .sessions
             .get_mut(session)
-            .and_then(|s| s.ring.merge_mut(seq))
+            .and_then(|s| s.ring.gather_mut(seq))
         else {
             return;
         };
-        if let Some(slot) = m.items.get_mut(part as usize) {
+        if let Some(slot) = g.parts.get_mut(part as usize) {
             *slot = frame;
         }
-        m.parts_left = m.parts_left.saturating_sub(1);
-        if m.parts_left > 0 {
+        g.parts_left = g.parts_left.saturating_sub(1);
+        if g.parts_left > 0 {
             return;
         }
-        let items = std::mem::take(&mut m.items);
-        let request = std::mem::take(&mut m.request);
-        let Some(finish) = m.finish.take() else {
+        let parts = std::mem::take(&mut g.parts);
+        let request = std::mem::take(&mut g.request);
+        let Some(finish) = g.finish.take() else {
             return;
         };
-        let reply = finish(items);
+        let reply = finish(parts);
         self.deliver(session, seq, reply, &request);
     }
 
@@ -675,7 +670,7 @@ impl Worker {
         let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
         for (_, s) in self.sessions.iter() {
             clients.connected += 1;
-            clients.blocked += u64::from(s.blocked);
+            clients.blocked += u64::from(s.input().is_blocked());
             clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
             let (q, o) = (s.rbuf.len() as u64, s.out_bytes() as u64);
             clients.qbuf += q;

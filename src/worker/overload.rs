@@ -235,8 +235,8 @@ pub(super) fn after_flush(o: &mut OverloadState, s: &mut Session, now: Instant) 
         }
     }
     o.account(s);
-    if s.paused && s.pressure.may_resume(s.outstanding(), unsent, o.high_water) {
-        s.paused = false;
+    if s.input().is_paused() && s.pressure.may_resume(s.outstanding(), unsent, o.high_water) {
+        s.resume();
         return AfterFlush::Resume;
     }
     AfterFlush::Go
@@ -306,7 +306,7 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if !s.paused || s.eof || s.close_after_flush {
+        if !s.input().is_paused() || s.eof {
             return;
         }
         match s.read(super::SESSION_READ_BUDGET, limit, true) {
@@ -314,7 +314,8 @@ impl Worker {
             ReadOutcome::Error(_) => return self.close_session(cx, key),
             _ => {}
         }
-        s.pressure.backlog = !s.rbuf.is_empty();
+        // Still paused; its backlog is what it holds now.
+        s.pause();
     }
 
     /// A session's read buffer reached `query-buffer-limit`: count it, tell
@@ -412,7 +413,7 @@ impl Worker {
                 continue;
             };
             let idle_for = now.saturating_duration_since(s.last_active);
-            let exempt = s.blocked || s.sub.is_some();
+            let exempt = s.input().is_blocked() || s.sub.is_some();
             if let Some(limit) = self.overload.idle_timeout {
                 if !exempt && idle_for > limit {
                     log::debug!(target: "mithril::worker", "worker {}: closing client {}, idle for {}s (timeout)", self.id, s.id, idle_for.as_secs());

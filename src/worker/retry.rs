@@ -42,7 +42,7 @@ use crate::command::{self, Args, Command, Fanout, Route};
 use crate::resp::encode::{array_into, bulk_into};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
-use crate::session::ring::{Fold, Merge};
+use crate::session::ring::{Fold, Merge, Split};
 use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -73,27 +73,6 @@ pub(super) const SPLIT_IN_FLIGHT: usize = 256;
 /// typically while the cluster fails over): both are safe to retry.
 pub(super) fn is_retryable(frame: &[u8]) -> bool {
     frame.starts_with(b"-TRYAGAIN") || frame.starts_with(b"-CLUSTERDOWN")
-}
-
-/// Whether the request about to be dispatched must wait for a gate of its
-/// session: it names a gated slot, or it is cluster-wide.
-pub(super) fn gated_for(s: &crate::session::Session, args: &Args) -> bool {
-    if s.gates.is_empty() {
-        return false;
-    }
-    let Ok(cmd) = command::resolve(args) else {
-        return false;
-    };
-    match cmd.route {
-        Route::ClusterWide(_) => true,
-        Route::Slot | Route::SlotPairs | Route::Eval | Route::Fanout(_) | Route::Blocking => {
-            command::keys(cmd, args).any(|i| {
-                s.gates
-                    .contains_key(&key_slot(args.get(i).unwrap_or_default()))
-            })
-        }
-        _ => false,
-    }
 }
 
 /// A request frame's arguments, re-scanned (only on the retry path).
@@ -252,21 +231,18 @@ impl Worker {
                     let slot = first_slot_in(&f.req);
                     match slot {
                         Some(slot) if last || f.purpose == Purpose::Blocking => {
-                            *s.gates.entry(slot).or_insert(0) += 1;
-                            s.retry_gates.push((f.seq, slot));
+                            s.gates.hold_retry(f.seq, slot);
                         }
                         _ => {
                             if let Some(slot) = slot.filter(|_| !down) {
                                 // Marked with the owner the slot has now: the
-                                // mark holds until that changes. Marks whose
-                                // slot moved meanwhile go now, so none piles up
-                                // (or comes back).
+                                // mark holds until that changes (see
+                                // `session::gate`).
                                 let (pools, topo) = (&self.pools, &self.topo);
                                 if let Some(owner) = pools.master_addr_for_slot(topo, slot) {
-                                    s.tainted.retain(|&marked, &mut was| {
-                                        pools.master_addr_for_slot(topo, marked) == Some(was)
+                                    s.gates.taint(slot, owner, |marked| {
+                                        pools.master_addr_for_slot(topo, marked)
                                     });
-                                    s.tainted.insert(slot, owner);
                                 }
                             }
                             return self.complete(cx, f, frame);
@@ -354,16 +330,19 @@ impl Worker {
         let Some(m) = s.ring.merge_mut(f.seq) else {
             return true;
         };
-        let positions: Vec<u32> = m.part_keys.get(part as usize).cloned().unwrap_or_default();
-        if m.fold == Fold::Items && positions.len() != reqs.len() {
+        let part_keys = &m.fold.part_keys;
+        let positions: Vec<u32> = part_keys.get(part as usize).cloned().unwrap_or_default();
+        if m.fold.kind == Fold::Items && positions.len() != reqs.len() {
             return false;
         }
         m.parts_left += reqs.len() as u32 - 1;
+        let fold = &mut m.fold;
+        let split = m.split.get_or_insert_with(Split::default);
         for (i, r) in reqs.into_iter().enumerate() {
-            let idx = m.part_keys.len() as u32;
-            m.part_keys
+            let idx = fold.part_keys.len() as u32;
+            fold.part_keys
                 .push(positions.get(i).map(|&p| vec![p]).unwrap_or_default());
-            m.waiting.push_back((idx, r, via));
+            split.waiting.push_back((idx, r, via));
         }
         self.send_waiting(cx, f.session, f.seq);
         true
@@ -392,19 +371,20 @@ impl Worker {
             fold => Merge::new(fold, reqs.len() as u32),
         };
         m.request = f.req.clone(); // observe: slow log
-        if m.fold == Fold::Items {
-            m.items = vec![Bytes::new(); reqs.len()];
+        if m.fold.kind == Fold::Items {
+            m.fold.items = vec![Bytes::new(); reqs.len()];
         }
+        let mut split = Split::default();
         for (i, r) in reqs.into_iter().enumerate() {
-            m.part_keys.push(vec![i as u32]);
-            m.waiting.push_back((i as u32, r, via));
+            m.fold.part_keys.push(vec![i as u32]);
+            split.waiting.push_back((i as u32, r, via));
         }
+        m.split = Some(split);
         let Some(s) = self.sessions.get_mut(f.session) else {
             return true;
         };
         // The retry gate moves to the merge: released when it completes.
-        if let Some(i) = s.retry_gates.iter().position(|g| g.0 == f.seq) {
-            let (_, slot) = s.retry_gates.swap_remove(i);
+        if let Some(slot) = s.gates.take_retry(f.seq) {
             m.gated.push(slot);
         }
         if !s.ring.start_merge(f.seq, m) {
@@ -424,11 +404,14 @@ impl Worker {
             let Some(m) = s.ring.merge_mut(seq) else {
                 return;
             };
-            let in_flight = m.parts_left as usize - m.waiting.len();
+            let Some(split) = m.split.as_mut() else {
+                return;
+            };
+            let in_flight = m.parts_left as usize - split.waiting.len();
             if in_flight >= SPLIT_IN_FLIGHT {
                 return;
             }
-            let Some((part, req, addr)) = m.waiting.pop_front() else {
+            let Some((part, req, addr)) = split.waiting.pop_front() else {
                 return;
             };
             let out = Outgoing {
@@ -449,16 +432,10 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        for slot in slots {
-            if let Some(n) = s.gates.get_mut(slot) {
-                *n -= 1;
-                if *n == 0 {
-                    s.gates.remove(slot);
-                }
-            }
+        for &slot in slots {
+            s.gates.release(slot);
         }
-        if s.gate_wait {
-            s.gate_wait = false;
+        if s.gate_opened() {
             self.ready_sessions.push(session);
         }
     }
@@ -468,20 +445,11 @@ impl Worker {
     /// until the slot's owner changes (its migration is over); other
     /// topology changes leave the mark alone.
     pub(super) fn tainted(&mut self, key: Key, slot: u16) -> bool {
-        let Some(s) = self.sessions.get_mut(key) else {
-            return false;
-        };
-        if s.tainted.is_empty() {
-            return false;
-        }
-        let Some(&was) = s.tainted.get(&slot) else {
-            return false;
-        };
-        if self.pools.master_addr_for_slot(&self.topo, slot) == Some(was) {
-            return true;
-        }
-        s.tainted.remove(&slot);
-        false
+        let (pools, topo) = (&self.pools, &self.topo);
+        self.sessions.get_mut(key).is_some_and(|s| {
+            s.gates
+                .tainted(slot, || pools.master_addr_for_slot(topo, slot))
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! ```text
 //!   EVAL body ───────────► registry.note_script ──► forwarded as Slot / AnyMaster
 //!   SCRIPT LOAD|EXISTS|FLUSH, FUNCTION LOAD|DELETE|FLUSH|RESTORE
-//!        ──► every master (a merge finished by a closure) ──► one reply
+//!        ──► every master (a gathering finished by a closure) ──► one reply
 //!   SCRIPT KILL, FUNCTION KILL ──► every master on a lease each (a node
 //!        running a script reads nothing more from the connection that sent it)
 //!   node: -NOSCRIPT to EVALSHA sha / -ERR Function not found to FCALL f
@@ -49,7 +49,7 @@ use crate::resp::request::{RequestScanner, Scan};
 use crate::resp::value::{self, Value};
 use crate::router;
 use crate::script::sha1;
-use crate::session::ring::{Fold, Merge};
+use crate::session::ring::{Finish, Gathering};
 use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use reactor::{Context, Key};
@@ -61,9 +61,6 @@ const ERR_BAD_REPLY: &[u8] =
 const NOTBUSY: &[u8] = b"-NOTBUSY";
 const OK: &[u8] = b"+OK\r\n";
 const FUNCTION_NOT_FOUND: &[u8] = b"-ERR Function not found\r\n";
-
-/// Builds the reply from every master's, in master order.
-type Finish = Box<dyn FnOnce(Vec<Bytes>) -> Bytes>;
 
 /// A node's error that a remembered script or library may cure.
 #[inline]
@@ -296,10 +293,7 @@ impl Worker {
             return;
         };
         let proto = s.proto;
-        let mut m = Merge::new(Fold::Items, masters as u32);
-        m.items = vec![Bytes::new(); masters];
-        m.finish = Some(finish);
-        let seq = s.ring.push_merge(m);
+        let seq = s.ring.push_gather(Gathering::new(masters, finish));
         self.obs.stats.counters.fragments += masters as u64; // observe
         if !matches!(wide, Wide::ScriptKill | Wide::FunctionKill) {
             return self.parts_to_masters(cx, key, seq, masters, proto, &frame);
@@ -385,7 +379,7 @@ impl Worker {
             "fcall" | "fcall_ro" if frame == FUNCTION_NOT_FOUND => {
                 // A replica refuses FUNCTION LOAD (its master's libraries
                 // reach it by replication).
-                let pool = self.backends.get(bkey)?.pool;
+                let pool = self.backends.get(bkey)?.pool()?;
                 if !self.pools.pools.get(pool).is_some_and(|p| !p.key.readonly) {
                     return None;
                 }

@@ -64,8 +64,8 @@ impl Worker {
                         s.outstanding(),
                         s.pressure.window,
                         s.unsent(),
-                        u8::from(s.paused),
-                        u8::from(s.pressure.backlog),
+                        u8::from(s.input().is_paused()),
+                        u8::from(s.input().has_backlog()),
                         s.push_backlog(),
                         s.sub.as_ref().map_or(0, |x| x.count()),
                     ));
