@@ -1,0 +1,353 @@
+//! The reply side of a request's way, in the order it goes: a backend's
+//! socket is read, each complete reply is paired with the head of its
+//! in-flight FIFO (`on_reply`), redirects are followed and TRYAGAIN waited
+//! out (`follow`, `retry.rs`), and the final reply is delivered into the
+//! session's ring at its sequence (`complete`, `deliver`); once per turn
+//! every session with replies ready at its ring's front writes them in
+//! order (`flush_sessions`).
+use super::*;
+
+impl Worker {
+    pub(super) fn backend_event(&mut self, cx: &mut Context<'_, Timer>, key: Key, event: &Event) {
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
+        if event.is_read_closed() || event.is_error() {
+            b.hup = true;
+        }
+        if b.state == State::Connecting {
+            match b.finish_connect() {
+                Ok(true) => {
+                    let pool = b.pool();
+                    log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
+                    if let Some(pool) = pool {
+                        self.pools.mark_ok(pool);
+                    }
+                    self.mark_backend_dirty(key);
+                }
+                Ok(false) => return,
+                Err(e) => {
+                    self.backend_failed(cx, key, &e.to_string());
+                    return;
+                }
+            }
+        } else if event.is_writable() {
+            self.mark_backend_dirty(key);
+        }
+        if event.is_readable() || event.is_read_closed() || event.is_error() {
+            self.backend_read(cx, key);
+        }
+    }
+
+    pub(super) fn backend_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
+        if let Role::Pubsub(owner) = b.role {
+            // Backpressure toward a slow subscriber: leave the messages in
+            // the socket (and the node's output buffer) while its window is
+            // full.
+            if self.push_window_full(owner) {
+                return;
+            }
+        }
+        let Some(b) = self.backends.get_mut(key) else {
+            return;
+        };
+        let io = b.read(BACKEND_READ_BUDGET, b.hup);
+        let via = b.addr;
+        let role = b.role;
+        let replies_before = b.replies; // observe
+        loop {
+            let Some(b) = self.backends.get_mut(key) else {
+                return;
+            };
+            match b.next_reply() {
+                Read::Empty => {
+                    // observe: this read's replies stop their round-trip clock.
+                    if let Role::Shared(_) = role {
+                        let n = b.replies - replies_before;
+                        b.obs.clock.answered(n, self.obs.stats.now_us);
+                    }
+                    break;
+                }
+                Read::Push(frame) => {
+                    if let Role::Pubsub(owner) = role {
+                        if let Some(why) = self.pubsub_frame(owner, frame) {
+                            self.backend_failed(cx, key, &why);
+                            return;
+                        }
+                        // The window is exact: the rest waits in the buffer.
+                        if self.push_window_full(owner) {
+                            break;
+                        }
+                    }
+                }
+                Read::Intermediate(frame, head) => {
+                    if head == b'-' && b.txn_redirect.is_none() {
+                        b.txn_redirect = router::parse_redirect(&frame, via, &self.topo);
+                        if b.txn_redirect.is_none()
+                            && b.txn_retry.is_none()
+                            && retry::is_retryable(&frame)
+                        {
+                            b.txn_retry = Some(frame);
+                        }
+                    }
+                }
+                Read::Broken(why) => {
+                    self.backend_failed(cx, key, why);
+                    return;
+                }
+                Read::Reply(f, frame, head) => self.on_reply(cx, key, via, f, frame, head),
+            }
+        }
+        match io {
+            Io::Ok => {}
+            Io::Budget => self.ready_backends.push(key),
+            Io::Closed => return self.backend_failed(cx, key, "connection closed by the node"),
+            Io::Error(e) => return self.backend_failed(cx, key, &e.to_string()),
+        }
+        // A connection to a node that left the map, whose last reply is in.
+        if self
+            .backends
+            .get(key)
+            .is_some_and(|b| b.role == Role::Retired && b.in_flight() == 0)
+        {
+            self.drop_backend(cx, key);
+        }
+    }
+
+    pub(super) fn on_reply(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        bkey: Key,
+        via: SocketAddr,
+        f: InFlight,
+        frame: Bytes,
+        head: u8,
+    ) {
+        match f.purpose {
+            Purpose::Asking | Purpose::Reload => return,
+            Purpose::Init => {
+                if head == b'-' {
+                    let why = crate::backend::auth::setup_failure(&frame);
+                    // The TCP connect succeeded (the pool was marked up):
+                    // a refused set-up backs off like a refused connect.
+                    if let Some(pool) = self.backends.get(bkey).and_then(Backend::pool) {
+                        self.pools.mark_failed(pool, cx.now, why.clone());
+                    }
+                    self.backend_failed(cx, bkey, &why);
+                }
+                return;
+            }
+            Purpose::Blocking | Purpose::Kill(_) => self.lease_answered(bkey, f.session),
+            _ => {}
+        }
+        // What the transaction's queued commands got before EXEC's reply:
+        // taken now, whatever EXEC's reply says.
+        let (txn_redirect, txn_retry) = match f.purpose {
+            Purpose::Txn => self
+                .backends
+                .get_mut(bkey)
+                .map(|b| (b.txn_redirect.take(), b.txn_retry.take()))
+                .unwrap_or_default(),
+            _ => (None, None),
+        };
+        if head == b'-' {
+            if let Some(r) = router::parse_redirect(&frame, via, &self.topo) {
+                self.follow(cx, via, f, r);
+                return;
+            }
+            if retry::is_retryable(&frame) {
+                self.try_again(cx, via, f, frame);
+                return;
+            }
+            if f.purpose == Purpose::Client && scripts::is_missing(&frame) {
+                return self.reload_missing(cx, bkey, f, frame);
+            }
+        }
+        if let Some(r) = txn_redirect {
+            self.follow(cx, via, f, r);
+            return;
+        }
+        if let Some(cause) = txn_retry {
+            // A queued command refused with TRYAGAIN (or CLUSTERDOWN)
+            // aborted the transaction before anything ran: retry it whole,
+            // as a single-slot request is; EXEC's own reply is the answer
+            // if the waits run out.
+            if frame.starts_with(b"-EXECABORT") {
+                self.try_again_as(cx, via, f, &cause, frame);
+                return;
+            }
+        }
+        self.complete(cx, f, frame);
+    }
+
+    /// A request's final reply (or the error replacing it).
+    pub(super) fn complete(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
+        match f.purpose {
+            Purpose::Client => self.deliver(f.session, f.seq, frame, &f.req),
+            Purpose::Txn => self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME),
+            Purpose::Part(part) | Purpose::Kill(part) => {
+                self.fold_part(cx, f.session, f.seq, part, frame)
+            }
+            Purpose::Scan(index) => {
+                let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
+                self.deliver(f.session, f.seq, frame, &f.req);
+            }
+            Purpose::Blocking => {
+                self.deliver(f.session, f.seq, frame, &[]);
+                self.unblock(f.session);
+            }
+            Purpose::Asking | Purpose::Init | Purpose::Reload => {}
+        }
+    }
+
+    /// Retry a redirected request where the cluster says its slot lives.
+    pub(super) fn follow(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        via: SocketAddr,
+        f: InFlight,
+        r: Redirect,
+    ) {
+        if f.hops >= router::MAX_HOPS {
+            self.complete(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
+            return;
+        }
+        let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
+            return; // the client left; nobody is waiting for this answer
+        };
+        let (addr, asking) = match r {
+            Redirect::Moved { slot, addr } => {
+                self.obs.stats.counters.moved += 1; // observe
+                log::debug!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
+                self.shared.topology.request_refresh();
+                self.pools.set_override(slot, addr);
+                (addr, false)
+            }
+            Redirect::Ask { slot, addr } => {
+                self.obs.stats.counters.ask += 1; // observe
+                log::debug!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
+                (addr, true)
+            }
+            Redirect::Unresolved { slot, ask } => {
+                // A target the address book does not know (a new host
+                // name, or `?`): refresh the topology and ask the same node
+                // again after a wait, as for TRYAGAIN; by then the book
+                // has the name, or the slot has settled.
+                log::debug!(target: "mithril::worker", "worker {}: redirect of slot {slot} (ask {ask}) to an unknown endpoint", self.id);
+                self.shared.topology.request_refresh();
+                let frame = Bytes::from_static(ERR_UNRESOLVED);
+                return self.try_again(cx, via, f, frame);
+            }
+        };
+        if f.purpose == Purpose::Blocking {
+            self.lease_redirect(cx, f, addr, asking);
+            return;
+        }
+        let pool = self.pools.master_pool(addr, proto);
+        self.send_to_pool(cx, pool, Outgoing::retry(f, asking));
+    }
+
+    /// Queue a reply for `session` at `seq` (dropped if the session is
+    /// gone or the slot was already answered). `req` is the request, for
+    /// the slow log (empty: not logged).
+    #[inline]
+    pub(super) fn deliver(&mut self, session: Key, seq: u64, frame: Bytes, req: &[u8]) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            // observe: a request that took long enough enters the slow log.
+            let (front, stamp) = s.ring.fill_stamped(seq, frame);
+            if !req.is_empty() && self.obs.stats.is_slow(stamp) {
+                observe::log_slow(&self.shared, self.id, &mut self.obs.stats, s, stamp, req);
+            }
+            let cut = overload::mark_over_hard(&self.overload, s);
+            if (front || cut) && !s.dirty {
+                s.dirty = true;
+                self.dirty_sessions.push(session);
+            }
+            if let Some(slot) = s.gates.take_retry(seq) {
+                self.release_gates(session, &[slot]);
+            }
+        }
+    }
+
+    /// Append an immediate reply for the request being dispatched.
+    #[inline]
+    pub(super) fn reply(&mut self, key: Key, frame: Bytes) {
+        if let Some(s) = self.sessions.get_mut(key) {
+            s.ring.push_ready(frame);
+            let cut = overload::mark_over_hard(&self.overload, s);
+            if (s.ring.front_ready() || cut) && !s.dirty {
+                s.dirty = true;
+                self.dirty_sessions.push(key);
+            }
+        }
+    }
+
+    pub(super) fn reply_static(&mut self, key: Key, frame: &'static [u8]) {
+        self.reply(key, Bytes::from_static(frame));
+    }
+
+    #[inline]
+    pub(super) fn mark_session_dirty(&mut self, key: Key) {
+        if let Some(s) = self.sessions.get_mut(key) {
+            if !s.dirty {
+                s.dirty = true;
+                self.dirty_sessions.push(key);
+            }
+        }
+    }
+
+    pub(super) fn flush_sessions(&mut self, cx: &mut Context<'_, Timer>) {
+        let mut list = std::mem::take(&mut self.dirty_sessions);
+        for key in list.drain(..) {
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            s.dirty = false;
+            if s.pressure.over_hard {
+                // Its output passed the hard limit as it was appended.
+                self.output_limit_close(cx, key, overload::Cut::Hard);
+                continue;
+            }
+            match s.flush(&mut self.obs.stats) {
+                FlushOutcome::Done | FlushOutcome::Blocked => {}
+                FlushOutcome::Error(e) => {
+                    self.obs.stats.counters.client_err += 1; // observe
+                    log::debug!(target: "mithril::worker", "client {} write error: {e}", s.id);
+                    self.close_session(cx, key);
+                    continue;
+                }
+            }
+            if s.finished() || (self.draining.is_some() && s.idle() && !s.input().has_backlog()) {
+                self.close_session(cx, key);
+                continue;
+            }
+            // Output limits, the dispatch window, resuming a paused session
+            // (overload.rs).
+            match overload::after_flush(&mut self.overload, s, cx.now) {
+                overload::AfterFlush::Go => {}
+                overload::AfterFlush::Resume => self.ready_sessions.push(key),
+                overload::AfterFlush::Close(cut) => {
+                    self.output_limit_close(cx, key, cut);
+                    continue;
+                }
+            }
+            // A throttled subscriber whose pushes drained: read its
+            // connection again.
+            let waiting = s.push_backlog();
+            if let Some(sub) = s.sub.as_mut() {
+                if sub.throttled && waiting < crate::session::PUSH_WINDOW / 2 {
+                    sub.throttled = false;
+                    self.ready_backends.push(sub.conn);
+                }
+            }
+            #[cfg(debug_assertions)]
+            self.check_fenced(cx, SESSION, key);
+        }
+        if self.dirty_sessions.is_empty() {
+            self.dirty_sessions = list;
+        }
+    }
+}

@@ -1,0 +1,452 @@
+//! The request side of a request's way, in the order it goes: a
+//! session's socket is read (the budgeted read), complete requests are
+//! scanned out of its buffer and dispatched (`dispatch.rs` decides with
+//! the router and applies the decision), and what goes to a node is
+//! queued on a backend connection of its pool, connecting it first if
+//! needed, then written with everything else queued on it this turn
+//! (`flush_backends`, in `before_sleep`).
+use super::*;
+
+impl Worker {
+    /// Read and dispatch, with a panic fence around this one session.
+    pub(super) fn session_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let r = catch_unwind(AssertUnwindSafe(|| self.session_read(cx, key)));
+        if r.is_err() {
+            let id = self.sessions.get(key).map(|s| s.id).unwrap_or(0);
+            log::error!(
+                target: "mithril::worker",
+                "worker {}: panic while serving client {id}; closing that client (this is a bug)",
+                self.id
+            );
+            self.close_session(cx, key);
+        }
+    }
+
+    pub(super) fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let draining = self.draining.is_some();
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let s = match s.input() {
+            // It reads and dispatches nothing more: closed once written.
+            Input::Closing => return,
+            // Requests held back by a pause go before any new input, so a
+            // session that keeps pausing holds one read's worth at most.
+            // Draining (SIGTERM), they are still dispatched, though nothing
+            // more is read.
+            Input::Backlog => {
+                s.take_backlog();
+                self.process_input(cx, key);
+                match self.sessions.get_mut(key) {
+                    // Still a backlog: a command going in waves took its
+                    // turn, and nothing more is read until it is done.
+                    Some(s) if !draining && !s.input().has_backlog() && !s.input().is_paused() => s,
+                    _ => return,
+                }
+            }
+            _ if draining => return,
+            _ => s,
+        };
+        // A paused session reads nothing until it resumes. A blocked one
+        // still reads (a client that leaves mid-block must be noticed); it
+        // only stops dispatching, as one at a gate does.
+        let reads = match s.input() {
+            Input::Open | Input::Backlog | Input::AtGate | Input::Blocked { .. } => !s.eof,
+            Input::Paused { .. } | Input::Closing => false,
+        };
+        if reads {
+            match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
+                ReadOutcome::Drained => {}
+                ReadOutcome::Eof => {}
+                ReadOutcome::Budget => self.ready_sessions.push(key),
+                ReadOutcome::Overflow => {
+                    self.obs.stats.counters.evicted_qbuf += 1; // observe
+                    self.query_limit_close(cx, key);
+                    return;
+                }
+                ReadOutcome::Error(e) => {
+                    self.obs.stats.counters.client_err += 1; // observe
+                    log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
+                    self.close_session(cx, key);
+                    return;
+                }
+            }
+            s.last_active = cx.now;
+        }
+        self.process_input(cx, key);
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let s = if s.eof && s.input().is_blocked() {
+            // Gone mid-block (now, or its EOF came with the requests).
+            self.abandon_block(cx, key);
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
+            s
+        } else {
+            s
+        };
+        if s.finished() {
+            self.close_session(cx, key);
+        } else {
+            // Input read and dispatched: a coarse accounting point
+            // (overload.rs).
+            self.overload.account(s);
+        }
+        // Inside the panic fence (session_input): a violation closes it.
+        #[cfg(debug_assertions)]
+        self.check_session(key);
+    }
+
+    /// Scan and dispatch every complete request in the read buffer, until
+    /// the session must wait: its input mode says so (closing, blocked),
+    /// its dispatch window is full, or its next request is gated.
+    pub(super) fn process_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        use crate::resp::request::Scan;
+        loop {
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
+            if s.pressure.over_hard {
+                // Cut off by its output limit, whatever its mode: closed at
+                // this turn's flush; its input is dropped meanwhile.
+                s.rbuf.clear();
+                return;
+            }
+            // The rest of a (P)(UN)SUBSCRIBE dispatched in waves goes
+            // before anything the client sent after it.
+            let waving = !self.waves.is_empty() && self.waves.iter().any(|w| w.0 == key);
+            match s.input() {
+                Input::Closing => {
+                    s.rbuf.clear();
+                    return;
+                }
+                Input::Blocked { .. } => return,
+                // A paused session may dispatch when its window has room
+                // again; it stays paused (not reading) until it resumes.
+                Input::Open | Input::Backlog | Input::AtGate | Input::Paused { .. } => {
+                    if s.at_limit() {
+                        // The dispatch window is full (see
+                        // session::pressure): wait for replies to drain;
+                        // what is buffered (or still to go in waves) goes
+                        // first then.
+                        s.pause_holding(waving);
+                        return;
+                    }
+                }
+            }
+            if waving {
+                if self.next_wave(key) {
+                    // It took its most for this turn: the rest goes on in
+                    // the next one (the ready list), and nothing more is
+                    // read meanwhile.
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        s.hold_backlog();
+                    }
+                    self.ready_sessions.push(key);
+                    return;
+                }
+                continue;
+            }
+            // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
+            let (len, inline) = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
+                Scan::Incomplete => {
+                    if let Some(need) = s.scanner.pending_hint() {
+                        if need > self.query_limit {
+                            // The request cannot fit: refused now, before
+                            // the rest of it is read.
+                            self.obs.stats.counters.evicted_qbuf += 1; // observe
+                            self.request_too_large(cx, key, need);
+                            return;
+                        }
+                        // A large argument is on its way: make room in
+                        // big steps instead of small ones, but never more
+                        // than the bytes already here again (at least
+                        // 64 KiB): a header's claim alone reserves nothing,
+                        // and growth stays a doubling (linear copying).
+                        if need > s.rbuf.capacity() && need <= self.query_limit {
+                            let more = (need - s.rbuf.len()).min(s.rbuf.len().max(64 * 1024));
+                            s.rbuf.reserve(more);
+                        }
+                    }
+                    return;
+                }
+                Scan::Skip { len } => {
+                    let _ = s.rbuf.split_to(len);
+                    continue;
+                }
+                Scan::Request { len } => (len, false),
+                Scan::Inline { len } => (len, true),
+                Scan::Error(e) => {
+                    log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer);
+                    s.rbuf.clear();
+                    s.close_after_flush();
+                    let reply = e.reply();
+                    self.reply(key, reply);
+                    return;
+                }
+            };
+            if !s.gates.is_empty() {
+                // An inline command is looked at in its multibulk rewrite.
+                let args = crate::command::Args {
+                    buf: if inline {
+                        s.scanner.inline_frame()
+                    } else {
+                        &s.rbuf[..len]
+                    },
+                    ranges: s.scanner.args(),
+                };
+                if s.gates.gated_for(&args) {
+                    // Wait for the gate; the request stays in the buffer
+                    // and is scanned again then.
+                    s.wait_gate();
+                    return;
+                }
+            }
+            let frame = if inline {
+                let _ = s.rbuf.split_to(len);
+                let frame = Bytes::from(s.scanner.take_inline_frame());
+                self.args.clear();
+                self.args.extend_from_slice(s.scanner.args());
+                frame
+            } else {
+                let frame = s.rbuf.split_to(len).freeze();
+                if len >= LARGE_REQUEST && s.rbuf.len() <= len / 2 {
+                    // The large allocation goes with the frame (freed once
+                    // it is answered), not on as the read buffer of a
+                    // client that stays busy: what follows is moved to a
+                    // buffer of its own.
+                    s.rbuf = bytes::BytesMut::from(&s.rbuf[..]);
+                }
+                // Exchanged, not copied: a million ranges are 16 MB.
+                s.scanner.swap_args(&mut self.args);
+                frame
+            };
+            self.commands += 1;
+            self.dispatch(cx, key, frame);
+            if self.args.len() > MANY_ARGS {
+                // A request of many arguments (a huge MSET, a (P)(UN)SUBSCRIBE
+                // of a million channels) left its argument vector large:
+                // give it back now, not when the session goes idle.
+                self.args = Vec::with_capacity(16);
+            }
+        }
+    }
+
+    // ----- backends -------------------------------------------------------
+
+    #[inline]
+    pub(super) fn mark_backend_dirty(&mut self, key: Key) {
+        if let Some(b) = self.backends.get_mut(key) {
+            if !b.dirty {
+                b.dirty = true;
+                self.dirty_backends.push(key);
+            }
+        }
+    }
+
+    /// Open a connection to `addr`, queueing `init` frames (HELLO 3,
+    /// READONLY) ahead of any request. An error is the reply to give.
+    pub(super) fn open_backend(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        role: Role,
+        proto: Proto,
+        readonly: bool,
+    ) -> Result<Key, Bytes> {
+        let mut stream = match reactor::net::connect(addr) {
+            Ok(s) => s,
+            Err(e) => {
+                return Err(Bytes::from(format!(
+                    "-CLUSTERDOWN mithril: cannot connect to {addr} ({e})\r\n"
+                )))
+            }
+        };
+        let _ = reactor::net::configure(&stream, self.keepalive);
+        let key = self.backends.vacant_key();
+        if let Err(e) = cx.registry.register(
+            &mut stream,
+            token_for(BACKEND, key),
+            Interest::READABLE | Interest::WRITABLE,
+        ) {
+            return Err(Bytes::from(format!(
+                "-ERR mithril: cannot register a connection to {addr} ({e})\r\n"
+            )));
+        }
+        let now = cx.now;
+        self.backends
+            .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
+        if let Some(b) = self.backends.get_mut(key) {
+            // backend-password: authenticate before anything else.
+            if let Some(auth) = crate::backend::auth::frame(&self.shared.config) {
+                b.enqueue(InFlight::new(Key::NONE, 0, auth, Purpose::Init));
+            }
+            if proto == Proto::Resp3 {
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(HELLO3),
+                    Purpose::Init,
+                ));
+            }
+            if readonly {
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(READONLY),
+                    Purpose::Init,
+                ));
+            }
+        }
+        cx.schedule_in(self.connect_timeout, Timer::ConnectTimeout(key));
+        log::debug!(target: "mithril::worker", "worker {}: connecting to {addr} ({role:?}, {proto:?})", self.id);
+        Ok(key)
+    }
+
+    /// The live connection of `pool` for this session, connecting if
+    /// needed. An error is the reply to give the client.
+    pub(super) fn backend_for(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+        sticky: usize,
+    ) -> Result<Key, Bytes> {
+        let k = self.pools.slot_key(pool, sticky);
+        if self.backends.contains(k) {
+            return Ok(k);
+        }
+        let PoolKey {
+            addr,
+            proto,
+            readonly,
+        } = self.pools.pools[pool].key;
+        if self.pools.is_down(pool, cx.now) {
+            // Keep asking for the map while a node is down: a failover is
+            // noticed as soon as the cluster has one.
+            self.shared.topology.request_refresh();
+            let last = &self.pools.pools[pool].last_error;
+            return Err(Bytes::from(format!(
+                "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
+            )));
+        }
+        match self.open_backend(cx, addr, Role::Shared(pool), proto, readonly) {
+            Ok(key) => {
+                self.pools.set_conn(pool, sticky, key);
+                Ok(key)
+            }
+            Err(e) => {
+                self.pools.mark_failed(
+                    pool,
+                    cx.now,
+                    String::from_utf8_lossy(&e).trim_end().to_string(),
+                );
+                Err(e)
+            }
+        }
+    }
+
+    /// Answer an outgoing request that could not be sent.
+    pub(super) fn fail_outgoing(&mut self, cx: &mut Context<'_, Timer>, out: Outgoing, err: Bytes) {
+        self.obs.stats.counters.forward_errors += 1; // observe
+        match out.seq {
+            Some(seq) => {
+                let f = InFlight {
+                    session: out.session,
+                    seq,
+                    req: out.req,
+                    purpose: out.purpose,
+                    hops: out.hops,
+                    retries: out.retries,
+                    expect: 1,
+                };
+                self.complete(cx, f, err);
+            }
+            None => self.reply(out.session, err),
+        }
+    }
+
+    /// Queue a request on `pool` (a ring slot is reserved unless it has one).
+    pub(super) fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, out: Outgoing) {
+        let Some(s) = self.sessions.get(out.session) else {
+            return;
+        };
+        let sticky = s.sticky;
+        match self.backend_for(cx, pool, sticky) {
+            Ok(bkey) => self.send_on(bkey, out),
+            Err(err) => self.fail_outgoing(cx, out, err),
+        }
+    }
+
+    /// Queue a request on a given connection.
+    pub(super) fn send_on(&mut self, bkey: Key, out: Outgoing) {
+        let Outgoing {
+            session,
+            seq,
+            req,
+            purpose,
+            hops,
+            retries,
+            asking,
+            expect,
+        } = out;
+        let seq = match seq {
+            Some(seq) => seq,
+            None => match self.sessions.get_mut(session) {
+                Some(s) => s.ring.push_pending(),
+                None => return,
+            },
+        };
+        let Some(b) = self.backends.get_mut(bkey) else {
+            return;
+        };
+        if asking {
+            b.enqueue(InFlight::new(
+                Key::NONE,
+                0,
+                Bytes::from_static(router::ASKING),
+                Purpose::Asking,
+            ));
+        }
+        b.enqueue(InFlight {
+            session,
+            seq,
+            req,
+            purpose,
+            hops,
+            retries,
+            expect,
+        });
+        self.mark_backend_dirty(bkey);
+    }
+
+    pub(super) fn flush_backends(&mut self, cx: &mut Context<'_, Timer>) {
+        let mut list = std::mem::take(&mut self.dirty_backends);
+        for key in list.drain(..) {
+            let Some(b) = self.backends.get_mut(key) else {
+                continue;
+            };
+            b.dirty = false;
+            if b.state != State::Connected {
+                continue;
+            }
+            let awaiting = b.awaiting(); // observe
+            let written = b.flush();
+            // observe: requests written now start their round-trip clock.
+            if let Role::Shared(_) = b.role {
+                let sent = b.awaiting().saturating_sub(awaiting);
+                b.obs.clock.sent(sent, self.obs.stats.now_us);
+            }
+            if let Err(e) = written {
+                self.backend_failed(cx, key, &e.to_string());
+                continue;
+            }
+            #[cfg(debug_assertions)]
+            self.check_fenced(cx, BACKEND, key);
+        }
+        if self.dirty_backends.is_empty() {
+            self.dirty_backends = list;
+        }
+    }
+}
