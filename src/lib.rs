@@ -13,6 +13,7 @@
 pub mod acceptor;
 pub mod acl;
 pub mod backend;
+pub mod cache;
 pub mod command;
 pub mod config;
 pub mod hll;

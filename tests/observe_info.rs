@@ -159,7 +159,8 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
             "# Latencystats",
             "# Cluster",
             "# Keyspace",
-            "# Backends"
+            "# Backends",
+            "# Replycache"
         ]
     );
 

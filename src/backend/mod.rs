@@ -88,6 +88,18 @@ pub enum Purpose {
     /// A connection set-up command (HELLO 3, READONLY): dropped, but an
     /// error fails the connection.
     Init,
+    /// A client's GET whose reply fills the reply cache under this ticket
+    /// (`crate::cache`); otherwise exactly `Client`.
+    Fill(u32),
+    /// CLIENT TRACKING ON REDIRECT <tracker> OPTIN on a shared connection:
+    /// an error leaves its tracking off.
+    Tracking,
+    /// CLIENT CACHING YES before a `Fill`: an error means tracking is off
+    /// on the connection, and the `Fill` behind it fills nothing.
+    Caching,
+    /// CLIENT ID on a tracker connection: its reply is the id shared
+    /// connections redirect their invalidations to.
+    TrackerId,
 }
 
 pub struct InFlight {
@@ -132,6 +144,10 @@ pub enum Role {
     /// left): it takes no new request and is closed once its last reply
     /// is in.
     Retired,
+    /// The reply cache's tracking connection to a master (RESP3): the
+    /// invalidations of every key this worker cached from that master
+    /// arrive on it as pushes.
+    Tracker,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,6 +217,9 @@ pub struct Backend {
     large_end: usize,
     /// observe: bytes each way and the round-trip clock.
     pub obs: crate::stats::BackendObs,
+    /// The tracker client id this connection's CLIENT TRACKING redirects
+    /// to (0: tracking never asked for).
+    pub tracking: u64,
 }
 
 impl Backend {
@@ -237,6 +256,7 @@ impl Backend {
             queued_bytes: 0,
             large_end: 0,
             obs: Default::default(),
+            tracking: 0,
         }
     }
 
@@ -246,7 +266,7 @@ impl Backend {
     pub fn pool(&self) -> Option<usize> {
         match self.role {
             Role::Shared(pool) => Some(pool),
-            Role::Lease | Role::Pubsub(_) | Role::Retired => None,
+            Role::Lease | Role::Pubsub(_) | Role::Retired | Role::Tracker => None,
         }
     }
 
@@ -266,6 +286,11 @@ impl Backend {
     /// unparsed part of its read buffer.
     pub fn buffered(&self) -> usize {
         self.queued_bytes + self.rbuf.len()
+    }
+
+    /// The request at the FIFO's head (the next to be answered).
+    pub fn head_mut(&mut self) -> Option<&mut InFlight> {
+        self.inflight.front_mut()
     }
 
     /// Requests queued or awaiting a reply.

@@ -345,6 +345,45 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |c| vec![c.script_registry_size.to_string()],
     },
     Directive {
+        name: "reply-cache",
+        default: "no",
+        summary: "serve GET from a per-worker cache kept coherent by the nodes' CLIENT TRACKING invalidations",
+        runtime_settable: true,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.reply_cache = parse_bool(first(a)).ok_or("reply-cache must be yes or no")?;
+            Ok(())
+        },
+        getter: |c| vec![if c.reply_cache { "yes" } else { "no" }.to_string()],
+    },
+    Directive {
+        name: "reply-cache-size",
+        default: "64mb",
+        summary: "bytes the reply cache may hold, for the whole process (each worker gets its share)",
+        runtime_settable: true,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.reply_cache_size = size("reply-cache-size", first(a), 0)?;
+            Ok(())
+        },
+        getter: |c| vec![c.reply_cache_size.to_string()],
+    },
+    Directive {
+        name: "reply-cache-max-age",
+        default: "300",
+        summary: "seconds a cached reply may be served at most, a backstop behind the invalidations; 0 is no limit",
+        runtime_settable: true,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.reply_cache_max_age_secs = number("reply-cache-max-age", first(a), 0, 86_400 * 365)?;
+            Ok(())
+        },
+        getter: |c| vec![c.reply_cache_max_age_secs.to_string()],
+    },
+    Directive {
         name: "tcp-backlog",
         default: "511",
         summary: "length of the listen queue for connections not yet accepted",

@@ -294,6 +294,12 @@ pub struct Config {
     /// as many again of function libraries) to load them again on a node
     /// that lacks them; 0 = remember nothing.
     pub script_registry_size: u64,
+    /// `reply-cache`: GET replies cached per worker (`crate::cache`).
+    pub reply_cache: bool,
+    /// `reply-cache-size`: the cache's bytes for the whole process.
+    pub reply_cache_size: u64,
+    /// `reply-cache-max-age`: seconds an entry may be served; 0 = no limit.
+    pub reply_cache_max_age_secs: u64,
     /// `tcp-backlog`: the listen queue length.
     pub tcp_backlog: i32,
     /// `tcp-keepalive`: keepalive idle seconds; 0 turns keepalive off.
@@ -400,6 +406,9 @@ impl Default for Config {
             },
             maxmemory: 0,
             script_registry_size: 16 * 1024 * 1024,
+            reply_cache: false,
+            reply_cache_size: 64 * 1024 * 1024,
+            reply_cache_max_age_secs: 300,
             tcp_backlog: 511,
             tcp_keepalive_secs: 300,
             timeout_secs: 0,

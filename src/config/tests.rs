@@ -127,6 +127,9 @@ fn table_names_are_lower_case_unique_and_runtime_ones_are_those_config_set_appli
         [
             "maxclients",
             "maxmemory",
+            "reply-cache",
+            "reply-cache-size",
+            "reply-cache-max-age",
             "timeout",
             "loglevel",
             "slowlog-log-slower-than",

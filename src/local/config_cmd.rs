@@ -1,6 +1,7 @@
 //! CONFIG: read mithril's own settings, change those that may change at
 //! run time (`loglevel`, `maxclients`, `maxmemory`, `timeout`,
-//! `slowlog-log-slower-than`, `slowlog-max-len`).
+//! `slowlog-log-slower-than`, `slowlog-max-len`, `reply-cache`,
+//! `reply-cache-size`, `reply-cache-max-age`).
 //!
 //! CONFIG GET reads the startup `Config` through the directive table, with
 //! live exceptions: the settable directives show their current values
@@ -38,7 +39,8 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
                 "    Return the directives whose names match a glob-like pattern, with their values.",
                 "SET <directive> <value> [<directive> <value> ...]",
                 "    Change a directive while mithril runs: loglevel, maxclients, maxmemory,",
-                "    timeout, slowlog-log-slower-than, slowlog-max-len.",
+                "    timeout, slowlog-log-slower-than, slowlog-max-len, reply-cache,",
+                "    reply-cache-size, reply-cache-max-age.",
                 "RESETSTAT",
                 "    Reset the statistics of INFO (stats, commandstats, latencystats) on every worker.",
                 "REWRITE",
@@ -63,6 +65,22 @@ fn shown_value(shared: &Shared, d: &Directive) -> Option<String> {
         "maxclients" => Some(shared.live.maxclients.load(Relaxed).to_string()),
         "maxmemory" => Some(shared.live.maxmemory.load(Relaxed).to_string()),
         "timeout" => Some(shared.live.timeout_secs.load(Relaxed).to_string()),
+        "reply-cache" => Some(
+            if shared.live.reply_cache.load(Relaxed) {
+                "yes"
+            } else {
+                "no"
+            }
+            .to_string(),
+        ),
+        "reply-cache-size" => Some(shared.live.reply_cache_size.load(Relaxed).to_string()),
+        "reply-cache-max-age" => Some(
+            shared
+                .live
+                .reply_cache_max_age_secs
+                .load(Relaxed)
+                .to_string(),
+        ),
         "requirepass" if shared.admin.has_password() => Some(HIDDEN_PASSWORD.to_string()),
         _ => d.value(&shared.config),
     }
@@ -155,7 +173,10 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
             | "slowlog-max-len"
             | "maxclients"
             | "maxmemory"
-            | "timeout" => {
+            | "timeout"
+            | "reply-cache"
+            | "reply-cache-size"
+            | "reply-cache-max-age" => {
                 if let Err(why) = d.set(&mut scratch, &[value.unwrap_or("")]) {
                     return set_failed(d.name.as_bytes(), &why);
                 }
@@ -189,6 +210,15 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
                 .live
                 .timeout_secs
                 .store(scratch.timeout_secs, Relaxed),
+            "reply-cache" => shared.live.reply_cache.store(scratch.reply_cache, Relaxed),
+            "reply-cache-size" => shared
+                .live
+                .reply_cache_size
+                .store(scratch.reply_cache_size, Relaxed),
+            "reply-cache-max-age" => shared
+                .live
+                .reply_cache_max_age_secs
+                .store(scratch.reply_cache_max_age_secs, Relaxed),
             _ => continue,
         }
         if let Some(v) = d.value(&scratch) {

@@ -106,6 +106,12 @@ const SECTIONS: &[Section] = &[
         default: false,
         fill: backends,
     },
+    Section {
+        name: "replycache",
+        title: "Replycache",
+        default: false,
+        fill: replycache,
+    },
 ];
 
 /// INFO answered without the workers' help (no fresh snapshots, no
@@ -531,6 +537,48 @@ fn cluster(t: &mut String, cx: &Ctx) {
         } else {
             now_ms.saturating_sub(last)
         },
+    );
+}
+
+/// The reply cache (`reply-cache`), summed over workers.
+fn replycache(t: &mut String, cx: &Ctx) {
+    let c = &cx.totals.cache;
+    let on = cx
+        .shared
+        .live
+        .reply_cache
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let ratio = if c.lookups > 0 {
+        c.hits as f64 / c.lookups as f64
+    } else {
+        0.0
+    };
+    let _ = write!(
+        t,
+        "reply_cache:{}\r\n\
+         reply_cache_lookups:{}\r\nreply_cache_hits:{}\r\nreply_cache_misses:{}\r\n\
+         reply_cache_hit_ratio:{ratio:.4}\r\n\
+         reply_cache_fills_admitted:{}\r\nreply_cache_fills_refused:{}\r\nreply_cache_fills_stored:{}\r\n\
+         reply_cache_invalidations:{}\r\nreply_cache_write_invalidations:{}\r\n\
+         reply_cache_poisoned_fills:{}\r\nreply_cache_flushes:{}\r\nreply_cache_flips:{}\r\n\
+         reply_cache_bytes_current:{}\r\nreply_cache_bytes_old:{}\r\n\
+         reply_cache_entries_current:{}\r\nreply_cache_entries_old:{}\r\n",
+        if on { "yes" } else { "no" },
+        c.lookups,
+        c.hits,
+        c.misses,
+        c.fills_admitted,
+        c.fills_refused,
+        c.fills_stored,
+        c.invalidations,
+        c.write_invalidations,
+        c.poisoned,
+        c.flushes,
+        c.flips,
+        c.bytes_current,
+        c.bytes_old,
+        c.entries_current,
+        c.entries_old,
     );
 }
 

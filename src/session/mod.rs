@@ -201,6 +201,11 @@ pub struct Session {
     /// observe: bytes read from and written to this client.
     pub net_in: u64,
     pub net_out: u64,
+    /// Reply cache holds of this session's writes in flight: (the write's
+    /// ring sequence, the hold bucket), released when it is answered
+    /// (`worker/cache.rs`). `cache::TXN_HOLD` marks a queued command's,
+    /// until its EXEC.
+    pub holds: Vec<(u64, u16)>,
 }
 
 impl Session {
@@ -252,6 +257,7 @@ impl Session {
             last_cmd: "NULL",
             net_in: 0,
             net_out: 0,
+            holds: Vec::new(),
         }
     }
 

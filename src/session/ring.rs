@@ -410,6 +410,18 @@ impl ReplyRing {
             .count()
     }
 
+    /// The reply at `seq` is in (ready, or written already), or `seq` was
+    /// never reserved.
+    pub fn is_answered(&self, seq: u64) -> bool {
+        match seq.checked_sub(self.base) {
+            None => true,
+            Some(i) => self
+                .slots
+                .get(i as usize)
+                .map_or(true, |e| matches!(e.slot, Slot::Ready(_))),
+        }
+    }
+
     /// The slot at `seq` is waiting for its reply (not a merge).
     #[cfg(debug_assertions)]
     pub fn is_pending(&self, seq: u64) -> bool {

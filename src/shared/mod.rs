@@ -136,6 +136,11 @@ pub struct Live {
     pub maxmemory: AtomicU64,
     /// Seconds; 0: never.
     pub timeout_secs: AtomicU64,
+    /// `reply-cache`, `reply-cache-size` (bytes, whole process) and
+    /// `reply-cache-max-age` (seconds): workers take them at each tick.
+    pub reply_cache: AtomicBool,
+    pub reply_cache_size: AtomicU64,
+    pub reply_cache_max_age_secs: AtomicU64,
 }
 
 impl Live {
@@ -144,6 +149,9 @@ impl Live {
             maxclients: AtomicUsize::new(cfg.maxclients),
             maxmemory: AtomicU64::new(cfg.maxmemory),
             timeout_secs: AtomicU64::new(cfg.timeout_secs),
+            reply_cache: AtomicBool::new(cfg.reply_cache),
+            reply_cache_size: AtomicU64::new(cfg.reply_cache_size),
+            reply_cache_max_age_secs: AtomicU64::new(cfg.reply_cache_max_age_secs),
         }
     }
 }

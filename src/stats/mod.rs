@@ -256,6 +256,8 @@ pub struct Snapshot {
     pub clients: ClientsSnap,
     pub cmds: Vec<Arc<CmdSnap>>,
     pub nodes: Vec<NodeSnap>,
+    /// The reply cache's counters and sizes.
+    pub cache: crate::cache::CacheStats,
 }
 
 impl Snapshot {
@@ -274,6 +276,7 @@ impl Snapshot {
             clients: ClientsSnap::default(),
             cmds: Vec::new(),
             nodes: Vec::new(),
+            cache: Default::default(),
         }
     }
 }
@@ -345,6 +348,8 @@ pub struct Totals {
     pub cmds: Vec<CmdSnap>,
     /// By node address, merged, sorted by address.
     pub nodes: Vec<NodeSnap>,
+    /// The reply caches, summed.
+    pub cache: crate::cache::CacheStats,
 }
 
 /// Add up the workers' snapshots.
@@ -360,6 +365,7 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         out_kbps: 0.0,
         cmds: Vec::new(),
         nodes: Vec::new(),
+        cache: Default::default(),
     };
     let mut cmds: HashMap<u16, CmdSnap> = HashMap::new();
     let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
@@ -378,6 +384,7 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
             t.out_kbps += s.now.net_out.saturating_sub(s.before.net_out) as f64 / secs / 1024.0;
         }
         add_counters(&mut t.counters, &s.counters);
+        t.cache.add(&s.cache);
         let c = &mut t.clients;
         c.connected += s.clients.connected;
         c.blocked += s.clients.blocked;

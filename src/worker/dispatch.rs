@@ -75,6 +75,11 @@ impl Worker {
             }
             Err(refused) => (None, refused),
         };
+        if self.cache_on() {
+            if let Some(cmd) = cmd {
+                return self.dispatch_cached(cx, key, cmd, decision, frame, ranges);
+            }
+        }
         match decision {
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
             Decision::Refuse(r) => self.refuse(key, *r),
@@ -91,6 +96,52 @@ impl Worker {
                 let args = Args { buf: &held, ranges };
                 self.apply_command(cx, key, cmd, d, frame, &args)
             }
+        }
+    }
+
+    /// Dispatch with the reply cache on: GET looks the cache up; a write
+    /// forgets and holds its keys before it is sent, and gives the holds
+    /// back at once if it was answered without a node.
+    fn dispatch_cached(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        decision: Decision,
+        frame: Bytes,
+        ranges: &[Range<usize>],
+    ) {
+        let held = frame.clone();
+        let args = Args { buf: &held, ranges };
+        let Some(seq) = self.sessions.get(key).map(|s| s.ring.next_seq()) else {
+            return;
+        };
+        let holds = match &decision {
+            Decision::Slot { slot, read } if cmd.name == "get" => {
+                return self.cached_get(cx, key, *slot, *read, frame, ranges);
+            }
+            Decision::Slot { .. }
+            | Decision::Fanout(_)
+            | Decision::Eval { .. }
+            | Decision::Lease { .. }
+            | Decision::Wide(_) => self.cache_write(key, cmd, &args, false),
+            Decision::Queue => {
+                self.cache_write(key, cmd, &args, true);
+                false
+            }
+            Decision::Txn(TxnOp::Exec) => {
+                self.cache_txn_end(key, Some(seq));
+                true
+            }
+            Decision::Txn(TxnOp::Discard) | Decision::Reset => {
+                self.cache_txn_end(key, None);
+                false
+            }
+            _ => false,
+        };
+        self.apply_command(cx, key, cmd, decision, frame, &args);
+        if holds {
+            self.cache_settle(key, seq);
         }
     }
 

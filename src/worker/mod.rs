@@ -33,6 +33,7 @@
 //! and the worker goes on serving everyone else.
 
 mod blocking;
+mod cache;
 mod dispatch;
 mod fanout;
 #[cfg(debug_assertions)]
@@ -191,6 +192,8 @@ pub struct Worker {
     overload: overload::OverloadState,
     /// observe: statistics, published snapshots, cross-worker questions.
     obs: observe::Observe,
+    /// The reply cache and its trackers (cache.rs).
+    cache: cache::CacheState,
     /// Test hook: every TRYAGAIN / CLUSTERDOWN wait lasts this long.
     #[cfg(debug_assertions)]
     test_retry_wait: Option<Duration>,
@@ -246,6 +249,12 @@ impl Worker {
             tick_armed: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
+            cache: cache::CacheState::new(&shared, id, {
+                use std::hash::{BuildHasher, Hasher};
+                std::collections::hash_map::RandomState::new()
+                    .build_hasher()
+                    .finish()
+            }),
             #[cfg(debug_assertions)]
             test_retry_wait: None,
             shared,
@@ -305,6 +314,9 @@ impl Worker {
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
         }
+        if !s.holds.is_empty() {
+            self.cache_forget_session(std::mem::take(&mut s.holds));
+        }
         log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
     }
 
@@ -316,6 +328,9 @@ impl Worker {
             self.obs.retire_backend(&b); // observe
             if b.role == Role::Lease {
                 self.shared.lease_closed(b.addr);
+            }
+            if b.role == Role::Tracker {
+                self.tracker_lost(key);
             }
         }
     }
@@ -333,6 +348,11 @@ impl Worker {
         }
         if b.role == Role::Lease {
             self.shared.lease_closed(addr);
+        }
+        if b.role == Role::Tracker {
+            log::debug!(target: "mithril::worker", "worker {}: tracker to {addr} closed: {reason}", self.id);
+            self.tracker_lost(key);
+            return;
         }
         if b.role == Role::Lease && b.in_flight() == 0 {
             // An idle lease the node closed (its `timeout`): nothing lost.
@@ -373,6 +393,9 @@ impl Worker {
             self.topo = self.shared.topology.load();
             let retired = self.pools.remap(&self.topo);
             self.retire_connections(cx, retired);
+            if self.cache.on {
+                self.cache_masters(cx);
+            }
         }
     }
 
@@ -451,6 +474,7 @@ impl Worker {
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
         self.overload_tick(cx);
+        self.cache_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
         if let Some(deadline) = self.draining {
             if self.sessions.is_empty() || cx.now >= deadline {

@@ -735,6 +735,7 @@ impl Worker {
             clients,
             cmds: self.obs.stats.command_snaps(),
             nodes: nodes.into_values().collect(),
+            cache: self.cache.cache.snapshot(),
         };
         if let Some(slot) = self.shared.stats.snapshots.get(self.id) {
             slot.store(Arc::new(snap));

@@ -72,6 +72,10 @@ impl Worker {
                     break;
                 }
                 Read::Push(frame) => {
+                    if role == Role::Tracker {
+                        self.tracker_push(&frame);
+                        continue;
+                    }
                     if let Role::Pubsub(owner) = role {
                         if let Some(why) = self.pubsub_frame(owner, frame) {
                             self.backend_failed(cx, key, &why);
@@ -141,6 +145,10 @@ impl Worker {
                 return;
             }
             Purpose::Blocking | Purpose::Kill(_) => self.lease_answered(bkey, f.session),
+            Purpose::Tracking | Purpose::Caching => {
+                return self.opt_in_answered(bkey, f.purpose, head);
+            }
+            Purpose::TrackerId => return self.tracker_id(bkey, &frame),
             _ => {}
         }
         // What the transaction's queued commands got before EXEC's reply:
@@ -187,6 +195,10 @@ impl Worker {
     pub(super) fn complete(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
         match f.purpose {
             Purpose::Client => self.deliver(f.session, f.seq, frame, &f.req),
+            Purpose::Fill(ticket) => {
+                self.cache_fill(ticket, &f.req, &frame);
+                self.deliver(f.session, f.seq, frame, &f.req)
+            }
             Purpose::Txn => self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME),
             Purpose::Part(part) | Purpose::Kill(part) => {
                 self.fold_part(cx, f.session, f.seq, part, frame)
@@ -199,7 +211,12 @@ impl Worker {
                 self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
             }
-            Purpose::Asking | Purpose::Init | Purpose::Reload => {}
+            Purpose::Asking
+            | Purpose::Init
+            | Purpose::Reload
+            | Purpose::Tracking
+            | Purpose::Caching
+            | Purpose::TrackerId => {}
         }
     }
 
@@ -208,9 +225,11 @@ impl Worker {
         &mut self,
         cx: &mut Context<'_, Timer>,
         via: SocketAddr,
-        f: InFlight,
+        mut f: InFlight,
         r: Redirect,
     ) {
+        // A redirected GET carries no opt-in: it fills nothing.
+        self.unfill(&mut f);
         if f.hops >= router::MAX_HOPS {
             self.complete(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
@@ -266,8 +285,13 @@ impl Worker {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
-            if let Some(slot) = s.gates.take_retry(seq) {
-                self.release_gates(session, &[slot]);
+            if !s.holds.is_empty() {
+                self.cache_release(session, seq);
+            }
+            if let Some(s) = self.sessions.get_mut(session) {
+                if let Some(slot) = s.gates.take_retry(seq) {
+                    self.release_gates(session, &[slot]);
+                }
             }
         }
     }

@@ -172,9 +172,11 @@ impl Worker {
         &mut self,
         cx: &mut Context<'_, Timer>,
         via: SocketAddr,
-        f: InFlight,
+        mut f: InFlight,
         frame: Bytes,
     ) {
+        // A retried GET carries no opt-in: it fills nothing.
+        self.unfill(&mut f);
         let cause = frame.clone();
         self.try_again_as(cx, via, f, &cause, frame)
     }

@@ -1,0 +1,463 @@
+//! The reply cache (`reply-cache yes`): one per worker, GET replies by key,
+//! kept coherent by the cluster's own invalidations (CLIENT TRACKING).
+//!
+//! What it owns:
+//! - Two generations of key → reply frame. New entries and hits go to the
+//!   current one; when it holds half the byte budget the generations flip
+//!   (the old one is dropped whole), so what is read stays and what is not
+//!   ages out in at most two flips, without per-entry bookkeeping. Each
+//!   entry is one allocation (the frame, then the key), never a slice of a
+//!   socket buffer, so a cached value keeps nothing else alive.
+//! - Fill tickets: a miss that is admitted arms at most one ticket per key;
+//!   the reply that answers it is stored only if that very ticket is still
+//!   there. An invalidation (from a node, or a write dispatched here) takes
+//!   the ticket away: the fill it would have made is poisoned.
+//! - Holds: a write going to a node holds its keys (hashed into buckets)
+//!   from its dispatch to its reply; no ticket is armed for a held key, so
+//!   a read that could reach the node before the write cannot fill with
+//!   the value the write replaces.
+//! - Admission in proportion to the hit ratio, counted per key count (see
+//!   [`Admission`]).
+//!
+//! What it must never do: perform I/O, know about sessions or nodes, or
+//! grow past its budget by more than one entry. Everything here is O(1)
+//! per key (hash map operations), and nothing is allocated on a hit.
+
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+/// What an entry costs beyond its key and frame bytes: the map's slot, the
+/// two handles and the allocation's header, rounded up.
+pub const ENTRY_OVERHEAD: usize = 96;
+/// Buckets the holds are counted in (a false share only delays a fill).
+const HOLD_BUCKETS: usize = 4096;
+/// Most keys one command fills (an MGET past this is not cached).
+pub const MAX_FILL_KEYS: usize = 64;
+/// The sequence a queued (MULTI) command's hold carries until its EXEC is
+/// dispatched.
+pub const TXN_HOLD: u64 = u64::MAX;
+
+/// Counters of one worker's cache, summed over workers for INFO.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub lookups: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// Tickets armed (fills admitted), and misses the admission turned
+    /// away.
+    pub fills_admitted: u64,
+    pub fills_refused: u64,
+    /// Replies stored.
+    pub fills_stored: u64,
+    /// Keys invalidated by a node, and by writes dispatched here.
+    pub invalidations: u64,
+    pub write_invalidations: u64,
+    /// Tickets an invalidation took away before their reply came.
+    pub poisoned: u64,
+    /// Whole-cache flushes (lost tracker, new master set, FLUSHALL).
+    pub flushes: u64,
+    /// Generation flips.
+    pub flips: u64,
+    /// Sizes at the last snapshot: current and old generation.
+    pub bytes_current: u64,
+    pub bytes_old: u64,
+    pub entries_current: u64,
+    pub entries_old: u64,
+}
+
+impl CacheStats {
+    pub fn add(&mut self, o: &CacheStats) {
+        self.lookups += o.lookups;
+        self.hits += o.hits;
+        self.misses += o.misses;
+        self.fills_admitted += o.fills_admitted;
+        self.fills_refused += o.fills_refused;
+        self.fills_stored += o.fills_stored;
+        self.invalidations += o.invalidations;
+        self.write_invalidations += o.write_invalidations;
+        self.poisoned += o.poisoned;
+        self.flushes += o.flushes;
+        self.flips += o.flips;
+        self.bytes_current += o.bytes_current;
+        self.bytes_old += o.bytes_old;
+        self.entries_current += o.entries_current;
+        self.entries_old += o.entries_old;
+    }
+}
+
+/// A keyed hash (seeded per worker: a client cannot aim its keys at one
+/// bucket without knowing the seed).
+#[derive(Clone, Copy)]
+pub struct Seeded(u64);
+
+pub struct SeededHasher(u64);
+
+impl BuildHasher for Seeded {
+    type Hasher = SeededHasher;
+    fn build_hasher(&self) -> SeededHasher {
+        SeededHasher(self.0)
+    }
+}
+
+#[inline]
+fn mix(a: u64, b: u64) -> u64 {
+    let m = (a as u128).wrapping_mul(b as u128);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+impl Hasher for SeededHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut h = self.0 ^ (bytes.len() as u64).wrapping_mul(K);
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = mix(h ^ u64::from_le_bytes(w), K ^ 0xA076_1D64_78BD_642F);
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            h = mix(h ^ u64::from_le_bytes(w), K ^ 0xE703_7ED1_A0B4_28DB);
+        }
+        self.0 = h;
+    }
+    #[inline]
+    fn write_u8(&mut self, _: u8) {
+        // Slices hash a length prefix through `write_length_prefix`/
+        // `write_usize` on some std versions, and a 0xff terminator
+        // through `write_u8` on others: the length is in `write` already.
+    }
+    #[inline]
+    fn write_usize(&mut self, _: usize) {}
+    #[inline]
+    fn finish(&self) -> u64 {
+        mix(self.0, 0x8EBC_6AF0_9C88_C6E3)
+    }
+}
+
+struct Entry {
+    frame: Bytes,
+    /// Milliseconds (the cache's clock) when it was stored.
+    born: u64,
+}
+
+struct Generation {
+    map: HashMap<Bytes, Entry, Seeded>,
+    bytes: usize,
+}
+
+fn cost(key: &[u8], frame: &[u8]) -> usize {
+    key.len() + frame.len() + ENTRY_OVERHEAD
+}
+
+/// Admission of fills in proportion to the hit ratio, per key count (a
+/// GET is 1, an MGET of n keys is n): every shape keeps its own recent
+/// lookups and hits, halved every 4096 lookups. While at least one lookup
+/// in eight hits, every miss may fill; below, a miss fills with the
+/// probability 8 × ratio, floored at 1 / (8 × keys): one GET in eight, one
+/// eight-key MGET in sixty-four. A shape seen fewer than 64 times is
+/// admitted whole (a cache that just started, or just flipped, learns).
+pub struct Admission {
+    lookups: [u32; MAX_FILL_KEYS + 1],
+    hits: [u32; MAX_FILL_KEYS + 1],
+    /// Accumulated admission, in 1/65536 of a fill.
+    credit: [u32; MAX_FILL_KEYS + 1],
+}
+
+const ONE: u64 = 1 << 16;
+
+impl Default for Admission {
+    fn default() -> Self {
+        Admission {
+            lookups: [0; MAX_FILL_KEYS + 1],
+            hits: [0; MAX_FILL_KEYS + 1],
+            credit: [0; MAX_FILL_KEYS + 1],
+        }
+    }
+}
+
+impl Admission {
+    /// A lookup of `keys` keys, and whether it hit.
+    pub fn record(&mut self, keys: usize, hit: bool) {
+        let i = keys.min(MAX_FILL_KEYS);
+        self.lookups[i] += 1;
+        if hit {
+            self.hits[i] += 1;
+        }
+        if self.lookups[i] >= 4096 {
+            self.lookups[i] /= 2;
+            self.hits[i] /= 2;
+        }
+    }
+
+    /// Whether a miss of `keys` keys may fill.
+    pub fn admit(&mut self, keys: usize) -> bool {
+        let i = keys.clamp(1, MAX_FILL_KEYS);
+        let (l, h) = (self.lookups[i] as u64, self.hits[i] as u64);
+        if l < 64 || h * 8 >= l {
+            return true;
+        }
+        // p = max(8h/l, 1/(8 keys)), in 1/65536 units.
+        let p = (8 * h * ONE / l).max(ONE / (8 * i as u64)).min(ONE);
+        let c = self.credit[i] as u64 + p;
+        if c >= ONE {
+            self.credit[i] = (c - ONE) as u32;
+            true
+        } else {
+            self.credit[i] = c as u32;
+            false
+        }
+    }
+}
+
+/// Why a miss did not arm a ticket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoFill {
+    /// Another fill of the key is on its way.
+    Pending,
+    /// A write of the key is in flight.
+    Held,
+    /// The admission said no.
+    Refused,
+    /// Fills are paused (a master is not tracked).
+    Paused,
+}
+
+pub struct ReplyCache {
+    gens: [Generation; 2],
+    cur: usize,
+    budget: usize,
+    max_age_ms: u64,
+    tickets: HashMap<Bytes, u32, Seeded>,
+    next_ticket: u32,
+    holds: Box<[u16]>,
+    seed: Seeded,
+    pub admission: Admission,
+    /// Every master is tracked: fills may be armed.
+    pub fills_open: bool,
+    pub stats: CacheStats,
+}
+
+impl ReplyCache {
+    pub fn new(budget: usize, max_age_ms: u64, seed: u64) -> ReplyCache {
+        let seed = Seeded(seed | 1);
+        ReplyCache {
+            gens: [
+                Generation {
+                    map: HashMap::with_hasher(seed),
+                    bytes: 0,
+                },
+                Generation {
+                    map: HashMap::with_hasher(seed),
+                    bytes: 0,
+                },
+            ],
+            cur: 0,
+            budget,
+            max_age_ms,
+            tickets: HashMap::with_hasher(seed),
+            next_ticket: 1,
+            holds: vec![0u16; HOLD_BUCKETS].into_boxed_slice(),
+            seed,
+            admission: Admission::default(),
+            fills_open: false,
+            stats: CacheStats::default(),
+        }
+    }
+
+    pub fn set_limits(&mut self, budget: usize, max_age_ms: u64) {
+        self.budget = budget;
+        self.max_age_ms = max_age_ms;
+        while self.bytes() > budget
+            && (!self.gens[0].map.is_empty() || !self.gens[1].map.is_empty())
+        {
+            self.flip();
+        }
+    }
+
+    /// Bytes held (both generations, with the per-entry overhead).
+    pub fn bytes(&self) -> usize {
+        self.gens[0].bytes + self.gens[1].bytes
+    }
+
+    pub fn entries(&self) -> usize {
+        self.gens[0].map.len() + self.gens[1].map.len()
+    }
+
+    /// The reply stored for `key`, if it is younger than the max age. A hit
+    /// in the old generation moves to the current one.
+    pub fn get(&mut self, key: &[u8], now_ms: u64) -> Option<Bytes> {
+        let max_age = self.max_age_ms;
+        let fresh = |e: &Entry| max_age == 0 || now_ms.saturating_sub(e.born) <= max_age;
+        let cur = self.cur;
+        if let Some(e) = self.gens[cur].map.get(key) {
+            if fresh(e) {
+                return Some(e.frame.clone());
+            }
+            self.remove(key);
+            return None;
+        }
+        let old = 1 - cur;
+        let (k, e) = self.gens[old].map.remove_entry(key)?;
+        let c = cost(&k, &e.frame);
+        self.gens[old].bytes -= c.min(self.gens[old].bytes);
+        if !fresh(&e) {
+            return None;
+        }
+        let frame = e.frame.clone();
+        self.gens[cur].bytes += c;
+        self.gens[cur].map.insert(k, e);
+        self.maybe_flip();
+        Some(frame)
+    }
+
+    fn bucket(&self, key: &[u8]) -> usize {
+        let mut h = self.seed.build_hasher();
+        h.write(key);
+        (h.finish() as usize) % HOLD_BUCKETS
+    }
+
+    /// Arm a fill ticket for `key` after a miss of a command of `keys`
+    /// keys. The ticket's number travels with the request.
+    pub fn arm(&mut self, key: &[u8], keys: usize) -> Result<u32, NoFill> {
+        if !self.fills_open {
+            return Err(NoFill::Paused);
+        }
+        if self.tickets.contains_key(key) {
+            return Err(NoFill::Pending);
+        }
+        if self.holds[self.bucket(key)] > 0 {
+            return Err(NoFill::Held);
+        }
+        if !self.admission.admit(keys) {
+            self.stats.fills_refused += 1;
+            return Err(NoFill::Refused);
+        }
+        let t = self.next_ticket;
+        self.next_ticket = self.next_ticket.wrapping_add(1).max(1);
+        self.tickets.insert(Bytes::copy_from_slice(key), t);
+        self.stats.fills_admitted += 1;
+        Ok(t)
+    }
+
+    /// Give a ticket up (its reply was an error, or went elsewhere).
+    pub fn cancel(&mut self, key: &[u8], ticket: u32) {
+        if self.tickets.get(key) == Some(&ticket) {
+            self.tickets.remove(key);
+        }
+    }
+
+    /// The reply to a ticket's request: stored if the ticket still stands.
+    pub fn fill(&mut self, key: &[u8], ticket: u32, frame: &[u8], now_ms: u64) -> bool {
+        if self.tickets.get(key) != Some(&ticket) {
+            return false;
+        }
+        self.tickets.remove(key);
+        let c = cost(key, frame);
+        if c > self.budget / 2 {
+            return false; // larger than a generation: never cached
+        }
+        // One allocation holding the frame, then the key.
+        let mut buf = Vec::with_capacity(frame.len() + key.len());
+        buf.extend_from_slice(frame);
+        buf.extend_from_slice(key);
+        let buf = Bytes::from(buf);
+        let e = Entry {
+            frame: buf.slice(..frame.len()),
+            born: now_ms,
+        };
+        let k = buf.slice(frame.len()..);
+        self.remove(key);
+        let cur = self.cur;
+        self.gens[cur].bytes += c;
+        self.gens[cur].map.insert(k, e);
+        self.stats.fills_stored += 1;
+        self.maybe_flip();
+        true
+    }
+
+    fn maybe_flip(&mut self) {
+        if self.gens[self.cur].bytes > self.budget / 2 {
+            self.flip();
+        }
+    }
+
+    fn flip(&mut self) {
+        let old = 1 - self.cur;
+        self.gens[old] = Generation {
+            map: HashMap::with_hasher(self.seed),
+            bytes: 0,
+        };
+        self.cur = old;
+        self.stats.flips += 1;
+    }
+
+    fn remove(&mut self, key: &[u8]) {
+        for g in &mut self.gens {
+            if let Some((k, e)) = g.map.remove_entry(key) {
+                g.bytes -= cost(&k, &e.frame).min(g.bytes);
+            }
+        }
+    }
+
+    /// A key changed: forget it, and poison a fill on its way.
+    pub fn invalidate(&mut self, key: &[u8]) {
+        self.remove(key);
+        if self.tickets.remove(key).is_some() {
+            self.stats.poisoned += 1;
+        }
+    }
+
+    /// A write of `key` was dispatched: invalidate it and hold it until
+    /// [`release`](Self::release) of the bucket returned.
+    pub fn hold(&mut self, key: &[u8]) -> u16 {
+        self.invalidate(key);
+        self.stats.write_invalidations += 1;
+        let b = self.bucket(key);
+        self.holds[b] = self.holds[b].saturating_add(1);
+        b as u16
+    }
+
+    pub fn release(&mut self, bucket: u16) {
+        if let Some(h) = self.holds.get_mut(bucket as usize) {
+            *h = h.saturating_sub(1);
+        }
+    }
+
+    /// Forget everything, and poison every fill on its way.
+    pub fn flush(&mut self) {
+        self.stats.poisoned += self.tickets.len() as u64;
+        self.tickets = HashMap::with_hasher(self.seed);
+        for g in &mut self.gens {
+            *g = Generation {
+                map: HashMap::with_hasher(self.seed),
+                bytes: 0,
+            };
+        }
+        self.stats.flushes += 1;
+    }
+
+    /// Whether anything is cached or on its way (writes must still hold
+    /// their keys when this is false: a fill may be armed after them).
+    pub fn is_empty(&self) -> bool {
+        self.tickets.is_empty() && self.gens[0].map.is_empty() && self.gens[1].map.is_empty()
+    }
+
+    /// The counters, with the sizes as they are now.
+    pub fn snapshot(&self) -> CacheStats {
+        let mut s = self.stats;
+        let (c, o) = (&self.gens[self.cur], &self.gens[1 - self.cur]);
+        s.bytes_current = c.bytes as u64;
+        s.bytes_old = o.bytes as u64;
+        s.entries_current = c.map.len() as u64;
+        s.entries_old = o.map.len() as u64;
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,169 @@
+use super::*;
+
+fn open(budget: usize) -> ReplyCache {
+    let mut c = ReplyCache::new(budget, 0, 7);
+    c.fills_open = true;
+    c
+}
+
+fn filled(c: &mut ReplyCache, key: &[u8], frame: &[u8]) {
+    let t = c.arm(key, 1).expect("armed");
+    assert!(c.fill(key, t, frame, 0));
+}
+
+#[test]
+fn a_filled_key_hits_until_it_is_invalidated() {
+    let mut c = open(1 << 20);
+    assert_eq!(c.get(b"k", 0), None);
+    filled(&mut c, b"k", b"$1\r\nv\r\n");
+    assert_eq!(c.get(b"k", 0).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
+    c.invalidate(b"k");
+    assert_eq!(c.get(b"k", 0), None);
+    assert_eq!(c.entries(), 0);
+    assert_eq!(c.bytes(), 0);
+}
+
+#[test]
+fn one_ticket_per_key_and_only_that_ticket_fills() {
+    let mut c = open(1 << 20);
+    let t = c.arm(b"k", 1).unwrap();
+    assert_eq!(c.arm(b"k", 1), Err(NoFill::Pending));
+    assert!(!c.fill(b"k", t.wrapping_add(1), b"$1\r\nx\r\n", 0));
+    assert!(c.fill(b"k", t, b"$1\r\nv\r\n", 0));
+    // The ticket is spent: a second reply cannot fill.
+    assert!(!c.fill(b"k", t, b"$1\r\nw\r\n", 0));
+    assert_eq!(c.get(b"k", 0).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
+}
+
+#[test]
+fn an_invalidation_racing_a_fill_poisons_it() {
+    let mut c = open(1 << 20);
+    let t = c.arm(b"k", 1).unwrap();
+    c.invalidate(b"k");
+    assert!(!c.fill(b"k", t, b"$3\r\nold\r\n", 0));
+    assert_eq!(c.get(b"k", 0), None);
+    assert_eq!(c.stats.poisoned, 1);
+    // A later ticket is a new one; the poisoned reply cannot use it.
+    let t2 = c.arm(b"k", 1).unwrap();
+    assert_ne!(t, t2);
+    assert!(!c.fill(b"k", t, b"$3\r\nold\r\n", 0));
+    assert!(c.fill(b"k", t2, b"$3\r\nnew\r\n", 0));
+}
+
+#[test]
+fn a_held_key_arms_no_ticket_until_released() {
+    let mut c = open(1 << 20);
+    filled(&mut c, b"k", b"$1\r\nv\r\n");
+    let b = c.hold(b"k");
+    assert_eq!(c.get(b"k", 0), None, "the write invalidated it");
+    assert_eq!(c.arm(b"k", 1), Err(NoFill::Held));
+    let b2 = c.hold(b"k");
+    c.release(b);
+    assert_eq!(
+        c.arm(b"k", 1),
+        Err(NoFill::Held),
+        "one write still holds it"
+    );
+    c.release(b2);
+    assert!(c.arm(b"k", 1).is_ok());
+}
+
+#[test]
+fn generations_flip_under_the_budget_and_keep_what_is_read() {
+    let frame = vec![b'x'; 100];
+    let per = cost(b"key-000", &frame);
+    // Room for about ten entries per generation.
+    let mut c = open(per * 20 + 10);
+    filled(&mut c, b"hot", &frame);
+    for i in 0..200 {
+        let k = format!("key-{i:03}");
+        filled(&mut c, k.as_bytes(), &frame);
+        // Read the hot key now and then: it survives every flip.
+        if i % 5 == 0 {
+            assert!(c.get(b"hot", 0).is_some(), "hot key lost at {i}");
+        }
+        assert!(
+            c.bytes() <= per * 20 + 10 + per,
+            "over budget: {}",
+            c.bytes()
+        );
+    }
+    assert!(c.stats.flips > 5);
+    assert!(c.get(b"key-000", 0).is_none(), "a cold key ages out");
+    assert!(c.get(b"hot", 0).is_some());
+}
+
+#[test]
+fn a_reply_larger_than_a_generation_is_not_cached() {
+    let mut c = open(1000);
+    let t = c.arm(b"k", 1).unwrap();
+    assert!(!c.fill(b"k", t, &[b'x'; 600], 0));
+    assert_eq!(c.entries(), 0);
+}
+
+#[test]
+fn entries_older_than_the_max_age_are_not_served() {
+    let mut c = ReplyCache::new(1 << 20, 100, 1);
+    c.fills_open = true;
+    let t = c.arm(b"k", 1).unwrap();
+    assert!(c.fill(b"k", t, b"$1\r\nv\r\n", 1000));
+    assert!(c.get(b"k", 1100).is_some());
+    assert!(c.get(b"k", 1101).is_none());
+    assert_eq!(c.entries(), 0);
+}
+
+#[test]
+fn a_flush_forgets_everything_and_poisons_fills() {
+    let mut c = open(1 << 20);
+    filled(&mut c, b"a", b"$1\r\n1\r\n");
+    let t = c.arm(b"b", 1).unwrap();
+    c.flush();
+    assert!(c.is_empty());
+    assert!(!c.fill(b"b", t, b"$1\r\n2\r\n", 0));
+    assert_eq!(c.get(b"a", 0), None);
+}
+
+#[test]
+fn paused_fills_arm_nothing() {
+    let mut c = ReplyCache::new(1 << 20, 0, 1);
+    assert_eq!(c.arm(b"k", 1), Err(NoFill::Paused));
+}
+
+#[test]
+fn admission_follows_the_hit_ratio_with_a_floor() {
+    let mut a = Admission::default();
+    // No hits at all: one GET in eight is admitted.
+    for _ in 0..1000 {
+        a.record(1, false);
+    }
+    let admitted = (0..8000).filter(|_| a.admit(1)).count();
+    assert_eq!(admitted, 1000);
+    // Eight-key lookups with no hits: one in sixty-four.
+    for _ in 0..1000 {
+        a.record(8, false);
+    }
+    let admitted = (0..6400).filter(|_| a.admit(8)).count();
+    assert_eq!(admitted, 100);
+    // One hit in eight or better: everything is admitted.
+    let mut b = Admission::default();
+    for i in 0..1000 {
+        b.record(1, i % 8 == 0);
+    }
+    assert!((0..1000).all(|_| b.admit(1)));
+    // One hit in 32: a quarter.
+    let mut q = Admission::default();
+    for i in 0..3200 {
+        q.record(1, i % 32 == 0);
+    }
+    let admitted = (0..4000).filter(|_| q.admit(1)).count();
+    assert!((950..=1050).contains(&admitted), "{admitted}");
+}
+
+#[test]
+fn hashing_a_key_and_its_bytes_handle_agree() {
+    let mut c = open(1 << 20);
+    let key = Bytes::from_static(b"some-longer-key-name-1234567");
+    filled(&mut c, &key, b"$1\r\nv\r\n");
+    assert!(c.get(&key[..], 0).is_some());
+    assert!(c.get(b"some-longer-key-name-1234568", 0).is_none());
+}

@@ -1,0 +1,537 @@
+//! The reply cache's worker side (`reply-cache yes`): GET served from the
+//! worker's [`ReplyCache`], fills opted in with the node's CLIENT TRACKING,
+//! writes invalidating and holding their keys at dispatch, and one RESP3
+//! tracker connection per master receiving the invalidations.
+//!
+//! ```text
+//!   GET k ─► hit: the cached frame, at the GET's ring slot (no node)
+//!          └► miss, admitted: ticket t ─► [CLIENT TRACKING ON REDIRECT id OPTIN]
+//!                                         CLIENT CACHING YES, GET k (Fill(t))
+//!                                         on the session's shared connection
+//!   reply to Fill(t) ─► delivered as any reply; stored if t still stands
+//!   tracker (per master) ◄── >invalidate [k ...] ─► forget k, poison its ticket
+//!   SET k (any write) ─► forget k, hold k until SET's reply (no fill meanwhile)
+//! ```
+//!
+//! Coherence: a stored reply was read by the node after CLIENT CACHING YES
+//! on a connection whose invalidations go to this worker's tracker, so any
+//! later change of the key reaches the tracker; one that arrives before the
+//! fill's reply poisons the ticket. Writes sent through this worker forget
+//! their keys before they are sent and hold them until answered, so a
+//! session reads its own writes. Losing a tracker (or a change of the
+//! masters) forgets everything and pauses fills until every master has a
+//! tracker whose id is known again; a shared connection re-enables its
+//! tracking toward the new id before its next fill.
+//!
+//! Not filled: replica reads (read splitting on), redirected or retried
+//! GETs, error replies. Sessions of another worker are served by that
+//! worker's cache; a write sent through another worker reaches this one's
+//! cache by the node's invalidation, as a write sent directly to a node.
+
+use super::{Outgoing, Timer, Worker};
+use crate::backend::{Purpose, Role};
+use crate::cache::{ReplyCache, TXN_HOLD};
+use crate::command::{self, flags, Args, Command, Route};
+use crate::config::ReadFrom;
+use crate::resp::value::{self, Value};
+use crate::resp::Proto;
+use crate::router;
+use bytes::Bytes;
+use reactor::{Context, Key};
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::sync::atomic::Ordering::Relaxed;
+
+const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\n";
+const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
+const NIL_RESP2: &[u8] = b"$-1\r\n";
+const NIL_RESP3: &[u8] = b"_\r\n";
+
+/// One master's tracker connection.
+pub struct Tracker {
+    pub addr: SocketAddr,
+    pub conn: Key,
+    /// Its client id, once CLIENT ID answered (0 before).
+    pub id: u64,
+}
+
+/// The worker's cache state.
+pub struct CacheState {
+    pub on: bool,
+    pub cache: ReplyCache,
+    pub trackers: Vec<Tracker>,
+    /// The masters the trackers were opened for (a change flushes).
+    pub masters: Vec<SocketAddr>,
+}
+
+impl CacheState {
+    pub fn new(shared: &crate::shared::Shared, worker: usize, seed: u64) -> CacheState {
+        let (budget, age) = limits(shared);
+        CacheState {
+            on: false,
+            cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
+            trackers: Vec::new(),
+            masters: Vec::new(),
+        }
+    }
+
+    fn tracker_id(&self, addr: SocketAddr) -> u64 {
+        self.trackers
+            .iter()
+            .find(|t| t.addr == addr)
+            .map_or(0, |t| t.id)
+    }
+
+    /// Fills may be armed once every master has a tracker with a known id.
+    fn update_open(&mut self) {
+        self.cache.fills_open = self.on
+            && !self.masters.is_empty()
+            && self
+                .masters
+                .iter()
+                .all(|m| self.trackers.iter().any(|t| t.addr == *m && t.id != 0));
+    }
+}
+
+/// This worker's share of the budget, and the max age in milliseconds.
+fn limits(shared: &crate::shared::Shared) -> (usize, u64) {
+    let workers = shared.workers.len().max(1) as u64;
+    let budget = shared.live.reply_cache_size.load(Relaxed) / workers;
+    let age = shared.live.reply_cache_max_age_secs.load(Relaxed) * 1000;
+    (budget.min(usize::MAX as u64) as usize, age)
+}
+
+/// The reply to store for a GET's frame (errors and other types are not).
+fn storable(frame: &[u8]) -> Option<&[u8]> {
+    match frame.first() {
+        Some(b'$') => Some(frame),
+        Some(b'_') => Some(NIL_RESP2),
+        _ => None,
+    }
+}
+
+/// A stored frame as a session of `proto` gets it.
+fn as_reply(frame: Bytes, proto: Proto) -> Bytes {
+    if proto == Proto::Resp3 && &frame[..] == NIL_RESP2 {
+        Bytes::from_static(NIL_RESP3)
+    } else {
+        frame
+    }
+}
+
+/// The `n`th argument of a multibulk request frame (the request a Fill
+/// carries: `*2 $3 GET $n key`).
+fn nth_arg(frame: &[u8], n: usize) -> Option<&[u8]> {
+    let mut pos = frame.iter().position(|&b| b == b'\n')? + 1;
+    for i in 0..=n {
+        if frame.get(pos) != Some(&b'$') {
+            return None;
+        }
+        let eol = pos + frame[pos..].iter().position(|&b| b == b'\n')?;
+        let len: usize = std::str::from_utf8(frame.get(pos + 1..eol.checked_sub(1)?)?)
+            .ok()?
+            .parse()
+            .ok()?;
+        let start = eol + 1;
+        if i == n {
+            return frame.get(start..start + len);
+        }
+        pos = start + len + 2;
+    }
+    None
+}
+
+fn tracking_frame(id: u64) -> Bytes {
+    let id = id.to_string();
+    let mut out = Vec::with_capacity(64);
+    command_frame(
+        &mut out,
+        &[
+            b"CLIENT",
+            b"TRACKING",
+            b"ON",
+            b"REDIRECT",
+            id.as_bytes(),
+            b"OPTIN",
+        ],
+    );
+    Bytes::from(out)
+}
+
+fn command_frame(out: &mut Vec<u8>, args: &[&[u8]]) {
+    crate::resp::encode::request(out, args);
+}
+
+impl Worker {
+    /// Whether a request goes through the cache's dispatch step.
+    #[inline]
+    pub(super) fn cache_on(&self) -> bool {
+        self.cache.on
+    }
+
+    fn cache_now_ms(&self) -> u64 {
+        self.obs.stats.now_us / 1000
+    }
+
+    /// At every tick: take CONFIG SET's values, open what trackers are
+    /// missing, notice a changed set of masters.
+    pub(super) fn cache_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        let on = self.shared.live.reply_cache.load(Relaxed);
+        let (budget, age) = limits(&self.shared);
+        self.cache.cache.set_limits(budget, age);
+        if on != self.cache.on {
+            self.cache.on = on;
+            self.cache.cache.flush();
+            if !on {
+                for t in std::mem::take(&mut self.cache.trackers) {
+                    self.drop_backend(cx, t.conn);
+                }
+                self.cache.masters.clear();
+            }
+            log::info!(target: "mithril::cache", "worker {}: reply cache {}", self.id, if on { "on" } else { "off" });
+        }
+        if on {
+            self.cache_masters(cx);
+        }
+        self.cache.update_open();
+    }
+
+    /// Compare the masters with the map's; open a tracker for each that
+    /// lacks one. A changed set flushes the cache.
+    pub(super) fn cache_masters(&mut self, cx: &mut Context<'_, Timer>) {
+        let topo = &self.topo;
+        let mut masters: Vec<SocketAddr> = topo
+            .shards
+            .iter()
+            .filter_map(|s| topo.nodes.get(s.master))
+            .map(|n| n.addr)
+            .collect();
+        masters.sort_unstable();
+        masters.dedup();
+        if masters != self.cache.masters {
+            if !self.cache.masters.is_empty() {
+                self.cache.cache.flush();
+                log::debug!(target: "mithril::cache", "worker {}: masters changed: cache flushed", self.id);
+            }
+            // Trackers of nodes that are no longer masters go.
+            let (keep, gone): (Vec<Tracker>, Vec<Tracker>) =
+                std::mem::take(&mut self.cache.trackers)
+                    .into_iter()
+                    .partition(|t| masters.contains(&t.addr));
+            self.cache.trackers = keep;
+            for t in gone {
+                self.drop_backend(cx, t.conn);
+            }
+            self.cache.masters = masters;
+        }
+        for i in 0..self.cache.masters.len() {
+            let addr = self.cache.masters[i];
+            if self.cache.trackers.iter().any(|t| t.addr == addr) {
+                continue;
+            }
+            match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
+                Ok(conn) => {
+                    if let Some(b) = self.backends.get_mut(conn) {
+                        b.enqueue(crate::backend::InFlight::new(
+                            Key::NONE,
+                            0,
+                            Bytes::from_static(CLIENT_ID),
+                            Purpose::TrackerId,
+                        ));
+                    }
+                    self.mark_backend_dirty(conn);
+                    self.cache.trackers.push(Tracker { addr, conn, id: 0 });
+                }
+                Err(e) => {
+                    log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
+                }
+            }
+        }
+        self.cache.update_open();
+    }
+
+    /// A tracker connection closed or failed: its invalidations may be
+    /// lost, so everything goes, and fills wait for a new tracker (opened
+    /// at the next tick). Its id is forgotten first: no connection is told
+    /// to redirect at it any more.
+    pub(super) fn tracker_lost(&mut self, conn: Key) {
+        let before = self.cache.trackers.len();
+        self.cache.trackers.retain(|t| t.conn != conn);
+        if self.cache.trackers.len() != before {
+            self.cache.cache.flush();
+            self.cache.update_open();
+            log::debug!(target: "mithril::cache", "worker {}: tracker lost: cache flushed", self.id);
+        }
+    }
+
+    /// The reply to a tracker's CLIENT ID.
+    pub(super) fn tracker_id(&mut self, conn: Key, frame: &[u8]) {
+        let id = frame
+            .strip_prefix(b":")
+            .and_then(|r| r.strip_suffix(b"\r\n"))
+            .and_then(crate::resp::parse_i64)
+            .filter(|&n| n > 0);
+        if let (Some(id), Some(t)) = (id, self.cache.trackers.iter_mut().find(|t| t.conn == conn)) {
+            t.id = id as u64;
+        }
+        self.cache.update_open();
+    }
+
+    /// A push on a tracker connection: `invalidate [keys]`, or
+    /// `invalidate` with a null (the node was flushed).
+    pub(super) fn tracker_push(&mut self, frame: &[u8]) {
+        let Ok(Some((Value::Push(items), _))) = value::parse(frame) else {
+            return;
+        };
+        if items.first().and_then(Value::as_bytes) != Some(&b"invalidate"[..]) {
+            return;
+        }
+        match items.get(1).and_then(Value::as_array) {
+            Some(keys) => {
+                for k in keys.iter().filter_map(Value::as_bytes) {
+                    self.cache.cache.invalidate(k);
+                    self.cache.cache.stats.invalidations += 1;
+                }
+            }
+            None => self.cache.cache.flush(),
+        }
+    }
+
+    /// GET with the cache on: a hit answers now; a miss is sent, with the
+    /// opt-in when a fill is admitted.
+    pub(super) fn cached_get(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        slot: u16,
+        read: bool,
+        frame: Bytes,
+        ranges: &[Range<usize>],
+    ) {
+        let Some(kr) = ranges.get(1).cloned() else {
+            return self.forward_slot(cx, key, slot, read, frame);
+        };
+        let now = self.cache_now_ms();
+        let c = &mut self.cache.cache;
+        c.stats.lookups += 1;
+        if let Some(hit) = c.get(&frame[kr.clone()], now) {
+            c.stats.hits += 1;
+            c.admission.record(1, true);
+            let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+                return;
+            };
+            return self.reply(key, as_reply(hit, proto));
+        }
+        c.stats.misses += 1;
+        c.admission.record(1, false);
+        // Replica reads never fill.
+        if read && self.read_from != ReadFrom::No {
+            return self.forward_slot(cx, key, slot, read, frame);
+        }
+        let Some((proto, sticky)) = self.sessions.get(key).map(|s| (s.proto, s.sticky)) else {
+            return;
+        };
+        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+            return self.reply_static(key, router::ERR_SLOT_UNSERVED);
+        };
+        let tracker = self.cache.tracker_id(self.pools.pools[pool].key.addr);
+        let ticket = if tracker == 0 {
+            None
+        } else {
+            self.cache.cache.arm(&frame[kr.clone()], 1).ok()
+        };
+        let Some(ticket) = ticket else {
+            return self.send_to_pool(cx, pool, Outgoing::new(key, frame));
+        };
+        let bkey = match self.backend_for(cx, pool, sticky) {
+            Ok(b) => b,
+            Err(err) => {
+                self.cache.cache.cancel(&frame[kr], ticket);
+                return self.fail_outgoing(cx, Outgoing::new(key, frame), err);
+            }
+        };
+        if let Some(b) = self.backends.get_mut(bkey) {
+            if b.tracking != tracker {
+                b.tracking = tracker;
+                b.enqueue(crate::backend::InFlight::new(
+                    Key::NONE,
+                    0,
+                    tracking_frame(tracker),
+                    Purpose::Tracking,
+                ));
+            }
+            b.enqueue(crate::backend::InFlight::new(
+                Key::NONE,
+                0,
+                Bytes::from_static(CACHING_YES),
+                Purpose::Caching,
+            ));
+        }
+        let out = Outgoing {
+            purpose: Purpose::Fill(ticket),
+            ..Outgoing::new(key, frame)
+        };
+        self.send_on(bkey, out);
+    }
+
+    /// The reply to a Fill: stored if its ticket stands.
+    pub(super) fn cache_fill(&mut self, ticket: u32, req: &[u8], frame: &[u8]) {
+        let Some(k) = nth_arg(req, 1) else {
+            return;
+        };
+        match storable(frame) {
+            Some(f) => {
+                let now = self.cache_now_ms();
+                self.cache.cache.fill(k, ticket, f, now);
+            }
+            None => self.cache.cache.cancel(k, ticket),
+        }
+    }
+
+    /// A Fill that will not fill (redirected, retried, refused opt-in):
+    /// its ticket is given up and it goes on as a plain request.
+    pub(super) fn unfill(&mut self, f: &mut crate::backend::InFlight) {
+        if let Purpose::Fill(t) = f.purpose {
+            if let Some(k) = nth_arg(&f.req, 1) {
+                self.cache.cache.cancel(k, t);
+            }
+            f.purpose = Purpose::Client;
+        }
+    }
+
+    /// The reply to an opt-in frame on a shared connection. An error:
+    /// tracking is off there (CLIENT TRACKING refused, e.g. for a tracker
+    /// id that died); the GET behind a refused CACHING fills nothing, and
+    /// the next fill on the connection asks for tracking again.
+    pub(super) fn opt_in_answered(&mut self, bkey: Key, purpose: Purpose, head: u8) {
+        if head != b'-' {
+            return;
+        }
+        let Some(b) = self.backends.get_mut(bkey) else {
+            return;
+        };
+        b.tracking = 0;
+        if purpose == Purpose::Caching {
+            if let Some(f) = b.head_mut() {
+                if let Purpose::Fill(t) = f.purpose {
+                    f.purpose = Purpose::Client;
+                    if let Some(k) = nth_arg(&f.req, 1) {
+                        self.cache.cache.cancel(k, t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// At dispatch, before the decision is applied: a write forgets its
+    /// keys and holds them until its reply (`seq`); FLUSHALL/FLUSHDB
+    /// forget everything. Returns whether holds were taken.
+    pub(super) fn cache_write(
+        &mut self,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+        queued: bool,
+    ) -> bool {
+        if cmd.route == Route::ClusterWide(command::Wide::Flushall) {
+            self.cache.cache.flush();
+            return false;
+        }
+        let writes = cmd.flags & flags::WRITE != 0 || cmd.route == Route::Eval;
+        if !writes {
+            return false;
+        }
+        let Some(s) = self.sessions.get_mut(key) else {
+            return false;
+        };
+        let seq = if queued { TXN_HOLD } else { s.ring.next_seq() };
+        let mut any = false;
+        for i in command::keys(cmd, args) {
+            if let Some(k) = args.get(i) {
+                let b = self.cache.cache.hold(k);
+                s.holds.push((seq, b));
+                any = true;
+            }
+        }
+        any
+    }
+
+    /// A write whose reply was given at once (refused, or answered
+    /// without a node): its holds go now.
+    pub(super) fn cache_settle(&mut self, key: Key, seq: u64) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if s.ring.is_answered(seq) {
+            release_seq(&mut self.cache.cache, &mut s.holds, seq);
+        }
+    }
+
+    /// The reply at `seq` was delivered: release what it held.
+    #[inline]
+    pub(super) fn cache_release(&mut self, session: Key, seq: u64) {
+        if let Some(s) = self.sessions.get_mut(session) {
+            if !s.holds.is_empty() {
+                release_seq(&mut self.cache.cache, &mut s.holds, seq);
+            }
+        }
+    }
+
+    /// EXEC dispatched at `seq`: the queued commands' holds last until
+    /// its reply. DISCARD (`seq` None): they go now.
+    pub(super) fn cache_txn_end(&mut self, key: Key, seq: Option<u64>) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        match seq {
+            Some(seq) => {
+                for h in s.holds.iter_mut().filter(|h| h.0 == TXN_HOLD) {
+                    h.0 = seq;
+                }
+            }
+            None => release_seq(&mut self.cache.cache, &mut s.holds, TXN_HOLD),
+        }
+    }
+
+    /// A session closes: its holds go (nobody is left to read its writes).
+    pub(super) fn cache_forget_session(&mut self, holds: Vec<(u64, u16)>) {
+        for (_, b) in holds {
+            self.cache.cache.release(b);
+        }
+    }
+}
+
+fn release_seq(cache: &mut ReplyCache, holds: &mut Vec<(u64, u16)>, seq: u64) {
+    holds.retain(|&(q, b)| {
+        if q == seq {
+            cache.release(b);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_of_a_get_frame_is_found() {
+        let f = b"*2\r\n$3\r\nGET\r\n$5\r\nhello\r\n";
+        assert_eq!(nth_arg(f, 0), Some(&b"GET"[..]));
+        assert_eq!(nth_arg(f, 1), Some(&b"hello"[..]));
+        assert_eq!(nth_arg(f, 2), None);
+        assert_eq!(nth_arg(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n", 1), Some(&b""[..]));
+        assert_eq!(nth_arg(b"garbage", 1), None);
+    }
+
+    #[test]
+    fn nil_is_stored_once_and_served_in_each_protocol() {
+        assert_eq!(storable(b"_\r\n"), Some(NIL_RESP2));
+        assert_eq!(storable(b"-WRONGTYPE x\r\n"), None);
+        let nil = Bytes::from_static(NIL_RESP2);
+        assert_eq!(&as_reply(nil.clone(), Proto::Resp3)[..], NIL_RESP3);
+        assert_eq!(&as_reply(nil, Proto::Resp2)[..], NIL_RESP2);
+    }
+}

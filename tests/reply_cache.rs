@@ -1,0 +1,457 @@
+//! The reply cache (`reply-cache yes`) against real clusters: hits that
+//! never reach a node, reads of one's own writes, invalidations from
+//! writes made directly on the nodes (within a measured window), node
+//! flushes, expiry, a killed tracker, CONFIG SET, and a checker that every
+//! read returned a value current at some point while it was in flight.
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+const CACHE_ON: &str = "threads 1\nreply-cache yes";
+
+/// INFO replycache's fields of mithril.
+fn cache_info(c: &mut Conn) -> HashMap<String, String> {
+    let r = c.cmd(&["INFO", "replycache"]);
+    let text = String::from_utf8_lossy(r.as_bulk().unwrap_or_default()).to_string();
+    text.lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn stat(c: &mut Conn, name: &str) -> u64 {
+    cache_info(c)
+        .get(name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in INFO replycache"))
+}
+
+/// GETs a node has run (its INFO commandstats).
+fn node_gets(node: &mut Conn) -> u64 {
+    let r = node.cmd(&["INFO", "commandstats"]);
+    let text = String::from_utf8_lossy(r.as_bulk().unwrap_or_default()).to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Wait until every master is tracked (fills are paused before).
+fn wait_tracked(m: &Mithril) {
+    let mut c = m.conn();
+    wait_until(
+        "the reply cache to track every master",
+        Duration::from_secs(10),
+        || {
+            // A GET of a fresh key arms a fill once trackers are up: repeat
+            // until one is admitted.
+            let k = format!("probe:{}", random_u64());
+            c.cmd(&["GET", &k]);
+            (stat(&mut c, "reply_cache_fills_admitted") > 0).then_some(())
+        },
+    );
+}
+
+fn start(extra: &str) -> (RedisCluster, Mithril) {
+    let (cluster, m) = cluster_and_mithril(extra);
+    wait_tracked(&m);
+    (cluster, m)
+}
+
+#[test]
+fn a_hit_is_answered_without_the_node() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    let key = "hot:key";
+    assert_eq!(c.cmd(&["SET", key, "v1"]), ok());
+    assert_eq!(c.cmd(&["GET", key]), bulk("v1"), "the fill");
+    let mut node = cluster.node_for_slot(key_slot(key.as_bytes())).conn();
+    let before = node_gets(&mut node);
+    let hits = stat(&mut c, "reply_cache_hits");
+    for _ in 0..100 {
+        assert_eq!(c.cmd(&["GET", key]), bulk("v1"));
+    }
+    assert_eq!(node_gets(&mut node), before, "hits reached the node");
+    assert!(stat(&mut c, "reply_cache_hits") >= hits + 100);
+    // A missing key is cached as nil, in both protocols.
+    assert_eq!(c.cmd(&["GET", "no:such:key"]), Reply::Bulk(None));
+    let before = node_gets(&mut node);
+    let mut c3 = m.conn();
+    c3.cmd(&["HELLO", "3"]);
+    assert_eq!(c3.cmd(&["GET", "no:such:key"]), Reply::Null);
+    assert_eq!(c.cmd(&["GET", "no:such:key"]), Reply::Bulk(None));
+    let node2 = cluster.node_for_slot(key_slot(b"no:such:key"));
+    if node2.addr() == cluster.node_for_slot(key_slot(key.as_bytes())).addr() {
+        assert_eq!(node_gets(&mut node), before);
+    }
+}
+
+#[test]
+fn a_session_reads_its_own_writes_on_every_master() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    // Keys on all three masters (hash tags spread over the slots).
+    let keys: Vec<String> = (0..60).map(|i| format!("{{t{i}}}k")).collect();
+    let masters: std::collections::HashSet<String> = keys
+        .iter()
+        .map(|k| cluster.node_for_slot(key_slot(k.as_bytes())).addr())
+        .collect();
+    assert_eq!(masters.len(), 3);
+    for round in 0..20 {
+        for k in &keys {
+            let v = format!("v{round}");
+            assert_eq!(c.cmd(&["SET", k, &v]), ok());
+            assert_eq!(c.cmd(&["GET", k]), bulk(&v), "{k} after SET, round {round}");
+            assert_eq!(c.cmd(&["GET", k]), bulk(&v), "{k} again");
+        }
+        // Pipelined: write, read, write, read in one batch.
+        let mut cmds = Vec::new();
+        for k in &keys {
+            cmds.push(argv(&["SET", k, &format!("p{round}a")]));
+            cmds.push(argv(&["GET", k]));
+            cmds.push(argv(&["APPEND", k, "b"]));
+            cmds.push(argv(&["GET", k]));
+        }
+        let replies = c.pipeline(&cmds);
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(replies[4 * i + 1], bulk(&format!("p{round}a")), "{k}");
+            assert_eq!(replies[4 * i + 3], bulk(&format!("p{round}ab")), "{k}");
+        }
+        // Deletions and renames through mithril.
+        let k = &keys[round % keys.len()];
+        assert_eq!(c.cmd(&["GET", k]), bulk(&format!("p{round}ab")));
+        assert_eq!(c.cmd(&["DEL", k]), Reply::Int(1));
+        assert_eq!(c.cmd(&["GET", k]), Reply::Bulk(None));
+        let (a, b) = (format!("{{r{round}}}a"), format!("{{r{round}}}b"));
+        c.cmd(&["SET", &a, "x"]);
+        c.cmd(&["SET", &b, "y"]);
+        assert_eq!(c.cmd(&["GET", &b]), bulk("y"));
+        assert_eq!(c.cmd(&["RENAME", &a, &b]), ok());
+        assert_eq!(c.cmd(&["GET", &b]), bulk("x"), "RENAME's destination");
+        assert_eq!(c.cmd(&["GET", &a]), Reply::Bulk(None), "RENAME's source");
+        // A transaction's writes, and a script's.
+        c.cmd(&["GET", &a]);
+        assert_eq!(c.cmd(&["MULTI"]), ok());
+        c.cmd(&["SET", &a, "in-txn"]);
+        assert_eq!(c.cmd(&["EXEC"]).as_array().len(), 1);
+        assert_eq!(c.cmd(&["GET", &a]), bulk("in-txn"));
+        c.cmd(&[
+            "EVAL",
+            "return redis.call('set', KEYS[1], ARGV[1])",
+            "1",
+            &a,
+            "by-script",
+        ]);
+        assert_eq!(c.cmd(&["GET", &a]), bulk("by-script"));
+        // A cross-slot write (fan-out).
+        c.cmd(&["GET", &keys[0]]);
+        c.cmd(&["GET", &keys[1]]);
+        assert_eq!(c.cmd(&["MSET", &keys[0], "m0", &keys[1], "m1"]), ok());
+        assert_eq!(c.cmd(&["GET", &keys[0]]), bulk("m0"));
+        assert_eq!(c.cmd(&["GET", &keys[1]]), bulk("m1"));
+    }
+    assert!(stat(&mut c, "reply_cache_hits") > 0);
+}
+
+/// Writes made on the node itself reach the cache as invalidations: the
+/// largest window in which mithril still served the old value is printed
+/// and held to a generous bound.
+#[test]
+fn a_direct_write_on_the_node_invalidates_within_a_round_trip() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    let key = "direct:key";
+    let mut node = cluster.node_for_slot(key_slot(key.as_bytes())).conn();
+    let mut worst = Duration::ZERO;
+    const WRITES: usize = 2000;
+    for i in 0..WRITES {
+        let v = format!("v{i}");
+        // Make sure the current value is cached (a hit, or a fill).
+        c.cmd(&["GET", key]);
+        c.cmd(&["GET", key]);
+        assert_eq!(node.cmd(&["SET", key, &v]), ok());
+        let t0 = Instant::now();
+        loop {
+            let r = c.cmd(&["GET", key]);
+            if r == bulk(&v) {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(2),
+                "write {i} never seen: {r:?}"
+            );
+        }
+        worst = worst.max(t0.elapsed());
+    }
+    println!("largest staleness window over {WRITES} direct writes: {worst:?}");
+    assert!(worst < Duration::from_millis(50), "stale for {worst:?}");
+    assert!(stat(&mut c, "reply_cache_invalidations") >= WRITES as u64 / 2);
+}
+
+#[test]
+fn expiry_and_a_flush_on_the_node_reach_the_cache() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SET", "exp:k", "v", "PX", "200"]), ok());
+    assert_eq!(c.cmd(&["GET", "exp:k"]), bulk("v"));
+    assert_eq!(c.cmd(&["GET", "exp:k"]), bulk("v"));
+    wait_until(
+        "the expired key to read nil",
+        Duration::from_secs(5),
+        || (c.cmd(&["GET", "exp:k"]) == Reply::Bulk(None)).then_some(()),
+    );
+    // FLUSHALL on the node directly.
+    let keys: Vec<String> = (0..30).map(|i| format!("{{f{i}}}k")).collect();
+    for k in &keys {
+        c.cmd(&["SET", k, "v"]);
+        assert_eq!(c.cmd(&["GET", k]), bulk("v"));
+    }
+    for n in cluster.masters() {
+        assert_eq!(n.conn().cmd(&["FLUSHALL"]), ok());
+    }
+    wait_until(
+        "every key to read nil after FLUSHALL",
+        Duration::from_secs(5),
+        || {
+            keys.iter()
+                .all(|k| c.cmd(&["GET", k]) == Reply::Bulk(None))
+                .then_some(())
+        },
+    );
+    // And through mithril.
+    for k in &keys {
+        c.cmd(&["SET", k, "w"]);
+        assert_eq!(c.cmd(&["GET", k]), bulk("w"));
+    }
+    assert_eq!(c.cmd(&["FLUSHALL"]), ok());
+    for k in &keys {
+        assert_eq!(c.cmd(&["GET", k]), Reply::Bulk(None), "{k} after FLUSHALL");
+    }
+}
+
+/// The tracker's connection killed on the node: what it would have
+/// received is lost, so the cache is flushed and fills resume once a new
+/// tracker is up; no stale value is served meanwhile.
+#[test]
+fn a_killed_tracker_flushes_the_cache_and_fills_resume() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    let key = "kill:key";
+    let addr = cluster.node_for_slot(key_slot(key.as_bytes())).addr();
+    let mut node = Conn::connect(&addr);
+    c.cmd(&["SET", key, "before"]);
+    assert_eq!(c.cmd(&["GET", key]), bulk("before"));
+    assert_eq!(c.cmd(&["GET", key]), bulk("before"));
+    let flushes = stat(&mut c, "reply_cache_flushes");
+    // Every client of the node but this one: the tracker among them.
+    let me = node.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    let killed = node.cmd(&["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]);
+    assert!(killed.as_int() >= 1, "{killed:?} ({me})");
+    // The write the dead tracker would have been told about.
+    assert_eq!(node.cmd(&["SET", key, "after"]), ok());
+    wait_until(
+        "the flush after the tracker died",
+        Duration::from_secs(5),
+        || (stat(&mut c, "reply_cache_flushes") > flushes).then_some(()),
+    );
+    assert_eq!(c.cmd(&["GET", key]), bulk("after"));
+    // Fills resume: a fresh key is cached again (its second GET a hit).
+    wait_until("fills to resume", Duration::from_secs(10), || {
+        let k = format!("resume:{}", random_u64());
+        c.cmd(&["SET", &k, "v"]);
+        c.cmd(&["GET", &k]);
+        let hits = stat(&mut c, "reply_cache_hits");
+        c.cmd(&["GET", &k]);
+        (stat(&mut c, "reply_cache_hits") > hits).then_some(())
+    });
+    // And stay coherent.
+    assert_eq!(c.cmd(&["GET", key]), bulk("after"));
+    assert_eq!(node.cmd(&["SET", key, "later"]), ok());
+    wait_until("the direct write", Duration::from_secs(2), || {
+        (c.cmd(&["GET", key]) == bulk("later")).then_some(())
+    });
+}
+
+#[test]
+fn config_set_turns_the_cache_on_and_off() {
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut c = m.conn();
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "reply-cache"]).as_array()[1],
+        bulk("no")
+    );
+    c.cmd(&["SET", "cs:k", "v"]);
+    c.cmd(&["GET", "cs:k"]);
+    c.cmd(&["GET", "cs:k"]);
+    assert_eq!(stat(&mut c, "reply_cache_hits"), 0);
+    assert_eq!(c.cmd(&["CONFIG", "SET", "reply-cache", "yes"]), ok());
+    assert_eq!(
+        c.cmd(&["CONFIG", "GET", "reply-cache"]).as_array()[1],
+        bulk("yes")
+    );
+    wait_tracked(&m);
+    c.cmd(&["GET", "cs:k"]);
+    assert_eq!(c.cmd(&["GET", "cs:k"]), bulk("v"));
+    assert!(stat(&mut c, "reply_cache_hits") > 0);
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "reply-cache", "maybe"]).as_error(),
+        "ERR CONFIG SET failed (possibly related to argument 'reply-cache') - reply-cache must be yes or no"
+    );
+    assert_eq!(c.cmd(&["CONFIG", "SET", "reply-cache", "no"]), ok());
+    wait_until("the cache to turn off", Duration::from_secs(2), || {
+        (cache_info(&mut c).get("reply_cache").map(String::as_str) == Some("no")).then_some(())
+    });
+}
+
+/// Values larger in total than the budget (40 MB through a 4 MB cache):
+/// the cache's bytes stay within it, and so does the process's growth,
+/// give or take the documented overhead.
+#[test]
+fn the_cache_stays_within_its_budget() {
+    let (_cluster, m) = start("threads 1\nreply-cache yes\nreply-cache-size 4mb");
+    let mut c = m.conn();
+    let value = "x".repeat(10_000);
+    // Warm the allocator and the connections first.
+    for i in 0..50 {
+        c.cmd(&["SET", &format!("warm:{i}"), &value]);
+    }
+    let rss0 = rss_kb(m.pid);
+    for i in 0..4000 {
+        let k = format!("big:{i}");
+        c.cmd(&["SET", &k, &value]);
+        // Read twice: the second is a hit, so every fill is admitted.
+        c.cmd(&["GET", &k]);
+        assert_eq!(c.cmd(&["GET", &k]).as_bulk().map(<[u8]>::len), Some(10_000));
+    }
+    let rss1 = rss_kb(m.pid);
+    // Published at the next tick.
+    std::thread::sleep(Duration::from_millis(250));
+    let info = cache_info(&mut c);
+    let bytes: u64 = info["reply_cache_bytes_current"].parse::<u64>().unwrap()
+        + info["reply_cache_bytes_old"].parse::<u64>().unwrap();
+    println!("cached {bytes} bytes; RSS {rss0} kB -> {rss1} kB");
+    assert!(bytes <= 4 * 1024 * 1024 + 11_000, "{bytes} bytes cached");
+    assert!(bytes > 1024 * 1024, "{bytes}: the cache holds something");
+    assert!(info["reply_cache_flips"].parse::<u64>().unwrap() >= 10);
+    assert!(
+        rss1.saturating_sub(rss0) <= 4 * 1024 + 8 * 1024,
+        "RSS grew by {} kB for a 4 MB cache",
+        rss1.saturating_sub(rss0)
+    );
+}
+
+/// Writes of one key that completed: (value, when, made directly).
+type Completed = Vec<(u64, Instant, bool)>;
+
+/// Writers through mithril and directly on the node, readers through
+/// mithril, a few keys, for a while. Every value is a writer's counter, so
+/// a read is checked against the writes known to have completed before it
+/// was sent (it may not return an older one), allowing direct writes the
+/// invalidation window.
+#[test]
+fn every_read_returns_a_value_current_while_it_was_in_flight() {
+    let secs: u64 = std::env::var("MITHRIL_LINEARIZABILITY_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let (cluster, m) = start(CACHE_ON);
+    const KEYS: usize = 4;
+    const DIRECT_WINDOW: Duration = Duration::from_millis(50);
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("lin:{i}")).collect();
+    let node_addrs: Vec<String> = keys
+        .iter()
+        .map(|k| cluster.node_for_slot(key_slot(k.as_bytes())).addr())
+        .collect();
+    let mut c = m.conn();
+    for k in &keys {
+        c.cmd(&["SET", k, "0"]);
+    }
+    // The highest value completed per key, and when (direct writes only
+    // count once the window has passed).
+    let done: Arc<Vec<Mutex<Completed>>> = Arc::new(
+        (0..KEYS)
+            .map(|_| Mutex::new(vec![(0, Instant::now(), false)]))
+            .collect(),
+    );
+    let counter = Arc::new(AtomicU64::new(1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for w in 0..2 {
+        let (done, counter, stop, keys) =
+            (done.clone(), counter.clone(), stop.clone(), keys.clone());
+        let addr = m.addr();
+        let nodes = node_addrs.clone();
+        threads.push(std::thread::spawn(move || {
+            let direct = w == 1;
+            let mut conns: Vec<Conn> = if direct {
+                nodes.iter().map(|a| Conn::connect(a)).collect()
+            } else {
+                vec![Conn::connect(&addr)]
+            };
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let k = i % KEYS;
+                i += 1;
+                // Values only grow per key: writes are serialised by a
+                // lock so "completed" is well defined.
+                let mut d = done[k].lock().unwrap();
+                let v = counter.fetch_add(1, Ordering::Relaxed);
+                let conn = if direct { &mut conns[k] } else { &mut conns[0] };
+                assert_eq!(conn.cmd(&["SET", &keys[k], &v.to_string()]), ok());
+                d.push((v, Instant::now(), direct));
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let (done, stop, keys) = (done.clone(), stop.clone(), keys.clone());
+        let addr = m.addr();
+        readers.push(std::thread::spawn(move || {
+            let mut c = Conn::connect(&addr);
+            let mut reads = 0u64;
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let k = i % KEYS;
+                i += 1;
+                // The newest write completed before the read is sent
+                // (direct ones: completed a window before).
+                let sent = Instant::now();
+                let floor = {
+                    let d = done[k].lock().unwrap();
+                    d.iter()
+                        .rev()
+                        .find(|(_, at, direct)| !*direct || *at + DIRECT_WINDOW <= sent)
+                        .map_or(0, |x| x.0)
+                };
+                let r = c.cmd(&["GET", &keys[k]]);
+                let got: u64 = std::str::from_utf8(r.as_bulk().expect("a value"))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                assert!(
+                    got >= floor,
+                    "read of {} returned {got}, older than {floor} completed before it was sent",
+                    keys[k]
+                );
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let reads: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+    let hits = stat(&mut c, "reply_cache_hits");
+    println!("{reads} reads checked in {secs} s, {hits} cache hits");
+    assert!(reads > 1000);
+    assert!(hits > 0, "the check ran without the cache");
+}
