@@ -29,6 +29,7 @@ mod callgrind;
 mod cpu;
 mod rb;
 mod vg;
+mod zipf;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,11 @@ const DATA_SIZE: u32 = 32;
 const KEYSPACE: u64 = 100_000;
 /// Keys per MSET / MGET.
 const MULTI_KEYS: usize = 10;
+/// The key space of the GET run without locality (far larger than the
+/// reply cache's budget).
+const WIDE_KEYSPACE: u64 = 100_000_000;
+/// Every side, and the ones a workload without a cached form runs.
+const ALL_SIDES: &[SideKind] = &[SideKind::Direct, SideKind::Mithril, SideKind::Cached];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -136,6 +142,8 @@ impl Settings {
 struct Workload {
     command: &'static str,
     pipeline: u32,
+    /// `-r`: keys the run draws from.
+    keyspace: u64,
     direct: Test,
     mithril: Test,
     /// Requests of each warm-up run, which sizes the measured runs.
@@ -172,6 +180,7 @@ fn workloads() -> Vec<Workload> {
             w.push(Workload {
                 command,
                 pipeline,
+                keyspace: KEYSPACE,
                 direct: Test::Builtin(builtin),
                 mithril: Test::Builtin(builtin),
                 warmup_requests,
@@ -182,11 +191,30 @@ fn workloads() -> Vec<Workload> {
         w.push(Workload {
             command,
             pipeline: 1,
+            keyspace: KEYSPACE,
             direct: multi_key(command, "{tag}:", with_values),
             mithril: multi_key(command, "", with_values),
             warmup_requests: 10_000,
         });
     }
+    // GET without locality: a key space far larger than the cache.
+    w.push(Workload {
+        command: "GETWIDE",
+        pipeline: 1,
+        keyspace: WIDE_KEYSPACE,
+        direct: Test::Builtin("get"),
+        mithril: Test::Builtin("get"),
+        warmup_requests: 20_000,
+    });
+    // 90% GET / 10% SET on Zipf-distributed keys (benches/compare/zipf.rs).
+    w.push(Workload {
+        command: "ZIPF",
+        pipeline: 1,
+        keyspace: KEYSPACE,
+        direct: Test::Zipf { set_percent: 10 },
+        mithril: Test::Zipf { set_percent: 10 },
+        warmup_requests: 20_000,
+    });
     w
 }
 
@@ -194,6 +222,8 @@ fn workloads() -> Vec<Workload> {
 enum SideKind {
     Direct,
     Mithril,
+    /// mithril with `reply-cache yes`.
+    Cached,
 }
 
 impl SideKind {
@@ -201,6 +231,7 @@ impl SideKind {
         match self {
             SideKind::Direct => "direct",
             SideKind::Mithril => "mithril",
+            SideKind::Cached => "cached",
         }
     }
 }
@@ -213,6 +244,8 @@ struct Sample {
     node_ticks: Option<u64>,
     /// redis-benchmark's own CPU.
     client_ticks: Option<u64>,
+    /// The reply cache's hits and lookups during the run (cached side).
+    cache: Option<(u64, u64)>,
 }
 
 /// One side (direct or mithril) of one workload.
@@ -249,6 +282,17 @@ impl Side {
             .then(|| total_ticks as f64 / cpu::ticks_per_sec() * 1e6 / total_requests as f64)
     }
 
+    /// The reply cache's hit ratio over the clean runs.
+    fn hit_ratio(&self) -> Option<f64> {
+        let (mut hits, mut lookups) = (0u64, 0u64);
+        for s in &self.samples {
+            let (h, l) = s.cache?;
+            hits += h;
+            lookups += l;
+        }
+        (lookups > 0).then(|| hits as f64 / lookups as f64)
+    }
+
     /// Records one run (warm-ups included); only measured clean runs keep
     /// their sample.
     fn record(&mut self, sample: Option<Sample>, errors: Vec<String>, keep: bool) {
@@ -268,15 +312,23 @@ impl Side {
 struct Measured {
     workload: Workload,
     requests: u64,
-    direct: Side,
-    mithril: Side,
+    sides: Vec<(SideKind, Side)>,
 }
 
 impl Measured {
-    fn ratio(&self) -> Option<f64> {
-        let d = self.direct.median(|f| f.rps)?;
-        let m = self.mithril.median(|f| f.rps)?;
+    fn side(&self, kind: SideKind) -> Option<&Side> {
+        self.sides.iter().find(|(k, _)| *k == kind).map(|(_, s)| s)
+    }
+
+    /// `kind`'s median req/s over `base`'s.
+    fn ratio_to(&self, kind: SideKind, base: SideKind) -> Option<f64> {
+        let d = self.side(base)?.median(|f| f.rps)?;
+        let m = self.side(kind)?.median(|f| f.rps)?;
         (d > 0.0).then(|| m / d)
+    }
+
+    fn ratio(&self) -> Option<f64> {
+        self.ratio_to(SideKind::Mithril, SideKind::Direct)
     }
 }
 
@@ -285,6 +337,8 @@ struct Bench<'a> {
     settings: &'a Settings,
     cluster: &'a RedisCluster,
     mithril: &'a mut Mithril,
+    /// A second mithril, with `reply-cache yes`.
+    cached: &'a mut Mithril,
     dir: &'a Path,
 }
 
@@ -307,6 +361,12 @@ impl Bench<'_> {
                 },
                 w.mithril.clone(),
             ),
+            SideKind::Cached => (
+                Target::Plain {
+                    port: self.cached.port,
+                },
+                w.mithril.clone(),
+            ),
         };
         RunSpec {
             target,
@@ -314,7 +374,7 @@ impl Bench<'_> {
             requests,
             pipeline: w.pipeline,
             data_size: DATA_SIZE,
-            keyspace: KEYSPACE,
+            keyspace: w.keyspace,
             test,
         }
     }
@@ -331,20 +391,31 @@ impl Bench<'_> {
         let spec = self.spec(w, side, requests);
         let nodes = self.node_pids();
         let timeout = Duration::from_secs_f64((self.settings.seconds * 20.0).max(60.0));
-        let m0 = cpu::cpu_ticks(self.mithril.pid);
+        let proxy = match side {
+            SideKind::Cached => &*self.cached,
+            _ => &*self.mithril,
+        };
+        let (pid, cached) = (proxy.pid, side == SideKind::Cached);
+        let k0 = if cached { cache_counts(proxy) } else { None };
+        let m0 = cpu::cpu_ticks(pid);
         let n0 = cpu::cpu_ticks_sum(&nodes);
         let e0 = node_error_replies(self.cluster)?;
         let c0 = cpu::reaped_children_ticks();
         let out = rb::run(&spec, self.dir, timeout);
         let c1 = cpu::reaped_children_ticks();
-        let m1 = cpu::cpu_ticks(self.mithril.pid);
+        let m1 = cpu::cpu_ticks(pid);
         let n1 = cpu::cpu_ticks_sum(&nodes);
         let e1 = node_error_replies(self.cluster)?;
-        if let Some(st) = self.mithril.exit_status() {
+        let proxy = match side {
+            SideKind::Cached => &mut *self.cached,
+            _ => &mut *self.mithril,
+        };
+        let k1 = if cached { cache_counts(proxy) } else { None };
+        if let Some(st) = proxy.exit_status() {
             return Err(format!(
                 "mithril exited ({st}) during {} {label}; its log:\n{}",
                 w.label(),
-                support::tail_file(&self.mithril.log_path, 30)
+                support::tail_file(&proxy.log_path, 30)
             ));
         }
         let mut errors = out.errors;
@@ -373,12 +444,21 @@ impl Bench<'_> {
                     f.p99_ms,
                     out.wall.as_secs_f64()
                 );
-                if side == SideKind::Mithril {
+                if side != SideKind::Direct {
                     if let Some(t) = mithril_ticks {
                         line += &format!(
                             "  mithril cpu {:.2} s",
                             cpu::ticks_to_duration(t).as_secs_f64()
                         );
+                    }
+                }
+                let cache = match (k0, k1) {
+                    (Some((h0, l0)), Some((h1, l1))) => Some((h1 - h0, l1 - l0)),
+                    _ => None,
+                };
+                if let Some((h, l)) = cache {
+                    if l > 0 {
+                        line += &format!("  hits {:.1}%", h as f64 * 100.0 / l as f64);
                     }
                 }
                 Some(Sample {
@@ -387,6 +467,7 @@ impl Bench<'_> {
                     mithril_ticks,
                     node_ticks,
                     client_ticks,
+                    cache,
                 })
             }
             _ => {
@@ -402,24 +483,41 @@ impl Bench<'_> {
         Ok((sample, errors))
     }
 
+    /// Reads of a key space the cache can hold: read every key about ten
+    /// times first (pipelined, so it is quick), as a long-running proxy
+    /// would have; the measured runs then see the steady hit ratio.
+    fn warm_cache(&mut self, w: &Workload) {
+        let reads = matches!(&w.mithril, Test::Builtin("get"))
+            || matches!(&w.mithril, Test::Custom(words) if words.first().is_some_and(|c| c == "MGET"));
+        if !reads || w.keyspace > KEYSPACE {
+            return;
+        }
+        let mut spec = self.spec(w, SideKind::Cached, 10 * w.keyspace);
+        spec.pipeline = 32;
+        let out = rb::run(&spec, self.dir, Duration::from_secs(120));
+        println!(
+            "  cache warm-up: {} reads at -P 32 on the cached side ({})",
+            10 * w.keyspace,
+            if out.errors.is_empty() { "clean" } else { "with errors" }
+        );
+    }
+
     fn run_workload(&mut self, w: Workload) -> Result<Measured, String> {
         let rounds = self.settings.rounds;
         println!("\n== {} ==", w.label());
-        let mut direct = Side::default();
-        let mut mithril = Side::default();
+        let mut sides: Vec<(SideKind, Side)> =
+            ALL_SIDES.iter().map(|k| (*k, Side::default())).collect();
+        self.warm_cache(&w);
         // Warm-up: fills the key space, opens connections, and sizes the runs.
         let mut warm_rps = Vec::new();
-        for side in [SideKind::Direct, SideKind::Mithril] {
-            let (sample, errors) = self.measure(&w, side, w.warmup_requests, "warm-up")?;
+        for (kind, side) in sides.iter_mut() {
+            let (sample, errors) = self.measure(&w, *kind, w.warmup_requests, "warm-up")?;
             if let Some(s) = &sample {
-                warm_rps.push(s.figures.rps);
+                if *kind != SideKind::Cached {
+                    warm_rps.push(s.figures.rps);
+                }
             }
-            let target = if side == SideKind::Direct {
-                &mut direct
-            } else {
-                &mut mithril
-            };
-            target.record(sample, errors, false);
+            side.record(sample, errors, false);
         }
         let requests = if warm_rps.is_empty() {
             w.warmup_requests
@@ -427,29 +525,42 @@ impl Bench<'_> {
             let mean = warm_rps.iter().sum::<f64>() / warm_rps.len() as f64;
             round_2sig(mean * self.settings.seconds).max(u64::from(CLIENTS * w.pipeline))
         };
-        for side in [SideKind::Direct, SideKind::Mithril] {
-            let args = self.spec(&w, side, requests).args();
-            println!("  {:<7} redis-benchmark {}", side.name(), args.join(" "));
+        for kind in ALL_SIDES {
+            let args = self.spec(&w, *kind, requests).args();
+            let tool = match w.direct {
+                Test::Zipf { .. } => "zipf",
+                _ => "redis-benchmark",
+            };
+            println!("  {:<7} {tool} {}", kind.name(), args.join(" "));
         }
         for round in 1..=rounds {
             let label = format!("{round}/{rounds}");
-            for side in [SideKind::Direct, SideKind::Mithril] {
-                let (sample, errors) = self.measure(&w, side, requests, &label)?;
-                let target = if side == SideKind::Direct {
-                    &mut direct
-                } else {
-                    &mut mithril
-                };
-                target.record(sample, errors, true);
+            for (kind, side) in sides.iter_mut() {
+                let (sample, errors) = self.measure(&w, *kind, requests, &label)?;
+                side.record(sample, errors, true);
             }
         }
         Ok(Measured {
             workload: w,
             requests,
-            direct,
-            mithril,
+            sides,
         })
     }
+}
+
+/// The reply cache's (hits, lookups) so far, from INFO replycache.
+fn cache_counts(m: &Mithril) -> Option<(u64, u64)> {
+    let mut c = Conn::try_connect(&m.addr()).ok()?;
+    let text = match c.cmd(&["INFO", "replycache"]) {
+        Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => return None,
+    };
+    let field = |name: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    Some((field("reply_cache_hits")?, field("reply_cache_lookups")?))
 }
 
 fn push_unique(into: &mut Vec<String>, from: Vec<String>) {
@@ -507,12 +618,12 @@ fn fmt_opt(v: Option<f64>, decimals: usize) -> String {
 
 fn print_table(results: &[Measured], settings: &Settings) {
     println!(
-        "\n== results: medians of {} runs per side; -c {CLIENTS} -d {DATA_SIZE} -r {KEYSPACE}; \
-         CPU columns pool all clean runs ==",
+        "\n== results: medians of {} runs per side; -c {CLIENTS} -d {DATA_SIZE} -r {KEYSPACE} \
+         (GETWIDE -r {WIDE_KEYSPACE}); CPU columns pool all clean runs ==",
         settings.rounds
     );
     println!(
-        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>6} {:>7}",
+        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8}",
         "workload",
         "requests",
         "side",
@@ -522,49 +633,78 @@ fn print_table(results: &[Measured], settings: &Settings) {
         "mithril us/r",
         "nodes us/r",
         "client us/r",
+        "ceiling",
+        "of ceil",
         "clean",
-        "ratio"
+        "ratio",
+        "hits"
     );
+    let cores = cpu::nproc() as f64;
     for r in results {
-        for (side, s) in [
-            (SideKind::Direct, &r.direct),
-            (SideKind::Mithril, &r.mithril),
-        ] {
-            let (name, requests, ratio, mithril_cpu) = match side {
-                SideKind::Direct => (r.workload.label(), r.requests.to_string(), None, None),
-                SideKind::Mithril => (
-                    String::new(),
-                    String::new(),
-                    Some(fmt_opt(r.ratio(), 2)),
-                    s.cpu_us_per_request(|x| x.mithril_ticks),
-                ),
+        for (i, (kind, s)) in r.sides.iter().enumerate() {
+            let (name, requests) = if i == 0 {
+                (r.workload.label(), r.requests.to_string())
+            } else {
+                (String::new(), String::new())
             };
+            let mithril_cpu = match kind {
+                SideKind::Direct => None,
+                _ => s.cpu_us_per_request(|x| x.mithril_ticks),
+            };
+            let nodes = s.cpu_us_per_request(|x| x.node_ticks);
+            let client = s.cpu_us_per_request(|x| x.client_ticks);
+            // The physical limit: every process shares the cores.
+            let ceiling = match (nodes, client) {
+                (Some(n), Some(c)) => {
+                    let total = n + c + mithril_cpu.unwrap_or(0.0);
+                    (total > 0.0).then(|| cores * 1e6 / total)
+                }
+                _ => None,
+            };
+            let rps = s.median(|f| f.rps);
+            let of_ceiling = match (rps, ceiling) {
+                (Some(x), Some(c)) if c > 0.0 => Some(x / c),
+                _ => None,
+            };
+            let ratio = match kind {
+                SideKind::Direct => String::new(),
+                k => fmt_opt(r.ratio_to(*k, SideKind::Direct), 2),
+            };
+            let hits = s
+                .hit_ratio()
+                .map_or_else(String::new, |h| format!("{:.1}%", h * 100.0));
             println!(
-                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>6} {:>7}",
+                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8}",
                 name,
                 requests,
-                side.name(),
-                fmt_opt(s.median(|f| f.rps), 0),
+                kind.name(),
+                fmt_opt(rps, 0),
                 fmt_opt(s.median(|f| f.p50_ms), 3),
                 fmt_opt(s.median(|f| f.p99_ms), 3),
-                if side == SideKind::Direct {
+                if *kind == SideKind::Direct {
                     "-".to_string()
                 } else {
                     fmt_opt(mithril_cpu, 2)
                 },
-                fmt_opt(s.cpu_us_per_request(|x| x.node_ticks), 2),
-                fmt_opt(s.cpu_us_per_request(|x| x.client_ticks), 2),
+                fmt_opt(nodes, 2),
+                fmt_opt(client, 2),
+                fmt_opt(ceiling, 0),
+                fmt_opt(of_ceiling, 2),
                 format!("{}/{}", s.samples.len(), settings.rounds),
-                ratio.unwrap_or_default(),
+                ratio,
+                hits,
             );
         }
     }
     println!(
         "(MSET/MGET: direct sends its {MULTI_KEYS} keys in one slot, the only form --cluster can \
-         send; mithril's {MULTI_KEYS} keys are spread over slots. us/r = CPU microseconds per \
+         send; mithril's {MULTI_KEYS} keys are spread over slots. cached = a second mithril with \
+         reply-cache yes; hits = its hit ratio over the measured runs. ZIPF = 90% GET / 10% SET \
+         on Zipf(0.99) keys at -P 1 from benches/compare/zipf.rs. us/r = CPU microseconds per \
          request, user+system: mithril and the nodes from /proc/PID/stat, the client \
-         (redis-benchmark) from getrusage of the reaped child. With every process on the \
-         same cores, req/s is bounded by cores / (sum of the three us/r).)"
+         from getrusage of the reaped child. With every process on the same cores, req/s is \
+         bounded by cores / (sum of the three us/r): the ceiling column, and the figure's share \
+         of it.)"
     );
 }
 
@@ -572,14 +712,15 @@ fn print_table(results: &[Measured], settings: &Settings) {
 fn print_errors(results: &[Measured]) -> usize {
     let failed: usize = results
         .iter()
-        .map(|r| r.direct.failed_runs + r.mithril.failed_runs)
+        .flat_map(|r| r.sides.iter().map(|(_, s)| s.failed_runs))
         .sum();
     if failed == 0 {
         return 0;
     }
     println!("\n!!!!!!!! ERRORS: {failed} run(s) failed; their figures are left out !!!!!!!!");
     for r in results {
-        for (name, s) in [("direct", &r.direct), ("mithril", &r.mithril)] {
+        for (kind, s) in &r.sides {
+            let name = kind.name();
             if s.failed_runs > 0 {
                 println!(
                     "!!! {} {name}: {} of {} run(s) failed (warm-up included):",
@@ -606,6 +747,11 @@ fn compare(settings: &Settings) -> Result<usize, String> {
         conf += &format!("threads {t}\n");
     }
     let mut mithril = Mithril::start(&settings.mithril_bin, &cluster.seeds(), &conf);
+    let mut cached = Mithril::start(
+        &settings.mithril_bin,
+        &cluster.seeds(),
+        &format!("{conf}reply-cache yes\n"),
+    );
     println!(
         "cluster: {} masters on ports {}; mithril pid {} on port {} (threads {})",
         cluster.masters().len(),
@@ -627,6 +773,7 @@ fn compare(settings: &Settings) -> Result<usize, String> {
             settings,
             cluster: &cluster,
             mithril: &mut mithril,
+            cached: &mut cached,
             dir: &dir,
         };
         for w in workloads() {
@@ -637,6 +784,7 @@ fn compare(settings: &Settings) -> Result<usize, String> {
         }
     }
     mithril.stop();
+    cached.stop();
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
     let load_after = cpu::loadavg();
@@ -655,11 +803,26 @@ fn compare(settings: &Settings) -> Result<usize, String> {
             r.ratio()
                 .map_or_else(|| "n/a".into(), |x| format!("{x:.2}"))
         );
+        let fmt = |x: Option<f64>| x.map_or_else(|| "n/a".into(), |x| format!("{x:.2}"));
+        println!(
+            "ratio-cached {} {} {} (to uncached {}; hits {})",
+            r.workload.command,
+            r.workload.pipeline,
+            fmt(r.ratio_to(SideKind::Cached, SideKind::Direct)),
+            fmt(r.ratio_to(SideKind::Cached, SideKind::Mithril)),
+            r.side(SideKind::Cached)
+                .and_then(Side::hit_ratio)
+                .map_or_else(|| "n/a".into(), |h| format!("{:.1}%", h * 100.0))
+        );
     }
     Ok(failed)
 }
 
 fn main() -> ExitCode {
+    // The bench's own load generator, run as a child (see zipf.rs).
+    if let Ok(a) = std::env::var("MITHRIL_BENCH_ZIPF") {
+        return zipf::run_child(&a);
+    }
     let settings = match Settings::from_env() {
         Ok(s) => s,
         Err(e) => {

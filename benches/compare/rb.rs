@@ -47,6 +47,11 @@ pub struct RunSpec {
 pub enum Test {
     Builtin(&'static str),
     Custom(Vec<String>),
+    /// GET and SET on Zipf-distributed keys, `SET` this percent of the
+    /// time, from the bench's own load generator (`zipf.rs`).
+    Zipf {
+        set_percent: u32,
+    },
 }
 
 /// The figures redis-benchmark printed (latencies in milliseconds).
@@ -68,6 +73,23 @@ pub struct Outcome {
 
 impl RunSpec {
     pub fn args(&self) -> Vec<String> {
+        if let Test::Zipf { set_percent } = self.test {
+            let (cluster, port) = match self.target {
+                Target::Cluster { port } => (true, port),
+                Target::Plain { port } => (false, port),
+            };
+            // What zipf.rs parses: target, port, clients, requests, keys,
+            // SET percent, value size.
+            let a = format!(
+                "{} {port} {} {} {} {set_percent} {}",
+                if cluster { "cluster" } else { "plain" },
+                self.clients,
+                self.requests,
+                self.keyspace,
+                self.data_size
+            );
+            return a.split(' ').map(str::to_string).collect();
+        }
         let mut a: Vec<String> = Vec::new();
         let port = match self.target {
             Target::Cluster { port } => {
@@ -99,6 +121,7 @@ impl RunSpec {
                 a.push((*name).into());
             }
             Test::Custom(words) => a.extend(words.iter().cloned()),
+            Test::Zipf { .. } => {}
         }
         a
     }
@@ -128,11 +151,20 @@ pub fn run(spec: &RunSpec, dir: &Path, timeout: Duration) -> Outcome {
             }
         }
     };
-    let mut cmd = Command::new("redis-benchmark");
-    cmd.args(spec.args())
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err);
+    let mut cmd = match spec.test {
+        // The bench's own executable, as the load generator.
+        Test::Zipf { .. } => {
+            let mut c = Command::new(std::env::current_exe().unwrap_or_default());
+            c.env("MITHRIL_BENCH_ZIPF", spec.args().join(" "));
+            c
+        }
+        _ => {
+            let mut c = Command::new("redis-benchmark");
+            c.args(spec.args());
+            c
+        }
+    };
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
     let mut child = match spawn_child(cmd) {
         Ok(c) => c,
         Err(e) => {
