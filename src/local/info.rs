@@ -357,15 +357,27 @@ fn memory(t: &mut String, cx: &Ctx) {
         c.outstanding,
     );
     // The script registry (crate::script): what it holds of its budget.
+    // Redis's counts are the registry's too: the scripts an EVALSHA
+    // through mithril runs, the libraries (and their functions) it loads.
     let r = cx.shared.scripts.figures();
     let _ = write!(
         t,
-        "script_registry_size:{}\r\n\
+        "number_of_cached_scripts:{}\r\n\
+         number_of_functions:{}\r\n\
+         number_of_libraries:{}\r\n\
+         script_registry_size:{}\r\n\
          script_registry_scripts:{}\r\n\
          script_registry_script_bytes:{}\r\n\
          script_registry_libraries:{}\r\n\
          script_registry_library_bytes:{}\r\n",
-        r.budget, r.scripts, r.script_bytes, r.libraries, r.library_bytes,
+        r.scripts,
+        r.functions,
+        r.libraries,
+        r.budget,
+        r.scripts,
+        r.script_bytes,
+        r.libraries,
+        r.library_bytes,
     );
 }
 
