@@ -83,6 +83,12 @@ const SECTIONS: &[Section] = &[
         fill: commandstats,
     },
     Section {
+        name: "errorstats",
+        title: "Errorstats",
+        default: true,
+        fill: errorstats,
+    },
+    Section {
         name: "latencystats",
         title: "Latencystats",
         default: false,
@@ -493,6 +499,20 @@ fn commandstats(t: &mut String, cx: &Ctx) {
     }
 }
 
+/// Error replies sent to clients, by code (`stats::error_code`): the
+/// nodes' errors relayed and the proxy's own, as Redis counts its replies.
+/// Errors inside an EXEC reply are not counted (as in
+/// `total_error_replies`).
+fn errorstats(t: &mut String, cx: &Ctx) {
+    for (code, n) in &cx.totals.errors {
+        let _ = write!(
+            t,
+            "errorstat_{}:count={n}\r\n",
+            String::from_utf8_lossy(code)
+        );
+    }
+}
+
 /// The percentiles latencystats reports, as Redis's default
 /// `latency-tracking-info-percentiles`.
 const PERCENTILES: [(&str, f64); 3] = [("p50", 50.0), ("p99", 99.0), ("p99.9", 99.9)];
@@ -640,6 +660,7 @@ mod tests {
         assert!(wants(&[b"ALL"], "commandstats"));
         assert!(wants(&[b"everything"], "backends"));
         assert!(!wants(&[b"default"], "latencystats"));
+        assert!(wants(&[], "errorstats"));
         assert!(wants(&[b"default"], "memory"));
         assert!(!wants(&[b"server"], "keyspace"));
         assert_eq!(human(1363148), "1.30M");

@@ -165,6 +165,13 @@ impl Worker {
             if f.purpose == Purpose::Client && scripts::is_missing(&frame) {
                 return self.reload_missing(cx, bkey, f, frame);
             }
+            // observe: the error reaches the client, unless the
+            // transaction it aborted is sent again.
+            let again =
+                txn_redirect.is_some() || (txn_retry.is_some() && frame.starts_with(b"-EXECABORT"));
+            if !again {
+                self.observe_error(f.purpose, &frame);
+            }
         }
         if let Some(r) = txn_redirect {
             self.follow(cx, via, f, r);
@@ -275,6 +282,9 @@ impl Worker {
     /// Append an immediate reply for the request being dispatched.
     #[inline]
     pub(super) fn reply(&mut self, key: Key, frame: Bytes) {
+        if frame.first() == Some(&b'-') {
+            self.obs.stats.error_reply(&frame); // observe
+        }
         if let Some(s) = self.sessions.get_mut(key) {
             s.ring.push_ready(frame);
             let cut = overload::mark_over_hard(&self.overload, s);

@@ -362,6 +362,7 @@ impl Worker {
         match load {
             Some(load) => {
                 let Some(b) = self.backends.get_mut(bkey) else {
+                    self.observe_error(f.purpose, &frame);
                     return self.complete(cx, f, frame);
                 };
                 log::debug!(
@@ -378,7 +379,10 @@ impl Worker {
                 });
                 self.mark_backend_dirty(bkey);
             }
-            _ => self.complete(cx, f, frame),
+            _ => {
+                self.observe_error(f.purpose, &frame);
+                self.complete(cx, f, frame)
+            }
         }
     }
 
