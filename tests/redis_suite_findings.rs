@@ -212,4 +212,15 @@ fn errorstats_count_error_replies_by_code_as_a_node_does() {
     );
     assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), ok());
     assert_eq!(errorstats(&mut c), (vec![], 0));
+
+    // A node's error that mithril retries counts only once it reaches the
+    // client: a multi-key command on a half-migrated slot with a request
+    // behind it gets TRYAGAIN at once (the waits are for a last request).
+    let (j1, j2) = ("{es-t}1", "{es-t}2");
+    assert_eq!(c.cmd(&["SADD", j1, "a"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["SADD", j2, "b"]), Reply::Int(1));
+    cluster.split_slot(key_slot(j1.as_bytes()), &[j1]);
+    let r = c.pipeline(&[argv(&["SUNION", j1, j2]), argv(&["PING"])]);
+    assert!(r[0].as_error().starts_with("TRYAGAIN"), "{r:?}");
+    assert_eq!(errorstats(&mut c), (codes(&[("TRYAGAIN", 1)]), 1));
 }

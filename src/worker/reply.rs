@@ -190,6 +190,18 @@ impl Worker {
         self.complete(cx, f, frame);
     }
 
+    /// A request's final reply is an error: counted (observe), then
+    /// completed.
+    pub(super) fn complete_error(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        f: InFlight,
+        frame: Bytes,
+    ) {
+        self.observe_error(f.purpose, &frame);
+        self.complete(cx, f, frame);
+    }
+
     /// A request's final reply (or the error replacing it).
     pub(super) fn complete(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
         match f.purpose {
@@ -219,7 +231,7 @@ impl Worker {
         r: Redirect,
     ) {
         if f.hops >= router::MAX_HOPS {
-            self.complete(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
+            self.complete_error(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
         }
         let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {

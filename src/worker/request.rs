@@ -361,8 +361,7 @@ impl Worker {
                     retries: out.retries,
                     expect: 1,
                 };
-                self.observe_error(f.purpose, &err);
-                self.complete(cx, f, err);
+                self.complete_error(cx, f, err);
             }
             None => self.reply(out.session, err),
         }

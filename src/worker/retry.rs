@@ -219,7 +219,7 @@ impl Worker {
                     return self.schedule_retry(cx, f, via);
                 }
                 if down || !self.split_part(cx, via, &f) {
-                    self.complete(cx, f, frame);
+                    self.complete_error(cx, f, frame);
                 }
             }
             Purpose::Client | Purpose::Txn | Purpose::Blocking => {
@@ -245,7 +245,7 @@ impl Worker {
                                     });
                                 }
                             }
-                            return self.complete(cx, f, frame);
+                            return self.complete_error(cx, f, frame);
                         }
                     }
                 }
@@ -255,9 +255,9 @@ impl Worker {
                 if !down && f.purpose == Purpose::Client && self.split_request(cx, via, &f) {
                     return;
                 }
-                self.complete(cx, f, frame);
+                self.complete_error(cx, f, frame);
             }
-            _ => self.complete(cx, f, frame),
+            _ => self.complete_error(cx, f, frame),
         }
     }
 

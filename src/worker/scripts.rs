@@ -362,8 +362,7 @@ impl Worker {
         match load {
             Some(load) => {
                 let Some(b) = self.backends.get_mut(bkey) else {
-                    self.observe_error(f.purpose, &frame);
-                    return self.complete(cx, f, frame);
+                    return self.complete_error(cx, f, frame);
                 };
                 log::debug!(
                     target: "mithril::worker",
@@ -379,10 +378,7 @@ impl Worker {
                 });
                 self.mark_backend_dirty(bkey);
             }
-            _ => {
-                self.observe_error(f.purpose, &frame);
-                self.complete(cx, f, frame)
-            }
+            _ => self.complete_error(cx, f, frame),
         }
     }
 
