@@ -156,6 +156,7 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
             "# Stats",
             "# CPU",
             "# Commandstats",
+            "# Errorstats",
             "# Latencystats",
             "# Cluster",
             "# Keyspace",

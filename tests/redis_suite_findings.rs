@@ -116,3 +116,111 @@ fn info_blocked_clients_counts_clients_waiting_on_a_blocking_command() {
     assert_eq!(a.read_reply(), Reply::Array(None));
     wait_blocked(&mut admin, 0);
 }
+
+/// `INFO errorstats` as `code -> count`, and `total_error_replies`.
+fn errorstats(c: &mut Conn) -> (Vec<(String, u64)>, u64) {
+    let text = c.cmd(&["INFO", "errorstats"]).as_str().to_string();
+    assert!(text.starts_with("# Errorstats\r\n"), "{text:?}");
+    let codes = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("errorstat_"))
+        .map(|l| {
+            let (code, count) = l.split_once(":count=").unwrap_or_else(|| panic!("{l:?}"));
+            (code.to_string(), count.trim().parse().unwrap())
+        })
+        .collect();
+    let stats = c.cmd(&["INFO", "stats"]).as_str().to_string();
+    let total = stats
+        .lines()
+        .find_map(|l| l.strip_prefix("total_error_replies:"))
+        .unwrap_or_else(|| panic!("no total_error_replies in {stats:?}"))
+        .trim()
+        .parse()
+        .unwrap();
+    (codes, total)
+}
+
+fn codes(v: &[(&str, u64)]) -> Vec<(String, u64)> {
+    v.iter().map(|&(c, n)| (c.to_string(), n)).collect()
+}
+
+#[test]
+fn errorstats_count_error_replies_by_code_as_a_node_does() {
+    // The suite's "LUA redis.error_reply API" (unit/scripting): a script's
+    // error reply is counted under its code, by mithril as by the node.
+    let (cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let mut node = cluster.nodes[0].conn();
+    for conn in [&mut node, &mut c] {
+        assert_eq!(conn.cmd(&["CONFIG", "RESETSTAT"]), ok());
+        assert_eq!(errorstats(conn), (vec![], 0));
+        let e = conn.cmd(&[
+            "EVAL",
+            "return redis.error_reply('MY_ERR_CODE custom msg')",
+            "0",
+        ]);
+        assert_eq!(e, err("MY_ERR_CODE custom msg"));
+        assert_eq!(
+            conn.cmd(&["EVAL", "return redis.error_reply('')", "0"]),
+            err("ERR ")
+        );
+        assert_eq!(
+            errorstats(conn),
+            (codes(&[("ERR", 1), ("MY_ERR_CODE", 1)]), 2),
+            "{}",
+            conn.addr()
+        );
+    }
+
+    // The proxy's own errors count too, a merged reply once (SCRIPT KILL:
+    // NOTBUSY from every master, one reply), and a blocked command's
+    // error as it ends the block (the suite's "XGROUP DESTROY should
+    // unblock XREADGROUP with -NOGROUP").
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    assert!(c.cmd(&["NOSUCHCOMMAND"]).is_error());
+    assert_eq!(c.cmd(&["SET", "es:k", "v"]), ok());
+    assert!(c
+        .cmd(&["LPUSH", "es:k", "x"])
+        .as_error()
+        .starts_with("WRONGTYPE"));
+    assert!(c.cmd(&["SCRIPT", "KILL"]).as_error().starts_with("NOTBUSY"));
+    assert_eq!(
+        c.cmd(&["XGROUP", "CREATE", "es:s", "g", "$", "MKSTREAM"]),
+        ok()
+    );
+    let mut blocked = m.conn();
+    blocked.send(&[
+        b"XREADGROUP",
+        b"GROUP",
+        b"g",
+        b"alice",
+        b"BLOCK",
+        b"0",
+        b"STREAMS",
+        b"es:s",
+        b">",
+    ]);
+    wait_blocked(&mut c, 1);
+    assert_eq!(c.cmd(&["XGROUP", "DESTROY", "es:s", "g"]), Reply::Int(1));
+    assert!(blocked.read_reply().as_error().starts_with("NOGROUP"));
+    assert_eq!(
+        errorstats(&mut c),
+        (
+            codes(&[("ERR", 1), ("NOGROUP", 1), ("NOTBUSY", 1), ("WRONGTYPE", 1)]),
+            4
+        )
+    );
+    assert_eq!(c.cmd(&["CONFIG", "RESETSTAT"]), ok());
+    assert_eq!(errorstats(&mut c), (vec![], 0));
+
+    // A node's error that mithril retries counts only once it reaches the
+    // client: a multi-key command on a half-migrated slot with a request
+    // behind it gets TRYAGAIN at once (the waits are for a last request).
+    let (j1, j2) = ("{es-t}1", "{es-t}2");
+    assert_eq!(c.cmd(&["SADD", j1, "a"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["SADD", j2, "b"]), Reply::Int(1));
+    cluster.split_slot(key_slot(j1.as_bytes()), &[j1]);
+    let r = c.pipeline(&[argv(&["SUNION", j1, j2]), argv(&["PING"])]);
+    assert!(r[0].as_error().starts_with("TRYAGAIN"), "{r:?}");
+    assert_eq!(errorstats(&mut c), (codes(&[("TRYAGAIN", 1)]), 1));
+}

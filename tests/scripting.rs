@@ -1,5 +1,6 @@
 //! Scripts and functions through mithril against a real cluster: EVALSHA,
-//! SCRIPT LOAD / EXISTS / FLUSH / KILL on every master, the script
+//! SCRIPT LOAD / EXISTS / FLUSH / KILL on every master, SCRIPT EXISTS and
+//! INFO's script counts as a client of one server sees them, the script
 //! registry carrying scripts and libraries to nodes that lack them (a
 //! cache flushed on the node, a failover), its byte budget, FUNCTION
 //! LOAD / LIST / DELETE / FLUSH / RESTORE / KILL, FCALL, transactions, and
@@ -187,6 +188,69 @@ fn script_load_exists_flush_and_evalsha_on_every_master() {
     );
     // Help comes from a node.
     assert!(!c.cmd(&["SCRIPT", "HELP"]).is_error());
+}
+
+#[test]
+fn script_exists_answers_what_evalsha_through_mithril_finds() {
+    // The suite's "SCRIPT EXISTS - can detect already defined scripts?"
+    // (unit/scripting): a script EVAL ran exists, though only the master
+    // that ran it caches it.
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["EVAL", "return 1+1", "0"]), int(2));
+    let sha = "a27e7e8a43702b7046d4f6a7ccf5b60cef6b9bd9";
+    let cached = cluster
+        .masters()
+        .iter()
+        .filter(|n| n.conn().cmd(&["SCRIPT", "EXISTS", sha]) == ints(&[1]))
+        .count();
+    assert_eq!(cached, 1, "only the master that ran it caches it");
+    assert_eq!(
+        c.cmd(&[
+            "SCRIPT",
+            "EXISTS",
+            sha,
+            "a27e7e8a43702b7046d4f6a7ccf5b60cef6b9bda"
+        ]),
+        ints(&[1, 0])
+    );
+    // And an EVALSHA of it runs on every master (loaded where missing).
+    for (key, _) in key_per_master(&cluster, "ex:") {
+        assert_eq!(c.cmd(&["EVALSHA", sha, "1", &key]), int(2));
+    }
+    // A body remembered that no master has (it did not compile) does not
+    // exist, as on a node.
+    let bad = "return (";
+    assert!(c.cmd(&["EVAL", bad, "0"]).is_error());
+    let bad_sha = c.cmd(&["EVAL", "return redis.sha1hex(ARGV[1])", "0", bad]);
+    assert_eq!(c.cmd(&["SCRIPT", "EXISTS", bad_sha.as_str()]), ints(&[0]));
+
+    // The suite's "SCRIPTING FLUSH ASYNC": INFO memory counts the cached
+    // scripts (the registry's), and none after SCRIPT FLUSH.
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), ok());
+    for j in 0..100 {
+        let r = c.cmd(&["SCRIPT", "LOAD", &format!("return {j}")]);
+        assert_eq!(r.as_str().len(), 40, "{r:?}");
+    }
+    assert_eq!(info(&mut c, "memory")["number_of_cached_scripts"], 100);
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH", "ASYNC"]), ok());
+    assert_eq!(info(&mut c, "memory")["number_of_cached_scripts"], 0);
+    // Libraries and their functions likewise.
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", LIBRARY]), bulk("mylib"));
+    let mem = info(&mut c, "memory");
+    assert_eq!(
+        (mem["number_of_libraries"], mem["number_of_functions"]),
+        (1, 3),
+        "{mem:?}"
+    );
+    assert_eq!(c.cmd(&["FUNCTION", "FLUSH"]), ok());
+    let mem = info(&mut c, "memory");
+    assert_eq!(
+        (mem["number_of_libraries"], mem["number_of_functions"]),
+        (0, 0),
+        "{mem:?}"
+    );
 }
 
 #[test]

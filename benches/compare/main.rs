@@ -498,7 +498,11 @@ impl Bench<'_> {
         println!(
             "  cache warm-up: {} reads at -P 32 on the cached side ({})",
             10 * w.keyspace,
-            if out.errors.is_empty() { "clean" } else { "with errors" }
+            if out.errors.is_empty() {
+                "clean"
+            } else {
+                "with errors"
+            }
         );
     }
 

@@ -382,7 +382,8 @@ pub enum Wide {
     Keys,
     /// SCRIPT LOAD: every master; the SHA-1 when they all agree.
     ScriptLoad,
-    /// SCRIPT EXISTS: 1 per script only where every master has it.
+    /// SCRIPT EXISTS: 1 per script every master has, or some master has
+    /// and the script registry keeps.
     ScriptExists,
     /// SCRIPT FLUSH: every master's OK.
     ScriptFlush,

@@ -83,6 +83,12 @@ const SECTIONS: &[Section] = &[
         fill: commandstats,
     },
     Section {
+        name: "errorstats",
+        title: "Errorstats",
+        default: true,
+        fill: errorstats,
+    },
+    Section {
         name: "latencystats",
         title: "Latencystats",
         default: false,
@@ -363,15 +369,27 @@ fn memory(t: &mut String, cx: &Ctx) {
         c.outstanding,
     );
     // The script registry (crate::script): what it holds of its budget.
+    // Redis's counts are the registry's too: the scripts an EVALSHA
+    // through mithril runs, the libraries (and their functions) it loads.
     let r = cx.shared.scripts.figures();
     let _ = write!(
         t,
-        "script_registry_size:{}\r\n\
+        "number_of_cached_scripts:{}\r\n\
+         number_of_functions:{}\r\n\
+         number_of_libraries:{}\r\n\
+         script_registry_size:{}\r\n\
          script_registry_scripts:{}\r\n\
          script_registry_script_bytes:{}\r\n\
          script_registry_libraries:{}\r\n\
          script_registry_library_bytes:{}\r\n",
-        r.budget, r.scripts, r.script_bytes, r.libraries, r.library_bytes,
+        r.scripts,
+        r.functions,
+        r.libraries,
+        r.budget,
+        r.scripts,
+        r.script_bytes,
+        r.libraries,
+        r.library_bytes,
     );
 }
 
@@ -483,6 +501,20 @@ fn commandstats(t: &mut String, cx: &Ctx) {
             t,
             "cmdstat_{}:calls={},usec={},usec_per_call={per_call:.2},rejected_calls={},failed_calls={}\r\n",
             cmd.name, c.calls, c.usec, c.rejected, c.failed
+        );
+    }
+}
+
+/// Error replies sent to clients, by code (`stats::error_code`): the
+/// nodes' errors relayed and the proxy's own, as Redis counts its replies.
+/// Errors inside an EXEC reply are not counted (as in
+/// `total_error_replies`).
+fn errorstats(t: &mut String, cx: &Ctx) {
+    for (code, n) in &cx.totals.errors {
+        let _ = write!(
+            t,
+            "errorstat_{}:count={n}\r\n",
+            String::from_utf8_lossy(code)
         );
     }
 }
@@ -676,6 +708,7 @@ mod tests {
         assert!(wants(&[b"ALL"], "commandstats"));
         assert!(wants(&[b"everything"], "backends"));
         assert!(!wants(&[b"default"], "latencystats"));
+        assert!(wants(&[], "errorstats"));
         assert!(wants(&[b"default"], "memory"));
         assert!(!wants(&[b"server"], "keyspace"));
         assert_eq!(human(1363148), "1.30M");

@@ -153,6 +153,9 @@ pub struct Figures {
     pub script_bytes: u64,
     pub libraries: u64,
     pub library_bytes: u64,
+    /// The function names the kept libraries register (as far as their
+    /// code names them literally: [`function_names`]).
+    pub functions: u64,
     /// Entries dropped to make room, since start.
     pub evictions: u64,
     /// Scripts loaded again on a node that answered NOSCRIPT.
@@ -303,6 +306,7 @@ impl Registry {
             script_bytes: g.scripts.bytes,
             libraries: g.libraries.entries.len() as u64,
             library_bytes: g.libraries.bytes,
+            functions: g.functions.len() as u64,
             evictions: self.evictions.load(Ordering::Relaxed),
             script_reloads: self.script_reloads.load(Ordering::Relaxed),
             function_reloads: self.function_reloads.load(Ordering::Relaxed),

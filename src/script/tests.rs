@@ -79,7 +79,9 @@ fn libraries_are_found_by_their_functions() {
     assert!(r.library_of(b"f1").is_none());
     assert_eq!(r.library_of(b"f2").unwrap().1.as_ref(), v2.as_bytes());
     assert_eq!(r.figures().libraries, 1);
+    assert_eq!(r.figures().functions, 1);
     r.remove_library(b"lib");
+    assert_eq!(r.figures().functions, 0);
     assert!(r.library_of(b"f2").is_none());
     r.insert_library(b"lib", v2.as_bytes());
     r.clear_libraries();

@@ -8,6 +8,8 @@
 //!    reply leaves the ring ── WorkerStats::reply_left(stamp) ── calls, µs,
 //!                                                                failed, histogram
 //!    reply reaches the proxy ── is_slow(stamp)? ──► SlowLogs (its own mutex)
+//!    an error reply is made or relayed ── error_reply(frame) ── count by code
+//!                                         (where errors are handled, cold)
 //!    every tick (100 ms) and when asked ── Snapshot ──► Hub::snapshots[worker]
 //!                                                      (ArcSwap, published whole)
 //!  readers (INFO on any worker, the metrics thread)
@@ -36,7 +38,7 @@ pub mod slowlog;
 use crate::command::Command;
 use arc_swap::ArcSwap;
 use hist::Hist;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -205,6 +207,34 @@ impl CmdSnap {
     }
 }
 
+/// At most this many error codes are counted by name (Redis 7.2's bound):
+/// an error of a code not seen before, once as many are known, counts only
+/// in `total_error_replies`.
+pub const MAX_ERROR_CODES: usize = 128;
+
+/// Error replies by code: what `INFO errorstats` shows.
+pub type ErrorCounts = Vec<(Box<[u8]>, u64)>;
+
+/// The code Redis counts an error reply under: its first word, when a
+/// space ends it within the first 31 bytes after the `-`; else `ERR`
+/// (`afterErrorReply` in Redis's networking.c).
+pub fn error_code(frame: &[u8]) -> &[u8] {
+    let text = frame.strip_prefix(b"-").unwrap_or(frame);
+    let text = text.strip_suffix(b"\r\n").unwrap_or(text);
+    match text[..text.len().min(31)].iter().position(|&b| b == b' ') {
+        Some(end) => &text[..end],
+        None => b"ERR",
+    }
+}
+
+/// One worker's error replies by code.
+#[derive(Default)]
+struct Errors {
+    counts: ErrorCounts,
+    /// What the last snapshot published, reused while nothing changed.
+    published: Option<Arc<ErrorCounts>>,
+}
+
 /// One node as a worker sees it.
 #[derive(Clone, Debug)]
 pub struct NodeSnap {
@@ -258,6 +288,8 @@ pub struct Snapshot {
     pub nodes: Vec<NodeSnap>,
     /// The reply cache's counters and sizes.
     pub cache: crate::cache::CacheStats,
+    /// Error replies by code, in the order first seen.
+    pub errors: Arc<ErrorCounts>,
 }
 
 impl Snapshot {
@@ -277,6 +309,7 @@ impl Snapshot {
             cmds: Vec::new(),
             nodes: Vec::new(),
             cache: Default::default(),
+            errors: Arc::default(),
         }
     }
 }
@@ -350,6 +383,8 @@ pub struct Totals {
     pub nodes: Vec<NodeSnap>,
     /// The reply caches, summed.
     pub cache: crate::cache::CacheStats,
+    /// Error replies by code, merged, sorted by code (as Redis lists them).
+    pub errors: Vec<(Vec<u8>, u64)>,
 }
 
 /// Add up the workers' snapshots.
@@ -366,7 +401,9 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         cmds: Vec::new(),
         nodes: Vec::new(),
         cache: Default::default(),
+        errors: Vec::new(),
     };
+    let mut errors: BTreeMap<&[u8], u64> = BTreeMap::new();
     let mut cmds: HashMap<u16, CmdSnap> = HashMap::new();
     let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
     for s in snaps {
@@ -411,6 +448,9 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
                 e.hist.get_or_insert_with(Hist::new).merge(h);
             }
         }
+        for (code, n) in s.errors.iter() {
+            *errors.entry(code).or_default() += n;
+        }
         for n in &s.nodes {
             let e = nodes.entry(n.addr).or_insert_with(|| NodeSnap {
                 addr: n.addr,
@@ -434,6 +474,7 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         .sort_by_key(|c| c.command().map(|c| c.name).unwrap_or(""));
     t.nodes = nodes.into_values().collect();
     t.nodes.sort_by_key(|n| n.addr);
+    t.errors = errors.into_iter().map(|(c, n)| (c.to_vec(), n)).collect();
     t
 }
 
@@ -473,6 +514,7 @@ pub struct WorkerStats {
     slow_budget: usize,
     slow_per_tick: usize,
     cmds: Vec<CmdStats>,
+    errors: Errors,
     pub counters: Counters,
     /// Per-node totals of connections already closed, and node events.
     pub nodes: HashMap<SocketAddr, NodeTotals>,
@@ -499,6 +541,7 @@ impl WorkerStats {
             slow_budget: hub.slowlog.max_len(),
             slow_per_tick: hub.slowlog.max_len(),
             cmds,
+            errors: Errors::default(),
             counters: Counters::default(),
             nodes: HashMap::new(),
             retired_in: 0,
@@ -606,6 +649,32 @@ impl WorkerStats {
         }
     }
 
+    /// An error reply reaches a client (`frame` starts with `-`): counted
+    /// under its code. Called where errors are made or relayed, never for
+    /// other replies.
+    #[cold]
+    pub fn error_reply(&mut self, frame: &[u8]) {
+        if !self.enabled {
+            return;
+        }
+        let code = error_code(frame);
+        let counts = &mut self.errors.counts;
+        match counts.iter().position(|(c, _)| **c == *code) {
+            Some(i) => counts[i].1 += 1,
+            None if counts.len() < MAX_ERROR_CODES => counts.push((code.into(), 1)),
+            None => return,
+        }
+        self.errors.published = None;
+    }
+
+    /// The error counts for a snapshot (shared while unchanged).
+    pub fn error_snaps(&mut self) -> Arc<ErrorCounts> {
+        self.errors
+            .published
+            .get_or_insert_with(|| Arc::new(self.errors.counts.clone()))
+            .clone()
+    }
+
     /// The node totals for `addr`.
     pub fn node(&mut self, addr: SocketAddr) -> &mut NodeTotals {
         self.nodes.entry(addr).or_default()
@@ -623,6 +692,7 @@ impl WorkerStats {
             }
         }
         self.counters = Counters::default();
+        self.errors = Errors::default();
         self.nodes.clear();
         self.samples.clear();
     }
@@ -745,6 +815,62 @@ mod tests {
         assert_eq!((c.count, c.sum_us), (5, 40 + 40 + 30 + 30));
         c.answered(1, 60); // more replies than requests: ignored
         assert_eq!(c.count, 5);
+    }
+
+    #[test]
+    fn errors_count_by_their_code_as_redis_does() {
+        assert_eq!(error_code(b"-ERR unknown command 'x'\r\n"), b"ERR");
+        assert_eq!(error_code(b"-MY_ERR_CODE custom msg\r\n"), b"MY_ERR_CODE");
+        assert_eq!(
+            error_code(b"-NOSCRIPT No matching script.\r\n"),
+            b"NOSCRIPT"
+        );
+        // No space within 32 bytes of the '-': ERR; a leading space: empty.
+        assert_eq!(error_code(b"-ERR\r\n"), b"ERR");
+        assert_eq!(
+            error_code(b"-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 x\r\n"),
+            b"ERR"
+        );
+        assert_eq!(
+            error_code(b"-ABCDEFGHIJKLMNOPQRSTUVWXYZ01234 x\r\n"),
+            b"ERR"
+        );
+        assert_eq!(
+            error_code(b"-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123 x\r\n"),
+            b"ABCDEFGHIJKLMNOPQRSTUVWXYZ0123"
+        );
+        assert_eq!(error_code(b"- lead\r\n"), b"");
+
+        let h = hub();
+        let mut w = WorkerStats::new(&h);
+        w.error_reply(b"-ERR x\r\n");
+        w.error_reply(b"-WRONGTYPE y\r\n");
+        w.error_reply(b"-ERR z\r\n");
+        let first = w.error_snaps();
+        assert_eq!(
+            *first,
+            vec![(b"ERR"[..].into(), 2), (b"WRONGTYPE"[..].into(), 1)]
+        );
+        assert!(Arc::ptr_eq(&first, &w.error_snaps()), "unchanged: shared");
+        // Bounded: codes past the limit are not kept.
+        for i in 0..2 * MAX_ERROR_CODES {
+            w.error_reply(format!("-E{i} x\r\n").as_bytes());
+        }
+        assert_eq!(w.error_snaps().len(), MAX_ERROR_CODES);
+        w.reset();
+        assert!(w.error_snaps().is_empty());
+
+        // Summed over workers, sorted by code.
+        let t0 = Instant::now();
+        let mut a = Snapshot::empty(0, t0);
+        let mut b = Snapshot::empty(1, t0);
+        a.errors = Arc::new(vec![(b"WRONGTYPE"[..].into(), 1), (b"ERR"[..].into(), 2)]);
+        b.errors = Arc::new(vec![(b"ERR"[..].into(), 3)]);
+        let t = totals(&[Arc::new(a), Arc::new(b)]);
+        assert_eq!(
+            t.errors,
+            vec![(b"ERR".to_vec(), 5), (b"WRONGTYPE".to_vec(), 1)]
+        );
     }
 
     #[test]

@@ -418,6 +418,9 @@ impl Worker {
                 }
             }
         };
+        if reply.first() == Some(&b'-') {
+            self.obs.stats.error_reply(&reply); // observe
+        }
         self.deliver(session, seq, reply, &request);
         if !gated.is_empty() {
             self.release_gates(session, &gated);

@@ -381,7 +381,7 @@ impl Worker {
         let drained: Vec<(InFlight, bool)> = b.drain().collect();
         for (f, sent) in drained {
             let err = if sent { lost.clone() } else { unsent.clone() };
-            self.complete(cx, f, err);
+            self.complete_error(cx, f, err);
         }
     }
 

@@ -28,7 +28,7 @@
 //! dropped.
 
 use super::{Timer, Worker};
-use crate::backend::Backend;
+use crate::backend::{Backend, Purpose};
 use crate::command::{Args, Command};
 use crate::local::client::{self as aclient, client_info_line};
 use crate::local::info;
@@ -273,6 +273,20 @@ impl Worker {
         };
         self.obs.stats.counters.slow_entries += 1;
         self.shared.stats.slowlog.push(self.id, entry);
+    }
+
+    /// An error reply for a request of `purpose` (a node's or the proxy's)
+    /// that reaches its client as it is: counted by code for INFO
+    /// errorstats. A part of a merge counts once merged (`fanout`,
+    /// `collect_part`); a transaction's queued replies are not replies.
+    #[cold]
+    pub(super) fn observe_error(&mut self, purpose: Purpose, frame: &[u8]) {
+        if matches!(
+            purpose,
+            Purpose::Client | Purpose::Txn | Purpose::Scan(_) | Purpose::Blocking
+        ) {
+            self.obs.stats.error_reply(frame);
+        }
     }
 
     /// A request refused before it ran: count it, and make sure its error
@@ -521,6 +535,9 @@ impl Worker {
             return;
         };
         let reply = finish(parts);
+        if reply.first() == Some(&b'-') {
+            self.obs.stats.error_reply(&reply); // observe
+        }
         self.deliver(session, seq, reply, &request);
     }
 
@@ -736,6 +753,7 @@ impl Worker {
             cmds: self.obs.stats.command_snaps(),
             nodes: nodes.into_values().collect(),
             cache: self.cache.cache.snapshot(),
+            errors: self.obs.stats.error_snaps(),
         };
         if let Some(slot) = self.shared.stats.snapshots.get(self.id) {
             slot.store(Arc::new(snap));

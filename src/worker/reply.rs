@@ -173,6 +173,13 @@ impl Worker {
             if f.purpose == Purpose::Client && scripts::is_missing(&frame) {
                 return self.reload_missing(cx, bkey, f, frame);
             }
+            // observe: the error reaches the client, unless the
+            // transaction it aborted is sent again.
+            let again =
+                txn_redirect.is_some() || (txn_retry.is_some() && frame.starts_with(b"-EXECABORT"));
+            if !again {
+                self.observe_error(f.purpose, &frame);
+            }
         }
         if let Some(r) = txn_redirect {
             self.follow(cx, via, f, r);
@@ -188,6 +195,18 @@ impl Worker {
                 return;
             }
         }
+        self.complete(cx, f, frame);
+    }
+
+    /// A request's final reply is an error: counted (observe), then
+    /// completed.
+    pub(super) fn complete_error(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        f: InFlight,
+        frame: Bytes,
+    ) {
+        self.observe_error(f.purpose, &frame);
         self.complete(cx, f, frame);
     }
 
@@ -231,7 +250,7 @@ impl Worker {
         // A redirected GET carries no opt-in: it fills nothing.
         self.unfill(&mut f);
         if f.hops >= router::MAX_HOPS {
-            self.complete(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
+            self.complete_error(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
         }
         let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
@@ -299,6 +318,9 @@ impl Worker {
     /// Append an immediate reply for the request being dispatched.
     #[inline]
     pub(super) fn reply(&mut self, key: Key, frame: Bytes) {
+        if frame.first() == Some(&b'-') {
+            self.obs.stats.error_reply(&frame); // observe
+        }
         if let Some(s) = self.sessions.get_mut(key) {
             s.ring.push_ready(frame);
             let cut = overload::mark_over_hard(&self.overload, s);

@@ -361,7 +361,7 @@ impl Worker {
                     retries: out.retries,
                     expect: 1,
                 };
-                self.complete(cx, f, err);
+                self.complete_error(cx, f, err);
             }
             None => self.reply(out.session, err),
         }

@@ -221,7 +221,7 @@ impl Worker {
                     return self.schedule_retry(cx, f, via);
                 }
                 if down || !self.split_part(cx, via, &f) {
-                    self.complete(cx, f, frame);
+                    self.complete_error(cx, f, frame);
                 }
             }
             Purpose::Client | Purpose::Txn | Purpose::Blocking => {
@@ -247,7 +247,7 @@ impl Worker {
                                     });
                                 }
                             }
-                            return self.complete(cx, f, frame);
+                            return self.complete_error(cx, f, frame);
                         }
                     }
                 }
@@ -257,9 +257,9 @@ impl Worker {
                 if !down && f.purpose == Purpose::Client && self.split_request(cx, via, &f) {
                     return;
                 }
-                self.complete(cx, f, frame);
+                self.complete_error(cx, f, frame);
             }
-            _ => self.complete(cx, f, frame),
+            _ => self.complete_error(cx, f, frame),
         }
     }
 

@@ -18,7 +18,12 @@
 //! Replies: SCRIPT LOAD and FUNCTION LOAD answer the SHA-1 / library name
 //! when every master gave the same one; the others answer OK when every
 //! master did. Otherwise the first error, in master order, is the reply.
-//! SCRIPT EXISTS answers 1 for a script only where every master has it.
+//! SCRIPT EXISTS answers 1 for a script an EVALSHA through mithril runs
+//! anywhere: every master has it, or some master has it and the registry
+//! keeps its body (it loads it on the others when they answer NOSCRIPT;
+//! an EVAL leaves its script on the one master that ran it). A script no
+//! master has is 0, even if the registry keeps it (a body that failed to
+//! compile, a cache flushed on the nodes directly).
 //! SCRIPT KILL / FUNCTION KILL answer OK when some master killed a script,
 //! else the first error other than NOTBUSY, else NOTBUSY.
 //!
@@ -118,12 +123,14 @@ fn killed(parts: Vec<Bytes>) -> Bytes {
         .unwrap_or_else(|| Bytes::from_static(ERR_BAD_REPLY))
 }
 
-/// SCRIPT EXISTS: per script, 1 only where every master answered 1.
-fn exists_everywhere(parts: Vec<Bytes>, n: usize) -> Bytes {
+/// SCRIPT EXISTS: per script, 1 where every master answered 1, or where
+/// some master did and `kept(i)` says the registry can load script `i` on
+/// the others.
+fn exists_for_proxy(parts: Vec<Bytes>, n: usize, kept: impl Fn(usize) -> bool) -> Bytes {
     if let Some(e) = first_error(&parts) {
         return e;
     }
-    let mut all = vec![true; n];
+    let (mut all, mut any) = (vec![true; n], vec![false; n]);
     for p in &parts {
         let Ok(Some((Value::Array(items), _))) = value::parse(p) else {
             return Bytes::from_static(ERR_BAD_REPLY);
@@ -131,14 +138,17 @@ fn exists_everywhere(parts: Vec<Bytes>, n: usize) -> Bytes {
         if items.len() != n {
             return Bytes::from_static(ERR_BAD_REPLY);
         }
-        for (have, item) in all.iter_mut().zip(&items) {
-            *have &= item.as_int() == Some(1);
+        for (i, item) in items.iter().enumerate() {
+            let has = item.as_int() == Some(1);
+            all[i] &= has;
+            any[i] |= has;
         }
     }
     let mut out = Vec::with_capacity(8 + 4 * n);
     out.extend_from_slice(format!("*{n}\r\n").as_bytes());
-    for have in all {
-        out.extend_from_slice(if have { b":1\r\n" } else { b":0\r\n" });
+    for i in 0..n {
+        let exists = all[i] || (any[i] && kept(i));
+        out.extend_from_slice(if exists { b":1\r\n" } else { b":0\r\n" });
     }
     Bytes::from(out)
 }
@@ -201,8 +211,15 @@ fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
             })
         }
         Wide::ScriptExists => {
-            let n = args.len() - 2;
-            Box::new(move |parts| exists_everywhere(parts, n))
+            let shas: Vec<Option<[u8; 20]>> = (2..args.len())
+                .map(|i| sha1::parse_hex(args.get(i).unwrap_or_default()))
+                .collect();
+            let n = shas.len();
+            Box::new(move |parts| {
+                exists_for_proxy(parts, n, |i| {
+                    shas[i].is_some_and(|sha| shared.scripts.has_script(&sha))
+                })
+            })
         }
         Wide::ScriptFlush => Box::new(move |parts| {
             if parts.iter().any(|p| p.as_ref() == OK) {
@@ -345,7 +362,7 @@ impl Worker {
         match load {
             Some(load) => {
                 let Some(b) = self.backends.get_mut(bkey) else {
-                    return self.complete(cx, f, frame);
+                    return self.complete_error(cx, f, frame);
                 };
                 log::debug!(
                     target: "mithril::worker",
@@ -361,7 +378,7 @@ impl Worker {
                 });
                 self.mark_backend_dirty(bkey);
             }
-            _ => self.complete(cx, f, frame),
+            _ => self.complete_error(cx, f, frame),
         }
     }
 
@@ -435,15 +452,33 @@ mod tests {
     }
 
     #[test]
-    fn exists_needs_every_master() {
-        let parts = vec![b("*3\r\n:1\r\n:1\r\n:0\r\n"), b("*3\r\n:1\r\n:0\r\n:0\r\n")];
-        assert_eq!(exists_everywhere(parts, 3), b("*3\r\n:1\r\n:0\r\n:0\r\n"));
+    fn exists_needs_every_master_or_the_registry() {
+        let parts = || {
+            vec![
+                b("*4\r\n:1\r\n:1\r\n:0\r\n:0\r\n"),
+                b("*4\r\n:1\r\n:0\r\n:0\r\n:1\r\n"),
+            ]
+        };
+        let none = |_| false;
         assert_eq!(
-            exists_everywhere(vec![b("*1\r\n:1\r\n")], 2),
+            exists_for_proxy(parts(), 4, none),
+            b("*4\r\n:1\r\n:0\r\n:0\r\n:0\r\n")
+        );
+        // Kept by the registry: 1 where some master has it, never where
+        // none has.
+        assert_eq!(
+            exists_for_proxy(parts(), 4, |_| true),
+            b("*4\r\n:1\r\n:1\r\n:0\r\n:1\r\n")
+        );
+        assert_eq!(
+            exists_for_proxy(vec![b("*1\r\n:1\r\n")], 2, none),
             Bytes::from_static(ERR_BAD_REPLY)
         );
         let e = b("-ERR x\r\n");
-        assert_eq!(exists_everywhere(vec![b("*1\r\n:1\r\n"), e.clone()], 1), e);
+        assert_eq!(
+            exists_for_proxy(vec![b("*1\r\n:1\r\n"), e.clone()], 1, none),
+            e
+        );
     }
 
     #[test]

@@ -7,8 +7,8 @@
 #
 # SUITE_DIR is a checkout of the Redis release matching redis-server (it
 # must hold `runtest` and `tests/`); this script downloads nothing. UNITS
-# default to the data-type, expire, keyspace, scan, multi, protocol, pubsub
-# and scripting units.
+# default to the data-type, expire, keyspace, scan, multi, protocol, pubsub,
+# scripting and functions units.
 #
 # Options:
 #   -m PATH     mithril binary (default target/release/mithril)
@@ -17,7 +17,7 @@
 #               nodes' cluster bus ports are 10000 above, so keep them below
 #               the kernel's ephemeral range (32768 by default), where other
 #               programs' outgoing connections could take them
-#   --raw       no shim (see below); only FUNCTION FLUSH's failure is ignored
+#   --raw       no shim (see below): the suite's commands go through as written
 #   --no-skip   run every test through mithril, the documented differences too
 #   --masters N masters behind mithril (default 3)
 #
@@ -29,15 +29,12 @@
 # (--durable counts an unexpected error reply as that test's failure instead
 # of ending the unit).
 #
-# The suite is copied to a temp dir and changed in two ways there:
-#  - its external-server setup runs FUNCTION FLUSH before every server block;
-#    mithril does not implement FUNCTION, so that call's error is ignored;
-#  - unless --raw, shim.tcl (beside this script) is loaded: on mithril's
-#    port, CONFIG, FLUSHDB, KEYS, FUNCTION, SCRIPT and MEMORY USAGE go
-#    straight to the masters (see the file). These are the suite's ways of
-#    preparing a server, which mithril answers itself or leaves out by
-#    design; with the shim, the tests that use them still measure mithril on
-#    the commands they are about.
+# The suite is copied to a temp dir; unless --raw, shim.tcl (beside this
+# script) is loaded there: on mithril's port, CONFIG and MEMORY USAGE go
+# straight to the masters (see the file). These are the suite's ways of
+# preparing and inspecting a server, which mithril answers itself (CONFIG is
+# the proxy's) or leaves out; with the shim, the tests that use them still
+# measure mithril on the commands they are about.
 # Unless --no-skip, the mithril runs skip (runtest --skipfile) the tests
 # listed in skip-documented.txt, and with more than one master those in
 # skip-multimaster.txt: each group there says which difference it tests.
@@ -73,7 +70,8 @@ units=("$@")
 if [ ${#units[@]} -eq 0 ]; then
     units=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 unit/type/list-3
            unit/type/hash unit/type/set unit/type/zset unit/type/stream unit/type/stream-cgroups
-           unit/expire unit/keyspace unit/scan unit/multi unit/protocol unit/pubsub unit/scripting)
+           unit/expire unit/keyspace unit/scan unit/multi unit/protocol unit/pubsub unit/scripting
+           unit/functions)
 fi
 [ -x "$suite/runtest" ] && [ -d "$suite/tests" ] || { echo "$suite: no runtest and tests/" >&2; exit 2; }
 [ -x "$mithril" ] || { echo "$mithril: not found (cargo build --release)" >&2; exit 2; }
@@ -177,9 +175,6 @@ start_all() { # mithril log file
 
 mkdir -p "$work/suite"
 cp -r "$suite/tests" "$suite/runtest" "$work/suite/"
-sed -i 's/^\(\s*\)r function flush$/\1catch {r function flush}/' "$work/suite/tests/support/server.tcl"
-grep -q 'catch {r function flush}' "$work/suite/tests/support/server.tcl" ||
-    echo "warning: no 'r function flush' line to adapt in tests/support/server.tcl" >&2
 if [ $raw -eq 0 ]; then
     printf '\nif {[info exists ::env(MITHRIL_SHIM_PORT)]} {source {%s}}\n' "$here/shim.tcl" \
         >> "$work/suite/tests/support/redis.tcl"

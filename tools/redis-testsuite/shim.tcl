@@ -1,14 +1,14 @@
 # Adapter loaded into a private copy of Redis's Tcl test suite by
 # tools/redis-testsuite/run.sh when it runs the suite through mithril.
 #
-# What it owns: the handful of commands the suite uses to set up and inspect
-# the *server* (not the data path), which mithril by design answers itself or
-# does not implement: CONFIG (mithril's CONFIG is about the proxy), FLUSHDB
-# (only FLUSHALL is cluster-wide), KEYS (no cluster-wide KEYS), FUNCTION,
-# SCRIPT and MEMORY USAGE (not implemented). For a client connected to
-# mithril's port, these are sent straight to every master behind it (or one
-# master, for reads), so the tests that only use them to prepare a server
-# still exercise mithril on everything else.
+# What it owns: the two commands the suite uses to set up and inspect the
+# *server* (not the data path) that mithril by design answers itself or does
+# not implement: CONFIG (mithril's CONFIG is about the proxy) and MEMORY
+# USAGE (not implemented). For a client connected to mithril's port, these
+# are sent straight to every master behind it (or one master, for reads),
+# so the tests that only use them to prepare a server still exercise
+# mithril on everything else. FLUSHDB, KEYS, SCRIPT and FUNCTION go through
+# mithril, which runs them on every master.
 #
 # How: the suite's client calls ::redis::__method__NAME, when it exists,
 # instead of sending NAME; hooks are defined for the lower- and upper-case
@@ -121,74 +121,6 @@ proc ::redis::__method__config {id fd args} {
     ::mithril_shim::through $id config $args
 }
 
-proc ::redis::__method__flushdb {id fd args} {
-    if {[::mithril_shim::ours $id]} {
-        return [::mithril_shim::through $id flushall $args]
-    }
-    ::mithril_shim::through $id flushdb $args
-}
-
-proc ::redis::__method__keys {id fd args} {
-    if {![::mithril_shim::ours $id] || [::mithril_shim::indirect $id]} {
-        return [::mithril_shim::through $id keys $args]
-    }
-    set all {}
-    foreach n $::mithril_shim::nodes {
-        lappend all {*}[::mithril_shim::on_node $n keys {*}$args]
-    }
-    return $all
-}
-
-# FUNCTION and SCRIPT: changes go to every master, reads to the first,
-# SCRIPT EXISTS to all, KILL to whichever master is running a script.
-proc ::mithril_shim::scripting {id fd family args} {
-    set sub [string tolower [lindex $args 0]]
-    if {![ours $id]} {
-        return [through $id $family $args]
-    }
-    if {$sub in {load flush delete restore}} {
-        return [answer $id {on_all $family {*}$args}]
-    }
-    if {$sub eq {kill}} {
-        # Whichever master runs the script stops it; NOTBUSY if none does.
-        return [answer $id {kill_somewhere $family}]
-    }
-    if {$sub eq {exists} && ![indirect $id]} {
-        # A script is cached on the master that ran it: known if any knows it.
-        set known {}
-        foreach n $::mithril_shim::nodes {
-            set i 0
-            foreach v [on_node $n $family {*}$args] {
-                lset known $i [expr {$v || [lindex $known $i] == 1}]
-                incr i
-            }
-        }
-        return $known
-    }
-    if {$sub in {list dump stats} && ![indirect $id]} {
-        return [on_node [lindex $::mithril_shim::nodes 0] $family {*}$args]
-    }
-    through $id $family $args
-}
-
-proc ::mithril_shim::kill_somewhere {family} {
-    variable nodes
-    set err {}
-    foreach n $nodes {
-        if {![catch {on_node $n $family kill} r]} {return $r}
-        if {$err eq {}} {set err $r}
-    }
-    error $err
-}
-
-proc ::redis::__method__function {id fd args} {
-    ::mithril_shim::scripting $id $fd function {*}$args
-}
-
-proc ::redis::__method__script {id fd args} {
-    ::mithril_shim::scripting $id $fd script {*}$args
-}
-
 # MEMORY USAGE key: asked of the master that owns the key's slot (the others
 # answer MOVED).
 proc ::redis::__method__memory {id fd args} {
@@ -206,6 +138,6 @@ proc ::redis::__method__memory {id fd args} {
     error "mithril shim: no master owns the key"
 }
 
-foreach name {config flushdb keys function script memory} {
+foreach name {config memory} {
     interp alias {} ::redis::__method__[string toupper $name] {} ::redis::__method__$name
 }
