@@ -92,6 +92,74 @@ fn a_hit_is_answered_without_the_node() {
     }
 }
 
+/// GETs and MGETs a node has run.
+fn node_reads(node: &mut Conn) -> u64 {
+    let r = node.cmd(&["INFO", "commandstats"]);
+    let text = String::from_utf8_lossy(r.as_bulk().unwrap_or_default()).to_string();
+    text.lines()
+        .filter_map(|l| {
+            l.strip_prefix("cmdstat_get:calls=")
+                .or_else(|| l.strip_prefix("cmdstat_mget:calls="))
+        })
+        .filter_map(|r| r.split(',').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[test]
+fn an_mget_is_answered_from_the_cache_when_every_key_hits() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    // Keys over all three masters, and three in one slot.
+    let keys: Vec<String> = (0..12).map(|i| format!("{{mg{i}}}k")).collect();
+    let one_slot: Vec<String> = (0..3).map(|i| format!("{{same}}k{i}")).collect();
+    for k in keys.iter().chain(&one_slot) {
+        c.cmd(&["SET", k, &format!("v-{k}")]);
+    }
+    let expect =
+        |ks: &[String]| Reply::Array(Some(ks.iter().map(|k| bulk(&format!("v-{k}"))).collect()));
+    let mget = |c: &mut Conn, ks: &[String]| {
+        let mut a = vec!["MGET"];
+        a.extend(ks.iter().map(String::as_str));
+        c.cmd(&a)
+    };
+    // The first MGETs fill (one opt-in per part), the next ones hit.
+    assert_eq!(mget(&mut c, &keys), expect(&keys));
+    assert_eq!(mget(&mut c, &one_slot), expect(&one_slot));
+    let mut nodes: Vec<Conn> = cluster.masters().iter().map(|n| n.conn()).collect();
+    let before: u64 = nodes.iter_mut().map(node_reads).sum();
+    for _ in 0..20 {
+        assert_eq!(mget(&mut c, &keys), expect(&keys));
+        assert_eq!(mget(&mut c, &one_slot), expect(&one_slot));
+        // A GET of a key an MGET filled is a hit too.
+        assert_eq!(c.cmd(&["GET", &keys[3]]), bulk(&format!("v-{}", keys[3])));
+    }
+    let after: u64 = nodes.iter_mut().map(node_reads).sum();
+    assert_eq!(after, before, "hits reached the nodes");
+    // A write of one key: the next MGET reads it from its node, in place.
+    c.cmd(&["SET", &keys[5], "new"]);
+    let mut want = expect(&keys);
+    if let Reply::Array(Some(items)) = &mut want {
+        items[5] = bulk("new");
+    }
+    assert_eq!(mget(&mut c, &keys), want);
+    // Missing keys are nils, in RESP3 too.
+    let mut c3 = m.conn();
+    c3.cmd(&["HELLO", "3"]);
+    let missing = ["{mg1}nope".to_string(), "{mg2}nope".to_string()];
+    assert_eq!(
+        mget(&mut c3, &missing),
+        Reply::Array(Some(vec![Reply::Null, Reply::Null]))
+    );
+    assert_eq!(
+        mget(&mut c3, &missing),
+        Reply::Array(Some(vec![Reply::Null, Reply::Null]))
+    );
+    assert_eq!(
+        mget(&mut c, &missing),
+        Reply::Array(Some(vec![Reply::Bulk(None), Reply::Bulk(None)]))
+    );
+}
+
 #[test]
 fn a_session_reads_its_own_writes_on_every_master() {
     let (cluster, m) = start(CACHE_ON);

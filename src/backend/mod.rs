@@ -88,9 +88,12 @@ pub enum Purpose {
     /// A connection set-up command (HELLO 3, READONLY): dropped, but an
     /// error fails the connection.
     Init,
-    /// A client's GET whose reply fills the reply cache under this ticket
-    /// (`crate::cache`); otherwise exactly `Client`.
+    /// A client's GET (or one-slot MGET) whose reply fills the reply cache
+    /// under this ticket (`crate::cache`); otherwise exactly `Client`.
     Fill(u32),
+    /// A fan-out MGET part whose reply fills the cache under the ticket
+    /// (the second number); otherwise exactly `Part`.
+    FillPart(u32, u32),
     /// CLIENT TRACKING ON REDIRECT <tracker> OPTIN on a shared connection:
     /// an error leaves its tracking off.
     Tracking,

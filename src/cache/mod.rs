@@ -318,7 +318,8 @@ impl ReplyCache {
     fn bucket(&self, key: &[u8]) -> usize {
         let mut h = self.seed.build_hasher();
         h.write(key);
-        (h.finish() as usize) % HOLD_BUCKETS
+        // The top bits: they depend on every bit of the key.
+        (h.finish() >> 52) as usize % HOLD_BUCKETS
     }
 
     /// Arm a fill ticket for `key` after a miss of a command of `keys`
@@ -342,6 +343,36 @@ impl ReplyCache {
         self.tickets.insert(Bytes::copy_from_slice(key), t);
         self.stats.fills_admitted += 1;
         Ok(t)
+    }
+
+    /// Arm one ticket for the keys of a command of several (an MGET) that
+    /// missed: every key without a pending fill or a hold gets it. `None`:
+    /// nothing to fill (paused, refused, or every key pending or held).
+    pub fn arm_all<'k>(
+        &mut self,
+        keys: impl Iterator<Item = &'k [u8]> + Clone,
+        n: usize,
+    ) -> Option<u32> {
+        if !self.fills_open {
+            return None;
+        }
+        let armable = |c: &Self, k: &[u8]| !c.tickets.contains_key(k) && c.holds[c.bucket(k)] == 0;
+        if !keys.clone().any(|k| armable(self, k)) {
+            return None;
+        }
+        if !self.admission.admit(n) {
+            self.stats.fills_refused += 1;
+            return None;
+        }
+        let t = self.next_ticket;
+        self.next_ticket = self.next_ticket.wrapping_add(1).max(1);
+        for k in keys {
+            if armable(self, k) {
+                self.tickets.insert(Bytes::copy_from_slice(k), t);
+            }
+        }
+        self.stats.fills_admitted += 1;
+        Some(t)
     }
 
     /// Give a ticket up (its reply was an error, or went elsewhere).

@@ -167,3 +167,32 @@ fn hashing_a_key_and_its_bytes_handle_agree() {
     assert!(c.get(&key[..], 0).is_some());
     assert!(c.get(b"some-longer-key-name-1234568", 0).is_none());
 }
+
+#[test]
+fn one_ticket_covers_the_keys_of_an_mget_that_can_fill() {
+    let mut c = open(1 << 20);
+    let pending = c.arm(b"b", 1).unwrap();
+    let held = c.hold(b"c");
+    let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
+    let t = c.arm_all(keys.iter().copied(), 3).expect("a is armable");
+    assert!(c.fill(b"a", t, b"$1\r\n1\r\n", 0));
+    assert!(!c.fill(b"b", t, b"$1\r\n2\r\n", 0), "b has its own ticket");
+    assert!(c.fill(b"b", pending, b"$1\r\n2\r\n", 0));
+    assert!(!c.fill(b"c", t, b"$1\r\n3\r\n", 0), "c is held");
+    c.release(held);
+    // Nothing armable: no ticket at all.
+    let t2 = c.arm(b"x", 1).unwrap();
+    assert_eq!(c.arm_all([&b"x"[..]].into_iter(), 1), None);
+    c.cancel(b"x", t2);
+}
+
+#[test]
+fn keys_spread_over_the_hold_buckets() {
+    let c = open(1 << 20);
+    let mut seen = std::collections::HashSet::new();
+    for i in 0..1000u32 {
+        seen.insert(c.bucket(format!("k{i}").as_bytes()));
+    }
+    // 1000 keys in 4096 buckets: about 890 distinct if spread evenly.
+    assert!(seen.len() > 850, "{}", seen.len());
+}

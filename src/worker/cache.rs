@@ -30,7 +30,7 @@
 
 use super::{Outgoing, Timer, Worker};
 use crate::backend::{Purpose, Role};
-use crate::cache::{ReplyCache, TXN_HOLD};
+use crate::cache::{ReplyCache, MAX_FILL_KEYS, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::config::ReadFrom;
 use crate::resp::value::{self, Value};
@@ -62,6 +62,8 @@ pub struct CacheState {
     pub trackers: Vec<Tracker>,
     /// The masters the trackers were opened for (a change flushes).
     pub masters: Vec<SocketAddr>,
+    /// Where an MGET's reply is built from its hits (reused).
+    pub scratch: Vec<u8>,
 }
 
 impl CacheState {
@@ -72,6 +74,7 @@ impl CacheState {
             cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
             trackers: Vec::new(),
             masters: Vec::new(),
+            scratch: Vec::new(),
         }
     }
 
@@ -119,26 +122,70 @@ fn as_reply(frame: Bytes, proto: Proto) -> Bytes {
     }
 }
 
-/// The `n`th argument of a multibulk request frame (the request a Fill
-/// carries: `*2 $3 GET $n key`).
-fn nth_arg(frame: &[u8], n: usize) -> Option<&[u8]> {
-    let mut pos = frame.iter().position(|&b| b == b'\n')? + 1;
-    for i in 0..=n {
-        if frame.get(pos) != Some(&b'$') {
-            return None;
+/// The bulk strings of a frame from `pos` on, in order: the arguments of
+/// a multibulk request (`*2 $3 GET $1 k`), or the items of an array reply
+/// of bulks and nils (a nil is given as its own frame, `$-1` or `_`).
+#[derive(Clone)]
+struct Bulks<'a> {
+    frame: &'a [u8],
+    pos: usize,
+    /// Give whole item frames (replies) rather than the payloads.
+    whole: bool,
+}
+
+impl<'a> Iterator for Bulks<'a> {
+    type Item = &'a [u8];
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let f = self.frame;
+        let start = self.pos;
+        match f.get(start)? {
+            b'_' => {
+                self.pos = start + 3;
+                return f.get(start..start + 3);
+            }
+            b'$' => {}
+            _ => return None,
         }
-        let eol = pos + frame[pos..].iter().position(|&b| b == b'\n')?;
-        let len: usize = std::str::from_utf8(frame.get(pos + 1..eol.checked_sub(1)?)?)
-            .ok()?
-            .parse()
-            .ok()?;
-        let start = eol + 1;
-        if i == n {
-            return frame.get(start..start + len);
+        let eol = start + f.get(start..)?.iter().position(|&b| b == b'\n')?;
+        let len = std::str::from_utf8(f.get(start + 1..eol.checked_sub(1)?)?).ok()?;
+        if len == "-1" {
+            self.pos = eol + 1;
+            return f.get(start..eol + 1);
         }
-        pos = start + len + 2;
+        let len: usize = len.parse().ok()?;
+        let body = eol + 1;
+        self.pos = body + len + 2;
+        if self.whole {
+            f.get(start..body + len + 2)
+        } else {
+            f.get(body..body + len)
+        }
     }
-    None
+}
+
+fn after_header(frame: &[u8]) -> Option<usize> {
+    if frame.first() != Some(&b'*') {
+        return None;
+    }
+    Some(frame.iter().position(|&b| b == b'\n')? + 1)
+}
+
+/// The arguments of a multibulk request frame.
+fn frame_args(frame: &[u8]) -> Bulks<'_> {
+    Bulks {
+        frame,
+        pos: after_header(frame).unwrap_or(frame.len()),
+        whole: false,
+    }
+}
+
+/// The item frames of an array reply (None: not an array).
+fn reply_items(frame: &[u8]) -> Option<Bulks<'_>> {
+    Some(Bulks {
+        frame,
+        pos: after_header(frame)?,
+        whole: true,
+    })
 }
 
 fn tracking_frame(id: u64) -> Bytes {
@@ -297,9 +344,10 @@ impl Worker {
         }
     }
 
-    /// GET with the cache on: a hit answers now; a miss is sent, with the
-    /// opt-in when a fill is admitted.
-    pub(super) fn cached_get(
+    /// GET, or an MGET of one slot, with the cache on: answered now when
+    /// every key hits; otherwise sent, with the opt-in when a fill is
+    /// admitted (replica reads never fill).
+    pub(super) fn cached_read(
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
@@ -308,46 +356,137 @@ impl Worker {
         frame: Bytes,
         ranges: &[Range<usize>],
     ) {
-        let Some(kr) = ranges.get(1).cloned() else {
-            return self.forward_slot(cx, key, slot, read, frame);
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
         };
-        let now = self.cache_now_ms();
-        let c = &mut self.cache.cache;
-        c.stats.lookups += 1;
-        if let Some(hit) = c.get(&frame[kr.clone()], now) {
-            c.stats.hits += 1;
-            c.admission.record(1, true);
-            let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
-                return;
-            };
-            return self.reply(key, as_reply(hit, proto));
+        let multi = !frame[ranges[0].clone()].eq_ignore_ascii_case(b"get");
+        let keys = ranges[1..].iter().map(|r| &frame[r.clone()]);
+        if ranges.len() - 1 > MAX_FILL_KEYS {
+            return self.forward_slot(cx, key, slot, read, frame);
         }
-        c.stats.misses += 1;
-        c.admission.record(1, false);
-        // Replica reads never fill.
+        if let Some(hit) = self.lookup_all(keys, multi, proto) {
+            return self.reply(key, hit);
+        }
         if read && self.read_from != ReadFrom::No {
             return self.forward_slot(cx, key, slot, read, frame);
         }
-        let Some((proto, sticky)) = self.sessions.get(key).map(|s| (s.proto, s.sticky)) else {
-            return;
-        };
         let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
+        let out = Outgoing::new(key, frame);
+        self.send_filling(cx, pool, out, Purpose::Fill);
+    }
+
+    /// One part of a cross-slot MGET: folded in now when every key hits,
+    /// otherwise sent, filling when admitted.
+    pub(super) fn cached_part(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        seq: u64,
+        part: u32,
+        slot: u16,
+        req: Bytes,
+    ) {
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
+        let held = req.clone();
+        if let Some(hit) = self.lookup_all(frame_args(&held).skip(1), true, proto) {
+            return self.fold_part(cx, key, seq, part, hit);
+        }
+        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+            let err = Bytes::from_static(router::ERR_SLOT_UNSERVED);
+            return self.fold_part(cx, key, seq, part, err);
+        };
+        let out = Outgoing {
+            seq: Some(seq),
+            purpose: Purpose::Part(part),
+            ..Outgoing::new(key, req)
+        };
+        self.send_filling(cx, pool, out, |t| Purpose::FillPart(part, t));
+    }
+
+    /// Look every key up (a lookup of as many keys as there are): the
+    /// reply when all of them hit, the GET's frame or an MGET's array.
+    fn lookup_all<'k>(
+        &mut self,
+        keys: impl Iterator<Item = &'k [u8]> + Clone,
+        multi: bool,
+        proto: Proto,
+    ) -> Option<Bytes> {
+        let now = self.cache_now_ms();
+        let c = &mut self.cache.cache;
+        let n = keys.clone().count();
+        c.stats.lookups += n as u64;
+        let mut found = 0usize;
+        let mut all = true;
+        if !multi {
+            let hit = keys.clone().next().and_then(|k| c.get(k, now));
+            let hit_now = hit.is_some();
+            c.admission.record(1, hit_now);
+            if let Some(h) = hit {
+                c.stats.hits += 1;
+                return Some(as_reply(h, proto));
+            }
+            c.stats.misses += 1;
+            return None;
+        }
+        let mut out = std::mem::take(&mut self.cache.scratch);
+        out.clear();
+        crate::resp::encode::array_into(&mut out, n);
+        for k in keys {
+            match c.get(k, now) {
+                Some(h) => {
+                    found += 1;
+                    if all {
+                        out.extend_from_slice(&as_reply(h, proto));
+                    }
+                }
+                None => all = false,
+            }
+        }
+        c.stats.hits += found as u64;
+        c.stats.misses += (n - found) as u64;
+        c.admission.record(n, all);
+        let reply = all.then(|| Bytes::copy_from_slice(&out));
+        self.cache.scratch = out;
+        reply
+    }
+
+    /// Send `out` on its session's connection of `pool`; when a fill is
+    /// admitted for its keys, preceded by the opt-in and marked
+    /// `filling(ticket)`.
+    fn send_filling(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+        mut out: Outgoing,
+        filling: impl FnOnce(u32) -> Purpose,
+    ) {
         let tracker = self.cache.tracker_id(self.pools.pools[pool].key.addr);
-        let ticket = if tracker == 0 {
-            None
-        } else {
-            self.cache.cache.arm(&frame[kr.clone()], 1).ok()
+        let req = out.req.clone();
+        let mut keys = frame_args(&req);
+        let multi = !keys.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
+        let ticket = match (tracker, multi) {
+            (0, _) => None,
+            (_, false) => keys.next().and_then(|k| self.cache.cache.arm(k, 1).ok()),
+            (_, true) => {
+                let n = keys.clone().count();
+                self.cache.cache.arm_all(keys, n)
+            }
         };
         let Some(ticket) = ticket else {
-            return self.send_to_pool(cx, pool, Outgoing::new(key, frame));
+            return self.send_to_pool(cx, pool, out);
+        };
+        let Some(sticky) = self.sessions.get(out.session).map(|s| s.sticky) else {
+            return self.cancel_fill(&req, ticket);
         };
         let bkey = match self.backend_for(cx, pool, sticky) {
             Ok(b) => b,
             Err(err) => {
-                self.cache.cache.cancel(&frame[kr], ticket);
-                return self.fail_outgoing(cx, Outgoing::new(key, frame), err);
+                self.cancel_fill(&req, ticket);
+                return self.fail_outgoing(cx, out, err);
             }
         };
         if let Some(b) = self.backends.get_mut(bkey) {
@@ -367,36 +506,55 @@ impl Worker {
                 Purpose::Caching,
             ));
         }
-        let out = Outgoing {
-            purpose: Purpose::Fill(ticket),
-            ..Outgoing::new(key, frame)
-        };
+        out.purpose = filling(ticket);
         self.send_on(bkey, out);
     }
 
-    /// The reply to a Fill: stored if its ticket stands.
-    pub(super) fn cache_fill(&mut self, ticket: u32, req: &[u8], frame: &[u8]) {
-        let Some(k) = nth_arg(req, 1) else {
-            return;
-        };
-        match storable(frame) {
-            Some(f) => {
-                let now = self.cache_now_ms();
-                self.cache.cache.fill(k, ticket, f, now);
-            }
-            None => self.cache.cache.cancel(k, ticket),
+    /// Give up the ticket of every key of `req` (a GET or an MGET).
+    fn cancel_fill(&mut self, req: &[u8], ticket: u32) {
+        for k in frame_args(req).skip(1) {
+            self.cache.cache.cancel(k, ticket);
         }
     }
 
-    /// A Fill that will not fill (redirected, retried, refused opt-in):
-    /// its ticket is given up and it goes on as a plain request.
-    pub(super) fn unfill(&mut self, f: &mut crate::backend::InFlight) {
-        if let Purpose::Fill(t) = f.purpose {
-            if let Some(k) = nth_arg(&f.req, 1) {
-                self.cache.cache.cancel(k, t);
+    /// The reply to a fill: each key stored if its ticket stands.
+    pub(super) fn cache_fill(&mut self, ticket: u32, req: &[u8], frame: &[u8]) {
+        let mut args = frame_args(req);
+        let multi = !args.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
+        let now = self.cache_now_ms();
+        if !multi {
+            if let Some(k) = args.next() {
+                match storable(frame) {
+                    Some(f) => {
+                        self.cache.cache.fill(k, ticket, f, now);
+                    }
+                    None => self.cache.cache.cancel(k, ticket),
+                }
             }
-            f.purpose = Purpose::Client;
+            return;
         }
+        let mut items = reply_items(frame);
+        for k in args {
+            match items.as_mut().and_then(Iterator::next).and_then(storable) {
+                Some(f) => {
+                    self.cache.cache.fill(k, ticket, f, now);
+                }
+                None => self.cache.cache.cancel(k, ticket),
+            }
+        }
+    }
+
+    /// A fill that will not fill (redirected, retried, refused opt-in):
+    /// its tickets are given up and it goes on as a plain request.
+    pub(super) fn unfill(&mut self, f: &mut crate::backend::InFlight) {
+        let (plain, ticket) = match f.purpose {
+            Purpose::Fill(t) => (Purpose::Client, t),
+            Purpose::FillPart(p, t) => (Purpose::Part(p), t),
+            _ => return,
+        };
+        f.purpose = plain;
+        let req = f.req.clone();
+        self.cancel_fill(&req, ticket);
     }
 
     /// The reply to an opt-in frame on a shared connection. An error:
@@ -412,13 +570,17 @@ impl Worker {
         };
         b.tracking = 0;
         if purpose == Purpose::Caching {
-            if let Some(f) = b.head_mut() {
-                if let Purpose::Fill(t) = f.purpose {
-                    f.purpose = Purpose::Client;
-                    if let Some(k) = nth_arg(&f.req, 1) {
-                        self.cache.cache.cancel(k, t);
-                    }
-                }
+            let refused = b.head_mut().map(|f| {
+                let (plain, ticket) = match f.purpose {
+                    Purpose::Fill(t) => (Purpose::Client, t),
+                    Purpose::FillPart(p, t) => (Purpose::Part(p), t),
+                    _ => return None,
+                };
+                f.purpose = plain;
+                Some((f.req.clone(), ticket))
+            });
+            if let Some(Some((req, ticket))) = refused {
+                self.cancel_fill(&req, ticket);
             }
         }
     }
@@ -517,13 +679,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_key_of_a_get_frame_is_found() {
-        let f = b"*2\r\n$3\r\nGET\r\n$5\r\nhello\r\n";
-        assert_eq!(nth_arg(f, 0), Some(&b"GET"[..]));
-        assert_eq!(nth_arg(f, 1), Some(&b"hello"[..]));
-        assert_eq!(nth_arg(f, 2), None);
-        assert_eq!(nth_arg(b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n", 1), Some(&b""[..]));
-        assert_eq!(nth_arg(b"garbage", 1), None);
+    fn the_keys_of_a_request_and_the_items_of_a_reply_are_found() {
+        let f = b"*3\r\n$4\r\nMGET\r\n$5\r\nhello\r\n$0\r\n\r\n";
+        let args: Vec<&[u8]> = frame_args(f).collect();
+        assert_eq!(args, [&b"MGET"[..], b"hello", b""]);
+        assert_eq!(frame_args(b"garbage").count(), 0);
+        let r = b"*4\r\n$1\r\na\r\n$-1\r\n_\r\n$2\r\nbc\r\n";
+        let items: Vec<&[u8]> = reply_items(r).unwrap().collect();
+        assert_eq!(
+            items,
+            [&b"$1\r\na\r\n"[..], b"$-1\r\n", b"_\r\n", b"$2\r\nbc\r\n"]
+        );
+        assert!(reply_items(b"-ERR x\r\n").is_none());
     }
 
     #[test]

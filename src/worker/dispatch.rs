@@ -118,7 +118,7 @@ impl Worker {
         };
         let holds = match &decision {
             Decision::Slot { slot, read } if cmd.name == "get" => {
-                return self.cached_get(cx, key, *slot, *read, frame, ranges);
+                return self.cached_read(cx, key, *slot, *read, frame, ranges);
             }
             Decision::Slot { .. }
             | Decision::Fanout(_)

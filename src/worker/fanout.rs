@@ -167,6 +167,9 @@ impl Worker {
         if (1..nkeys).all(|i| slot_of(i) == first) && (lone_pfcount || !self.tainted(key, first)) {
             // One slot: the node can take the request as it is.
             let read = kind == Fanout::Mget;
+            if read && self.cache_on() {
+                return self.cached_read(cx, key, first, read, frame, args.ranges);
+            }
             return self.forward_slot(cx, key, first, read, frame);
         }
         if self.topo.is_empty() {
@@ -223,7 +226,6 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        let proto = s.proto;
         // Gate the parts' slots: a later request of this session on one of
         // them waits until every part (retries included) is in.
         merge.gated = runs.iter().map(|(slot, _)| *slot).collect();
@@ -235,7 +237,8 @@ impl Worker {
         let seq = s.ring.push_merge(merge);
         self.obs.stats.counters.fragments += parts; // observe
         let slots = runs.into_iter().map(|(slot, _)| slot);
-        self.send_parts(cx, key, seq, proto, reqs, slots.zip(ends));
+        let cached = kind == Fanout::Mget && self.cache_on();
+        self.send_parts(cx, key, seq, reqs, slots.zip(ends), cached);
     }
 
     /// Send the parts of the merge at `seq`: part `i` is the next piece of
@@ -246,14 +249,22 @@ impl Worker {
         cx: &mut Context<'_, Timer>,
         key: Key,
         seq: u64,
-        proto: Proto,
         mut reqs: Bytes,
         parts: impl Iterator<Item = (u16, usize)>,
+        cached: bool,
     ) {
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
         let mut at = 0;
         for (part, (slot, end)) in parts.enumerate() {
             let req = reqs.split_to(end - at);
             at = end;
+            if cached {
+                // An MGET part: from the reply cache, or filling it.
+                self.cached_part(cx, key, seq, part as u32, slot, req);
+                continue;
+            }
             let out = Outgoing {
                 seq: Some(seq),
                 purpose: Purpose::Part(part as u32),
@@ -299,7 +310,6 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        let proto = s.proto;
         let mut merge = union_merge(nkeys);
         // Gate the keys' slots, each once (see `fanout`).
         let mut gated = slots.clone();
@@ -312,7 +322,7 @@ impl Worker {
         merge.request = frame; // observe: slow log
         let seq = s.ring.push_merge(merge);
         self.obs.stats.counters.fragments += nkeys as u64; // observe
-        self.send_parts(cx, key, seq, proto, reqs, slots.into_iter().zip(ends));
+        self.send_parts(cx, key, seq, reqs, slots.into_iter().zip(ends), false);
     }
 
     /// Fold one part's reply into the merge at `seq`; the last part turns

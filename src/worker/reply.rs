@@ -222,6 +222,10 @@ impl Worker {
             Purpose::Part(part) | Purpose::Kill(part) => {
                 self.fold_part(cx, f.session, f.seq, part, frame)
             }
+            Purpose::FillPart(part, ticket) => {
+                self.cache_fill(ticket, &f.req, &frame);
+                self.fold_part(cx, f.session, f.seq, part, frame)
+            }
             Purpose::Scan(index) => {
                 let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
                 self.deliver(f.session, f.seq, frame, &f.req);
