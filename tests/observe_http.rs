@@ -82,6 +82,15 @@ fn prometheus_endpoint_serves_counters_and_histograms() {
         sample(&body, "mithril_commands_total{cmd=\"set\"}"),
         Some(250.0)
     );
+    // The reply cache is off here: its families are there, at zero.
+    assert_eq!(
+        sample(&body, "mithril_reply_cache_lookups_total"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_reply_cache_bytes{generation=\"current\"}"),
+        Some(0.0)
+    );
     assert_eq!(
         sample(&body, "mithril_command_duration_seconds_count{cmd=\"get\"}"),
         Some(500.0)

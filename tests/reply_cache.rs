@@ -346,6 +346,39 @@ fn a_killed_tracker_flushes_the_cache_and_fills_resume() {
     });
 }
 
+/// The Prometheus endpoint's cache counters, as INFO shows them.
+#[test]
+fn the_metrics_endpoint_counts_what_info_counts() {
+    let port = free_port();
+    let (_cluster, m) = start(&format!("{CACHE_ON}\nmetrics-port {port}"));
+    let mut c = m.conn();
+    c.cmd(&["SET", "metric:k", "v"]);
+    for _ in 0..10 {
+        c.cmd(&["GET", "metric:k"]);
+    }
+    let metric = |name: &str| -> Option<u64> {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        use std::io::{Read, Write};
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .ok()?;
+        let mut body = String::new();
+        s.read_to_string(&mut body).ok()?;
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let hits = wait_until(
+        "the metrics to show the hits",
+        Duration::from_secs(5),
+        || {
+            let info = stat(&mut c, "reply_cache_hits");
+            (info >= 9 && metric("mithril_reply_cache_hits_total") == Some(info)).then_some(info)
+        },
+    );
+    assert!(hits >= 9);
+    assert!(metric("mithril_reply_cache_entries{generation=\"current\"}").unwrap_or(0) >= 1);
+}
+
 #[test]
 fn config_set_turns_the_cache_on_and_off() {
     let (_cluster, m) = cluster_and_mithril("threads 1");

@@ -58,6 +58,7 @@ pub fn render(shared: &Shared) -> String {
         text: String::with_capacity(8192 + t.cmds.len() * 2048),
     };
     process(&mut o, shared, &t);
+    reply_cache(&mut o, &t);
     commands(&mut o, &t);
     backends(&mut o, shared, &t);
     o.text
@@ -277,6 +278,88 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
             now_ms.saturating_sub(last) as f64 / 1000.0
         },
     );
+}
+
+/// The reply cache (`reply-cache`), summed over workers: INFO replycache.
+fn reply_cache(o: &mut Out, t: &Totals) {
+    let c = &t.cache;
+    for (name, help, v) in [
+        (
+            "reply_cache_lookups_total",
+            "Keys looked up in the reply cache.",
+            c.lookups,
+        ),
+        (
+            "reply_cache_hits_total",
+            "Keys found in the reply cache.",
+            c.hits,
+        ),
+        (
+            "reply_cache_misses_total",
+            "Keys not found in the reply cache.",
+            c.misses,
+        ),
+        (
+            "reply_cache_fills_admitted_total",
+            "Fills armed after a miss.",
+            c.fills_admitted,
+        ),
+        (
+            "reply_cache_fills_refused_total",
+            "Misses the admission did not fill.",
+            c.fills_refused,
+        ),
+        (
+            "reply_cache_fills_stored_total",
+            "Replies stored.",
+            c.fills_stored,
+        ),
+        (
+            "reply_cache_invalidations_total",
+            "Keys invalidated by a node.",
+            c.invalidations,
+        ),
+        (
+            "reply_cache_write_invalidations_total",
+            "Keys invalidated by writes sent through mithril.",
+            c.write_invalidations,
+        ),
+        (
+            "reply_cache_poisoned_fills_total",
+            "Fills an invalidation overtook.",
+            c.poisoned,
+        ),
+        (
+            "reply_cache_flushes_total",
+            "Times the whole cache was emptied.",
+            c.flushes,
+        ),
+        ("reply_cache_flips_total", "Generation flips.", c.flips),
+    ] {
+        o.single(name, "counter", help, v);
+    }
+    o.family(
+        "reply_cache_bytes",
+        "gauge",
+        "Bytes in the reply cache, by generation.",
+    );
+    o.value(
+        "reply_cache_bytes",
+        "generation=\"current\"",
+        c.bytes_current,
+    );
+    o.value("reply_cache_bytes", "generation=\"old\"", c.bytes_old);
+    o.family(
+        "reply_cache_entries",
+        "gauge",
+        "Entries in the reply cache, by generation.",
+    );
+    o.value(
+        "reply_cache_entries",
+        "generation=\"current\"",
+        c.entries_current,
+    );
+    o.value("reply_cache_entries", "generation=\"old\"", c.entries_old);
 }
 
 fn commands(o: &mut Out, t: &Totals) {
