@@ -7,7 +7,8 @@
 //! connections visible to the next CLIENT LIST / KILL / INFO (item 14),
 //! a transaction refused with TRYAGAIN retried whole (item 5), and
 //! slot marks and key-by-key resends of a migration (item 6), and a
-//! CLUSTERDOWN outlasting the TRYAGAIN waits (item 15).
+//! CLUSTERDOWN outlasting the TRYAGAIN waits, alone or pipelined (item
+//! 15).
 //!
 //! Each test starts its own cluster and mithril (test hooks on: some look
 //! at the worker's state through `MITHRIL-TEST SESSIONS`).
@@ -899,4 +900,103 @@ fn item6_each_split_part_resends_to_its_own_node() {
         0,
         "resends sent to the other part's node"
     );
+}
+
+/// Item 15, pipelined: a CLUSTERDOWN answered to a request that has later
+/// requests of its session in flight is waited out too, in order. A
+/// pipeline of INCRs on two slots of a node whose cluster state failed
+/// (as in the test above), interleaved with INCRs on another node's slot,
+/// is sent while the node refuses, and one more INCR of the first slot
+/// half a second later; the node is made whole a second later. Every INCR
+/// is answered with its count, in the order sent: the retried ones did not
+/// overtake each other, the late one waited behind them, and the other
+/// node's slot was served meanwhile.
+#[test]
+fn item15_a_pipelined_clusterdown_is_waited_out_in_order() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["cluster-require-full-coverage yes".into()],
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let k = "{item15p}k";
+    let slot_k = key_slot(k.as_bytes());
+    let port = cluster.port_for_slot(slot_k);
+    // Another slot of the same node, and a slot of another node.
+    let j = format!(
+        "{}j",
+        tag_where("item15j", |s| s != slot_k
+            && cluster.port_for_slot(s) == port)
+    );
+    let z = format!(
+        "{}z",
+        tag_where("item15z", |s| cluster.port_for_slot(s) != port)
+    );
+    let other = (0u16..16384)
+        .find(|&s| s != slot_k && s != key_slot(j.as_bytes()) && cluster.port_for_slot(s) == port)
+        .unwrap()
+        .to_string();
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    assert_eq!(node.cmd(&["CLUSTER", "DELSLOTS", &other]), ok());
+    wait_until(
+        "the node to report the cluster down",
+        Duration::from_secs(5),
+        || {
+            matches!(node.cmd(&["GET", k]), Reply::Error(e) if e.starts_with("CLUSTERDOWN"))
+                .then_some(())
+        },
+    );
+    const N: i64 = 100;
+    let mut c = m.conn();
+    // One reply out first: the dispatch window is sized from it (16
+    // until then), so all of the pipeline is dispatched.
+    assert_eq!(c.cmd(&["GET", &z]), Reply::Bulk(None));
+    let mut sent = Vec::new();
+    for _ in 0..N {
+        for key in [k, j.as_str(), z.as_str()] {
+            sent.push(key.to_string());
+            c.send(&[b"INCR", key.as_bytes()]);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // Sent while its slot's earlier INCRs wait: it waits behind them.
+    sent.push(k.to_string());
+    c.send(&[b"INCR", k.as_bytes()]);
+    std::thread::sleep(Duration::from_millis(500));
+    // The other node's slot was served meanwhile.
+    assert_eq!(
+        node_or(&cluster, &z),
+        N.to_string(),
+        "{z} while the node refuses"
+    );
+    assert_eq!(node.cmd(&["CLUSTER", "ADDSLOTS", &other]), ok());
+    let mut counts: std::collections::HashMap<String, i64> = Default::default();
+    let mut wrong = Vec::new();
+    for (i, key) in sent.iter().enumerate() {
+        let r = c.read_reply();
+        let n = counts.entry(key.clone()).or_insert(0);
+        *n += 1;
+        if r != Reply::Int(*n) {
+            wrong.push(format!("#{i} INCR {key}: {r:?}, expected {n}"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} replies wrong, first: {:?}",
+        wrong.len(),
+        sent.len(),
+        &wrong[..wrong.len().min(8)]
+    );
+    assert_eq!(node_or(&cluster, k), (N + 1).to_string(), "{k} on its node");
+    for key in [j.as_str(), z.as_str()] {
+        assert_eq!(node_or(&cluster, key), N.to_string(), "{key} on its node");
+    }
+}
+
+/// GET `key` on the node that owns its slot, as a string.
+fn node_or(cluster: &RedisCluster, key: &str) -> String {
+    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
+    Conn::connect(&format!("127.0.0.1:{port}"))
+        .cmd(&["GET", key])
+        .as_str()
+        .to_string()
 }

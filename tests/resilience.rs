@@ -1,6 +1,7 @@
 //! Live resharding, scale-out and failover behind mithril while traffic
-//! runs: the client sees no redirect and no error during migrations, and
-//! every acknowledged write is in the cluster afterwards.
+//! runs: the client sees no redirect and no error during migrations, nor
+//! while a killed master's replica takes over (on the other masters'
+//! slots), and every acknowledged write is in the cluster afterwards.
 
 mod support;
 
@@ -153,6 +154,64 @@ fn killed_master_gives_errors_not_hangs_then_recovers() {
     assert!(errors > 0, "the dead master's slots failed for a while");
     assert_eq!(c.cmd(&["GET", &key]).as_str(), "2");
     eprintln!("recovered after {recovered:?} with {errors} errors");
+}
+
+/// A master is killed under pipelined load on the other masters' slots:
+/// while it is marked failed and until its replica takes over, the other
+/// masters answer CLUSTERDOWN for every key (full coverage is required),
+/// and mithril waits that out in order: the client sees no error, and
+/// every INCR counts one more than the one before it on that key.
+#[test]
+fn a_killed_master_costs_the_other_masters_clients_no_error() {
+    let mut cluster = RedisCluster::start(ClusterSpec {
+        replicas_per_master: 1,
+        ..Default::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "topology-refresh-secs 1");
+    let victim_port = cluster.port_for_slot(0);
+    let victim = cluster
+        .nodes
+        .iter()
+        .position(|n| n.port == victim_port)
+        .unwrap();
+    let keys: Vec<String> = (0..)
+        .map(|i| format!("{{{}}}k", key_for_slot((i * 997) % 16384, "kf")))
+        .filter(|k| cluster.port_for_slot(key_slot(k.as_bytes())) != victim_port)
+        .take(8)
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (st, addr) = (stop.clone(), m.addr());
+    let load = std::thread::spawn(move || {
+        let mut c = Conn::connect(&addr);
+        let mut counts = vec![0i64; keys.len()];
+        let (mut ops, mut wrong) = (0u64, Vec::new());
+        while !st.load(Ordering::Relaxed) {
+            let cmds: Vec<Vec<Vec<u8>>> = (0..20)
+                .flat_map(|_| keys.iter().map(|k| argv(&["INCR", k])))
+                .collect();
+            for (i, r) in c.pipeline(&cmds).into_iter().enumerate() {
+                ops += 1;
+                let k = i % keys.len();
+                match r {
+                    Reply::Int(n) if n == counts[k] + 1 => counts[k] = n,
+                    other => wrong.push(format!("INCR {}: {other:?} after {}", keys[k], counts[k])),
+                }
+            }
+        }
+        (ops, wrong)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.kill(victim);
+    cluster.wait_healthy(Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(500));
+    stop.store(true, Ordering::Relaxed);
+    let (ops, wrong) = load.join().unwrap();
+    assert!(
+        wrong.is_empty(),
+        "{} of {ops} replies wrong, first: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(5)]
+    );
 }
 
 #[test]

@@ -12,6 +12,11 @@
 //! `worker/retry.rs`) decides when to hold and release; this type only
 //! keeps the count.
 //!
+//! Requests of one slot waiting out a CLUSTERDOWN in order (a request
+//! refused while later ones of the session were in flight, and those of
+//! them refused too) hold one gate on it for as long as the wait lasts (a
+//! *down gate*, one per slot).
+//!
 //! A slot is *tainted* when a single-slot request's TRYAGAIN had to be
 //! passed to the client (something was dispatched after it, so a retry
 //! could have reordered): the session's later multi-key commands on it
@@ -36,6 +41,9 @@ pub struct Gates {
     held: SlotMap<u32>,
     /// Single-slot requests under TRYAGAIN retry: (ring seq, slot held).
     retry: Vec<(u64, u16)>,
+    /// Slots whose requests wait out a CLUSTERDOWN in order, one entry
+    /// per wait (the worker keeps the requests: `worker/retry.rs`).
+    down: Vec<u16>,
     /// Slots that passed a TRYAGAIN to the client, with the master that
     /// owned each then.
     tainted: SlotMap<SocketAddr>,
@@ -80,6 +88,22 @@ impl Gates {
         }
         let i = self.retry.iter().position(|g| g.0 == seq)?;
         Some(self.retry.swap_remove(i).1)
+    }
+
+    /// Requests of `slot` wait out a CLUSTERDOWN in order: hold its gate
+    /// until the last of them is answered ([`release_down`](Self::release_down)).
+    pub fn hold_down(&mut self, slot: u16) {
+        self.hold(slot);
+        self.down.push(slot);
+    }
+
+    /// The CLUSTERDOWN wait on `slot` is over: its gate opens (unless
+    /// another holder has it).
+    pub fn release_down(&mut self, slot: u16) {
+        if let Some(i) = self.down.iter().position(|&s| s == slot) {
+            self.down.swap_remove(i);
+            self.release(slot);
+        }
     }
 
     /// Whether the request about to be dispatched must wait for a gate: it
@@ -152,9 +176,16 @@ impl Gates {
         &self.retry
     }
 
+    /// The slots held by CLUSTERDOWN waits, one entry per wait.
+    #[cfg(debug_assertions)]
+    pub fn downs(&self) -> &[u16] {
+        &self.down
+    }
+
     /// What holds by construction (debug builds): every held gate has a
     /// holder, every retry gate's slot is held (once per retry gate on it,
-    /// at least), and a request holds at most one retry gate.
+    /// at least), a request holds at most one retry gate, and a slot at
+    /// most one CLUSTERDOWN wait, which holds it.
     #[cfg(debug_assertions)]
     pub fn check_invariants(&self) {
         for (&slot, &n) in &self.held {
@@ -165,6 +196,11 @@ impl Gates {
         for &(seq, slot) in &self.retry {
             *on_slot.entry(slot).or_insert(0) += 1;
             assert!(seqs.insert(seq), "two retry gates for seq {seq}");
+        }
+        let mut downs = std::collections::HashSet::new();
+        for &slot in &self.down {
+            *on_slot.entry(slot).or_insert(0) += 1;
+            assert!(downs.insert(slot), "two CLUSTERDOWN waits on slot {slot}");
         }
         for (slot, n) in on_slot {
             assert!(
@@ -210,6 +246,23 @@ mod tests {
         assert!(g.is_empty());
         g.release(7); // an extra release is ignored
         assert!(g.is_empty());
+    }
+
+    #[test]
+    fn down_gates_hold_their_slot_until_released() {
+        let mut g = Gates::default();
+        g.hold_down(9);
+        g.hold(9);
+        #[cfg(debug_assertions)]
+        g.check_invariants();
+        g.release_down(9);
+        assert!(!g.is_empty(), "the other holder");
+        g.release_down(9); // not a down gate any more: ignored
+        assert!(!g.is_empty());
+        g.release(9);
+        assert!(g.is_empty());
+        #[cfg(debug_assertions)]
+        g.check_invariants();
     }
 
     #[test]

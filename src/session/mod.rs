@@ -533,8 +533,8 @@ impl Session {
             ),
             Input::Open | Input::Backlog | Input::Paused { gated: false, .. } => {}
         }
-        // Every gate holder is a merge in the ring or a request under
-        // retry, whose slot still waits for its reply.
+        // Every gate holder is a merge in the ring, a request under retry
+        // whose slot still waits for its reply, or a CLUSTERDOWN wait.
         for &(seq, slot) in self.gates.retries() {
             assert!(
                 self.ring.is_pending(seq),
@@ -545,7 +545,8 @@ impl Session {
             let mut holders: crate::topology::slot::SlotMap<u32> = Default::default();
             let gated = self.ring.merges().flat_map(|m| m.gated.iter());
             let retried = self.gates.retries().iter().map(|g| &g.1);
-            for &slot in gated.chain(retried) {
+            let down = self.gates.downs().iter();
+            for &slot in gated.chain(retried).chain(down) {
                 *holders.entry(slot).or_insert(0) += 1;
             }
             for (slot, n) in self.gates.held() {

@@ -150,6 +150,9 @@ pub enum Timer {
     ConnectTimeout(Key),
     /// A TRYAGAIN wait is over (key into `retrying`).
     Retry(Key),
+    /// A CLUSTERDOWN wait of this session's requests on this slot is over
+    /// (`downs`).
+    Down(Key, u16),
 }
 
 pub struct Worker {
@@ -179,6 +182,9 @@ pub struct Worker {
     idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
     retrying: GenSlab<(InFlight, SocketAddr)>,
+    /// Requests waiting out a CLUSTERDOWN in order, by session, one wait
+    /// per slot (retry.rs). Empty but during a cluster's failure.
+    downs: HashMap<Key, Vec<retry::DownWait>>,
     /// A request unanswered this long fails its connection (None: never).
     backend_timeout: Option<Duration>,
     /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).
@@ -237,6 +243,7 @@ impl Worker {
             waves: Vec::new(),
             idle_leases: HashMap::new(),
             retrying: GenSlab::new(),
+            downs: HashMap::new(),
             backend_timeout: (cfg.backend_timeout_ms > 0)
                 .then(|| Duration::from_millis(cfg.backend_timeout_ms)),
             clusterdown_waits: retry::clusterdown_waits(
@@ -310,6 +317,9 @@ impl Worker {
         }
         if !self.waves.is_empty() {
             self.waves.retain(|w| w.0 != key);
+        }
+        if !self.downs.is_empty() {
+            self.downs.remove(&key);
         }
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
@@ -549,13 +559,14 @@ impl Handler for Worker {
         }
     }
 
-    fn on_timer(&mut self, cx: &mut Context<'_, Timer>, _id: TimerId, data: Timer) {
+    fn on_timer(&mut self, cx: &mut Context<'_, Timer>, id: TimerId, data: Timer) {
         match data {
             Timer::Tick => {
                 cx.schedule_in(TICK, Timer::Tick);
                 self.tick(cx);
             }
             Timer::Retry(key) => self.retry_now(cx, key),
+            Timer::Down(session, slot) => self.down_timer(cx, id, session, slot),
             Timer::ConnectTimeout(key) => {
                 if self
                     .backends

@@ -167,7 +167,7 @@ impl Worker {
                 return;
             }
             if retry::is_retryable(&frame) {
-                self.try_again(cx, via, f, frame);
+                self.try_again(cx, Some(bkey), via, f, frame);
                 return;
             }
             if f.purpose == Purpose::Client && scripts::is_missing(&frame) {
@@ -191,9 +191,14 @@ impl Worker {
             // as a single-slot request is; EXEC's own reply is the answer
             // if the waits run out.
             if frame.starts_with(b"-EXECABORT") {
-                self.try_again_as(cx, via, f, &cause, frame);
+                self.try_again_as(cx, Some(bkey), via, f, &cause, frame);
                 return;
             }
+        }
+        if !self.downs.is_empty() && matches!(f.purpose, Purpose::Part(_) | Purpose::Scan(_)) {
+            // A cluster-wide command's part ran on `via`: what waits out a
+            // CLUSTERDOWN there from before it cannot run after it.
+            self.down_wide_answered(cx, via, &f);
         }
         self.complete(cx, f, frame);
     }
@@ -211,7 +216,18 @@ impl Worker {
     }
 
     /// A request's final reply (or the error replacing it).
+    #[inline]
     pub(super) fn complete(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
+        if !self.downs.is_empty() {
+            // Requests of some session wait out a CLUSTERDOWN: this one
+            // may be one of them, or one they must not fall behind.
+            return self.down_answered(cx, f, frame);
+        }
+        self.finish(cx, f, frame)
+    }
+
+    /// Deliver (or fold) a request's final reply.
+    pub(super) fn finish(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, frame: Bytes) {
         match f.purpose {
             Purpose::Client => self.deliver(f.session, f.seq, frame, &f.req),
             Purpose::Fill(ticket) => {
@@ -281,9 +297,19 @@ impl Worker {
                 log::debug!(target: "mithril::worker", "worker {}: redirect of slot {slot} (ask {ask}) to an unknown endpoint", self.id);
                 self.shared.topology.request_refresh();
                 let frame = Bytes::from_static(ERR_UNRESOLVED);
-                return self.try_again(cx, via, f, frame);
+                return self.try_again(cx, None, via, f, frame);
             }
         };
+        if !self.downs.is_empty() {
+            if let Some(slot) = self.down_follower(&f) {
+                // Earlier requests of its slot wait out a CLUSTERDOWN: it
+                // goes after them, not to the new node ahead of them.
+                let mut f = f;
+                f.hops = f.hops.saturating_add(1);
+                let frame = Bytes::from_static(retry::ERR_BEHIND_DOWN);
+                return self.down_refused(cx, None, f, addr, asking, frame, slot);
+            }
+        }
         if f.purpose == Purpose::Blocking {
             self.lease_redirect(cx, f, addr, asking);
             return;
