@@ -64,9 +64,10 @@ run: check-redis build
 # local cluster, mithril in front, redis-benchmark direct vs through mithril.
 # It prints figures and fails only on errors, never on a number. Settings come
 # from the environment: ROUNDS (3), BENCH_SECONDS (6), WORKLOADS (GET,SET,
-# MSET,MGET), MITHRIL_THREADS, MITHRIL_BIN; MODE=callgrind (or
+# MSET,MGET,GETWIDE,ZIPF), MITHRIL_THREADS, MITHRIL_BIN; MODE=callgrind (or
 # `make bench-callgrind`) counts mithril's instructions per GET instead,
-# under valgrind (installed here if missing and root).
+# under valgrind (installed here if missing and root); CALLGRIND_CACHE=1
+# counts those of a reply-cache hit.
 bench: check-redis build
 	@if [ "$(MODE)" = callgrind ] && ! command -v valgrind >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then \

@@ -59,7 +59,12 @@ pub fn run(settings: &Settings) -> Result<(), String> {
 
     let run_out = dir.join("callgrind.run.out");
     let idle_out = dir.join("callgrind.idle.out");
-    let conf = "threads 1\nloglevel notice\n";
+    let (conf, keyspace) = if settings.callgrind_cache {
+        println!("reply-cache yes, 100 keys: the GETs after the first 100 are hits");
+        ("threads 1\nloglevel notice\nreply-cache yes\n", 100)
+    } else {
+        ("threads 1\nloglevel notice\n", KEYSPACE)
+    };
 
     let wrapper = wrapper_script(&dir, "run", &settings.mithril_bin, &run_out)?;
     let mut m = Mithril::start(&wrapper, &cluster.seeds(), conf);
@@ -69,7 +74,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         requests,
         pipeline: settings.callgrind_pipeline as u32,
         data_size: DATA_SIZE,
-        keyspace: KEYSPACE,
+        keyspace,
         test: Test::Builtin("get"),
     };
     println!("run:      redis-benchmark {}", spec.args().join(" "));

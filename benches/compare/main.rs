@@ -70,6 +70,9 @@ pub struct Settings {
     callgrind_requests: u64,
     /// Requests per pipeline in callgrind mode (CALLGRIND_PIPELINE).
     callgrind_pipeline: u64,
+    /// `CALLGRIND_CACHE=1`: mithril with `reply-cache yes`, reading 100
+    /// keys (so nearly every GET is a hit): the instructions of a hit.
+    callgrind_cache: bool,
 }
 
 fn env_parse<T: FromStr>(name: &str, default: T) -> Result<T, String> {
@@ -133,6 +136,7 @@ impl Settings {
             threads,
             callgrind_requests,
             callgrind_pipeline: env_parse("CALLGRIND_PIPELINE", 1)?.max(1),
+            callgrind_cache: env_parse("CALLGRIND_CACHE", 0u8)? != 0,
         })
     }
 }
