@@ -556,3 +556,96 @@ fn every_read_returns_a_value_current_while_it_was_in_flight() {
     assert!(reads > 1000);
     assert!(hits > 0, "the check ran without the cache");
 }
+
+/// The tracker's master dies and its replica takes over: the cache is
+/// flushed (that tracker's invalidations are lost), fills resume once the
+/// new master is tracked, and writes made directly on the new master are
+/// seen.
+#[test]
+fn a_failover_flushes_the_cache_and_fills_resume_on_the_new_master() {
+    let mut cluster = RedisCluster::start(ClusterSpec {
+        replicas_per_master: 1,
+        ..Default::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        &format!("{CACHE_ON}\ntopology-refresh-secs 1"),
+    );
+    wait_tracked(&m);
+    let mut c = m.conn();
+    let key = "failover:key";
+    let slot = key_slot(key.as_bytes());
+    assert_eq!(c.cmd(&["SET", key, "before"]), ok());
+    assert_eq!(c.cmd(&["GET", key]), bulk("before"));
+    assert_eq!(c.cmd(&["GET", key]), bulk("before"));
+    let flushes = stat(&mut c, "reply_cache_flushes");
+    let port = cluster.port_for_slot(slot);
+    let idx = cluster.nodes.iter().position(|n| n.port == port).unwrap();
+    cluster.kill(idx);
+    wait_until(
+        "the flush after the master died",
+        Duration::from_secs(10),
+        || (stat(&mut c, "reply_cache_flushes") > flushes).then_some(()),
+    );
+    // The replica takes over; write on it directly once it has.
+    let new_master = wait_until("a new master for the slot", Duration::from_secs(30), || {
+        cluster.refresh_roles();
+        let p = cluster.port_for_slot(slot);
+        (p != port).then_some(p)
+    });
+    let mut node = Conn::connect(&format!("127.0.0.1:{new_master}"));
+    assert_eq!(node.cmd(&["SET", key, "after"]), ok());
+    wait_until(
+        "mithril to read the new master",
+        Duration::from_secs(20),
+        || (c.cmd(&["GET", key]) == bulk("after")).then_some(()),
+    );
+    // Fills resume on the new master, and stay coherent there.
+    wait_until("fills to resume", Duration::from_secs(20), || {
+        c.cmd(&["GET", key]);
+        let hits = stat(&mut c, "reply_cache_hits");
+        (c.cmd(&["GET", key]) == bulk("after") && stat(&mut c, "reply_cache_hits") > hits)
+            .then_some(())
+    });
+    assert_eq!(node.cmd(&["SET", key, "later"]), ok());
+    wait_until(
+        "the direct write on the new master",
+        Duration::from_secs(2),
+        || (c.cmd(&["GET", key]) == bulk("later")).then_some(()),
+    );
+}
+
+/// A slot's keys migrate to another master (MIGRATE, as resharding does):
+/// the source drops them and invalidates, so cached values of the moved
+/// keys are read from their new owner afterwards, including writes made
+/// there directly.
+#[test]
+fn a_migrated_slot_is_read_from_its_new_owner() {
+    let (cluster, m) = start(CACHE_ON);
+    let mut c = m.conn();
+    let keys: Vec<String> = (0..20).map(|i| format!("{{mig}}k{i}")).collect();
+    let slot = key_slot(keys[0].as_bytes());
+    for k in &keys {
+        c.cmd(&["SET", k, "v1"]);
+        assert_eq!(c.cmd(&["GET", k]), bulk("v1"));
+        assert_eq!(c.cmd(&["GET", k]), bulk("v1"));
+    }
+    let from = cluster.port_for_slot(slot);
+    let to = cluster.nodes.iter().position(|n| n.port != from).unwrap();
+    let moved = cluster.migrate_slot(slot, to, 5);
+    assert_eq!(moved, keys.len());
+    let mut owner = Conn::connect(&cluster.nodes[to].addr());
+    for k in &keys {
+        assert_eq!(owner.cmd(&["SET", k, "v2"]), ok());
+    }
+    wait_until(
+        "the moved keys' new values",
+        Duration::from_secs(10),
+        || {
+            keys.iter()
+                .all(|k| c.cmd(&["GET", k]) == bulk("v2"))
+                .then_some(())
+        },
+    );
+}

@@ -246,10 +246,13 @@ impl Worker {
     /// Compare the masters with the map's; open a tracker for each that
     /// lacks one. A changed set flushes the cache.
     pub(super) fn cache_masters(&mut self, cx: &mut Context<'_, Timer>) {
+        // Masters serving slots: a failed master the map still lists
+        // (with no slots left) needs no tracker.
         let topo = &self.topo;
         let mut masters: Vec<SocketAddr> = topo
             .shards
             .iter()
+            .filter(|s| !s.ranges.is_empty())
             .filter_map(|s| topo.nodes.get(s.master))
             .map(|n| n.addr)
             .collect();
@@ -302,13 +305,17 @@ impl Worker {
     /// at the next tick). Its id is forgotten first: no connection is told
     /// to redirect at it any more.
     pub(super) fn tracker_lost(&mut self, conn: Key) {
-        let before = self.cache.trackers.len();
-        self.cache.trackers.retain(|t| t.conn != conn);
-        if self.cache.trackers.len() != before {
+        let Some(i) = self.cache.trackers.iter().position(|t| t.conn == conn) else {
+            return;
+        };
+        let t = self.cache.trackers.swap_remove(i);
+        // One that never learnt its id let no fill be armed: nothing of
+        // the cache depended on it.
+        if t.id != 0 {
             self.cache.cache.flush();
-            self.cache.update_open();
-            log::debug!(target: "mithril::cache", "worker {}: tracker lost: cache flushed", self.id);
+            log::debug!(target: "mithril::cache", "worker {}: tracker to {} lost: cache flushed", self.id, t.addr);
         }
+        self.cache.update_open();
     }
 
     /// The reply to a tracker's CLIENT ID.
