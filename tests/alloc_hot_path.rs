@@ -1,7 +1,8 @@
 //! The hot path allocates nothing per request once warm: mithril runs in
 //! this process under a counting global allocator, and 100,000 pipelined
 //! GETs (and SETs) through it may add only a small constant number of heap
-//! allocations, not one per request.
+//! allocations, not one per request; the same with `reply-cache yes`, where
+//! the GETs are cache hits and the SETs hold their key.
 //!
 //! The client side of the test allocates nothing while counting: requests
 //! are written from a prebuilt buffer and replies are counted in a fixed
@@ -121,5 +122,53 @@ fn a_hundred_thousand_pipelined_gets_allocate_nothing_per_request() {
     assert!(
         sets.saturating_sub(set_idle) <= 100,
         "{sets} allocations over 100,000 SETs, {set_idle} idle"
+    );
+
+    // The same with the reply cache on: GETs are hits (a clone of the
+    // cached frame), SETs forget and hold their key.
+    let mut c = Conn::connect(&addr);
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "reply-cache", "yes"]),
+        Reply::Simple("OK".into())
+    );
+    wait_until("the cache to fill", Duration::from_secs(20), || {
+        c.cmd(&["GET", "hot"]);
+        let r = c.cmd(&["INFO", "replycache"]);
+        let text = String::from_utf8_lossy(r.as_bulk().unwrap_or_default()).to_string();
+        text.lines()
+            .any(|l| l.starts_with("reply_cache_hits:") && l != "reply_cache_hits:0")
+            .then_some(())
+    });
+    drive(&mut s, &get, b"$3\r\nval\r\n".len(), BATCH, 2000);
+    drive(&mut s, &set, b"+OK\r\n".len(), BATCH, 200);
+    // A SET makes the next GET a miss (and a fill): one GET to refill,
+    // then the hits.
+    drive(
+        &mut s,
+        &get[..get.len() / BATCH],
+        b"$3\r\nval\r\n".len(),
+        1,
+        1,
+    );
+    let t = std::time::Instant::now();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    drive(&mut s, &get, b"$3\r\nval\r\n".len(), BATCH, 1000);
+    let hits = ALLOCS.load(Ordering::Relaxed) - before;
+    let hit_idle = idle(t.elapsed());
+    let t = std::time::Instant::now();
+    let before = ALLOCS.load(Ordering::Relaxed);
+    drive(&mut s, &set, b"+OK\r\n".len(), BATCH, 1000);
+    let held = ALLOCS.load(Ordering::Relaxed) - before;
+    let held_idle = idle(t.elapsed());
+    eprintln!(
+        "reply-cache yes: {hits} over 100,000 GET hits ({hit_idle} idle), {held} over 100,000 SETs ({held_idle} idle)"
+    );
+    assert!(
+        hits.saturating_sub(hit_idle) <= 100,
+        "{hits} allocations over 100,000 cache hits, {hit_idle} idle"
+    );
+    assert!(
+        held.saturating_sub(held_idle) <= 100,
+        "{held} allocations over 100,000 SETs with the cache on, {held_idle} idle"
     );
 }
