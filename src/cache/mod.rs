@@ -5,9 +5,11 @@
 //! - Two generations of key → reply frame. New entries and hits go to the
 //!   current one; when it holds half the byte budget the generations flip
 //!   (the old one is dropped whole), so what is read stays and what is not
-//!   ages out in at most two flips, without per-entry bookkeeping. Each
-//!   entry is one allocation (the frame, then the key), never a slice of a
-//!   socket buffer, so a cached value keeps nothing else alive.
+//!   ages out in at most two flips, without per-entry bookkeeping. A key of
+//!   up to 22 bytes is kept in the map's slot itself (a lookup compares it
+//!   without following a pointer), the frame in an allocation of its own,
+//!   never a slice of a socket buffer, so a cached value keeps nothing else
+//!   alive.
 //! - Fill tickets: a miss that is admitted arms at most one ticket per key;
 //!   the reply that answers it is stored only if that very ticket is still
 //!   there. An invalidation (from a node, or a write dispatched here) takes
@@ -139,6 +141,60 @@ impl Hasher for SeededHasher {
     }
 }
 
+/// A key as the generations hold it: up to 22 bytes in place (no pointer
+/// to follow when a lookup compares it: the compare reads the map's own
+/// slot), longer ones in their own allocation. Hashes and compares as the
+/// bytes it holds, so maps of it are looked up with a plain `&[u8]`.
+#[derive(Clone)]
+enum CacheKey {
+    Inline { len: u8, bytes: [u8; INLINE_KEY] },
+    Heap(Box<[u8]>),
+}
+
+const INLINE_KEY: usize = 22;
+
+impl CacheKey {
+    fn new(key: &[u8]) -> CacheKey {
+        if key.len() <= INLINE_KEY {
+            let mut bytes = [0u8; INLINE_KEY];
+            bytes[..key.len()].copy_from_slice(key);
+            CacheKey::Inline {
+                len: key.len() as u8,
+                bytes,
+            }
+        } else {
+            CacheKey::Heap(key.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            CacheKey::Inline { len, bytes } => &bytes[..*len as usize],
+            CacheKey::Heap(b) => b,
+        }
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for CacheKey {
+    fn borrow(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl std::hash::Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.as_slice().hash(state)
+    }
+}
+
+impl PartialEq for CacheKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for CacheKey {}
+
 struct Entry {
     frame: Bytes,
     /// Milliseconds (the cache's clock) when it was stored.
@@ -146,7 +202,7 @@ struct Entry {
 }
 
 struct Generation {
-    map: HashMap<Bytes, Entry, Seeded>,
+    map: HashMap<CacheKey, Entry, Seeded>,
     bytes: usize,
 }
 
@@ -303,7 +359,7 @@ impl ReplyCache {
         }
         let old = 1 - cur;
         let (k, e) = self.gens[old].map.remove_entry(key)?;
-        let c = cost(&k, &e.frame);
+        let c = cost(k.as_slice(), &e.frame);
         self.gens[old].bytes -= c.min(self.gens[old].bytes);
         if !fresh(&e) {
             return None;
@@ -392,16 +448,14 @@ impl ReplyCache {
         if c > self.budget / 2 {
             return false; // larger than a generation: never cached
         }
-        // One allocation holding the frame, then the key.
-        let mut buf = Vec::with_capacity(frame.len() + key.len());
-        buf.extend_from_slice(frame);
-        buf.extend_from_slice(key);
-        let buf = Bytes::from(buf);
-        let e = Entry {
-            frame: buf.slice(..frame.len()),
-            born: now_ms,
-        };
-        let k = buf.slice(frame.len()..);
+        // The frame in an allocation of its own (never a slice of the
+        // node connection's buffer, which it would keep alive).
+        let frame = Bytes::copy_from_slice(frame);
+        // A Bytes made from a vector allocates its shared header at its
+        // first clone: here, not at the first hit.
+        drop(frame.clone());
+        let e = Entry { frame, born: now_ms };
+        let k = CacheKey::new(key);
         self.remove(key);
         let cur = self.cur;
         self.gens[cur].bytes += c;
@@ -430,7 +484,7 @@ impl ReplyCache {
     fn remove(&mut self, key: &[u8]) {
         for g in &mut self.gens {
             if let Some((k, e)) = g.map.remove_entry(key) {
-                g.bytes -= cost(&k, &e.frame).min(g.bytes);
+                g.bytes -= cost(k.as_slice(), &e.frame).min(g.bytes);
             }
         }
     }
