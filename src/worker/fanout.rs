@@ -25,8 +25,8 @@
 //! every master; SCAN walks the masters one after the other with a cursor
 //! that carries the master's index in its top bits.
 
-use super::{Outgoing, Timer, Worker};
-use crate::backend::Purpose;
+use super::{Timer, Worker};
+use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Wide};
 use crate::resp::encode::{array_into, bulk_into, Proto};
 use crate::resp::reply::{ReplyScan, ReplyScanner};
@@ -254,11 +254,7 @@ impl Worker {
         for (part, (slot, end)) in parts.enumerate() {
             let req = reqs.split_to(end - at);
             at = end;
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(part as u32),
-                ..Outgoing::new(key, req)
-            };
+            let out = InFlight::new(key, seq, req, Purpose::Part(part as u32));
             match self.pools.pool_for_slot(&self.topo, slot, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
                 None => self.fold_part(
@@ -479,11 +475,7 @@ impl Worker {
         req: &Bytes,
     ) {
         for shard in 0..masters {
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(shard as u32),
-                ..Outgoing::new(key, req.clone())
-            };
+            let out = InFlight::new(key, seq, req.clone(), Purpose::Part(shard as u32));
             match self.pools.pool_for_shard(shard, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
                 None => self.fold_part(
@@ -524,12 +516,11 @@ impl Worker {
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        let out = Outgoing {
-            purpose: Purpose::Scan(index as u32),
-            ..Outgoing::new(key, Bytes::from(req))
-        };
+        let req = Bytes::from(req);
         match self.pools.pool_for_shard(index, proto) {
-            Some(pool) => self.send_to_pool(cx, pool, out),
+            Some(pool) => self.send_new(cx, pool, key, |seq| {
+                InFlight::new(key, seq, req, Purpose::Scan(index as u32))
+            }),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
     }

@@ -92,56 +92,17 @@ const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 const ERR_UNRESOLVED: &[u8] =
     b"-TRYAGAIN mithril: the cluster redirected to an endpoint not known yet\r\n";
 
-/// A request on its way to a backend.
-pub struct Outgoing {
-    pub session: Key,
-    /// The ring slot, when the request already has one (a redirect, a
-    /// fan-out part); otherwise one is reserved when it is queued.
-    pub seq: Option<u64>,
-    pub req: Bytes,
-    pub purpose: Purpose,
-    /// Redirects followed so far.
-    pub hops: u8,
-    /// TRYAGAIN waits spent so far.
-    pub retries: u8,
-    /// Precede it with ASKING on the same connection.
-    pub asking: bool,
-    /// Replies the request produces (transactions: one per command).
-    pub expect: u32,
-}
-
-impl Outgoing {
-    /// A new request from `session`, answered by one reply.
-    pub fn new(session: Key, req: Bytes) -> Outgoing {
-        Outgoing {
-            session,
-            seq: None,
-            req,
-            purpose: Purpose::Client,
-            hops: 0,
-            retries: 0,
-            asking: false,
-            expect: 1,
-        }
-    }
-
-    fn retry(f: InFlight, asking: bool) -> Outgoing {
-        let expect = if f.purpose == Purpose::Txn {
-            txn::replies_of(&f)
-        } else {
-            1
-        };
-        Outgoing {
-            session: f.session,
-            seq: Some(f.seq),
-            req: f.req,
-            purpose: f.purpose,
-            hops: f.hops.saturating_add(1),
-            retries: f.retries,
-            asking,
-            expect,
-        }
-    }
+/// `f` made ready to be sent again, after a redirect or a retry wait:
+/// ASKING before it or not, and a transaction expecting every one of its
+/// replies again (the FIFO it left counted them down).
+fn resend(mut f: InFlight, asking: bool) -> InFlight {
+    f.asking = asking;
+    f.expect = if f.purpose == Purpose::Txn {
+        txn::replies_of(&f)
+    } else {
+        1
+    };
+    f
 }
 
 pub enum Timer {

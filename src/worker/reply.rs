@@ -242,12 +242,16 @@ impl Worker {
                 return self.try_again(cx, via, f, frame);
             }
         };
+        let f = InFlight {
+            hops: f.hops.saturating_add(1),
+            ..resend(f, asking)
+        };
         if f.purpose == Purpose::Blocking {
-            self.lease_redirect(cx, f, addr, asking);
-            return;
+            // A blocking command follows on a lease at the new node.
+            return self.resend_on_lease(cx, addr, f);
         }
         let pool = self.pools.master_pool(addr, proto);
-        self.send_to_pool(cx, pool, Outgoing::retry(f, asking));
+        self.send_to_pool(cx, pool, f);
     }
 
     /// Queue a reply for `session` at `seq` (dropped if the session is
