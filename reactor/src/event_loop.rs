@@ -44,13 +44,13 @@ pub struct Context<'a, T> {
     pub now: Instant,
     /// The same instant as microseconds since the loop's epoch
     /// ([`EventLoop::set_epoch`]), computed once per turn for handlers
-    /// that stamp and measure in integers.
+    /// that stamp and measure in integers; the clock timers run on.
     pub now_us: u64,
 }
 
 impl<T> Context<'_, T> {
     pub fn schedule_in(&mut self, after: Duration, data: T) -> TimerId {
-        self.timers.schedule(self.now + after, data)
+        self.timers.schedule_in(self.now_us, after, data)
     }
 }
 
@@ -92,6 +92,8 @@ pub struct EventLoop<T> {
     /// the time the turn in between took, and the loop saves one clock
     /// read per turn.
     now: Instant,
+    /// `now` in µs since `epoch`: the timers' clock.
+    now_us: u64,
     /// The origin of `Context::now_us`.
     epoch: Instant,
 }
@@ -104,21 +106,32 @@ impl<T> EventLoop<T> {
             poll.registry(),
             token::encode(Kind::WAKER, Key::NONE),
         )?);
+        let now = Instant::now();
         Ok(EventLoop {
             poll,
             events: Events::with_capacity(capacity),
             timers: Timers::new(),
             notifier: Notifier::new(waker),
             max_sleep: Duration::from_secs(1),
-            now: Instant::now(),
-            epoch: Instant::now(),
+            now,
+            now_us: 0,
+            epoch: now,
         })
     }
 
     /// Count `Context::now_us` from `epoch` (default: the loop's creation).
     /// Loops given the same epoch have comparable microsecond clocks.
+    /// Set it before any timer is scheduled: deadlines count from it.
     pub fn set_epoch(&mut self, epoch: Instant) {
+        debug_assert!(self.timers.is_empty(), "set_epoch with timers scheduled");
         self.epoch = epoch;
+        self.now_us = micros_since(self.now, epoch);
+    }
+
+    /// Schedule `data` to fire `after` from the last poll's return (or the
+    /// loop's creation).
+    pub fn schedule_in(&mut self, after: Duration, data: T) -> TimerId {
+        self.timers.schedule_in(self.now_us, after, data)
     }
 
     pub fn registry(&self) -> &Registry {
@@ -145,7 +158,9 @@ impl<T> EventLoop<T> {
             Duration::ZERO
         } else {
             match self.timers.next_deadline() {
-                Some(at) => at.saturating_duration_since(self.now).min(self.max_sleep),
+                Some(at) => {
+                    Duration::from_micros(at.saturating_sub(self.now_us)).min(self.max_sleep)
+                }
                 None => self.max_sleep,
             }
         };
@@ -157,13 +172,12 @@ impl<T> EventLoop<T> {
             Err(e) => return Err(e),
         }
         self.now = Instant::now();
-        // u64 arithmetic (as_micros would go through u128).
-        let d = self.now.saturating_duration_since(self.epoch);
+        self.now_us = micros_since(self.now, self.epoch);
         let mut cx = Context {
             registry: self.poll.registry(),
             timers: &mut self.timers,
             now: self.now,
-            now_us: d.as_secs() * 1_000_000 + u64::from(d.subsec_micros()),
+            now_us: self.now_us,
         };
         let mut n = 0;
         for event in self.events.iter() {
@@ -175,7 +189,7 @@ impl<T> EventLoop<T> {
             handler.on_event(&mut cx, kind, key, event);
         }
         handler.on_fabric(&mut cx);
-        while let Some((id, data)) = cx.timers.pop_expired(cx.now) {
+        while let Some((id, data)) = cx.timers.pop_expired(cx.now_us) {
             handler.on_timer(&mut cx, id, data);
         }
         handler.before_sleep(&mut cx);
@@ -189,6 +203,14 @@ impl<T> EventLoop<T> {
         }
         Ok(())
     }
+}
+
+/// Whole microseconds from `epoch` to `now` (0 if `now` is earlier), in u64
+/// arithmetic (`as_micros` would go through u128).
+#[inline]
+fn micros_since(now: Instant, epoch: Instant) -> u64 {
+    let d = now.saturating_duration_since(epoch);
+    d.as_secs() * 1_000_000 + u64::from(d.subsec_micros())
 }
 
 /// Convenience: a token for registering a source of `kind` under `key`.
@@ -294,9 +316,8 @@ mod tests {
             )
             .unwrap();
         let (tx, rx) = fabric(16, el.notifier());
-        let now = Instant::now();
-        el.timers().schedule(now + Duration::from_millis(5), 7);
-        let cancelled = el.timers().schedule(now + Duration::from_millis(5), 8);
+        el.schedule_in(Duration::from_millis(5), 7);
+        let cancelled = el.schedule_in(Duration::from_millis(5), 8);
         el.timers().cancel(cancelled);
         let mut h = Echo {
             listener,
