@@ -158,10 +158,7 @@ mod tests {
         }
         assert_eq!(fired, vec!["a", "b1", "b2"]);
         assert_eq!(t.len(), 1);
-        assert_eq!(
-            t.pop_expired(t0 + 1_000_000).map(|x| x.1),
-            Some("c")
-        );
+        assert_eq!(t.pop_expired(t0 + 1_000_000).map(|x| x.1), Some("c"));
         assert!(t.is_empty());
         assert_eq!(t.next_deadline(), None);
     }

@@ -148,6 +148,8 @@ pub struct Worker {
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
+    /// The mailbox held messages when `has_pending_work` last looked.
+    mail: bool,
     /// Output limits, dispatch windows, the memory budget (overload.rs).
     overload: overload::OverloadState,
     /// observe: statistics, published snapshots, cross-worker questions.
@@ -205,6 +207,7 @@ impl Worker {
             draining: None,
             stop: false,
             tick_armed: false,
+            mail: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
             #[cfg(debug_assertions)]
@@ -454,9 +457,11 @@ impl Handler for Worker {
         self.check_topology(cx);
         // observe: CONFIG SET of the slow log holds from the next turn on.
         self.obs.stats.sync_slow_settings(&self.shared.stats);
-        // is_empty is two loads; try_recv on an empty channel costs more,
-        // and this runs every turn.
-        while !self.rx.is_empty() {
+        // The mailbox is looked at again only when has_pending_work saw
+        // messages or a sender woke the poll since (reactor::fabric): on
+        // most turns it was looked at once, before the poll. is_empty is
+        // two loads; try_recv on an empty channel costs more.
+        while (self.mail || cx.woken) && !self.rx.is_empty() {
             let Some(msg) = self.rx.try_recv() else { break };
             match msg {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
@@ -516,8 +521,9 @@ impl Handler for Worker {
         }
     }
 
-    fn has_pending_work(&self) -> bool {
-        !self.ready_sessions.is_empty() || !self.ready_backends.is_empty() || !self.rx.is_empty()
+    fn has_pending_work(&mut self) -> bool {
+        self.mail = !self.rx.is_empty();
+        self.mail || !self.ready_sessions.is_empty() || !self.ready_backends.is_empty()
     }
 
     fn keep_running(&self) -> bool {
