@@ -44,13 +44,17 @@ pub struct Context<'a, T> {
     pub now: Instant,
     /// The same instant as microseconds since the loop's epoch
     /// ([`EventLoop::set_epoch`]), computed once per turn for handlers
-    /// that stamp and measure in integers.
+    /// that stamp and measure in integers; the clock timers run on.
     pub now_us: u64,
+    /// This turn's poll returned a wake of the loop's `Notifier`: a
+    /// message may have been queued since `has_pending_work` looked (see
+    /// [`Handler::has_pending_work`]).
+    pub woken: bool,
 }
 
 impl<T> Context<'_, T> {
     pub fn schedule_in(&mut self, after: Duration, data: T) -> TimerId {
-        self.timers.schedule(self.now + after, data)
+        self.timers.schedule_in(self.now_us, after, data)
     }
 }
 
@@ -61,7 +65,7 @@ pub trait Handler {
     /// Readiness for a registered token (never the waker's).
     fn on_event(&mut self, cx: &mut Context<'_, Self::Timer>, kind: Kind, key: Key, event: &Event);
 
-    /// Drain fabric channels. Called every turn.
+    /// Drain fabric channels, and serve leftover work. Called every turn.
     fn on_fabric(&mut self, cx: &mut Context<'_, Self::Timer>);
 
     /// A timer fired.
@@ -72,8 +76,13 @@ pub trait Handler {
 
     /// True when the loop must not block in the next poll: leftover work
     /// from a budget, or messages already queued in a fabric channel. Called
-    /// after the loop marked itself idle.
-    fn has_pending_work(&self) -> bool;
+    /// after the loop marked itself idle, so a handler that remembers what
+    /// it saw of its channels here need look at them again in `on_fabric`
+    /// only when it saw messages or the poll was woken (`Context::woken`):
+    /// a message queued after this look either rang the waker or, if the
+    /// loop was busy again by then, is seen by the next turn's look, which
+    /// then does not let the poll sleep (`fabric`).
+    fn has_pending_work(&mut self) -> bool;
 
     /// False ends `run`.
     fn keep_running(&self) -> bool;
@@ -92,6 +101,8 @@ pub struct EventLoop<T> {
     /// the time the turn in between took, and the loop saves one clock
     /// read per turn.
     now: Instant,
+    /// `now` in µs since `epoch`: the timers' clock.
+    now_us: u64,
     /// The origin of `Context::now_us`.
     epoch: Instant,
 }
@@ -104,21 +115,32 @@ impl<T> EventLoop<T> {
             poll.registry(),
             token::encode(Kind::WAKER, Key::NONE),
         )?);
+        let now = Instant::now();
         Ok(EventLoop {
             poll,
             events: Events::with_capacity(capacity),
             timers: Timers::new(),
             notifier: Notifier::new(waker),
             max_sleep: Duration::from_secs(1),
-            now: Instant::now(),
-            epoch: Instant::now(),
+            now,
+            now_us: 0,
+            epoch: now,
         })
     }
 
     /// Count `Context::now_us` from `epoch` (default: the loop's creation).
     /// Loops given the same epoch have comparable microsecond clocks.
+    /// Set it before any timer is scheduled: deadlines count from it.
     pub fn set_epoch(&mut self, epoch: Instant) {
+        debug_assert!(self.timers.is_empty(), "set_epoch with timers scheduled");
         self.epoch = epoch;
+        self.now_us = micros_since(self.now, epoch);
+    }
+
+    /// Schedule `data` to fire `after` from the last poll's return (or the
+    /// loop's creation).
+    pub fn schedule_in(&mut self, after: Duration, data: T) -> TimerId {
+        self.timers.schedule_in(self.now_us, after, data)
     }
 
     pub fn registry(&self) -> &Registry {
@@ -145,7 +167,9 @@ impl<T> EventLoop<T> {
             Duration::ZERO
         } else {
             match self.timers.next_deadline() {
-                Some(at) => at.saturating_duration_since(self.now).min(self.max_sleep),
+                Some(at) => {
+                    Duration::from_micros(at.saturating_sub(self.now_us)).min(self.max_sleep)
+                }
                 None => self.max_sleep,
             }
         };
@@ -157,25 +181,26 @@ impl<T> EventLoop<T> {
             Err(e) => return Err(e),
         }
         self.now = Instant::now();
-        // u64 arithmetic (as_micros would go through u128).
-        let d = self.now.saturating_duration_since(self.epoch);
+        self.now_us = micros_since(self.now, self.epoch);
         let mut cx = Context {
             registry: self.poll.registry(),
             timers: &mut self.timers,
             now: self.now,
-            now_us: d.as_secs() * 1_000_000 + u64::from(d.subsec_micros()),
+            now_us: self.now_us,
+            woken: false,
         };
         let mut n = 0;
         for event in self.events.iter() {
             let (kind, key) = token::decode(event.token());
             if kind == Kind::WAKER {
+                cx.woken = true;
                 continue;
             }
             n += 1;
             handler.on_event(&mut cx, kind, key, event);
         }
         handler.on_fabric(&mut cx);
-        while let Some((id, data)) = cx.timers.pop_expired(cx.now) {
+        while let Some((id, data)) = cx.timers.pop_expired(cx.now_us) {
             handler.on_timer(&mut cx, id, data);
         }
         handler.before_sleep(&mut cx);
@@ -189,6 +214,14 @@ impl<T> EventLoop<T> {
         }
         Ok(())
     }
+}
+
+/// Whole microseconds from `epoch` to `now` (0 if `now` is earlier), in u64
+/// arithmetic (`as_micros` would go through u128).
+#[inline]
+fn micros_since(now: Instant, epoch: Instant) -> u64 {
+    let d = now.saturating_duration_since(epoch);
+    d.as_secs() * 1_000_000 + u64::from(d.subsec_micros())
 }
 
 /// Convenience: a token for registering a source of `kind` under `key`.
@@ -272,7 +305,7 @@ mod tests {
                 }
             }
         }
-        fn has_pending_work(&self) -> bool {
+        fn has_pending_work(&mut self) -> bool {
             !self.rx.is_empty()
         }
         fn keep_running(&self) -> bool {
@@ -294,9 +327,8 @@ mod tests {
             )
             .unwrap();
         let (tx, rx) = fabric(16, el.notifier());
-        let now = Instant::now();
-        el.timers().schedule(now + Duration::from_millis(5), 7);
-        let cancelled = el.timers().schedule(now + Duration::from_millis(5), 8);
+        el.schedule_in(Duration::from_millis(5), 7);
+        let cancelled = el.schedule_in(Duration::from_millis(5), 8);
         el.timers().cancel(cancelled);
         let mut h = Echo {
             listener,
@@ -325,5 +357,79 @@ mod tests {
         assert_eq!(h.got_msgs, vec!["msg", "stop"]);
         assert_eq!(h.fired, vec![7], "the cancelled timer must not fire");
         assert!(h.flushes > 0);
+    }
+
+    /// Looks at its mailbox as the worker does: before the poll, and after
+    /// it only when that look saw messages or the poll was woken. Sends to
+    /// itself from `before_sleep`, when the loop is busy (no wake).
+    struct Mailbox {
+        rx: FabricReceiver<u32>,
+        tx: crate::fabric::FabricSender<u32>,
+        mail: bool,
+        got: Vec<u32>,
+        send_next: Option<u32>,
+    }
+
+    impl Handler for Mailbox {
+        type Timer = u32;
+        fn on_event(&mut self, _: &mut Context<'_, u32>, _: Kind, _: Key, _: &Event) {}
+        fn on_fabric(&mut self, cx: &mut Context<'_, u32>) {
+            while self.mail || cx.woken {
+                let Some(m) = self.rx.try_recv() else { break };
+                self.got.push(m);
+            }
+        }
+        fn on_timer(&mut self, _: &mut Context<'_, u32>, _: TimerId, _: u32) {}
+        fn before_sleep(&mut self, _: &mut Context<'_, u32>) {
+            if let Some(m) = self.send_next.take() {
+                self.tx.send(m).unwrap();
+            }
+        }
+        fn has_pending_work(&mut self) -> bool {
+            self.mail = !self.rx.is_empty();
+            self.mail
+        }
+        fn keep_running(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn a_message_is_taken_without_a_second_look_and_never_stranded() {
+        let mut el: EventLoop<u32> = EventLoop::new(64).unwrap();
+        el.set_max_sleep(Duration::from_secs(5));
+        let (tx, rx) = fabric(16, el.notifier());
+        let other = tx.clone();
+        let mut h = Mailbox {
+            rx,
+            tx,
+            mail: false,
+            got: vec![],
+            // Sent at the end of the first turn.
+            send_next: Some(2),
+        };
+        // Queued while the loop is parked: the wake ends the poll and the
+        // message is taken in the same turn.
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            other.send(1).unwrap();
+        });
+        let t0 = Instant::now();
+        el.turn(&mut h).unwrap();
+        sender.join().unwrap();
+        assert_eq!(h.got, [1]);
+        assert!(
+            t0.elapsed() < Duration::from_secs(4),
+            "the wake ended the poll"
+        );
+        // Queued while the loop is busy (no wake, not seen by that turn's
+        // look): the next turn's look sees it and does not sleep.
+        let t0 = Instant::now();
+        el.turn(&mut h).unwrap();
+        assert_eq!(h.got, [1, 2]);
+        assert!(
+            t0.elapsed() < Duration::from_secs(4),
+            "the poll did not sleep"
+        );
     }
 }

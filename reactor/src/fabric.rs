@@ -11,6 +11,14 @@
 //! the flag. Either the loop's check sees the message, or the sender sees
 //! the raised flag and wakes the loop.
 //!
+//! So the receiver need look at its channel once per turn, in that check
+//! (`Handler::has_pending_work`), and again after the poll only if the
+//! check saw messages or the poll was woken (`Context::woken`). A message
+//! queued after the check finds the flag raised and wakes the poll, or
+//! finds the loop busy again and is seen by the next turn's check, which
+//! keeps that turn's poll from sleeping: taken one turn later, never
+//! stranded.
+//!
 //! Channels are bounded; a full channel hands the message back to the sender
 //! (`Err(msg)`), whose caller decides the overflow policy.
 

@@ -7,6 +7,12 @@
 //! rebuilt from the live entries, so a workload that schedules and cancels in
 //! a loop cannot grow the heap without limit.
 //!
+//! Deadlines are microseconds on the owning loop's clock
+//! (`Context::now_us`, counted from the loop's epoch), not `Instant`s: the
+//! loop compares the earliest one with its clock and turns the difference
+//! into its poll timeout every turn, and in integers that is a compare and
+//! a subtraction instead of two calls into the `Instant` arithmetic.
+//!
 //! Timers are for coarse events (connect timeouts, retry waits, debounce,
 //! periodic samples), not for one deadline per request: per-request
 //! deadlines are checked by a periodic sweep of the in-flight queues.
@@ -14,14 +20,22 @@
 use crate::token::{GenSlab, Key};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// `d` in whole microseconds, rounded up.
+pub fn micros_ceil(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000)
+        .saturating_add(u64::from(d.subsec_nanos().div_ceil(1000)))
+}
 
 /// Handle of a scheduled timer.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct TimerId(pub Key);
 
 pub struct Timers<T> {
-    heap: BinaryHeap<Reverse<(Instant, u64, Key)>>,
+    /// (deadline in µs, schedule order, entry).
+    heap: BinaryHeap<Reverse<(u64, u64, Key)>>,
     entries: GenSlab<T>,
     seq: u64,
 }
@@ -41,9 +55,9 @@ impl<T> Timers<T> {
         }
     }
 
-    /// Schedule `data` to fire at `at`. Timers with equal deadlines fire in
-    /// the order they were scheduled.
-    pub fn schedule(&mut self, at: Instant, data: T) -> TimerId {
+    /// Schedule `data` to fire at `at` (µs on the loop's clock). Timers
+    /// with equal deadlines fire in the order they were scheduled.
+    pub fn schedule(&mut self, at: u64, data: T) -> TimerId {
         let key = self.entries.insert(data);
         self.seq += 1;
         self.heap.push(Reverse((at, self.seq, key)));
@@ -51,8 +65,11 @@ impl<T> Timers<T> {
         TimerId(key)
     }
 
-    pub fn schedule_in(&mut self, now: Instant, after: Duration, data: T) -> TimerId {
-        self.schedule(now + after, data)
+    /// Schedule `data` to fire `after` from `now` (µs on the loop's clock).
+    /// The clock counts whole microseconds, so a timer is exact to within
+    /// one: far finer than the poll's millisecond timeout.
+    pub fn schedule_in(&mut self, now: u64, after: Duration, data: T) -> TimerId {
+        self.schedule(now.saturating_add(micros_ceil(after)), data)
     }
 
     /// Cancel a timer; returns its payload if it had not fired yet.
@@ -78,7 +95,7 @@ impl<T> Timers<T> {
     }
 
     /// The earliest live deadline. Drops stale records it finds on top.
-    pub fn next_deadline(&mut self) -> Option<Instant> {
+    pub fn next_deadline(&mut self) -> Option<u64> {
         while let Some(Reverse((at, _, key))) = self.heap.peek() {
             if self.entries.contains(*key) {
                 return Some(*at);
@@ -89,7 +106,7 @@ impl<T> Timers<T> {
     }
 
     /// Pop one timer whose deadline is at or before `now`.
-    pub fn pop_expired(&mut self, now: Instant) -> Option<(TimerId, T)> {
+    pub fn pop_expired(&mut self, now: u64) -> Option<(TimerId, T)> {
         loop {
             let Reverse((at, _, key)) = *self.heap.peek()?;
             // Not due yet: whether it was cancelled can wait (the common
@@ -127,31 +144,28 @@ mod tests {
 
     #[test]
     fn fires_in_deadline_order_then_fifo() {
-        let t0 = Instant::now();
+        let t0 = 1_000_000u64;
         let mut t = Timers::new();
-        t.schedule(t0 + Duration::from_millis(30), "c");
-        t.schedule(t0 + Duration::from_millis(10), "a");
-        t.schedule(t0 + Duration::from_millis(20), "b1");
-        t.schedule(t0 + Duration::from_millis(20), "b2");
-        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_millis(10)));
+        t.schedule(t0 + 30_000, "c");
+        t.schedule(t0 + 10_000, "a");
+        t.schedule(t0 + 20_000, "b1");
+        t.schedule(t0 + 20_000, "b2");
+        assert_eq!(t.next_deadline(), Some(t0 + 10_000));
         assert!(t.pop_expired(t0).is_none());
         let mut fired = vec![];
-        while let Some((_, d)) = t.pop_expired(t0 + Duration::from_millis(25)) {
+        while let Some((_, d)) = t.pop_expired(t0 + 25_000) {
             fired.push(d);
         }
         assert_eq!(fired, vec!["a", "b1", "b2"]);
         assert_eq!(t.len(), 1);
-        assert_eq!(
-            t.pop_expired(t0 + Duration::from_secs(1)).map(|x| x.1),
-            Some("c")
-        );
+        assert_eq!(t.pop_expired(t0 + 1_000_000).map(|x| x.1), Some("c"));
         assert!(t.is_empty());
         assert_eq!(t.next_deadline(), None);
     }
 
     #[test]
     fn cancel_prevents_firing_and_returns_payload() {
-        let t0 = Instant::now();
+        let t0 = 1_000_000u64;
         let mut t = Timers::new();
         let a = t.schedule(t0, 1);
         let b = t.schedule(t0, 2);
@@ -166,11 +180,11 @@ mod tests {
 
     #[test]
     fn stale_records_are_bounded() {
-        let t0 = Instant::now();
+        let t0 = 1_000_000u64;
         let mut t = Timers::new();
-        let keep = t.schedule(t0 + Duration::from_secs(100), 0u32);
+        let keep = t.schedule(t0 + 100_000_000, 0u32);
         for i in 0..100_000u32 {
-            let id = t.schedule(t0 + Duration::from_secs(10), i);
+            let id = t.schedule(t0 + 10_000_000, i);
             t.cancel(id);
         }
         assert!(
@@ -178,7 +192,20 @@ mod tests {
             "heap grew to {}",
             t.heap_len()
         );
-        assert_eq!(t.next_deadline(), Some(t0 + Duration::from_secs(100)));
+        assert_eq!(t.next_deadline(), Some(t0 + 100_000_000));
         assert!(t.is_pending(keep));
+    }
+
+    #[test]
+    fn delays_count_in_whole_microseconds() {
+        assert_eq!(micros_ceil(Duration::from_nanos(1)), 1);
+        assert_eq!(micros_ceil(Duration::from_micros(7)), 7);
+        assert_eq!(micros_ceil(Duration::from_millis(2)), 2_000);
+        assert_eq!(micros_ceil(Duration::MAX), u64::MAX);
+        let mut t = Timers::new();
+        t.schedule_in(10, Duration::from_nanos(4_500), ());
+        assert_eq!(t.next_deadline(), Some(15));
+        assert!(t.pop_expired(14).is_none());
+        assert!(t.pop_expired(15).is_some());
     }
 }

@@ -76,12 +76,18 @@ pub fn decode(token: Token) -> (Kind, Key) {
     )
 }
 
-/// A slab whose keys carry generations. Values are stored in a `slab::Slab`;
-/// generations live in a parallel vector indexed by slab key and survive
-/// removal.
+/// A slab whose keys carry generations. Each value is stored with the
+/// generation of its key, so resolving a key is one slab access and one
+/// compare; a parallel vector keeps every slot's generation across removal,
+/// for the next value that takes the slot.
 pub struct GenSlab<T> {
-    slab: Slab<T>,
+    slab: Slab<Entry<T>>,
     gens: Vec<u32>,
+}
+
+struct Entry<T> {
+    gen: u32,
+    value: T,
 }
 
 impl<T> Default for GenSlab<T> {
@@ -110,18 +116,18 @@ impl<T> GenSlab<T> {
         let index = self.slab.vacant_key();
         Key {
             index: index as u32,
-            gen: self.gen_at(index),
+            gen: self.gens.get(index).copied().unwrap_or(1),
         }
-    }
-
-    fn gen_at(&self, index: usize) -> u32 {
-        self.gens.get(index).copied().unwrap_or(1)
     }
 
     /// Insert a value built from its own key.
     pub fn insert_with(&mut self, f: impl FnOnce(Key) -> T) -> Key {
         let key = self.vacant_key();
-        let index = self.slab.insert(f(key));
+        let value = f(key);
+        let index = self.slab.insert(Entry {
+            gen: key.gen,
+            value,
+        });
         debug_assert_eq!(index as u32, key.index);
         if index >= self.gens.len() {
             self.gens.resize(index + 1, 1);
@@ -133,41 +139,35 @@ impl<T> GenSlab<T> {
         self.insert_with(|_| value)
     }
 
-    fn live(&self, key: Key) -> bool {
-        let i = key.index as usize;
-        self.gens
-            .get(i)
-            .is_some_and(|&g| g & GEN_MASK == key.gen & GEN_MASK)
-            && self.slab.contains(i)
+    #[inline]
+    fn entry(&self, key: Key) -> Option<&Entry<T>> {
+        self.slab
+            .get(key.index as usize)
+            .filter(|e| e.gen == key.gen & GEN_MASK)
     }
 
     pub fn contains(&self, key: Key) -> bool {
-        self.live(key)
+        self.entry(key).is_some()
     }
 
+    #[inline]
     pub fn get(&self, key: Key) -> Option<&T> {
-        if self.live(key) {
-            self.slab.get(key.index as usize)
-        } else {
-            None
-        }
+        self.entry(key).map(|e| &e.value)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, key: Key) -> Option<&mut T> {
-        if self.live(key) {
-            self.slab.get_mut(key.index as usize)
-        } else {
-            None
+        match self.slab.get_mut(key.index as usize) {
+            Some(e) if e.gen == key.gen & GEN_MASK => Some(&mut e.value),
+            _ => None,
         }
     }
 
     /// Remove the value; every outstanding copy of `key` stops resolving.
     pub fn remove(&mut self, key: Key) -> Option<T> {
-        if !self.live(key) {
-            return None;
-        }
+        self.entry(key)?;
         let i = key.index as usize;
-        let value = self.slab.remove(i);
+        let value = self.slab.remove(i).value;
         // Skip 0 so that Key::NONE-like keys never resolve, and stay within
         // the bits a token can carry.
         let next = (self.gens[i].wrapping_add(1)) & GEN_MASK;
@@ -183,26 +183,26 @@ impl<T> GenSlab<T> {
         self.slab.is_empty()
     }
 
-    fn key_of(&self, index: usize) -> Key {
-        Key {
-            index: index as u32,
-            gen: self.gen_at(index),
-        }
-    }
-
     pub fn iter(&self) -> impl Iterator<Item = (Key, &T)> {
-        self.slab.iter().map(move |(i, v)| (self.key_of(i), v))
-    }
-
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (Key, &mut T)> {
-        let gens = &self.gens;
-        self.slab.iter_mut().map(move |(i, v)| {
+        self.slab.iter().map(|(i, e)| {
             (
                 Key {
                     index: i as u32,
-                    gen: gens.get(i).copied().unwrap_or(1),
+                    gen: e.gen,
                 },
-                v,
+                &e.value,
+            )
+        })
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (Key, &mut T)> {
+        self.slab.iter_mut().map(|(i, e)| {
+            (
+                Key {
+                    index: i as u32,
+                    gen: e.gen,
+                },
+                &mut e.value,
             )
         })
     }
@@ -210,7 +210,7 @@ impl<T> GenSlab<T> {
     /// Keys of every live value, collected (for loops that remove while
     /// iterating).
     pub fn keys(&self) -> Vec<Key> {
-        self.slab.iter().map(|(i, _)| self.key_of(i)).collect()
+        self.iter().map(|(k, _)| k).collect()
     }
 }
 
@@ -276,6 +276,7 @@ mod tests {
         let mut s = GenSlab::new();
         let k = s.insert(1);
         s.gens[k.index as usize] = GEN_MASK;
+        s.slab[k.index as usize].gen = GEN_MASK;
         let k = Key {
             index: k.index,
             gen: GEN_MASK,

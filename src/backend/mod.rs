@@ -91,9 +91,10 @@ pub enum Purpose {
     /// A client's GET (or one-slot MGET) whose reply fills the reply cache
     /// under this ticket (`crate::cache`); otherwise exactly `Client`.
     Fill(u32),
-    /// A fan-out MGET part whose reply fills the cache under the ticket
-    /// (the second number); otherwise exactly `Part`.
-    FillPart(u32, u32),
+    /// A fan-out MGET part (of at most 64 keys, so the part number fits
+    /// 16 bits) whose reply fills the cache under the ticket (the second
+    /// number); otherwise exactly `Part`.
+    FillPart(u16, u32),
     /// CLIENT TRACKING ON REDIRECT <tracker> OPTIN on a shared connection:
     /// an error leaves its tracking off.
     Tracking,
@@ -105,8 +106,17 @@ pub enum Purpose {
     TrackerId,
 }
 
+/// A request on its way to a node: built by the worker when it sends the
+/// request, queued in a connection's FIFO, and handed back with its reply
+/// (or, when the connection dies, with an error) to be delivered, redirected
+/// or sent again. The one type from dispatch to reply: a resend is the same
+/// value, sent again.
 pub struct InFlight {
+    /// The session the reply goes to (`Key::NONE` for the proxy's own
+    /// commands: set-up, ASKING, reloads).
     pub session: Key,
+    /// The reply's slot in that session's ring (0 for the proxy's own
+    /// commands).
     pub seq: u64,
     pub req: Bytes,
     pub purpose: Purpose,
@@ -114,7 +124,11 @@ pub struct InFlight {
     pub hops: u8,
     /// TRYAGAIN waits spent so far.
     pub retries: u8,
-    /// Replies this entry still expects (1 except for transactions).
+    /// ASKING goes before it on the connection it is sent on (it follows
+    /// an ASK redirect). Every resend decides it again.
+    pub asking: bool,
+    /// Replies this entry still expects (1 except for transactions, whose
+    /// count the FIFO takes down as their replies arrive).
     pub expect: u32,
 }
 
@@ -127,6 +141,7 @@ impl InFlight {
             purpose,
             hops: 0,
             retries: 0,
+            asking: false,
             expect: 1,
         }
     }
@@ -615,6 +630,12 @@ mod tests {
             }
             let _ = b.read(1 << 20, false);
         }
+    }
+
+    #[test]
+    fn an_in_flight_request_fits_a_cache_line() {
+        // Every request is moved into and out of a FIFO by value.
+        assert!(std::mem::size_of::<InFlight>() <= 64);
     }
 
     /// More than any loopback socket takes without the peer reading.

@@ -454,7 +454,10 @@ impl ReplyCache {
         // A Bytes made from a vector allocates its shared header at its
         // first clone: here, not at the first hit.
         drop(frame.clone());
-        let e = Entry { frame, born: now_ms };
+        let e = Entry {
+            frame,
+            born: now_ms,
+        };
         let k = CacheKey::new(key);
         self.remove(key);
         let cur = self.cur;

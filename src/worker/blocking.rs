@@ -27,7 +27,7 @@
 //! every reply it earned before it is still written, then the session
 //! closes.
 
-use super::{Outgoing, Timer, Worker};
+use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
 
 use crate::router;
@@ -57,50 +57,55 @@ impl Worker {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
         let addr = self.pools.pools[pool].key.addr;
-        let out = Outgoing {
-            purpose: Purpose::Blocking,
-            ..Outgoing::new(key, frame)
+        let lease = match self.lease_for(cx, addr, key) {
+            Some(Ok(lease)) => lease,
+            Some(Err(e)) => return self.fail_new(key, e),
+            None => return,
         };
-        self.send_on_lease(cx, addr, out);
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let seq = s.ring.push_pending();
+        s.block(lease, seq);
+        self.send_on(lease, InFlight::new(key, seq, frame, Purpose::Blocking));
     }
 
-    /// Take a lease on `addr` and send `out` on it.
+    /// Take a lease on `addr` and send `f`, a blocking command that has
+    /// its ring slot (redirected, or waiting out a TRYAGAIN), on it.
     pub(super) fn resend_on_lease(
         &mut self,
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
-        out: Outgoing,
+        f: InFlight,
     ) {
-        self.send_on_lease(cx, addr, out)
+        let lease = match self.lease_for(cx, addr, f.session) {
+            Some(Ok(lease)) => lease,
+            Some(Err(e)) => return self.fail(cx, f, e),
+            None => return,
+        };
+        let Some(s) = self.sessions.get_mut(f.session) else {
+            return;
+        };
+        s.block(lease, f.seq);
+        self.send_on(lease, f);
     }
 
-    fn send_on_lease(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr, out: Outgoing) {
-        let Some(s) = self.sessions.get(out.session) else {
-            return;
-        };
+    /// A lease on `addr` for a blocking command of `session`, or the error
+    /// to answer it with. None: the session is gone, or left mid-block
+    /// (its slot is answered, nobody waits for this one: abandon_block
+    /// closed the lease it was on).
+    fn lease_for(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        session: Key,
+    ) -> Option<Result<Key, Bytes>> {
+        let s = self.sessions.get(session)?;
         if s.closing() {
-            // It left mid-block: its slot is answered, nobody waits for
-            // this one (abandon_block closed the lease it was on).
-            return;
+            return None;
         }
         let proto = s.proto;
-        let lease = match self.take_lease(cx, addr, proto) {
-            Ok(k) => k,
-            Err(e) => return self.fail_outgoing(cx, out, e),
-        };
-        let Some(s) = self.sessions.get_mut(out.session) else {
-            return;
-        };
-        let seq = match out.seq {
-            Some(seq) => seq,
-            None => s.ring.push_pending(),
-        };
-        s.block(lease, seq);
-        let out = Outgoing {
-            seq: Some(seq),
-            ..out
-        };
-        self.send_on(lease, out);
+        Some(self.take_lease(cx, addr, proto))
     }
 
     /// Whether `session` still waits for the blocking command at `seq` (a
@@ -198,19 +203,6 @@ impl Worker {
             // out of the poll set.
             self.shared.lease_closed(b.addr);
         }
-    }
-
-    /// A blocking command was redirected: follow it on a lease at the
-    /// new node.
-    pub(super) fn lease_redirect(
-        &mut self,
-        cx: &mut Context<'_, Timer>,
-        f: InFlight,
-        addr: SocketAddr,
-        asking: bool,
-    ) {
-        let out = Outgoing::retry(f, asking);
-        self.send_on_lease(cx, addr, out);
     }
 
     /// The blocking command was answered: the session reads on.

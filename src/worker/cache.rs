@@ -28,8 +28,8 @@
 //! worker's cache; a write sent through another worker reaches this one's
 //! cache by the node's invalidation, as a write sent directly to a node.
 
-use super::{Outgoing, Timer, Worker};
-use crate::backend::{Purpose, Role};
+use super::{Timer, Worker};
+use crate::backend::{InFlight, Purpose, Role};
 use crate::cache::{ReplyCache, MAX_FILL_KEYS, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::config::ReadFrom;
@@ -282,7 +282,7 @@ impl Worker {
             match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
                 Ok(conn) => {
                     if let Some(b) = self.backends.get_mut(conn) {
-                        b.enqueue(crate::backend::InFlight::new(
+                        b.enqueue(InFlight::new(
                             Key::NONE,
                             0,
                             Bytes::from_static(CLIENT_ID),
@@ -380,8 +380,7 @@ impl Worker {
         let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
-        let out = Outgoing::new(key, frame);
-        self.send_filling(cx, pool, out, Purpose::Fill);
+        self.send_filling(cx, pool, key, None, frame, Purpose::Client, Purpose::Fill);
     }
 
     /// One part of a cross-slot MGET: folded in now when every key hits,
@@ -406,12 +405,14 @@ impl Worker {
             let err = Bytes::from_static(router::ERR_SLOT_UNSERVED);
             return self.fold_part(cx, key, seq, part, err);
         };
-        let out = Outgoing {
-            seq: Some(seq),
-            purpose: Purpose::Part(part),
-            ..Outgoing::new(key, req)
+        // A part of an MGET of at most 64 keys (see `fanout`): its number
+        // fits 16 bits; a larger one goes unfilled.
+        let Ok(short) = u16::try_from(part) else {
+            let f = InFlight::new(key, seq, req, Purpose::Part(part));
+            return self.send_to_pool(cx, pool, f);
         };
-        self.send_filling(cx, pool, out, |t| Purpose::FillPart(part, t));
+        let fill = move |t| Purpose::FillPart(short, t);
+        self.send_filling(cx, pool, key, Some(seq), req, Purpose::Part(part), fill);
     }
 
     /// Look every key up (a lookup of as many keys as there are): the
@@ -461,18 +462,21 @@ impl Worker {
         reply
     }
 
-    /// Send `out` on its session's connection of `pool`; when a fill is
-    /// admitted for its keys, preceded by the opt-in and marked
-    /// `filling(ticket)`.
+    /// Send `req` of `session` (at `seq` if it has its ring slot) on its
+    /// connection of `pool`, as `plain`; when a fill is admitted for its
+    /// keys, preceded by the opt-in and as `filling(ticket)`.
+    #[allow(clippy::too_many_arguments)]
     fn send_filling(
         &mut self,
         cx: &mut Context<'_, Timer>,
         pool: usize,
-        mut out: Outgoing,
+        session: Key,
+        seq: Option<u64>,
+        req: Bytes,
+        plain: Purpose,
         filling: impl FnOnce(u32) -> Purpose,
     ) {
         let tracker = self.cache.tracker_id(self.pools.pools[pool].key.addr);
-        let req = out.req.clone();
         let mut keys = frame_args(&req);
         let multi = !keys.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
         let ticket = match (tracker, multi) {
@@ -484,37 +488,51 @@ impl Worker {
             }
         };
         let Some(ticket) = ticket else {
-            return self.send_to_pool(cx, pool, out);
+            return match seq {
+                Some(seq) => self.send_to_pool(cx, pool, InFlight::new(session, seq, req, plain)),
+                None => self.send_new(cx, pool, session, |seq| {
+                    InFlight::new(session, seq, req, plain)
+                }),
+            };
         };
-        let Some(sticky) = self.sessions.get(out.session).map(|s| s.sticky) else {
+        let Some(sticky) = self.sessions.get(session).map(|s| s.sticky) else {
             return self.cancel_fill(&req, ticket);
         };
         let bkey = match self.backend_for(cx, pool, sticky) {
             Ok(b) => b,
             Err(err) => {
                 self.cancel_fill(&req, ticket);
-                return self.fail_outgoing(cx, out, err);
+                return match seq {
+                    Some(seq) => self.fail(cx, InFlight::new(session, seq, req, plain), err),
+                    None => self.fail_new(session, err),
+                };
             }
         };
         if let Some(b) = self.backends.get_mut(bkey) {
             if b.tracking != tracker {
                 b.tracking = tracker;
-                b.enqueue(crate::backend::InFlight::new(
+                b.enqueue(InFlight::new(
                     Key::NONE,
                     0,
                     tracking_frame(tracker),
                     Purpose::Tracking,
                 ));
             }
-            b.enqueue(crate::backend::InFlight::new(
+            b.enqueue(InFlight::new(
                 Key::NONE,
                 0,
                 Bytes::from_static(CACHING_YES),
                 Purpose::Caching,
             ));
         }
-        out.purpose = filling(ticket);
-        self.send_on(bkey, out);
+        let seq = match seq {
+            Some(seq) => seq,
+            None => match self.sessions.get_mut(session) {
+                Some(s) => s.ring.push_pending(),
+                None => return,
+            },
+        };
+        self.send_on(bkey, InFlight::new(session, seq, req, filling(ticket)));
     }
 
     /// Give up the ticket of every key of `req` (a GET or an MGET).
@@ -553,10 +571,10 @@ impl Worker {
 
     /// A fill that will not fill (redirected, retried, refused opt-in):
     /// its tickets are given up and it goes on as a plain request.
-    pub(super) fn unfill(&mut self, f: &mut crate::backend::InFlight) {
+    pub(super) fn unfill(&mut self, f: &mut InFlight) {
         let (plain, ticket) = match f.purpose {
             Purpose::Fill(t) => (Purpose::Client, t),
-            Purpose::FillPart(p, t) => (Purpose::Part(p), t),
+            Purpose::FillPart(p, t) => (Purpose::Part(u32::from(p)), t),
             _ => return,
         };
         f.purpose = plain;
@@ -580,7 +598,7 @@ impl Worker {
             let refused = b.head_mut().map(|f| {
                 let (plain, ticket) = match f.purpose {
                     Purpose::Fill(t) => (Purpose::Client, t),
-                    Purpose::FillPart(p, t) => (Purpose::Part(p), t),
+                    Purpose::FillPart(p, t) => (Purpose::Part(u32::from(p)), t),
                     _ => return None,
                 };
                 f.purpose = plain;

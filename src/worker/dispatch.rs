@@ -3,7 +3,8 @@
 //! (one arm per variant): send it to a node, several nodes, a lease, the
 //! subscriber connection, the open transaction, or answer it here.
 
-use super::{Outgoing, Timer, Worker};
+use super::{Timer, Worker};
+use crate::backend::{InFlight, Purpose};
 use crate::command::{Args, Command, LocalCmd, Route};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
@@ -240,12 +241,16 @@ impl Worker {
                     _ => sticky % 2 == 1,
                 };
                 if use_replica {
-                    return self.send_to_pool(cx, pool, Outgoing::new(key, frame));
+                    return self.send_new(cx, pool, key, |seq| {
+                        InFlight::new(key, seq, frame, Purpose::Client)
+                    });
                 }
             }
         }
         match self.pools.pool_for_slot(&self.topo, slot, proto) {
-            Some(pool) => self.send_to_pool(cx, pool, Outgoing::new(key, frame)),
+            Some(pool) => self.send_new(cx, pool, key, |seq| {
+                InFlight::new(key, seq, frame, Purpose::Client)
+            }),
             None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
         }
     }
@@ -272,7 +277,9 @@ impl Worker {
             return;
         };
         match self.pools.pool_for_shard(shard, proto) {
-            Some(pool) => self.send_to_pool(cx, pool, Outgoing::new(key, frame)),
+            Some(pool) => self.send_new(cx, pool, key, |seq| {
+                InFlight::new(key, seq, frame, Purpose::Client)
+            }),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
     }

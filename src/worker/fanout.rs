@@ -25,8 +25,8 @@
 //! every master; SCAN walks the masters one after the other with a cursor
 //! that carries the master's index in its top bits.
 
-use super::{Outgoing, Timer, Worker};
-use crate::backend::Purpose;
+use super::{Timer, Worker};
+use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Wide};
 use crate::resp::encode::{array_into, bulk_into, Proto};
 use crate::resp::reply::{ReplyScan, ReplyScanner};
@@ -237,7 +237,9 @@ impl Worker {
         let seq = s.ring.push_merge(merge);
         self.obs.stats.counters.fragments += parts; // observe
         let slots = runs.into_iter().map(|(slot, _)| slot);
-        let cached = kind == Fanout::Mget && self.cache_on();
+        // MGETs the cache serves: up to 64 keys (so up to 64 parts).
+        let cached =
+            kind == Fanout::Mget && self.cache_on() && nkeys <= crate::cache::MAX_FILL_KEYS;
         self.send_parts(cx, key, seq, reqs, slots.zip(ends), cached);
     }
 
@@ -265,11 +267,7 @@ impl Worker {
                 self.cached_part(cx, key, seq, part as u32, slot, req);
                 continue;
             }
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(part as u32),
-                ..Outgoing::new(key, req)
-            };
+            let out = InFlight::new(key, seq, req, Purpose::Part(part as u32));
             match self.pools.pool_for_slot(&self.topo, slot, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
                 None => self.fold_part(
@@ -492,11 +490,7 @@ impl Worker {
         req: &Bytes,
     ) {
         for shard in 0..masters {
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(shard as u32),
-                ..Outgoing::new(key, req.clone())
-            };
+            let out = InFlight::new(key, seq, req.clone(), Purpose::Part(shard as u32));
             match self.pools.pool_for_shard(shard, proto) {
                 Some(pool) => self.send_to_pool(cx, pool, out),
                 None => self.fold_part(
@@ -537,12 +531,11 @@ impl Worker {
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        let out = Outgoing {
-            purpose: Purpose::Scan(index as u32),
-            ..Outgoing::new(key, Bytes::from(req))
-        };
+        let req = Bytes::from(req);
         match self.pools.pool_for_shard(index, proto) {
-            Some(pool) => self.send_to_pool(cx, pool, out),
+            Some(pool) => self.send_new(cx, pool, key, |seq| {
+                InFlight::new(key, seq, req, Purpose::Scan(index as u32))
+            }),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
     }

@@ -93,56 +93,17 @@ const READONLY: &[u8] = b"*1\r\n$8\r\nREADONLY\r\n";
 const ERR_UNRESOLVED: &[u8] =
     b"-TRYAGAIN mithril: the cluster redirected to an endpoint not known yet\r\n";
 
-/// A request on its way to a backend.
-pub struct Outgoing {
-    pub session: Key,
-    /// The ring slot, when the request already has one (a redirect, a
-    /// fan-out part); otherwise one is reserved when it is queued.
-    pub seq: Option<u64>,
-    pub req: Bytes,
-    pub purpose: Purpose,
-    /// Redirects followed so far.
-    pub hops: u8,
-    /// TRYAGAIN waits spent so far.
-    pub retries: u8,
-    /// Precede it with ASKING on the same connection.
-    pub asking: bool,
-    /// Replies the request produces (transactions: one per command).
-    pub expect: u32,
-}
-
-impl Outgoing {
-    /// A new request from `session`, answered by one reply.
-    pub fn new(session: Key, req: Bytes) -> Outgoing {
-        Outgoing {
-            session,
-            seq: None,
-            req,
-            purpose: Purpose::Client,
-            hops: 0,
-            retries: 0,
-            asking: false,
-            expect: 1,
-        }
-    }
-
-    fn retry(f: InFlight, asking: bool) -> Outgoing {
-        let expect = if f.purpose == Purpose::Txn {
-            txn::replies_of(&f)
-        } else {
-            1
-        };
-        Outgoing {
-            session: f.session,
-            seq: Some(f.seq),
-            req: f.req,
-            purpose: f.purpose,
-            hops: f.hops.saturating_add(1),
-            retries: f.retries,
-            asking,
-            expect,
-        }
-    }
+/// `f` made ready to be sent again, after a redirect or a retry wait:
+/// ASKING before it or not, and a transaction expecting every one of its
+/// replies again (the FIFO it left counted them down).
+fn resend(mut f: InFlight, asking: bool) -> InFlight {
+    f.asking = asking;
+    f.expect = if f.purpose == Purpose::Txn {
+        txn::replies_of(&f)
+    } else {
+        1
+    };
+    f
 }
 
 pub enum Timer {
@@ -194,6 +155,8 @@ pub struct Worker {
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
+    /// The mailbox held messages when `has_pending_work` last looked.
+    mail: bool,
     /// Output limits, dispatch windows, the memory budget (overload.rs).
     overload: overload::OverloadState,
     /// observe: statistics, published snapshots, cross-worker questions.
@@ -254,6 +217,7 @@ impl Worker {
             draining: None,
             stop: false,
             tick_armed: false,
+            mail: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
             cache: cache::CacheState::new(&shared, id, {
@@ -527,9 +491,11 @@ impl Handler for Worker {
         self.check_topology(cx);
         // observe: CONFIG SET of the slow log holds from the next turn on.
         self.obs.stats.sync_slow_settings(&self.shared.stats);
-        // is_empty is two loads; try_recv on an empty channel costs more,
-        // and this runs every turn.
-        while !self.rx.is_empty() {
+        // The mailbox is looked at again only when has_pending_work saw
+        // messages or a sender woke the poll since (reactor::fabric): on
+        // most turns it was looked at once, before the poll. is_empty is
+        // two loads; try_recv on an empty channel costs more.
+        while (self.mail || cx.woken) && !self.rx.is_empty() {
             let Some(msg) = self.rx.try_recv() else { break };
             match msg {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
@@ -590,8 +556,9 @@ impl Handler for Worker {
         }
     }
 
-    fn has_pending_work(&self) -> bool {
-        !self.ready_sessions.is_empty() || !self.ready_backends.is_empty() || !self.rx.is_empty()
+    fn has_pending_work(&mut self) -> bool {
+        self.mail = !self.rx.is_empty();
+        self.mail || !self.ready_sessions.is_empty() || !self.ready_backends.is_empty()
     }
 
     fn keep_running(&self) -> bool {

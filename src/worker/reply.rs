@@ -240,7 +240,7 @@ impl Worker {
             }
             Purpose::FillPart(part, ticket) => {
                 self.cache_fill(ticket, &f.req, &frame);
-                self.fold_part(cx, f.session, f.seq, part, frame)
+                self.fold_part(cx, f.session, f.seq, u32::from(part), frame)
             }
             Purpose::Scan(index) => {
                 let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
@@ -310,12 +310,16 @@ impl Worker {
                 return self.down_refused(cx, None, f, addr, asking, frame, slot);
             }
         }
+        let f = InFlight {
+            hops: f.hops.saturating_add(1),
+            ..resend(f, asking)
+        };
         if f.purpose == Purpose::Blocking {
-            self.lease_redirect(cx, f, addr, asking);
-            return;
+            // A blocking command follows on a lease at the new node.
+            return self.resend_on_lease(cx, addr, f);
         }
         let pool = self.pools.master_pool(addr, proto);
-        self.send_to_pool(cx, pool, Outgoing::retry(f, asking));
+        self.send_to_pool(cx, pool, f);
     }
 
     /// Queue a reply for `session` at `seq` (dropped if the session is

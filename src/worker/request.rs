@@ -2,9 +2,12 @@
 //! session's socket is read (the budgeted read), complete requests are
 //! scanned out of its buffer and dispatched (`dispatch.rs` decides with
 //! the router and applies the decision), and what goes to a node is
-//! queued on a backend connection of its pool, connecting it first if
-//! needed, then written with everything else queued on it this turn
-//! (`flush_backends`, in `before_sleep`).
+//! queued on a backend connection of its pool as an `InFlight`,
+//! connecting it first if needed (`send_new` for a new request, whose
+//! ring slot is reserved once a connection took it; `send_to_pool` for a
+//! fan-out part or a resend, which has its slot), then written with
+//! everything else queued on it this turn (`flush_backends`, in
+//! `before_sleep`).
 use super::*;
 
 impl Worker {
@@ -347,61 +350,66 @@ impl Worker {
         }
     }
 
-    /// Answer an outgoing request that could not be sent.
-    pub(super) fn fail_outgoing(&mut self, cx: &mut Context<'_, Timer>, out: Outgoing, err: Bytes) {
+    /// Answer a request that could not be sent (it has its ring slot).
+    pub(super) fn fail(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, err: Bytes) {
         self.obs.stats.counters.forward_errors += 1; // observe
-        match out.seq {
-            Some(seq) => {
-                let f = InFlight {
-                    session: out.session,
-                    seq,
-                    req: out.req,
-                    purpose: out.purpose,
-                    hops: out.hops,
-                    retries: out.retries,
-                    expect: 1,
-                };
-                self.complete_error(cx, f, err);
-            }
-            None => self.reply(out.session, err),
-        }
+        self.complete_error(cx, f, err);
     }
 
-    /// Queue a request on `pool` (a ring slot is reserved unless it has one).
-    pub(super) fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, out: Outgoing) {
-        let Some(s) = self.sessions.get(out.session) else {
+    /// Answer a new request that could not be sent: it has no ring slot
+    /// yet, so the error is the session's next reply.
+    pub(super) fn fail_new(&mut self, session: Key, err: Bytes) {
+        self.obs.stats.counters.forward_errors += 1; // observe
+        self.reply(session, err);
+    }
+
+    /// Queue a new request of `session` on `pool`. Its ring slot is
+    /// reserved once a connection takes it, and `entry` makes its FIFO
+    /// entry for that slot; when the pool cannot take it (down, or no
+    /// connection could be opened) the error is the session's next reply.
+    #[inline]
+    pub(super) fn send_new(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+        session: Key,
+        entry: impl FnOnce(u64) -> InFlight,
+    ) {
+        let Some(s) = self.sessions.get(session) else {
             return;
         };
         let sticky = s.sticky;
         match self.backend_for(cx, pool, sticky) {
-            Ok(bkey) => self.send_on(bkey, out),
-            Err(err) => self.fail_outgoing(cx, out, err),
+            Ok(bkey) => {
+                let Some(s) = self.sessions.get_mut(session) else {
+                    return;
+                };
+                let seq = s.ring.push_pending();
+                self.send_on(bkey, entry(seq));
+            }
+            Err(err) => self.fail_new(session, err),
         }
     }
 
-    /// Queue a request on a given connection.
-    pub(super) fn send_on(&mut self, bkey: Key, out: Outgoing) {
-        let Outgoing {
-            session,
-            seq,
-            req,
-            purpose,
-            hops,
-            retries,
-            asking,
-            expect,
-        } = out;
-        let seq = match seq {
-            Some(seq) => seq,
-            None => match self.sessions.get_mut(session) {
-                Some(s) => s.ring.push_pending(),
-                None => return,
-            },
+    /// Queue a request that has its ring slot (a fan-out part, a resend)
+    /// on `pool`.
+    pub(super) fn send_to_pool(&mut self, cx: &mut Context<'_, Timer>, pool: usize, f: InFlight) {
+        let Some(s) = self.sessions.get(f.session) else {
+            return;
         };
+        let sticky = s.sticky;
+        match self.backend_for(cx, pool, sticky) {
+            Ok(bkey) => self.send_on(bkey, f),
+            Err(err) => self.fail(cx, f, err),
+        }
+    }
+
+    /// Queue a request on a given connection, behind ASKING if it asks.
+    pub(super) fn send_on(&mut self, bkey: Key, f: InFlight) {
         let Some(b) = self.backends.get_mut(bkey) else {
             return;
         };
-        if asking {
+        if f.asking {
             b.enqueue(InFlight::new(
                 Key::NONE,
                 0,
@@ -409,15 +417,7 @@ impl Worker {
                 Purpose::Asking,
             ));
         }
-        b.enqueue(InFlight {
-            session,
-            seq,
-            req,
-            purpose,
-            hops,
-            retries,
-            expect,
-        });
+        b.enqueue(f);
         self.mark_backend_dirty(bkey);
     }
 

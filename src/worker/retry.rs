@@ -56,7 +56,7 @@
 //!
 //! Replies that are not errors pay nothing for any of this.
 
-use super::{Outgoing, Timer, Worker};
+use super::{resend, Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Route};
 use crate::resp::encode::{array_into, bulk_into};
@@ -366,11 +366,11 @@ impl Worker {
         let Some((f, via)) = self.retrying.remove(key) else {
             return;
         };
-        self.resend(cx, f, via, false);
+        self.send_again(cx, f, via, false);
     }
 
     /// Send `f` again to the node at `via` (after ASKING when `asking`).
-    fn resend(
+    fn send_again(
         &mut self,
         cx: &mut Context<'_, Timer>,
         mut f: InFlight,
@@ -381,30 +381,15 @@ impl Worker {
         let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
             return;
         };
-        let expect = if f.purpose == Purpose::Txn {
-            super::txn::replies_of(&f)
-        } else {
-            1
-        };
-        let seq = f.seq;
-        let out = Outgoing {
-            session: f.session,
-            seq: Some(seq),
-            req: f.req,
-            purpose: f.purpose,
-            hops: f.hops,
-            retries: f.retries,
-            asking,
-            expect,
-        };
-        if out.purpose == Purpose::Blocking {
-            if !self.still_blocked(out.session, seq) {
+        let f = resend(f, asking);
+        if f.purpose == Purpose::Blocking {
+            if !self.still_blocked(f.session, f.seq) {
                 return; // its client left while it waited
             }
-            return self.resend_on_lease(cx, via, out);
+            return self.resend_on_lease(cx, via, f);
         }
         let pool = self.pools.master_pool(via, proto);
-        self.send_to_pool(cx, pool, out);
+        self.send_to_pool(cx, pool, f);
     }
 
     /// Split a fan-out part key by key, inside its merge.
@@ -513,12 +498,10 @@ impl Worker {
             let Some((part, req, addr)) = split.waiting.pop_front() else {
                 return;
             };
-            let out = Outgoing {
-                seq: Some(seq),
-                purpose: Purpose::Part(part),
+            let out = InFlight {
                 // Single keys never get TRYAGAIN; never split them again.
                 retries: RETRY_WAITS,
-                ..Outgoing::new(session, req)
+                ..InFlight::new(session, seq, req, Purpose::Part(part))
             };
             let pool = self.pools.master_pool(addr, proto);
             self.send_to_pool(cx, pool, out);
@@ -707,7 +690,7 @@ impl Worker {
             }
             return;
         }
-        self.resend(cx, f, via, asking);
+        self.send_again(cx, f, via, asking);
     }
 
     /// `f`'s final reply, while some session waits out a CLUSTERDOWN. If

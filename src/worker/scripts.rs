@@ -46,7 +46,7 @@
 //! before the NOSCRIPT came back may run before the call does, as with a
 //! redirected request.
 
-use super::{Outgoing, Timer, Worker};
+use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Wide};
 use crate::resp::limits::Limits;
@@ -328,11 +328,7 @@ impl Worker {
             let addr = self.pools.pools[pool].key.addr;
             match self.take_lease(cx, addr, proto) {
                 Ok(lease) => {
-                    let out = Outgoing {
-                        seq: Some(seq),
-                        purpose: Purpose::Kill(part),
-                        ..Outgoing::new(key, frame.clone())
-                    };
+                    let out = InFlight::new(key, seq, frame.clone(), Purpose::Kill(part));
                     self.send_on(lease, out);
                 }
                 Err(e) => self.fold_part(cx, key, seq, part, e),

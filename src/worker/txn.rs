@@ -16,7 +16,7 @@
 //!
 //! The queue is bounded by `query-buffer-limit` bytes.
 
-use super::{Outgoing, Timer, Worker};
+use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command};
 use crate::resp::limits::Limits;
@@ -142,11 +142,8 @@ impl Worker {
             req.extend_from_slice(q);
         }
         req.extend_from_slice(EXEC);
-        let out = Outgoing {
-            purpose: Purpose::Txn,
-            expect: queued.len() as u32 + 2,
-            ..Outgoing::new(key, Bytes::from(req))
-        };
+        let req = Bytes::from(req);
+        let expect = queued.len() as u32 + 2;
         let pool = match slot {
             Some(slot) => {
                 if self.topo.is_empty() {
@@ -164,7 +161,10 @@ impl Worker {
             }
         };
         match pool {
-            Some(pool) => self.send_to_pool(cx, pool, out),
+            Some(pool) => self.send_new(cx, pool, key, |seq| InFlight {
+                expect,
+                ..InFlight::new(key, seq, req, Purpose::Txn)
+            }),
             None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
         }
     }
