@@ -242,9 +242,11 @@ fn item12_a_huge_unsubscribe_does_not_stall_its_workers_other_clients() {
     let (worst, n) = pings.join().unwrap();
     assert!(n > 10, "only {n} PINGs during the UNSUBSCRIBE");
     // Generous: mithril is a debug build here, sharing the machine with
-    // this test's clients and the nodes.
+    // this test's clients, the nodes and the other tests; the defect held
+    // every other client for 1.3 s, and a loaded 2-core machine has been
+    // seen to hold one PING 124 ms without it.
     assert!(
-        worst < Duration::from_millis(50),
+        worst < Duration::from_millis(400),
         "a PING took {worst:?} while the UNSUBSCRIBE ran ({n} PINGs)"
     );
 }
