@@ -25,8 +25,10 @@
 //! the router's decision), `fanout` (per-slot split and merge,
 //! cluster-wide commands), `txn` (MULTI/EXEC), `blocking` (leases),
 //! `pubsub` (subscriber connections), `scripts` (SCRIPT/FUNCTION and the
-//! registry's reloads), `retry` (TRYAGAIN, CLUSTERDOWN, gates); `overload`
-//! and `observe` bound and count; `invariants` checks, in debug builds.
+//! registry's reloads), `retry` (TRYAGAIN, CLUSTERDOWN, gates), `down`
+//! (a pipeline's CLUSTERDOWN waited out in order), `cache` (the reply
+//! cache and its trackers); `overload` and `observe` bound and count;
+//! `invariants` checks, in debug builds.
 //!
 //! A panic while handling one session's input is caught here, closes that
 //! session only (its admission ticket is released by its drop), is logged,
@@ -35,6 +37,7 @@
 mod blocking;
 mod cache;
 mod dispatch;
+mod down;
 mod fanout;
 #[cfg(debug_assertions)]
 mod invariants;
@@ -144,8 +147,8 @@ pub struct Worker {
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
     retrying: GenSlab<(InFlight, SocketAddr)>,
     /// Requests waiting out a CLUSTERDOWN in order, by session, one wait
-    /// per slot (retry.rs). Empty but during a cluster's failure.
-    downs: HashMap<Key, Vec<retry::DownWait>>,
+    /// per slot (down.rs). Empty but during a cluster's failure.
+    downs: HashMap<Key, Vec<down::DownWait>>,
     /// A request unanswered this long fails its connection (None: never).
     backend_timeout: Option<Duration>,
     /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).

@@ -306,7 +306,7 @@ impl Worker {
                 // goes after them, not to the new node ahead of them.
                 let mut f = f;
                 f.hops = f.hops.saturating_add(1);
-                let frame = Bytes::from_static(retry::ERR_BEHIND_DOWN);
+                let frame = Bytes::from_static(down::ERR_BEHIND_DOWN);
                 return self.down_refused(cx, None, f, addr, asking, frame, slot);
             }
         }
