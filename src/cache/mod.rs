@@ -547,5 +547,7 @@ impl ReplyCache {
     }
 }
 
+pub mod tracking;
+
 #[cfg(test)]
 mod tests;
