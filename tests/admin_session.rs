@@ -353,8 +353,6 @@ fn connection_commands_without_a_password() {
     assert_eq!(o.cmd(&["CLIENT", "NO-TOUCH", "on"]), ok());
     for c in [
         &["CLIENT", "REPLY", "OFF"][..],
-        &["CLIENT", "TRACKING", "on"],
-        &["CLIENT", "CACHING", "yes"],
         &["CLIENT", "PAUSE", "10"],
         &["CLIENT", "UNPAUSE"],
         &["CLIENT", "UNBLOCK", "1"],

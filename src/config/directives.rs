@@ -384,6 +384,20 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |c| vec![c.reply_cache_max_age_secs.to_string()],
     },
     Directive {
+        name: "tracking-table-max-keys",
+        default: "1000000",
+        summary: "keys remembered for clients' CLIENT TRACKING, for the whole process (each worker its share); past it the oldest are invalidated; 0 is no limit",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.tracking_table_max_keys =
+                number("tracking-table-max-keys", first(a), 0, u32::MAX as u64)?;
+            Ok(())
+        },
+        getter: |c| vec![c.tracking_table_max_keys.to_string()],
+    },
+    Directive {
         name: "tcp-backlog",
         default: "511",
         summary: "length of the listen queue for connections not yet accepted",

@@ -300,6 +300,10 @@ pub struct Config {
     pub reply_cache_size: u64,
     /// `reply-cache-max-age`: seconds an entry may be served; 0 = no limit.
     pub reply_cache_max_age_secs: u64,
+    /// `tracking-table-max-keys`: keys remembered for clients' CLIENT
+    /// TRACKING, for the whole process (each worker its share); 0 = no
+    /// limit.
+    pub tracking_table_max_keys: u64,
     /// `tcp-backlog`: the listen queue length.
     pub tcp_backlog: i32,
     /// `tcp-keepalive`: keepalive idle seconds; 0 turns keepalive off.
@@ -409,6 +413,7 @@ impl Default for Config {
             reply_cache: false,
             reply_cache_size: 64 * 1024 * 1024,
             reply_cache_max_age_secs: 300,
+            tracking_table_max_keys: 1_000_000,
             tcp_backlog: 511,
             tcp_keepalive_secs: 300,
             timeout_secs: 0,

@@ -2,9 +2,11 @@
 //! CLIENT INFO / LIST line, and the filters of CLIENT LIST and CLIENT KILL.
 //!
 //! Subcommands that would change how the node treats the connection
-//! (TRACKING, CACHING, REPLY, PAUSE, ...) are refused with an error that
-//! names the proxy: they cannot be emulated faithfully through shared
-//! backend connections, and a silent OK would lie. LIST and KILL need a
+//! (REPLY, PAUSE, ...) are refused with an error that names the proxy:
+//! they cannot be emulated faithfully through shared backend connections,
+//! and a silent OK would lie. Client tracking is the proxy's own (CLIENT
+//! TRACKING in `worker/tracking.rs`; CACHING, GETREDIR and TRACKINGINFO
+//! here, from the session's state). LIST and KILL need a
 //! look at every worker's sessions: the worker core (`worker::observe`)
 //! asks every worker, which applies the filter parsed here ([`parse_list`],
 //! [`parse_kill`]) to its own sessions.
@@ -85,16 +87,46 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
         }
         // Capabilities are claims the proxy may ignore.
         "client|capa" => stat(super::OK),
-        "client|getredir" => stat(b":-1\r\n"),
-        "client|trackinginfo" => built(
-            |e| {
-                e.map(3);
-                e.bulk(b"flags").set(1).bulk(b"off");
-                e.bulk(b"redirect").int(-1);
-                e.bulk(b"prefixes").array(0);
-            },
-            s,
-        ),
+        // CLIENT TRACKING itself changes the worker's state: the worker
+        // answers it (worker/tracking.rs).
+        "client|caching" => caching(s, arg(2)),
+        "client|getredir" => {
+            let r = s.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
+            Outcome::Reply(Bytes::from(format!(":{r}\r\n")))
+        }
+        "client|trackinginfo" => {
+            let t = s.tracking.as_deref();
+            let mut fl: Vec<&[u8]> = vec![if t.is_some() { b"on" } else { b"off" }];
+            if let Some(t) = t {
+                let flags: [(bool, &[u8]); 7] = [
+                    (t.bcast, b"bcast"),
+                    (t.optin, b"optin"),
+                    (t.optin && t.caching, b"caching-yes"),
+                    (t.optout, b"optout"),
+                    (t.optout && t.caching, b"caching-no"),
+                    (t.noloop, b"noloop"),
+                    (t.broken_redirect, b"broken_redirect"),
+                ];
+                fl.extend(flags.iter().filter(|f| f.0).map(|f| f.1));
+            }
+            let redirect = t.map_or(-1, |t| t.redirect as i64);
+            let prefixes: &[Vec<u8>] = t.map_or(&[], |t| &t.prefixes);
+            built(
+                |e| {
+                    e.map(3);
+                    e.bulk(b"flags").set(fl.len());
+                    for f in &fl {
+                        e.bulk(f);
+                    }
+                    e.bulk(b"redirect").int(redirect);
+                    e.bulk(b"prefixes").array(prefixes.len());
+                    for p in prefixes {
+                        e.bulk(p);
+                    }
+                },
+                s,
+            )
+        }
         "client|kill" | "client|list" => error(&format!(
             "ERR mithril: {} is not supported yet",
             display_name(cmd)
@@ -115,10 +147,16 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 "    Record the client library's name or version.",
                 "NO-EVICT (ON|OFF), NO-TOUCH (ON|OFF)",
                 "    Accepted; mithril holds no keys, so they change nothing.",
+                "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+                "         [OPTIN] [OPTOUT] [NOLOOP]",
+                "    Control server assisted client side caching (served by mithril from the",
+                "    invalidations of every master).",
+                "CACHING (YES|NO)",
+                "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
                 "GETREDIR",
-                "    Always -1: tracking is not available through the proxy.",
+                "    Return the client ID we are redirecting to when tracking is enabled.",
                 "TRACKINGINFO",
-                "    Always reports tracking off.",
+                "    Return information about client side caching for the current connection.",
                 "LIST [TYPE (NORMAL|MASTER|REPLICA|PUBSUB)] [ID <id> [<id> ...]]",
                 "    One line per client connection, on every worker of the proxy.",
                 "KILL <ip:port>",
@@ -129,7 +167,7 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 "    the calling connection is spared). Returns how many were closed.",
                 "HELP",
                 "    Print this help.",
-                "TRACKING, CACHING, REPLY, PAUSE, UNPAUSE and UNBLOCK are not supported through mithril.",
+                "REPLY, PAUSE, UNPAUSE and UNBLOCK are not supported through mithril.",
             ],
         ),
         _ => error(&format!(
@@ -137,6 +175,34 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
             display_name(cmd)
         )),
     }
+}
+
+/// CLIENT CACHING YES|NO, with Redis's checks: the flag lasts for the
+/// next command (or transaction), which the worker clears after it.
+fn caching(s: &mut Session, opt: &[u8]) -> Outcome {
+    let Some(t) = s.tracking.as_mut() else {
+        return error(
+            "ERR CLIENT CACHING can be called only when the client is in tracking mode \
+             with OPTIN or OPTOUT mode enabled",
+        );
+    };
+    if opt.eq_ignore_ascii_case(b"yes") {
+        if !t.optin {
+            return error(
+                "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+            );
+        }
+    } else if opt.eq_ignore_ascii_case(b"no") {
+        if !t.optout {
+            return error(
+                "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
+            );
+        }
+    } else {
+        return stat(super::ERR_SYNTAX);
+    }
+    t.caching = true;
+    stat(super::OK)
 }
 
 /// CLIENT SETINFO LIB-NAME|LIB-VER value.

@@ -206,6 +206,10 @@ pub struct Session {
     /// (`worker/cache.rs`). `cache::TXN_HOLD` marks a queued command's,
     /// until its EXEC.
     pub holds: Vec<(u64, u16)>,
+    /// CLIENT TRACKING, while on (`worker/tracking.rs`).
+    pub tracking: Option<Box<crate::cache::tracking::ClientTracking>>,
+    /// The session REDIRECT names (`Key::NONE`: none, or not found).
+    pub redirect_to: Key,
 }
 
 impl Session {
@@ -258,6 +262,8 @@ impl Session {
             net_in: 0,
             net_out: 0,
             holds: Vec::new(),
+            tracking: None,
+            redirect_to: Key::NONE,
         }
     }
 

@@ -30,6 +30,7 @@
 
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
+use crate::cache::tracking::TrackingTable;
 use crate::cache::{ReplyCache, MAX_FILL_KEYS, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::config::ReadFrom;
@@ -53,6 +54,8 @@ pub struct Tracker {
     pub conn: Key,
     /// Its client id, once CLIENT ID answered (0 before).
     pub id: u64,
+    /// CLIENT TRACKING ON BCAST was sent on it (for BCAST clients).
+    pub bcast: bool,
 }
 
 /// The worker's cache state.
@@ -64,17 +67,41 @@ pub struct CacheState {
     pub masters: Vec<SocketAddr>,
     /// Where an MGET's reply is built from its hits (reused).
     pub scratch: Vec<u8>,
+    /// The cache or client tracking needs the dispatch step (`on`, or
+    /// `clients` > 0).
+    pub hooked: bool,
+    /// Sessions with CLIENT TRACKING on, and those in BCAST mode.
+    pub clients: usize,
+    pub bcast: Vec<Key>,
+    /// Keys read by tracking sessions (`worker/tracking.rs`).
+    pub table: TrackingTable<Key>,
+    /// The request being dispatched is a tracking client's read: it goes
+    /// with the opt-in.
+    pub tracked_read: bool,
+    /// Invalidations queued toward clients (INFO).
+    pub pushes: u64,
 }
 
 impl CacheState {
     pub fn new(shared: &crate::shared::Shared, worker: usize, seed: u64) -> CacheState {
         let (budget, age) = limits(shared);
+        let workers = shared.workers.len().max(1) as u64;
+        let max_keys = match shared.config.tracking_table_max_keys {
+            0 => 0,
+            n => (n / workers).max(1) as usize,
+        };
         CacheState {
             on: false,
             cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
             trackers: Vec::new(),
             masters: Vec::new(),
             scratch: Vec::new(),
+            hooked: false,
+            clients: 0,
+            bcast: Vec::new(),
+            table: TrackingTable::new(max_keys, seed ^ 0x5851_F42D_4C95_7F2D),
+            tracked_read: false,
+            pushes: 0,
         }
     }
 
@@ -210,7 +237,15 @@ fn command_frame(out: &mut Vec<u8>, args: &[&[u8]]) {
 }
 
 impl Worker {
-    /// Whether a request goes through the cache's dispatch step.
+    /// Whether a request goes through the cache's dispatch step (the
+    /// reply cache, or some session's client tracking: one test on the
+    /// hot path).
+    #[inline]
+    pub(super) fn cache_hooked(&self) -> bool {
+        self.cache.hooked
+    }
+
+    /// Whether the reply cache is on.
     #[inline]
     pub(super) fn cache_on(&self) -> bool {
         self.cache.on
@@ -229,16 +264,18 @@ impl Worker {
         if on != self.cache.on {
             self.cache.on = on;
             self.cache.cache.flush();
-            if !on {
-                for t in std::mem::take(&mut self.cache.trackers) {
-                    self.drop_backend(cx, t.conn);
-                }
-                self.cache.masters.clear();
-            }
+            self.update_hooked();
             log::info!(target: "mithril::cache", "worker {}: reply cache {}", self.id, if on { "on" } else { "off" });
         }
-        if on {
+        // Trackers exist while the cache or some client's tracking needs
+        // them.
+        if self.cache.hooked {
             self.cache_masters(cx);
+        } else if !self.cache.trackers.is_empty() {
+            for t in std::mem::take(&mut self.cache.trackers) {
+                self.drop_backend(cx, t.conn);
+            }
+            self.cache.masters.clear();
         }
         self.cache.update_open();
     }
@@ -261,6 +298,7 @@ impl Worker {
         if masters != self.cache.masters {
             if !self.cache.masters.is_empty() {
                 self.cache.cache.flush();
+                self.tracking_flush(None);
                 log::debug!(target: "mithril::cache", "worker {}: masters changed: cache flushed", self.id);
             }
             // Trackers of nodes that are no longer masters go.
@@ -290,13 +328,19 @@ impl Worker {
                         ));
                     }
                     self.mark_backend_dirty(conn);
-                    self.cache.trackers.push(Tracker { addr, conn, id: 0 });
+                    self.cache.trackers.push(Tracker {
+                        addr,
+                        conn,
+                        id: 0,
+                        bcast: false,
+                    });
                 }
                 Err(e) => {
                     log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
                 }
             }
         }
+        self.trackers_bcast();
         self.cache.update_open();
     }
 
@@ -313,6 +357,7 @@ impl Worker {
         // the cache depended on it.
         if t.id != 0 {
             self.cache.cache.flush();
+            self.tracking_flush(None);
             log::debug!(target: "mithril::cache", "worker {}: tracker to {} lost: cache flushed", self.id, t.addr);
         }
         self.cache.update_open();
@@ -329,6 +374,9 @@ impl Worker {
             t.id = id as u64;
         }
         self.cache.update_open();
+        // What BCAST clients would have heard while the tracker was not
+        // there is lost: they start over.
+        self.tracking_flush_bcast();
     }
 
     /// A push on a tracker connection: `invalidate [keys]`, or
@@ -345,9 +393,15 @@ impl Worker {
                 for k in keys.iter().filter_map(Value::as_bytes) {
                     self.cache.cache.invalidate(k);
                     self.cache.cache.stats.invalidations += 1;
+                    if self.cache.clients > 0 {
+                        self.tracking_changed(k);
+                    }
                 }
             }
-            None => self.cache.cache.flush(),
+            None => {
+                self.cache.cache.flush();
+                self.tracking_flush(None);
+            }
         }
     }
 
@@ -374,7 +428,7 @@ impl Worker {
         if let Some(hit) = self.lookup_all(keys, multi, proto) {
             return self.reply(key, hit);
         }
-        if read && self.read_from != ReadFrom::No {
+        if read && self.read_from != ReadFrom::No && !self.cache.tracked_read {
             return self.forward_slot(cx, key, slot, read, frame);
         }
         let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
@@ -487,23 +541,83 @@ impl Worker {
                 self.cache.cache.arm_all(keys, n)
             }
         };
-        let Some(ticket) = ticket else {
-            return match seq {
+        match ticket {
+            Some(t) => {
+                let fill = Some((t, filling(t)));
+                self.send_opted(cx, pool, session, seq, req, (plain, 1), fill)
+            }
+            None if self.cache.tracked_read => {
+                self.send_opted(cx, pool, session, seq, req, (plain, 1), None)
+            }
+            None => match seq {
                 Some(seq) => self.send_to_pool(cx, pool, InFlight::new(session, seq, req, plain)),
                 None => self.send_new(cx, pool, session, |seq| {
                     InFlight::new(session, seq, req, plain)
                 }),
-            };
+            },
+        }
+    }
+
+    /// Send `req` for `session` (at `seq`, or a new ring slot) on its
+    /// connection of `pool` preceded by the opt-in (CLIENT CACHING YES,
+    /// and CLIENT TRACKING toward the tracker first when the connection's
+    /// is not): the node tracks its keys for this worker's tracker. As
+    /// `plain` (with its count of replies), or with a fill's ticket as the
+    /// fill's purpose.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn send_opted(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+        session: Key,
+        seq: Option<u64>,
+        req: Bytes,
+        (plain, expect): (Purpose, u32),
+        fill: Option<(u32, Purpose)>,
+    ) {
+        let entry = move |seq: u64, req: Bytes, purpose: Purpose| InFlight {
+            expect,
+            ..InFlight::new(session, seq, req, purpose)
         };
+        let tracker = self.cache.tracker_id(self.pools.pools[pool].key.addr);
+        if tracker == 0 {
+            // Only fills check for a tracker before: a tracking read's was
+            // known at its dispatch and has gone since; the node will not
+            // track it, so the null follows its reply.
+            if let Some((t, _)) = fill {
+                self.cancel_fill(&req, t);
+            }
+            let seq = match seq {
+                Some(seq) => {
+                    self.send_to_pool(cx, pool, entry(seq, req, plain));
+                    Some(seq)
+                }
+                None => {
+                    self.send_new(cx, pool, session, |seq| entry(seq, req, plain));
+                    self.sessions
+                        .get(session)
+                        .and_then(|s| s.ring.next_seq().checked_sub(1))
+                }
+            };
+            if let (true, Some(seq)) = (self.cache.tracked_read, seq) {
+                self.track_push(session, None, Some(seq));
+            }
+            return;
+        }
         let Some(sticky) = self.sessions.get(session).map(|s| s.sticky) else {
-            return self.cancel_fill(&req, ticket);
+            if let Some((t, _)) = fill {
+                self.cancel_fill(&req, t);
+            }
+            return;
         };
         let bkey = match self.backend_for(cx, pool, sticky) {
             Ok(b) => b,
             Err(err) => {
-                self.cancel_fill(&req, ticket);
+                if let Some((t, _)) = fill {
+                    self.cancel_fill(&req, t);
+                }
                 return match seq {
-                    Some(seq) => self.fail(cx, InFlight::new(session, seq, req, plain), err),
+                    Some(seq) => self.fail(cx, entry(seq, req, plain), err),
                     None => self.fail_new(session, err),
                 };
             }
@@ -532,7 +646,8 @@ impl Worker {
                 None => return,
             },
         };
-        self.send_on(bkey, InFlight::new(session, seq, req, filling(ticket)));
+        let purpose = fill.map_or(plain, |f| f.1);
+        self.send_on(bkey, entry(seq, req, purpose));
     }
 
     /// Give up the ticket of every key of `req` (a GET or an MGET).
@@ -620,18 +735,32 @@ impl Worker {
         args: &Args,
         queued: bool,
     ) -> bool {
+        let Some(next) = self.sessions.get(key).map(|s| s.ring.next_seq()) else {
+            return false;
+        };
         if cmd.route == Route::ClusterWide(command::Wide::Flushall) {
             self.cache.cache.flush();
+            self.tracking_flush(Some((key, next)));
             return false;
         }
         let writes = cmd.flags & flags::WRITE != 0 || cmd.route == Route::Eval;
         if !writes {
             return false;
         }
+        if self.cache.clients > 0 {
+            for i in command::keys(cmd, args) {
+                if let Some(k) = args.get(i) {
+                    self.tracking_written(k, key, next);
+                }
+            }
+        }
+        if !self.cache.on {
+            return false;
+        }
         let Some(s) = self.sessions.get_mut(key) else {
             return false;
         };
-        let seq = if queued { TXN_HOLD } else { s.ring.next_seq() };
+        let seq = if queued { TXN_HOLD } else { next };
         let mut any = false;
         for i in command::keys(cmd, args) {
             if let Some(k) = args.get(i) {

@@ -76,7 +76,7 @@ impl Worker {
             }
             Err(refused) => (None, refused),
         };
-        if self.cache_on() {
+        if self.cache_hooked() {
             if let Some(cmd) = cmd {
                 return self.dispatch_cached(cx, key, cmd, decision, frame, ranges);
             }
@@ -100,9 +100,12 @@ impl Worker {
         }
     }
 
-    /// Dispatch with the reply cache on: GET looks the cache up; a write
-    /// forgets and holds its keys before it is sent, and gives the holds
-    /// back at once if it was answered without a node.
+    /// Dispatch with the reply cache on, or client tracking on some
+    /// session: GET looks the cache up; a write forgets and holds its keys
+    /// before it is sent (and tells the tracking clients that read them),
+    /// and gives the holds back at once if it was answered without a node;
+    /// a tracking client's read is remembered and sent with the opt-in
+    /// (`tracking.rs`).
     fn dispatch_cached(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -114,20 +117,75 @@ impl Worker {
     ) {
         let held = frame.clone();
         let args = Args { buf: &held, ranges };
-        let Some(seq) = self.sessions.get(key).map(|s| s.ring.next_seq()) else {
+        let Some((seq, tracking)) = self
+            .sessions
+            .get(key)
+            .map(|s| (s.ring.next_seq(), s.tracking.is_some()))
+        else {
             return;
         };
+        if tracking {
+            return self.dispatch_tracking(cx, key, cmd, decision, frame, ranges, seq);
+        }
+        self.dispatch_cached_as(cx, key, cmd, decision, frame, &args, seq);
+    }
+
+    /// A tracking session's command: its read remembered before, and
+    /// what follows it done after (`tracking.rs`).
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_tracking(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        decision: Decision,
+        frame: Bytes,
+        ranges: &[Range<usize>],
+        seq: u64,
+    ) {
+        let held = frame.clone();
+        let args = Args { buf: &held, ranges };
+        let read = self.tracking_read(key, cmd, &decision, &args);
+        let exec = self.tracking_exec(key, &decision);
+        self.cache.tracked_read = exec || matches!(read, super::tracking::Read::OptIn);
+        match decision {
+            Decision::Slot { slot, .. }
+                if self.cache.tracked_read && !(self.cache_on() && cmd.name == "get") =>
+            {
+                self.tracked_slot(cx, key, slot, frame)
+            }
+            Decision::Slot { slot, .. } if self.cache.tracked_read => {
+                self.cached_read(cx, key, slot, false, frame, ranges)
+            }
+            d => self.dispatch_cached_as(cx, key, cmd, d, frame, &args, seq),
+        }
+        self.cache.tracked_read = false;
+        self.tracking_after(key, cmd, &args, read, seq);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn dispatch_cached_as(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        decision: Decision,
+        frame: Bytes,
+        args: &Args,
+        seq: u64,
+    ) {
+        let ranges = args.ranges;
         let holds = match &decision {
-            Decision::Slot { slot, read } if cmd.name == "get" => {
+            Decision::Slot { slot, read } if cmd.name == "get" && self.cache_on() => {
                 return self.cached_read(cx, key, *slot, *read, frame, ranges);
             }
             Decision::Slot { .. }
             | Decision::Fanout(_)
             | Decision::Eval { .. }
             | Decision::Lease { .. }
-            | Decision::Wide(_) => self.cache_write(key, cmd, &args, false),
+            | Decision::Wide(_) => self.cache_write(key, cmd, args, false),
             Decision::Queue => {
-                self.cache_write(key, cmd, &args, true);
+                self.cache_write(key, cmd, args, true);
                 false
             }
             Decision::Txn(TxnOp::Exec) => {
@@ -140,7 +198,7 @@ impl Worker {
             }
             _ => false,
         };
-        self.apply_command(cx, key, cmd, decision, frame, &args);
+        self.apply_command(cx, key, cmd, decision, frame, args);
         if holds {
             self.cache_settle(key, seq);
         }
@@ -187,6 +245,10 @@ impl Worker {
             Decision::Reset => {
                 self.reset_state(cx, key);
                 self.local(key, LocalCmd::Reset, cmd, args);
+                self.slow_local(key, cmd, args); // observe
+            }
+            Decision::Local(LocalCmd::Client) if cmd.name == "client|tracking" => {
+                self.client_tracking(cx, key, args);
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(which) => {
@@ -303,6 +365,7 @@ impl Worker {
     /// RESET: leave any transaction and every subscription (the admin
     /// handler resets the rest).
     fn reset_state(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        self.tracking_off(key);
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };

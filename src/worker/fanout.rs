@@ -167,6 +167,10 @@ impl Worker {
         if (1..nkeys).all(|i| slot_of(i) == first) && (lone_pfcount || !self.tainted(key, first)) {
             // One slot: the node can take the request as it is.
             let read = kind == Fanout::Mget;
+            if self.cache.tracked_read && !(read && self.cache_on()) {
+                // A tracking client's read: to the master, opted in.
+                return self.tracked_slot(cx, key, first, frame);
+            }
             if read && self.cache_on() {
                 return self.cached_read(cx, key, first, read, frame, args.ranges);
             }
@@ -267,9 +271,12 @@ impl Worker {
                 self.cached_part(cx, key, seq, part as u32, slot, req);
                 continue;
             }
-            let out = InFlight::new(key, seq, req, Purpose::Part(part as u32));
+            let plain = Purpose::Part(part as u32);
             match self.pools.pool_for_slot(&self.topo, slot, proto) {
-                Some(pool) => self.send_to_pool(cx, pool, out),
+                Some(pool) if self.cache.tracked_read => {
+                    self.send_opted(cx, pool, key, Some(seq), req, (plain, 1), None)
+                }
+                Some(pool) => self.send_to_pool(cx, pool, InFlight::new(key, seq, req, plain)),
                 None => self.fold_part(
                     cx,
                     key,

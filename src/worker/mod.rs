@@ -50,6 +50,7 @@ mod retry;
 mod scripts;
 #[cfg(debug_assertions)]
 mod testhook;
+mod tracking;
 mod txn;
 
 use crate::backend::pool::{PoolKey, Pools};
@@ -294,6 +295,9 @@ impl Worker {
         if !s.holds.is_empty() {
             self.cache_forget_session(std::mem::take(&mut s.holds));
         }
+        if s.tracking.is_some() {
+            self.tracking_closed(key);
+        }
         log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
     }
 
@@ -308,6 +312,8 @@ impl Worker {
             }
             if b.role == Role::Tracker {
                 self.tracker_lost(key);
+            } else if b.tracking != 0 {
+                self.tracked_conn_lost();
             }
         }
     }
@@ -330,6 +336,9 @@ impl Worker {
             log::debug!(target: "mithril::worker", "worker {}: tracker to {addr} closed: {reason}", self.id);
             self.tracker_lost(key);
             return;
+        }
+        if b.tracking != 0 {
+            self.tracked_conn_lost();
         }
         if b.role == Role::Lease && b.in_flight() == 0 {
             // An idle lease the node closed (its `timeout`): nothing lost.

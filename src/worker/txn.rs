@@ -161,6 +161,10 @@ impl Worker {
             }
         };
         match pool {
+            // Reads of a tracking client inside: the node tracks them.
+            Some(pool) if self.cache.tracked_read => {
+                self.send_opted(cx, pool, key, None, req, (Purpose::Txn, expect), None)
+            }
             Some(pool) => self.send_new(cx, pool, key, |seq| InFlight {
                 expect,
                 ..InFlight::new(key, seq, req, Purpose::Txn)

@@ -1,0 +1,429 @@
+//! Client-side caching through the proxy: a client's CLIENT TRACKING,
+//! served from the invalidations the worker's trackers already receive.
+//!
+//! ```text
+//!   tracking client: GET k ─► table: k → {session}   (remembered at dispatch)
+//!                           └► CLIENT CACHING YES, GET k on the shared
+//!                              connection (its OPTIN tracking → tracker)
+//!   tracker ◄── >invalidate [k] ─► table.take(k) ─► each session: push
+//!   SET k through this worker ──► table.take(k) ─► push (NOLOOP: not the writer)
+//!   BCAST client ─► the trackers turn BCAST on; every key they hear of is
+//!                   matched against the client's prefixes
+//!   tracker lost, FLUSHALL, masters changed ─► every tracking client: null
+//! ```
+//!
+//! A push goes out behind every reply the client was owed when it was
+//! queued (its barrier is the session's last sequence), so a read whose
+//! reply is still on its way cannot arrive after the invalidation that
+//! followed it; the writer's own push follows its write's reply. RESP3
+//! clients get `>invalidate`; a REDIRECT target gets it too, or over RESP2
+//! the message on `__redis__:invalidate` when it is subscribed to anything.
+//!
+//! Not the node's: the table is per worker, bounded by its share of
+//! `tracking-table-max-keys` (the oldest keys are invalidated to make
+//! room); a read whose master has no tracker with a known id yet is
+//! followed by its invalidation at once (the client cannot cache it); a
+//! read the proxy cannot send with the opt-in (a cross-slot PFCOUNT, a
+//! script) is too. A REDIRECT target must be a connection of the same
+//! worker. A write sent through another worker reaches this worker's
+//! clients as the node's invalidation, as a write made directly on a node.
+
+use super::{Timer, Worker};
+use crate::backend::{InFlight, Purpose};
+use crate::cache::tracking::{self, Request};
+use crate::command::{self, flags, Args, Command, Route};
+use crate::resp::Proto;
+use crate::router::{self, Decision, TxnOp};
+use bytes::Bytes;
+use reactor::{Context, Key};
+
+const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
+const OK: &[u8] = b"+OK\r\n";
+
+/// What a tracking session's command means for the table (decided before
+/// the command is applied).
+pub(super) enum Read {
+    /// Not a read to remember.
+    None,
+    /// Remembered; sent with the opt-in.
+    OptIn,
+    /// Remembered nowhere: its invalidation follows its reply.
+    Uncached,
+}
+
+impl Worker {
+    /// Some session of this worker has tracking on, or the reply cache is:
+    /// requests go through the cache's dispatch step.
+    pub(super) fn update_hooked(&mut self) {
+        self.cache.hooked = self.cache.on || self.cache.clients > 0;
+    }
+
+    /// Every master has a tracker whose id is known.
+    fn trackers_ready(&self) -> bool {
+        let c = &self.cache;
+        !c.masters.is_empty()
+            && c.masters
+                .iter()
+                .all(|m| c.trackers.iter().any(|t| t.addr == *m && t.id != 0))
+    }
+
+    /// CLIENT TRACKING.
+    pub(super) fn client_tracking(&mut self, cx: &mut Context<'_, Timer>, key: Key, args: &Args) {
+        let a: Vec<&[u8]> = (2..args.len())
+            .map(|i| args.get(i).unwrap_or_default())
+            .collect();
+        let sessions = &self.sessions;
+        let find = |id: u64| sessions.iter().find(|(_, x)| x.id == id).map(|(k, _)| k);
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        let parsed = tracking::parse(&a, s.tracking.as_deref(), |id| find(id).is_some());
+        let target = match &parsed {
+            Ok(Request::On(t)) if t.redirect != 0 => find(t.redirect).unwrap_or(Key::NONE),
+            _ => Key::NONE,
+        };
+        let req = match parsed {
+            Ok(r) => r,
+            Err(e) => return self.reply(key, e),
+        };
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let was = s.tracking.is_some();
+        match req {
+            Request::On(t) => {
+                let bcast = t.bcast;
+                s.tracking = Some(Box::new(t));
+                s.redirect_to = target;
+                if !was {
+                    self.cache.clients += 1;
+                }
+                if bcast && !self.cache.bcast.contains(&key) {
+                    self.cache.bcast.push(key);
+                }
+                self.update_hooked();
+                self.cache_masters(cx);
+                if bcast {
+                    self.trackers_bcast();
+                }
+            }
+            Request::Off => self.tracking_off(key),
+        }
+        self.reply(key, Bytes::from_static(OK));
+    }
+
+    /// Tracking goes off for `key` (CLIENT TRACKING OFF, RESET, close).
+    pub(super) fn tracking_off(&mut self, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if s.tracking.take().is_some() {
+            self.cache.clients -= 1;
+            self.cache.bcast.retain(|&k| k != key);
+            self.update_hooked();
+        }
+    }
+
+    /// A session closes: it tracks no more (its table entries are dropped
+    /// lazily: a closed session's key no longer resolves).
+    pub(super) fn tracking_closed(&mut self, key: Key) {
+        self.cache.clients -= 1;
+        self.cache.bcast.retain(|&k| k != key);
+        self.update_hooked();
+    }
+
+    /// Turn BCAST on at every tracker that has not (while BCAST clients
+    /// exist; it stays on until the tracker closes).
+    pub(super) fn trackers_bcast(&mut self) {
+        if self.cache.bcast.is_empty() {
+            return;
+        }
+        for i in 0..self.cache.trackers.len() {
+            if self.cache.trackers[i].bcast {
+                continue;
+            }
+            let conn = self.cache.trackers[i].conn;
+            if let Some(b) = self.backends.get_mut(conn) {
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(BCAST_ON),
+                    Purpose::Tracking,
+                ));
+                self.cache.trackers[i].bcast = true;
+                self.mark_backend_dirty(conn);
+            }
+        }
+    }
+
+    /// Before a tracking session's command is applied: what its read
+    /// means for the table, with its keys remembered when they are. Also
+    /// marks the session as having sent a command (a later null is news).
+    pub(super) fn tracking_read(
+        &mut self,
+        key: Key,
+        cmd: &'static Command,
+        decision: &Decision,
+        args: &Args,
+    ) -> Read {
+        let ready = self.trackers_ready();
+        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.tracking.as_mut()) else {
+            return Read::None;
+        };
+        t.clean = false;
+        let reads = cmd.flags & flags::READONLY != 0
+            && cmd.flags & flags::PUBSUB == 0
+            && cmd.route != Route::Eval;
+        if !reads || !t.remembers() {
+            return Read::None;
+        }
+        let how = match decision {
+            Decision::Slot { .. } | Decision::Queue => Read::OptIn,
+            Decision::Fanout(k) if *k != command::Fanout::Pfcount => Read::OptIn,
+            Decision::Refuse(_) | Decision::Local(_) => return Read::None,
+            _ => Read::Uncached,
+        };
+        if matches!(how, Read::Uncached) || !ready {
+            return Read::Uncached;
+        }
+        if matches!(decision, Decision::Queue) {
+            t.txn_reads = true;
+        }
+        let mut evicted = Vec::new();
+        for i in command::keys(cmd, args) {
+            if let Some(k) = args.get(i) {
+                self.cache
+                    .table
+                    .remember(k, key, |k, s| evicted.push((k, s)));
+            }
+        }
+        for (k, sessions) in evicted {
+            for s in sessions {
+                self.track_push(s, Some(&[&k]), None);
+            }
+        }
+        how
+    }
+
+    /// After the command: an uncached read's keys are invalidated behind
+    /// its reply (`seq`); CLIENT CACHING's flag lasts one command (or one
+    /// transaction), as on a node.
+    pub(super) fn tracking_after(
+        &mut self,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+        read: Read,
+        seq: u64,
+    ) {
+        if let Read::Uncached = read {
+            let keys: Vec<&[u8]> = command::keys(cmd, args)
+                .filter_map(|i| args.get(i))
+                .collect();
+            if !keys.is_empty() {
+                self.track_push(key, Some(&keys), Some(seq));
+            }
+        }
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let in_txn = s.txn.is_some();
+        if let Some(t) = s.tracking.as_mut() {
+            if !in_txn && !cmd.name.starts_with("client|") {
+                t.caching = false;
+            }
+        }
+    }
+
+    /// EXEC of a transaction whose reads were remembered: it is sent with
+    /// the opt-in (`None`: it is not).
+    pub(super) fn tracking_exec(&mut self, key: Key, decision: &Decision) -> bool {
+        if !matches!(decision, Decision::Txn(TxnOp::Exec)) {
+            return false;
+        }
+        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.tracking.as_mut()) else {
+            return false;
+        };
+        std::mem::take(&mut t.txn_reads)
+    }
+
+    /// A write of `key` dispatched by `writer`, whose reply is `seq`: the
+    /// sessions that read it are told (the writer after its reply, and
+    /// not at all with NOLOOP).
+    pub(super) fn tracking_written(&mut self, k: &[u8], writer: Key, seq: u64) {
+        let Some(sessions) = self.cache.table.take(k) else {
+            return;
+        };
+        for s in sessions {
+            if s == writer {
+                let noloop = self
+                    .sessions
+                    .get(s)
+                    .and_then(|x| x.tracking.as_ref())
+                    .is_some_and(|t| t.noloop);
+                if !noloop {
+                    self.track_push(s, Some(&[k]), Some(seq));
+                }
+            } else {
+                self.track_push(s, Some(&[k]), None);
+            }
+        }
+    }
+
+    /// Keys a tracker heard of: every session that read one, and every
+    /// BCAST session whose prefixes match it, is told.
+    pub(super) fn tracking_changed(&mut self, k: &[u8]) {
+        if let Some(sessions) = self.cache.table.take(k) {
+            for s in sessions {
+                self.track_push(s, Some(&[k]), None);
+            }
+        }
+        for i in 0..self.cache.bcast.len() {
+            let s = self.cache.bcast[i];
+            let hit = self
+                .sessions
+                .get(s)
+                .and_then(|x| x.tracking.as_ref())
+                .is_some_and(|t| t.matches(k));
+            if hit {
+                self.track_push(s, Some(&[k]), None);
+            }
+        }
+    }
+
+    /// Every tracking session of this worker is told to forget everything
+    /// (a node flushed, FLUSHALL here, a tracker or a tracked connection
+    /// lost, the masters changed); `writer`'s after its reply `seq`.
+    pub(super) fn tracking_flush(&mut self, writer: Option<(Key, u64)>) {
+        self.cache.table.clear();
+        if self.cache.clients == 0 {
+            return;
+        }
+        let keys: Vec<Key> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.tracking.is_some())
+            .map(|(k, _)| k)
+            .collect();
+        for k in keys {
+            let barrier = writer.filter(|w| w.0 == k).map(|w| w.1);
+            self.track_push(k, None, barrier);
+        }
+    }
+
+    /// A shared connection whose reads the node tracked closed: the node
+    /// forgot what it tracked for it (its invalidations went to the
+    /// tracker under its id), so the cache and the tracking clients start
+    /// over.
+    pub(super) fn tracked_conn_lost(&mut self) {
+        if !self.cache.cache.is_empty() {
+            self.cache.cache.flush();
+        }
+        self.tracking_flush(None);
+    }
+
+    /// Only the BCAST sessions forget everything (a tracker came up: what
+    /// changed while it was not there was not heard of).
+    pub(super) fn tracking_flush_bcast(&mut self) {
+        for i in 0..self.cache.bcast.len() {
+            let s = self.cache.bcast[i];
+            self.track_push(s, None, None);
+        }
+    }
+
+    /// Queue `invalidate keys` (None: the null) toward `session`'s client
+    /// or its REDIRECT target, behind `barrier` (default: everything it
+    /// was owed so far).
+    pub(super) fn track_push(
+        &mut self,
+        session: Key,
+        keys: Option<&[&[u8]]>,
+        barrier: Option<u64>,
+    ) {
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let proto = s.proto;
+        let target = s.redirect_to;
+        let Some(t) = s.tracking.as_mut() else {
+            return;
+        };
+        if keys.is_none() {
+            if t.clean {
+                return;
+            }
+            t.clean = true;
+        }
+        let null: &'static [u8] = if proto == Proto::Resp3 {
+            b"_\r\n"
+        } else {
+            b"$-1\r\n"
+        };
+        let redirect = t.redirect;
+        let to = if redirect == 0 { session } else { target };
+        let own_last = s.ring.next_seq().saturating_sub(1);
+        let alive = redirect == 0 || self.sessions.get(to).is_some_and(|x| x.id == redirect);
+        if !alive {
+            if let Some(t) = self
+                .sessions
+                .get_mut(session)
+                .and_then(|s| s.tracking.as_mut())
+            {
+                t.broken_redirect = true;
+            }
+            if proto == Proto::Resp3 {
+                self.queue_push(session, own_last, tracking::redir_broken(redirect));
+            }
+            return;
+        }
+        let Some(x) = self.sessions.get(to) else {
+            return;
+        };
+        let resp3 = x.proto == Proto::Resp3;
+        let subscribed_target = redirect != 0 && x.sub.is_some();
+        if !resp3 && !subscribed_target {
+            // RESP2 without a redirect: nothing to send it on (as Redis).
+            return;
+        }
+        if x.ring.next_seq() == 0 {
+            return;
+        }
+        let b = match barrier {
+            Some(b) if to == session => b,
+            _ => x.ring.next_seq() - 1,
+        };
+        let frame = tracking::frame(resp3, keys, null);
+        self.queue_push(to, b, frame);
+    }
+
+    fn queue_push(&mut self, to: Key, barrier: u64, frame: Bytes) {
+        let Some(x) = self.sessions.get_mut(to) else {
+            return;
+        };
+        self.cache.pushes += 1;
+        x.push_oob(barrier, frame);
+        super::overload::mark_over_hard(&self.overload, x);
+        if !x.dirty {
+            x.dirty = true;
+            self.dirty_sessions.push(to);
+        }
+    }
+
+    /// A tracking read of one slot that is not a cached GET: to the
+    /// slot's master, with the opt-in.
+    pub(super) fn tracked_slot(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        slot: u16,
+        frame: Bytes,
+    ) {
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
+        match self.pools.pool_for_slot(&self.topo, slot, proto) {
+            Some(pool) => self.send_opted(cx, pool, key, None, frame, (Purpose::Client, 1), None),
+            None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
+        }
+    }
+}
