@@ -176,6 +176,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         topology: topology.clone(),
         clients: Arc::new(AtomicUsize::new(0)),
         next_client_id: AtomicU64::new(1),
+        named_clients: Default::default(),
         shutting_down: AtomicBool::new(false),
         workers: slots,
         started,

@@ -193,6 +193,55 @@ fn redirect_reaches_a_resp2_subscriber_of_redis_invalidate() {
     });
 }
 
+fn worker_of(c: &mut Conn) -> String {
+    let info = c.cmd(&["CLIENT", "INFO"]);
+    let line = info.as_str().to_string();
+    line.split(' ')
+        .find_map(|f| f.strip_prefix("worker="))
+        .unwrap_or_else(|| panic!("no worker= in {line}"))
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn redirect_reaches_a_target_on_another_worker() {
+    let (_cluster, m) = cluster_and_mithril("threads 2");
+    let mut r = m.conn();
+    r.cmd(&["HELLO", "3"]);
+    let id = r.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    let home = worker_of(&mut r);
+    // A tracking client on the other worker.
+    let mut c = (0..32)
+        .map(|_| m.conn())
+        .find_map(|mut c| (worker_of(&mut c) != home).then_some(c))
+        .expect("a connection on the other worker");
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON", "REDIRECT", &id]), ok());
+    let mut w = m.conn();
+    wait_until("the trackers to be up", WAIT, || {
+        let k = format!("ct:probe:{}", random_u64());
+        c.cmd(&["GET", &k]);
+        match r.try_read_reply(Duration::from_millis(100)) {
+            Ok(_) => None,
+            Err(_) => Some(()),
+        }
+    });
+    c.cmd(&["GET", "ct:x"]);
+    w.cmd(&["SET", "ct:x", "1"]);
+    assert_eq!(next_push(&mut r), invalidate("ct:x"));
+    // The target leaves: the redirect is broken.
+    drop(r);
+    std::thread::sleep(Duration::from_millis(100));
+    c.cmd(&["GET", "ct:x"]);
+    w.cmd(&["SET", "ct:x", "2"]);
+    wait_until("broken_redirect", WAIT, || {
+        let info = c.cmd(&["CLIENT", "TRACKINGINFO"]);
+        info.as_array()
+            .get(1)
+            .is_some_and(|f| f.as_array().contains(&bulk("broken_redirect")))
+            .then_some(())
+    });
+}
+
 #[test]
 fn optin_tracks_only_after_caching_yes() {
     let (_cluster, m) = cluster_and_mithril("threads 1");

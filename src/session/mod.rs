@@ -208,8 +208,11 @@ pub struct Session {
     pub holds: Vec<(u64, u16)>,
     /// CLIENT TRACKING, while on (`worker/tracking.rs`).
     pub tracking: Option<Box<crate::cache::tracking::ClientTracking>>,
-    /// The session REDIRECT names (`Key::NONE`: none, or not found).
-    pub redirect_to: Key,
+    /// The worker and session REDIRECT names (`Key::NONE`: none).
+    pub redirect_to: (usize, Key),
+    /// Asked for its id (CLIENT ID, HELLO): listed in
+    /// `Shared::named_clients` until it closes.
+    pub named: bool,
 }
 
 impl Session {
@@ -263,7 +266,8 @@ impl Session {
             net_out: 0,
             holds: Vec::new(),
             tracking: None,
-            redirect_to: Key::NONE,
+            redirect_to: (0, Key::NONE),
+            named: false,
         }
     }
 

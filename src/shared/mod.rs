@@ -71,10 +71,25 @@ pub enum WorkerMsg {
     Ask(crate::stats::gather::AskMsg),
     /// observe: a part of the answer to this worker's question.
     Answer(crate::stats::gather::AnswerMsg),
+    /// Client tracking: an invalidation for a REDIRECT target that is a
+    /// session of the receiving worker.
+    Invalidate(Box<Invalidation>),
     /// observe: from the acceptor: every connection waiting in the kernel
     /// when this worker's handoff request `n` was seen has been handed
     /// over (see [`Shared::request_handoff`]).
     HandedOver(u64),
+}
+
+/// An invalidation for a client's REDIRECT target on another worker.
+pub struct Invalidation {
+    /// The target session and its client id (checked: a slot reused since
+    /// is not it).
+    pub target: reactor::Key,
+    pub id: u64,
+    /// The keys; `None`: the null (everything), written as `null`, the
+    /// tracking client's own protocol's.
+    pub keys: Option<Vec<bytes::Bytes>>,
+    pub null: &'static [u8],
 }
 
 /// What the acceptor and INFO can see of a worker.
@@ -102,6 +117,12 @@ pub struct Shared {
     /// Open client connections (admission tickets outstanding).
     pub clients: Arc<AtomicUsize>,
     pub next_client_id: AtomicU64,
+    /// The clients that asked for their id (CLIENT ID, HELLO): client id
+    /// -> (worker, session), so a CLIENT TRACKING REDIRECT on another
+    /// worker can name them. Locked once when a session first asks and
+    /// once when it closes; read by REDIRECT and by invalidations crossing
+    /// workers.
+    pub named_clients: std::sync::Mutex<std::collections::HashMap<u64, (usize, reactor::Key)>>,
     pub shutting_down: AtomicBool,
     pub workers: Vec<WorkerSlot>,
     pub started: Instant,

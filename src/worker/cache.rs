@@ -80,6 +80,9 @@ pub struct CacheState {
     pub tracked_read: bool,
     /// Invalidations queued toward clients (INFO).
     pub pushes: u64,
+    /// Invalidations for REDIRECT targets of other workers that a full
+    /// mailbox refused, retried each tick (at most `OUTBOX_MOST`).
+    pub outbox: Vec<(usize, crate::shared::WorkerMsg)>,
 }
 
 impl CacheState {
@@ -102,6 +105,7 @@ impl CacheState {
             table: TrackingTable::new(max_keys, seed ^ 0x5851_F42D_4C95_7F2D),
             tracked_read: false,
             pushes: 0,
+            outbox: Vec::new(),
         }
     }
 
@@ -267,6 +271,7 @@ impl Worker {
             self.update_hooked();
             log::info!(target: "mithril::cache", "worker {}: reply cache {}", self.id, if on { "on" } else { "off" });
         }
+        self.tracking_outbox();
         // Trackers exist while the cache or some client's tracking needs
         // them.
         if self.cache.hooked {

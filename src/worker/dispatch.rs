@@ -252,6 +252,9 @@ impl Worker {
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(which) => {
+                if matches!(cmd.name, "client|id" | "hello") {
+                    self.tracking_named(key);
+                }
                 self.local(key, which, cmd, args);
                 self.slow_local(key, cmd, args); // observe
             }

@@ -298,6 +298,11 @@ impl Worker {
         if s.tracking.is_some() {
             self.tracking_closed(key);
         }
+        if s.named {
+            if let Ok(mut m) = self.shared.named_clients.lock() {
+                m.remove(&s.id);
+            }
+        }
         log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
     }
 
@@ -512,6 +517,7 @@ impl Handler for Worker {
             match msg {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
                 WorkerMsg::Shutdown => self.begin_drain(cx),
+                WorkerMsg::Invalidate(m) => self.tracking_remote(*m),
                 other => self.observe_msg(cx, other), // observe
             }
         }

@@ -24,9 +24,11 @@
 //! room); a read whose master has no tracker with a known id yet is
 //! followed by its invalidation at once (the client cannot cache it); a
 //! read the proxy cannot send with the opt-in (a cross-slot PFCOUNT, a
-//! script) is too. A REDIRECT target must be a connection of the same
-//! worker. A write sent through another worker reaches this worker's
-//! clients as the node's invalidation, as a write made directly on a node.
+//! script) is too. A REDIRECT target of another worker must have asked for
+//! its id (CLIENT ID, HELLO: `Shared::named_clients`); its invalidations
+//! cross the fabric (`WorkerMsg::Invalidate`). A write sent through
+//! another worker reaches this worker's clients as the node's
+//! invalidation, as a write made directly on a node.
 
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
@@ -34,11 +36,15 @@ use crate::cache::tracking::{self, Request};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::resp::Proto;
 use crate::router::{self, Decision, TxnOp};
+use crate::shared::{Invalidation, WorkerMsg};
 use bytes::Bytes;
 use reactor::{Context, Key};
 
 const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
 const OK: &[u8] = b"+OK\r\n";
+/// Most invalidations kept for full mailboxes of other workers; past it
+/// they are dropped (logged at debug).
+const OUTBOX_MOST: usize = 65536;
 
 /// What a tracking session's command means for the table (decided before
 /// the command is applied).
@@ -72,15 +78,22 @@ impl Worker {
         let a: Vec<&[u8]> = (2..args.len())
             .map(|i| args.get(i).unwrap_or_default())
             .collect();
-        let sessions = &self.sessions;
-        let find = |id: u64| sessions.iter().find(|(_, x)| x.id == id).map(|(k, _)| k);
+        // A session of this worker, or one of another that asked for its
+        // id (how a client learns the id it redirects to).
+        let (sessions, shared, me) = (&self.sessions, &self.shared, self.id);
+        let find = |id: u64| {
+            if let Some((k, _)) = sessions.iter().find(|(_, x)| x.id == id) {
+                return Some((me, k));
+            }
+            shared.named_clients.lock().ok()?.get(&id).copied()
+        };
         let Some(s) = self.sessions.get(key) else {
             return;
         };
         let parsed = tracking::parse(&a, s.tracking.as_deref(), |id| find(id).is_some());
         let target = match &parsed {
-            Ok(Request::On(t)) if t.redirect != 0 => find(t.redirect).unwrap_or(Key::NONE),
-            _ => Key::NONE,
+            Ok(Request::On(t)) if t.redirect != 0 => find(t.redirect).unwrap_or((me, Key::NONE)),
+            _ => (me, Key::NONE),
         };
         let req = match parsed {
             Ok(r) => r,
@@ -360,8 +373,11 @@ impl Worker {
             b"$-1\r\n"
         };
         let redirect = t.redirect;
-        let to = if redirect == 0 { session } else { target };
         let own_last = s.ring.next_seq().saturating_sub(1);
+        if redirect != 0 && target.0 != self.id {
+            return self.track_push_remote(session, target, redirect, keys, null, own_last);
+        }
+        let to = if redirect == 0 { session } else { target.1 };
         let alive = redirect == 0 || self.sessions.get(to).is_some_and(|x| x.id == redirect);
         if !alive {
             if let Some(t) = self
@@ -394,6 +410,102 @@ impl Worker {
         };
         let frame = tracking::frame(resp3, keys, null);
         self.queue_push(to, b, frame);
+    }
+
+    /// The REDIRECT target is a session of worker `target.0`: the
+    /// invalidation goes over the fabric, if the target is still listed.
+    fn track_push_remote(
+        &mut self,
+        session: Key,
+        target: (usize, Key),
+        id: u64,
+        keys: Option<&[&[u8]]>,
+        null: &'static [u8],
+        own_last: u64,
+    ) {
+        let listed = self
+            .shared
+            .named_clients
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&id).copied());
+        if listed != Some(target) {
+            let resp3 = self.sessions.get_mut(session).is_some_and(|s| {
+                if let Some(t) = s.tracking.as_mut() {
+                    t.broken_redirect = true;
+                }
+                s.proto == Proto::Resp3
+            });
+            if resp3 {
+                self.queue_push(session, own_last, tracking::redir_broken(id));
+            }
+            return;
+        }
+        let msg = WorkerMsg::Invalidate(Box::new(Invalidation {
+            target: target.1,
+            id,
+            keys: keys.map(|ks| ks.iter().map(|k| Bytes::copy_from_slice(k)).collect()),
+            null,
+        }));
+        self.cache.pushes += 1;
+        if let Some(w) = self.shared.workers.get(target.0) {
+            if let Err(back) = w.tx.send(msg) {
+                if self.cache.outbox.len() < OUTBOX_MOST {
+                    self.cache.outbox.push((target.0, back));
+                } else {
+                    log::debug!(target: "mithril::cache", "worker {}: invalidation toward client {id} dropped (outbox full)", self.id);
+                }
+            }
+        }
+    }
+
+    /// Retry what a full mailbox refused (each tick).
+    pub(super) fn tracking_outbox(&mut self) {
+        if self.cache.outbox.is_empty() {
+            return;
+        }
+        for (to, msg) in std::mem::take(&mut self.cache.outbox) {
+            if let Some(w) = self.shared.workers.get(to) {
+                if let Err(back) = w.tx.send(msg) {
+                    self.cache.outbox.push((to, back));
+                }
+            }
+        }
+    }
+
+    /// An invalidation from another worker for its client's REDIRECT
+    /// target here.
+    pub(super) fn tracking_remote(&mut self, m: Invalidation) {
+        let Some(x) = self.sessions.get(m.target).filter(|x| x.id == m.id) else {
+            return;
+        };
+        let resp3 = x.proto == Proto::Resp3;
+        if !resp3 && x.sub.is_none() {
+            return;
+        }
+        let Some(b) = x.ring.next_seq().checked_sub(1) else {
+            return;
+        };
+        let keys: Option<Vec<&[u8]>> = m
+            .keys
+            .as_ref()
+            .map(|ks| ks.iter().map(|k| &k[..]).collect());
+        let frame = tracking::frame(resp3, keys.as_deref(), m.null);
+        self.queue_push(m.target, b, frame);
+    }
+
+    /// `key` asked for its id: other workers' clients may redirect to it.
+    pub(super) fn tracking_named(&mut self, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if s.named {
+            return;
+        }
+        s.named = true;
+        if let Ok(mut m) = self.shared.named_clients.lock() {
+            m.insert(s.id, (self.id, key));
+        }
     }
 
     fn queue_push(&mut self, to: Key, barrier: u64, frame: Bytes) {
