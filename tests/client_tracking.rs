@@ -34,17 +34,25 @@ fn tracking_conn(m: &Mithril, opts: &[&str]) -> Conn {
     c
 }
 
-/// Until a GET of a probe key is not followed by its invalidation.
+/// Until a GET of a probe key and a PING come without a push.
 fn wait_ready(c: &mut Conn) {
     wait_until("the trackers to be up", WAIT, || {
         let k = format!("probe:{}", random_u64());
-        c.cmd(&["GET", &k]);
-        let r = c.cmd(&["PING"]);
-        if r == Reply::Simple("PONG".into()) {
+        c.send(&[b"GET", k.as_bytes()]);
+        c.send(&[b"PING"]);
+        // The GET's reply, the PONG, and any push between them or before
+        // (a BCAST client is sent the null as each tracker comes up).
+        let mut pushes = 0;
+        let mut replies = 0;
+        while replies < 2 {
+            match c.read_reply() {
+                Reply::Push(_) => pushes += 1,
+                _ => replies += 1,
+            }
+        }
+        if pushes == 0 {
             return Some(());
         }
-        // The push came first: the PONG follows.
-        assert_eq!(c.read_reply(), Reply::Simple("PONG".into()));
         std::thread::sleep(Duration::from_millis(20));
         None
     });
@@ -103,6 +111,38 @@ fn a_read_key_changed_through_mithril_or_on_the_node_is_pushed() {
 }
 
 #[test]
+fn a_read_of_a_migrated_slot_is_still_invalidated() {
+    let (cluster, m) = cluster_and_mithril("threads 1");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    let key = "ct:moved";
+    w.cmd(&["SET", key, "1"]);
+    let slot = key_slot(key.as_bytes());
+    let port = cluster.port_for_slot(slot);
+    let to = (0..cluster.nodes.len())
+        .find(|&i| {
+            cluster.nodes[i].port != port
+                && cluster
+                    .masters()
+                    .iter()
+                    .any(|n| n.port == cluster.nodes[i].port)
+        })
+        .expect("another master");
+    cluster.migrate_slot(slot, to, 10);
+    // Likely redirected (MOVED: sent again without the opt-in, so
+    // followed by the null), or sent to the new owner opted in: either
+    // way a change made on the new owner reaches the client.
+    assert_eq!(c.cmd(&["GET", key]), bulk("1"));
+    let mut node = cluster.nodes[to].conn();
+    assert_eq!(node.cmd(&["SET", key, "2"]), ok());
+    let p = next_push(&mut c);
+    assert!(
+        p == invalidate(key) || p == Reply::Push(vec![bulk("invalidate"), Reply::Null]),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn a_transaction_s_reads_are_tracked_as_rueidis_sends_them() {
     let (_cluster, m) = cluster_and_mithril("threads 1");
     let mut w = m.conn();
@@ -129,8 +169,23 @@ fn bcast_pushes_every_change_under_a_prefix() {
     let (cluster, m) = cluster_and_mithril("threads 2");
     let mut w = m.conn();
     let mut c = tracking_conn(&m, &["BCAST", "PREFIX", "ctb:"]);
+    // Until every master's tracker has BCAST on: a write under the prefix
+    // on each is heard
+    // (the null each tracker sends as it comes up is skipped).
+    for (slot, _, _) in cluster.slot_map() {
+        let k = key_for_slot(slot, "ctb:probe:");
+        wait_until("the trackers to hear every key", WAIT, || {
+            w.cmd(&["SET", &k, "x"]);
+            loop {
+                match c.try_read_reply(Duration::from_millis(200)) {
+                    Ok(p) if p == invalidate(&k) => return Some(()),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        });
+    }
     // Nothing read: BCAST hears of every key under the prefix.
-    std::thread::sleep(Duration::from_millis(100));
     w.cmd(&["SET", "other:1", "x"]);
     w.cmd(&["SET", "ctb:1", "x"]);
     assert_eq!(next_push(&mut c), invalidate("ctb:1"));
@@ -382,5 +437,14 @@ fn trackinginfo_getredir_and_the_errors_are_redis_s() {
         assert_eq!(d.cmd(&["CLIENT", "GETREDIR"]), Reply::Int(id));
         let info = d.cmd(&["CLIENT", "TRACKINGINFO"]);
         assert_eq!(info.as_array()[3], Reply::Int(id));
+        // INFO counts it (published at the next tick).
+        wait_until("tracking_clients:1", WAIT, || {
+            let i = c.cmd(&["INFO", "clients"]);
+            let text = match &i {
+                Reply::Verbatim(v) => v.clone(),
+                r => r.as_str().to_string(),
+            };
+            text.contains("tracking_clients:1\r\n").then_some(())
+        });
     }
 }

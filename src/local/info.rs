@@ -328,7 +328,7 @@ fn clients(t: &mut String, cx: &Ctx) {
          client_recent_max_input_buffer:{}\r\n\
          client_recent_max_output_buffer:{}\r\n\
          blocked_clients:{}\r\n\
-         tracking_clients:0\r\n\
+         tracking_clients:{}\r\n\
          pubsub_clients:{}\r\n\
          clients_in_timeout_table:0\r\n\
          backend_connections:{backends}\r\n",
@@ -337,6 +337,7 @@ fn clients(t: &mut String, cx: &Ctx) {
         c.qbuf_max,
         c.out_max,
         c.blocked,
+        c.tracking,
         c.pubsub,
     );
 }

@@ -258,6 +258,8 @@ pub struct ClientsSnap {
     pub connected: u64,
     pub blocked: u64,
     pub pubsub: u64,
+    /// Sessions with CLIENT TRACKING on.
+    pub tracking: u64,
     pub qbuf: u64,
     pub qbuf_max: u64,
     pub out: u64,
@@ -426,6 +428,7 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         c.connected += s.clients.connected;
         c.blocked += s.clients.blocked;
         c.pubsub += s.clients.pubsub;
+        c.tracking += s.clients.tracking;
         c.qbuf += s.clients.qbuf;
         c.qbuf_max = c.qbuf_max.max(s.clients.qbuf_max);
         c.out += s.clients.out;

@@ -78,8 +78,6 @@ pub struct CacheState {
     /// The request being dispatched is a tracking client's read: it goes
     /// with the opt-in.
     pub tracked_read: bool,
-    /// Invalidations queued toward clients (INFO).
-    pub pushes: u64,
     /// Invalidations for REDIRECT targets of other workers that a full
     /// mailbox refused, retried each tick (at most `OUTBOX_MOST`).
     pub outbox: Vec<(usize, crate::shared::WorkerMsg)>,
@@ -104,7 +102,6 @@ impl CacheState {
             bcast: Vec::new(),
             table: TrackingTable::new(max_keys, seed ^ 0x5851_F42D_4C95_7F2D),
             tracked_read: false,
-            pushes: 0,
             outbox: Vec::new(),
         }
     }
@@ -428,6 +425,9 @@ impl Worker {
         let multi = !frame[ranges[0].clone()].eq_ignore_ascii_case(b"get");
         let keys = ranges[1..].iter().map(|r| &frame[r.clone()]);
         if ranges.len() - 1 > MAX_FILL_KEYS {
+            if self.cache.tracked_read {
+                return self.tracked_slot(cx, key, slot, frame);
+            }
             return self.forward_slot(cx, key, slot, read, frame);
         }
         if let Some(hit) = self.lookup_all(keys, multi, proto) {
@@ -692,6 +692,12 @@ impl Worker {
     /// A fill that will not fill (redirected, retried, refused opt-in):
     /// its tickets are given up and it goes on as a plain request.
     pub(super) fn unfill(&mut self, f: &mut InFlight) {
+        // A tracking client's read goes again without the opt-in: the
+        // node that answers will not track it, so the client is told to
+        // keep nothing once that reply is out.
+        if self.cache.clients > 0 {
+            self.track_push(f.session, None, Some(f.seq));
+        }
         let (plain, ticket) = match f.purpose {
             Purpose::Fill(t) => (Purpose::Client, t),
             Purpose::FillPart(p, t) => (Purpose::Part(u32::from(p)), t),
@@ -715,6 +721,15 @@ impl Worker {
         };
         b.tracking = 0;
         if purpose == Purpose::Caching {
+            // A tracking client's read behind it was not tracked by the
+            // node: the client may not keep what it read.
+            let behind = b.head_mut().map(|f| (f.session, f.seq));
+            if let Some((session, seq)) = behind.filter(|_| self.cache.clients > 0) {
+                self.track_push(session, None, Some(seq));
+            }
+            let Some(b) = self.backends.get_mut(bkey) else {
+                return;
+            };
             let refused = b.head_mut().map(|f| {
                 let (plain, ticket) = match f.purpose {
                     Purpose::Fill(t) => (Purpose::Client, t),

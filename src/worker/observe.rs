@@ -689,6 +689,7 @@ impl Worker {
             clients.connected += 1;
             clients.blocked += u64::from(s.input().is_blocked());
             clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
+            clients.tracking += u64::from(s.tracking.is_some());
             let (q, o) = (s.rbuf.len() as u64, s.out_bytes() as u64);
             clients.qbuf += q;
             clients.qbuf_max = clients.qbuf_max.max(q);

@@ -24,7 +24,8 @@
 //! room); a read whose master has no tracker with a known id yet is
 //! followed by its invalidation at once (the client cannot cache it); a
 //! read the proxy cannot send with the opt-in (a cross-slot PFCOUNT, a
-//! script) is too. A REDIRECT target of another worker must have asked for
+//! script) is too; a redirected or retried read, or one whose opt-in was
+//! refused, is followed by the null. A REDIRECT target of another worker must have asked for
 //! its id (CLIENT ID, HELLO: `Shared::named_clients`); its invalidations
 //! cross the fabric (`WorkerMsg::Invalidate`). A write sent through
 //! another worker reaches this worker's clients as the node's
@@ -196,10 +197,13 @@ impl Worker {
             Decision::Refuse(_) | Decision::Local(_) => return Read::None,
             _ => Read::Uncached,
         };
-        if matches!(how, Read::Uncached) || !ready {
+        // A queued read is sent at EXEC, to one master: whether its
+        // tracker is up is seen then (`send_opted`).
+        let queued = matches!(decision, Decision::Queue);
+        if matches!(how, Read::Uncached) || !(ready || queued) {
             return Read::Uncached;
         }
-        if matches!(decision, Decision::Queue) {
+        if queued {
             t.txn_reads = true;
         }
         let mut evicted = Vec::new();
@@ -447,7 +451,6 @@ impl Worker {
             keys: keys.map(|ks| ks.iter().map(|k| Bytes::copy_from_slice(k)).collect()),
             null,
         }));
-        self.cache.pushes += 1;
         if let Some(w) = self.shared.workers.get(target.0) {
             if let Err(back) = w.tx.send(msg) {
                 if self.cache.outbox.len() < OUTBOX_MOST {
@@ -512,7 +515,6 @@ impl Worker {
         let Some(x) = self.sessions.get_mut(to) else {
             return;
         };
-        self.cache.pushes += 1;
         x.push_oob(barrier, frame);
         super::overload::mark_over_hard(&self.overload, x);
         if !x.dirty {
