@@ -194,6 +194,15 @@ fn bcast_pushes_every_change_under_a_prefix() {
     node.cmd(&["SET", "ctb:2", "x"]);
     assert_eq!(next_push(&mut c), invalidate("ctb:2"));
     no_push(&mut c);
+    // NOLOOP: the client's own writes are not pushed to it; others' are.
+    assert_eq!(
+        c.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "NOLOOP"]),
+        ok()
+    );
+    assert_eq!(c.cmd(&["SET", "ctb:3", "x"]), ok());
+    no_push(&mut c);
+    w.cmd(&["SET", "ctb:3", "y"]);
+    assert_eq!(next_push(&mut c), invalidate("ctb:3"));
 }
 
 #[test]

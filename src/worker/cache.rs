@@ -81,6 +81,9 @@ pub struct CacheState {
     /// Invalidations for REDIRECT targets of other workers that a full
     /// mailbox refused, retried each tick (at most `OUTBOX_MOST`).
     pub outbox: Vec<(usize, crate::shared::WorkerMsg)>,
+    /// Keys a BCAST NOLOOP client wrote, by that client, until the
+    /// tracker hears of them (`worker/tracking.rs`).
+    pub loop_writes: std::collections::HashMap<Bytes, Key>,
 }
 
 impl CacheState {
@@ -103,6 +106,7 @@ impl CacheState {
             table: TrackingTable::new(max_keys, seed ^ 0x5851_F42D_4C95_7F2D),
             tracked_read: false,
             outbox: Vec::new(),
+            loop_writes: std::collections::HashMap::new(),
         }
     }
 

@@ -43,6 +43,10 @@ use reactor::{Context, Key};
 
 const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
 const OK: &[u8] = b"+OK\r\n";
+/// Most keys remembered as written by a BCAST NOLOOP client, until the
+/// node's invalidation of each comes back (past it they are forgotten:
+/// the writer may hear of its own write).
+const LOOP_WRITES_MOST: usize = 4096;
 /// Most invalidations kept for full mailboxes of other workers; past it
 /// they are dropped (logged at debug).
 const OUTBOX_MOST: usize = 65536;
@@ -268,6 +272,21 @@ impl Worker {
     /// sessions that read it are told (the writer after its reply, and
     /// not at all with NOLOOP).
     pub(super) fn tracking_written(&mut self, k: &[u8], writer: Key, seq: u64) {
+        // A BCAST NOLOOP writer: the node's invalidation of this write
+        // (the tracker hears of every key) is not for it.
+        let bcast_noloop = self
+            .sessions
+            .get(writer)
+            .and_then(|x| x.tracking.as_ref())
+            .is_some_and(|t| t.noloop && t.matches(k));
+        if bcast_noloop {
+            if self.cache.loop_writes.len() >= LOOP_WRITES_MOST {
+                self.cache.loop_writes.clear();
+            }
+            self.cache
+                .loop_writes
+                .insert(Bytes::copy_from_slice(k), writer);
+        }
         let Some(sessions) = self.cache.table.take(k) else {
             return;
         };
@@ -295,8 +314,16 @@ impl Worker {
                 self.track_push(s, Some(&[k]), None);
             }
         }
+        let looped = if self.cache.loop_writes.is_empty() {
+            None
+        } else {
+            self.cache.loop_writes.remove(k)
+        };
         for i in 0..self.cache.bcast.len() {
             let s = self.cache.bcast[i];
+            if looped == Some(s) {
+                continue;
+            }
             let hit = self
                 .sessions
                 .get(s)
