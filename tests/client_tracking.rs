@@ -206,6 +206,33 @@ fn bcast_pushes_every_change_under_a_prefix() {
 }
 
 #[test]
+fn bcast_right_after_ok_misses_nothing() {
+    // No reply cache: the trackers open at CLIENT TRACKING, and the read
+    // and the write below race their BCAST.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut w = m.conn();
+    let mut c = m.conn();
+    c.cmd(&["HELLO", "3"]);
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON", "BCAST"]), ok());
+    // A null may come before the GET's reply (a tracker came up): it
+    // says nothing about the GET.
+    c.send(&[b"GET", b"ctw:1"]);
+    loop {
+        match c.read_reply() {
+            Reply::Push(_) => continue,
+            r => break assert_eq!(r, Reply::Null),
+        }
+    }
+    w.cmd(&["SET", "ctw:1", "x"]);
+    // Either the write was heard, or the client is told to start over.
+    let p = next_push(&mut c);
+    assert!(
+        p == invalidate("ctw:1") || p == Reply::Push(vec![bulk("invalidate"), Reply::Null]),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn redirect_reaches_a_resp2_subscriber_of_redis_invalidate() {
     let (_cluster, m) = cluster_and_mithril("threads 1");
     let mut r = m.conn();

@@ -717,6 +717,20 @@ impl Worker {
     /// id that died); the GET behind a refused CACHING fills nothing, and
     /// the next fill on the connection asks for tracking again.
     pub(super) fn opt_in_answered(&mut self, bkey: Key, purpose: Purpose, head: u8) {
+        if self
+            .backends
+            .get(bkey)
+            .is_some_and(|b| b.role == Role::Tracker)
+        {
+            // A tracker's CLIENT TRACKING ON BCAST: from now on the node
+            // reports every key to it. What a BCAST client read before
+            // may have changed unheard: it starts over (once, if it sent
+            // nothing since).
+            if head != b'-' {
+                self.tracking_flush_bcast();
+            }
+            return;
+        }
         if head != b'-' {
             return;
         }
