@@ -1,7 +1,8 @@
 //! The reply cache's worker side (`reply-cache yes`): GET served from the
 //! worker's [`ReplyCache`], fills opted in with the node's CLIENT TRACKING,
 //! writes invalidating and holding their keys at dispatch, and one RESP3
-//! tracker connection per master receiving the invalidations.
+//! tracker connection per master receiving the invalidations (opened and
+//! read in `trackers.rs`).
 //!
 //! ```text
 //!   GET k ─► hit: the cached frame, at the GET's ring slot (no node)
@@ -34,7 +35,6 @@ use crate::cache::tracking::TrackingTable;
 use crate::cache::{ReplyCache, MAX_FILL_KEYS, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::config::ReadFrom;
-use crate::resp::value::{self, Value};
 use crate::resp::Proto;
 use crate::router;
 use bytes::Bytes;
@@ -44,7 +44,7 @@ use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 
 const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\n";
-const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
+pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const NIL_RESP2: &[u8] = b"$-1\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
 
@@ -118,7 +118,7 @@ impl CacheState {
     }
 
     /// Fills may be armed once every master has a tracker with a known id.
-    fn update_open(&mut self) {
+    pub(super) fn update_open(&mut self) {
         self.cache.fills_open = self.on
             && !self.masters.is_empty()
             && self
@@ -129,7 +129,7 @@ impl CacheState {
 }
 
 /// This worker's share of the budget, and the max age in milliseconds.
-fn limits(shared: &crate::shared::Shared) -> (usize, u64) {
+pub(super) fn limits(shared: &crate::shared::Shared) -> (usize, u64) {
     let workers = shared.workers.len().max(1) as u64;
     let budget = shared.live.reply_cache_size.load(Relaxed) / workers;
     let age = shared.live.reply_cache_max_age_secs.load(Relaxed) * 1000;
@@ -258,157 +258,6 @@ impl Worker {
 
     fn cache_now_ms(&self) -> u64 {
         self.obs.stats.now_us / 1000
-    }
-
-    /// At every tick: take CONFIG SET's values, open what trackers are
-    /// missing, notice a changed set of masters.
-    pub(super) fn cache_tick(&mut self, cx: &mut Context<'_, Timer>) {
-        let on = self.shared.live.reply_cache.load(Relaxed);
-        let (budget, age) = limits(&self.shared);
-        self.cache.cache.set_limits(budget, age);
-        if on != self.cache.on {
-            self.cache.on = on;
-            self.cache.cache.flush();
-            self.update_hooked();
-            log::info!(target: "mithril::cache", "worker {}: reply cache {}", self.id, if on { "on" } else { "off" });
-        }
-        self.tracking_outbox();
-        // Trackers exist while the cache or some client's tracking needs
-        // them.
-        if self.cache.hooked {
-            self.cache_masters(cx);
-        } else if !self.cache.trackers.is_empty() {
-            for t in std::mem::take(&mut self.cache.trackers) {
-                self.drop_backend(cx, t.conn);
-            }
-            self.cache.masters.clear();
-        }
-        self.cache.update_open();
-    }
-
-    /// Compare the masters with the map's; open a tracker for each that
-    /// lacks one. A changed set flushes the cache.
-    pub(super) fn cache_masters(&mut self, cx: &mut Context<'_, Timer>) {
-        // Masters serving slots: a failed master the map still lists
-        // (with no slots left) needs no tracker.
-        let topo = &self.topo;
-        let mut masters: Vec<SocketAddr> = topo
-            .shards
-            .iter()
-            .filter(|s| !s.ranges.is_empty())
-            .filter_map(|s| topo.nodes.get(s.master))
-            .map(|n| n.addr)
-            .collect();
-        masters.sort_unstable();
-        masters.dedup();
-        if masters != self.cache.masters {
-            if !self.cache.masters.is_empty() {
-                self.cache.cache.flush();
-                self.tracking_flush(None);
-                log::debug!(target: "mithril::cache", "worker {}: masters changed: cache flushed", self.id);
-            }
-            // Trackers of nodes that are no longer masters go.
-            let (keep, gone): (Vec<Tracker>, Vec<Tracker>) =
-                std::mem::take(&mut self.cache.trackers)
-                    .into_iter()
-                    .partition(|t| masters.contains(&t.addr));
-            self.cache.trackers = keep;
-            for t in gone {
-                self.drop_backend(cx, t.conn);
-            }
-            self.cache.masters = masters;
-        }
-        for i in 0..self.cache.masters.len() {
-            let addr = self.cache.masters[i];
-            if self.cache.trackers.iter().any(|t| t.addr == addr) {
-                continue;
-            }
-            match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
-                Ok(conn) => {
-                    if let Some(b) = self.backends.get_mut(conn) {
-                        b.enqueue(InFlight::new(
-                            Key::NONE,
-                            0,
-                            Bytes::from_static(CLIENT_ID),
-                            Purpose::TrackerId,
-                        ));
-                    }
-                    self.mark_backend_dirty(conn);
-                    self.cache.trackers.push(Tracker {
-                        addr,
-                        conn,
-                        id: 0,
-                        bcast: false,
-                    });
-                }
-                Err(e) => {
-                    log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
-                }
-            }
-        }
-        self.trackers_bcast();
-        self.cache.update_open();
-    }
-
-    /// A tracker connection closed or failed: its invalidations may be
-    /// lost, so everything goes, and fills wait for a new tracker (opened
-    /// at the next tick). Its id is forgotten first: no connection is told
-    /// to redirect at it any more.
-    pub(super) fn tracker_lost(&mut self, conn: Key) {
-        let Some(i) = self.cache.trackers.iter().position(|t| t.conn == conn) else {
-            return;
-        };
-        let t = self.cache.trackers.swap_remove(i);
-        // One that never learnt its id let no fill be armed: nothing of
-        // the cache depended on it.
-        if t.id != 0 {
-            self.cache.cache.flush();
-            self.tracking_flush(None);
-            log::debug!(target: "mithril::cache", "worker {}: tracker to {} lost: cache flushed", self.id, t.addr);
-        }
-        self.cache.update_open();
-    }
-
-    /// The reply to a tracker's CLIENT ID.
-    pub(super) fn tracker_id(&mut self, conn: Key, frame: &[u8]) {
-        let id = frame
-            .strip_prefix(b":")
-            .and_then(|r| r.strip_suffix(b"\r\n"))
-            .and_then(crate::resp::parse_i64)
-            .filter(|&n| n > 0);
-        if let (Some(id), Some(t)) = (id, self.cache.trackers.iter_mut().find(|t| t.conn == conn)) {
-            t.id = id as u64;
-        }
-        self.cache.update_open();
-        // What BCAST clients would have heard while the tracker was not
-        // there is lost: they start over.
-        self.tracking_flush_bcast();
-    }
-
-    /// A push on a tracker connection: `invalidate [keys]`, or
-    /// `invalidate` with a null (the node was flushed).
-    pub(super) fn tracker_push(&mut self, frame: &[u8]) {
-        let Ok(Some((Value::Push(items), _))) = value::parse(frame) else {
-            return;
-        };
-        if items.first().and_then(Value::as_bytes) != Some(&b"invalidate"[..]) {
-            return;
-        }
-        match items.get(1).and_then(Value::as_array) {
-            Some(keys) => {
-                for k in keys.iter().filter_map(Value::as_bytes) {
-                    self.cache.cache.invalidate(k);
-                    self.cache.cache.stats.invalidations += 1;
-                    if self.cache.clients > 0 {
-                        self.tracking_changed(k);
-                    }
-                }
-            }
-            None => {
-                self.cache.cache.flush();
-                self.tracking_flush(None);
-            }
-        }
     }
 
     /// GET, or an MGET of one slot, with the cache on: answered now when

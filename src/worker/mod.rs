@@ -27,7 +27,8 @@
 //! `pubsub` (subscriber connections), `scripts` (SCRIPT/FUNCTION and the
 //! registry's reloads), `retry` (TRYAGAIN, CLUSTERDOWN, gates), `down`
 //! (a pipeline's CLUSTERDOWN waited out in order), `cache` (the reply
-//! cache and its trackers); `overload` and `observe` bound and count;
+//! cache), `trackers` (its tracker connections), `tracking` (clients'
+//! CLIENT TRACKING); `overload` and `observe` bound and count;
 //! `invariants` checks, in debug builds.
 //!
 //! A panic while handling one session's input is caught here, closes that
@@ -50,6 +51,7 @@ mod retry;
 mod scripts;
 #[cfg(debug_assertions)]
 mod testhook;
+mod trackers;
 mod tracking;
 mod txn;
 
