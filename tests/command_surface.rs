@@ -699,7 +699,6 @@ fn not_implemented_commands_answer_unknown_command() {
     let refused: &[&[&str]] = &[
         &["SCRIPT", "DEBUG", "YES"],
         &["SSUBSCRIBE", "ch"],
-        &["SPUBLISH", "ch", "m"],
         &["SUNSUBSCRIBE"],
         &["WAIT", "0", "0"],
         &["DEBUG", "SLEEP", "0"],

@@ -1,7 +1,8 @@
 //! Cross-slot fan-outs answer exactly what one server would: PFCOUNT over
 //! keys on several masters is the cardinality of the union (merged from
 //! the keys' HLL strings, as Redis merges them), not a sum of per-slot
-//! counts; MSET with a key but no value is refused whole, nothing written.
+//! counts; MSET with a key but no value is refused whole, nothing written;
+//! SPUBLISH reaches its shard, and PUBSUB SHARDCHANNELS lists them all.
 //!
 //! The reference is Redis itself: the same values under one hash tag sit
 //! in one slot, so mithril forwards that PFCOUNT untouched and the node
@@ -328,4 +329,51 @@ fn mset_with_a_key_but_no_value_is_refused_whole() {
             "{k} on its owner"
         );
     }
+}
+
+/// SPUBLISH goes to the master of its shard channel's slot, as a cluster
+/// client sends it, so a subscriber of that shard (SSUBSCRIBE on the node
+/// itself) gets the message and the reply counts it; PUBSUB SHARDCHANNELS
+/// lists the shard channels of every master.
+#[test]
+fn spublish_reaches_its_shard_and_shardchannels_lists_every_master() {
+    let (cluster, m) = setup("");
+    let channels = key_per_master(&cluster, "shard");
+    let mut subs: Vec<Conn> = Vec::new();
+    for ch in &channels {
+        let mut s = owner(&cluster, ch);
+        s.send(&[b"SSUBSCRIBE", ch.as_bytes()]);
+        let r = s.read_reply();
+        assert_eq!(
+            r.as_array().first(),
+            Some(&Reply::Bulk(Some(b"ssubscribe".to_vec())))
+        );
+        subs.push(s);
+    }
+    let mut c = m.conn();
+    for (ch, s) in channels.iter().zip(subs.iter_mut()) {
+        assert_eq!(c.cmd(&["SPUBLISH", ch, "hello"]), Reply::Int(1), "{ch}");
+        let msg = s.read_reply();
+        assert_eq!(
+            msg,
+            Reply::Array(Some(vec![
+                Reply::Bulk(Some(b"smessage".to_vec())),
+                Reply::Bulk(Some(ch.as_bytes().to_vec())),
+                Reply::Bulk(Some(b"hello".to_vec())),
+            ]))
+        );
+    }
+    assert_eq!(c.cmd(&["SPUBLISH", "nobody:listens", "x"]), Reply::Int(0));
+    let listed = c.cmd(&["PUBSUB", "SHARDCHANNELS"]);
+    let mut got: Vec<String> = listed
+        .as_array()
+        .iter()
+        .map(|r| String::from_utf8_lossy(r.as_bulk().unwrap()).to_string())
+        .collect();
+    got.sort();
+    let mut want = channels.clone();
+    want.sort();
+    assert_eq!(got, want);
+    let one = c.cmd(&["PUBSUB", "SHARDCHANNELS", &channels[1]]);
+    assert_eq!(one.as_array().len(), 1);
 }

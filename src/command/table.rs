@@ -6135,7 +6135,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::PUBSUB | A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::AnyMaster,
+                route: Route::ClusterWide(Wide::Keys),
                 subcommands: &[],
                 doc: Doc {
                     summary: "List active shard channels",
@@ -7539,7 +7539,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::NOT_KEY, begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: 0, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (1, 1, 1),
-        route: Route::Unsupported,
+        route: Route::Slot,
         subcommands: &[],
         doc: Doc {
             summary: "Post a message to a shard channel",
