@@ -111,6 +111,18 @@ pub enum Purpose {
 /// (or, when the connection dies, with an error) to be delivered, redirected
 /// or sent again. The one type from dispatch to reply: a resend is the same
 /// value, sent again.
+impl Purpose {
+    /// A fill's plain purpose and its ticket (`None` for anything else):
+    /// what a fill becomes when it will not fill after all.
+    pub fn unfilled(self) -> Option<(Purpose, u32)> {
+        match self {
+            Purpose::Fill(t) => Some((Purpose::Client, t)),
+            Purpose::FillPart(p, t) => Some((Purpose::Part(u32::from(p)), t)),
+            _ => None,
+        }
+    }
+}
+
 pub struct InFlight {
     /// The session the reply goes to (`Key::NONE` for the proxy's own
     /// commands: set-up, ASKING, reloads).

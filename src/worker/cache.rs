@@ -29,6 +29,7 @@
 //! worker's cache; a write sent through another worker reaches this one's
 //! cache by the node's invalidation, as a write sent directly to a node.
 
+use super::fanout::NIL_RESP2;
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
 use crate::cache::tracking::TrackingTable;
@@ -45,7 +46,6 @@ use std::sync::atomic::Ordering::Relaxed;
 
 const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\n";
 pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
-const NIL_RESP2: &[u8] = b"$-1\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
 
 /// One master's tracker connection.
@@ -223,7 +223,7 @@ fn reply_items(frame: &[u8]) -> Option<Bulks<'_>> {
 fn tracking_frame(id: u64) -> Bytes {
     let id = id.to_string();
     let mut out = Vec::with_capacity(64);
-    command_frame(
+    crate::resp::encode::request(
         &mut out,
         &[
             b"CLIENT",
@@ -235,10 +235,6 @@ fn tracking_frame(id: u64) -> Bytes {
         ],
     );
     Bytes::from(out)
-}
-
-fn command_frame(out: &mut Vec<u8>, args: &[&[u8]]) {
-    crate::resp::encode::request(out, args);
 }
 
 impl Worker {
@@ -551,10 +547,8 @@ impl Worker {
         if self.cache.clients > 0 {
             self.track_push(f.session, None, Some(f.seq));
         }
-        let (plain, ticket) = match f.purpose {
-            Purpose::Fill(t) => (Purpose::Client, t),
-            Purpose::FillPart(p, t) => (Purpose::Part(u32::from(p)), t),
-            _ => return,
+        let Some((plain, ticket)) = f.purpose.unfilled() else {
+            return;
         };
         f.purpose = plain;
         let req = f.req.clone();
@@ -597,16 +591,12 @@ impl Worker {
             let Some(b) = self.backends.get_mut(bkey) else {
                 return;
             };
-            let refused = b.head_mut().map(|f| {
-                let (plain, ticket) = match f.purpose {
-                    Purpose::Fill(t) => (Purpose::Client, t),
-                    Purpose::FillPart(p, t) => (Purpose::Part(u32::from(p)), t),
-                    _ => return None,
-                };
+            let refused = b.head_mut().and_then(|f| {
+                let (plain, ticket) = f.purpose.unfilled()?;
                 f.purpose = plain;
                 Some((f.req.clone(), ticket))
             });
-            if let Some(Some((req, ticket))) = refused {
+            if let Some((req, ticket)) = refused {
                 self.cancel_fill(&req, ticket);
             }
         }

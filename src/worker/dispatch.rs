@@ -115,8 +115,6 @@ impl Worker {
         frame: Bytes,
         ranges: &[Range<usize>],
     ) {
-        let held = frame.clone();
-        let args = Args { buf: &held, ranges };
         let Some((seq, tracking)) = self
             .sessions
             .get(key)
@@ -127,7 +125,7 @@ impl Worker {
         if tracking {
             return self.dispatch_tracking(cx, key, cmd, decision, frame, ranges, seq);
         }
-        self.dispatch_cached_as(cx, key, cmd, decision, frame, &args, seq);
+        self.dispatch_cached_as(cx, key, cmd, decision, frame, ranges, seq);
     }
 
     /// A tracking session's command: its read remembered before, and
@@ -157,7 +155,7 @@ impl Worker {
             Decision::Slot { slot, .. } if self.cache.tracked_read => {
                 self.cached_read(cx, key, slot, false, frame, ranges)
             }
-            d => self.dispatch_cached_as(cx, key, cmd, d, frame, &args, seq),
+            d => self.dispatch_cached_as(cx, key, cmd, d, frame, ranges, seq),
         }
         self.cache.tracked_read = false;
         self.tracking_after(key, cmd, &args, read, seq);
@@ -171,14 +169,18 @@ impl Worker {
         cmd: &'static Command,
         decision: Decision,
         frame: Bytes,
-        args: &Args,
+        ranges: &[Range<usize>],
         seq: u64,
     ) {
-        let ranges = args.ranges;
-        let holds = match &decision {
-            Decision::Slot { slot, read } if cmd.name == "get" && self.cache_on() => {
-                return self.cached_read(cx, key, *slot, *read, frame, ranges);
+        if let Decision::Slot { slot, read } = decision {
+            if cmd.name == "get" && self.cache_on() {
+                return self.cached_read(cx, key, slot, read, frame, ranges);
             }
+        }
+        // The rest look at the arguments while handing the frame on.
+        let held = frame.clone();
+        let args = &Args { buf: &held, ranges };
+        let holds = match &decision {
             Decision::Slot { .. }
             | Decision::Fanout(_)
             | Decision::Eval { .. }

@@ -140,11 +140,7 @@ impl Worker {
     /// A CLUSTERDOWN wait spent its budget: its members waiting get their
     /// refusals (those sent again are answered as they come).
     fn down_give_up(&mut self, cx: &mut Context<'_, Timer>, session: Key, slot: u16) {
-        let Some(w) = self
-            .downs
-            .get_mut(&session)
-            .and_then(|l| l.iter_mut().find(|w| w.slot == slot))
-        else {
+        let Some(w) = wait_of(&mut self.downs, session, slot) else {
             return;
         };
         let given_up = std::mem::take(&mut w.waiting);
@@ -167,11 +163,7 @@ impl Worker {
     ) {
         let budget = self.clusterdown_waits;
         let over = self.wait_override();
-        let Some(w) = self
-            .downs
-            .get_mut(&session)
-            .and_then(|l| l.iter_mut().find(|w| w.slot == slot))
-        else {
+        let Some(w) = wait_of(&mut self.downs, session, slot) else {
             return;
         };
         if w.timer != Some(id) {
@@ -205,11 +197,7 @@ impl Worker {
             // Its client left while it waited: nothing to send.
             let (session, seq) = (f.session, f.seq);
             if let Some(slot) = first_slot_in(&f.req) {
-                if let Some(w) = self
-                    .downs
-                    .get_mut(&session)
-                    .and_then(|l| l.iter_mut().find(|w| w.slot == slot))
-                {
+                if let Some(w) = wait_of(&mut self.downs, session, slot) {
                     w.sent.retain(|&q| q != seq);
                 }
                 self.down_settle(session, slot);
@@ -237,11 +225,7 @@ impl Worker {
         let Some(slot) = slot else {
             return;
         };
-        let Some(w) = self
-            .downs
-            .get_mut(&session)
-            .and_then(|l| l.iter_mut().find(|w| w.slot == slot))
-        else {
+        let Some(w) = wait_of(&mut self.downs, session, slot) else {
             return;
         };
         let before = w.sent.len();
@@ -340,4 +324,13 @@ impl Worker {
             }
         }
     }
+}
+
+/// The down wait of `session` on `slot`, if there is one.
+fn wait_of(
+    downs: &mut std::collections::HashMap<Key, Vec<DownWait>>,
+    session: Key,
+    slot: u16,
+) -> Option<&mut DownWait> {
+    downs.get_mut(&session)?.iter_mut().find(|w| w.slot == slot)
 }

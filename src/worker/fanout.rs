@@ -46,7 +46,7 @@ const ERR_BAD_PART: &[u8] =
     b"-ERR mithril: unexpected reply from a node to part of a multi-key command\r\n";
 
 /// RESP2's null bulk; a RESP3 session's parts answer `_` instead.
-const NIL_RESP2: &[u8] = b"$-1\r\n";
+pub(super) const NIL_RESP2: &[u8] = b"$-1\r\n";
 
 /// A null reply, in either protocol.
 fn is_nil(frame: &[u8]) -> bool {
