@@ -104,6 +104,27 @@ pub enum Purpose {
     /// CLIENT ID on a tracker connection: its reply is the id shared
     /// connections redirect their invalidations to.
     TrackerId,
+    /// On a session's pinned connection (WATCH in force,
+    /// `worker/watch.rs`).
+    Pin(PinOp),
+}
+
+/// What a request on a pinned connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinOp {
+    /// WATCH itself: never followed elsewhere (a watch on a shared
+    /// connection would abort other sessions' transactions).
+    Watch,
+    /// A read or write while watching; a redirect breaks the pin and is
+    /// followed off it, as for `Client`.
+    Cmd,
+    /// `MULTI, the queued requests, EXEC` (as `Txn`): the pin is released
+    /// with its reply.
+    Exec,
+    /// UNWATCH sent to release the pin (its reply is dropped: the client
+    /// was answered already): the connection goes back idle only when it
+    /// answers +OK with nothing else in flight.
+    Release,
 }
 
 /// A request on its way to a node: built by the worker when it sends the

@@ -329,6 +329,7 @@ fn clients(t: &mut String, cx: &Ctx) {
          client_recent_max_output_buffer:{}\r\n\
          blocked_clients:{}\r\n\
          tracking_clients:{}\r\n\
+         watching_clients:{}\r\n\
          pubsub_clients:{}\r\n\
          clients_in_timeout_table:0\r\n\
          backend_connections:{backends}\r\n",
@@ -338,6 +339,7 @@ fn clients(t: &mut String, cx: &Ctx) {
         c.out_max,
         c.blocked,
         c.tracking,
+        c.watching,
         c.pubsub,
     );
 }

@@ -94,6 +94,20 @@ pub struct Txn {
     pub denyoom: bool,
 }
 
+/// A session's WATCH: the exclusive connection (a lease) to the master of
+/// the watched keys' slot that carries every read and write of the session
+/// until EXEC, DISCARD, UNWATCH, RESET or the close (`worker/watch.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// The leased connection (`Role::Lease`).
+    pub conn: Key,
+    /// The slot of every watched key; other slots are refused meanwhile.
+    pub slot: u16,
+    /// The watch can no longer be trusted (a command on it met MOVED or
+    /// ASK, or its connection was lost): the next EXEC answers nil.
+    pub broken: bool,
+}
+
 /// Most channels plus patterns one session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 32768;
 /// Most published messages queued toward one slow subscriber before the
@@ -172,6 +186,8 @@ pub struct Session {
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
+    /// WATCH in force: the pinned connection (see [`Pin`]).
+    pub pin: Option<Pin>,
     /// Slots held by requests still being retried or merged, and the
     /// tainted slots (see `gate`): a later request on a held slot waits
     /// (`Input::AtGate`), so it cannot run before the earlier request's
@@ -249,6 +265,7 @@ impl Session {
             sticky: key.index as usize,
             txn: None,
             sub: None,
+            pin: None,
             gates: Gates::default(),
             proto: Proto::Resp2,
             name: None,

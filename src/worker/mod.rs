@@ -24,6 +24,7 @@
 //! the client). The routing kinds live in submodules: `dispatch` (apply
 //! the router's decision), `fanout` (per-slot split and merge,
 //! cluster-wide commands), `txn` (MULTI/EXEC), `blocking` (leases),
+//! `watch` (WATCH on a pinned lease),
 //! `pubsub` (subscriber connections), `scripts` (SCRIPT/FUNCTION and the
 //! registry's reloads), `retry` (TRYAGAIN, CLUSTERDOWN, gates), `down`
 //! (a pipeline's CLUSTERDOWN waited out in order), `cache` (the reply
@@ -54,9 +55,10 @@ mod testhook;
 mod trackers;
 mod tracking;
 mod txn;
+mod watch;
 
 use crate::backend::pool::{PoolKey, Pools};
-use crate::backend::{Backend, InFlight, Io, Purpose, Read, Role, State};
+use crate::backend::{Backend, InFlight, Io, PinOp, Purpose, Read, Role, State};
 use crate::config::ReadFrom;
 use crate::resp::limits::Limits;
 use crate::resp::Proto;
@@ -293,6 +295,9 @@ impl Worker {
         }
         if let Some(sub) = s.sub.take() {
             self.drop_backend(cx, sub.conn);
+        }
+        if let Some(pin) = s.pin.take() {
+            self.pin_closed(cx, pin);
         }
         if !s.holds.is_empty() {
             self.cache_forget_session(std::mem::take(&mut s.holds));
