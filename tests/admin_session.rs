@@ -1,6 +1,6 @@
 //! The connection-level commands mithril answers itself: AUTH / HELLO /
 //! RESET and the NOAUTH gate, CLIENT, CONFIG, INFO and the small ones
-//! (TIME, LOLWUT, ACL WHOAMI, WATCH, READONLY, ...).
+//! (TIME, LOLWUT, ACL WHOAMI, READONLY, ...).
 //!
 //! Error texts are compared with a live Redis: a cluster node for the
 //! no-password cases, a standalone `redis-server --requirepass` for the
@@ -356,8 +356,6 @@ fn connection_commands_without_a_password() {
         &["CLIENT", "PAUSE", "10"],
         &["CLIENT", "UNPAUSE"],
         &["CLIENT", "UNBLOCK", "1"],
-        &["WATCH", "k"],
-        &["UNWATCH"],
         &["ACL", "SETUSER", "bob"],
     ] {
         let e = o.cmd(c);

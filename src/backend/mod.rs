@@ -118,13 +118,31 @@ pub enum PinOp {
     /// A read or write while watching; a redirect breaks the pin and is
     /// followed off it, as for `Client`.
     Cmd,
+    /// A blocking command while watching (the session is `Blocked` on the
+    /// pin meanwhile, so a client leaving mid-block closes it); followed
+    /// off it on a lease, as `Blocking`.
+    Block,
     /// `MULTI, the queued requests, EXEC` (as `Txn`): the pin is released
     /// with its reply.
     Exec,
-    /// UNWATCH sent to release the pin (its reply is dropped: the client
-    /// was answered already): the connection goes back idle only when it
-    /// answers +OK with nothing else in flight.
-    Release,
+    /// UNWATCH sent to release the pin, in the place of the client's
+    /// command that released it, which gets the answer named here: the
+    /// connection goes back idle only when it answers +OK with nothing
+    /// else in flight.
+    Release(Release),
+}
+
+/// The answer to the command that released a pin with an UNWATCH.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// UNWATCH, DISCARD, a session that left (nobody to answer): +OK.
+    Ok,
+    /// RESET: +RESET.
+    Reset,
+    /// EXEC of a broken pin: nil.
+    ExecNil,
+    /// EXEC of a doomed transaction: EXECABORT.
+    ExecAbort,
 }
 
 /// A request on its way to a node: built by the worker when it sends the

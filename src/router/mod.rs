@@ -391,8 +391,8 @@ fn while_watching(cmd: &'static Command, args: &Args<'_>, pinned: u16) -> Option
     if cmd.name == "publish" || cmd.name.starts_with("pubsub|") {
         return None; // no key: the pub/sub home node, as usual
     }
-    let elsewhere = command::keys(cmd, args)
-        .any(|i| key_slot(args.get(i).unwrap_or_default()) != pinned);
+    let elsewhere =
+        command::keys(cmd, args).any(|i| key_slot(args.get(i).unwrap_or_default()) != pinned);
     Some(if elsewhere {
         Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)))
     } else {

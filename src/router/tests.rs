@@ -557,20 +557,43 @@ fn watch_takes_one_slot_and_pins_what_follows_to_it() {
     };
     // The hot path is left: reads and writes of the slot go on the pin.
     assert_eq!(decision(&pinned, &["get", "{u}x"]), Decision::Pinned);
-    assert_eq!(decision(&pinned, &["mget", "{u}x", "{u}y"]), Decision::Pinned);
+    assert_eq!(
+        decision(&pinned, &["mget", "{u}x", "{u}y"]),
+        Decision::Pinned
+    );
     assert_eq!(decision(&pinned, &["blpop", "{u}l", "0"]), Decision::Pinned);
-    assert_eq!(decision(&pinned, &["evalsha", "abc", "0"]), Decision::Pinned);
+    assert_eq!(
+        decision(&pinned, &["evalsha", "abc", "0"]),
+        Decision::Pinned
+    );
     assert_eq!(
         decision(&pinned, &["watch", "{u}c"]),
         Decision::Watch { slot }
     );
-    for other in [&["get", "other"][..], &["mget", "{u}x", "other"], &["watch", "other"]] {
-        assert_eq!(refused(&pinned, other).0.as_bytes(), ERR_CROSSSLOT, "{other:?}");
+    for other in [
+        &["get", "other"][..],
+        &["mget", "{u}x", "other"],
+        &["watch", "other"],
+    ] {
+        assert_eq!(
+            refused(&pinned, other).0.as_bytes(),
+            ERR_CROSSSLOT,
+            "{other:?}"
+        );
     }
-    assert_eq!(refused(&pinned, &["dbsize"]).0.as_bytes(), ERR_WIDE_WATCHING);
+    assert_eq!(
+        refused(&pinned, &["dbsize"]).0.as_bytes(),
+        ERR_WIDE_WATCHING
+    );
     // Local commands and pub/sub are unaffected.
-    assert_eq!(decision(&pinned, &["ping"]), Decision::Local(LocalCmd::Ping));
-    assert_eq!(decision(&pinned, &["publish", "c", "m"]), Decision::PubsubHome);
+    assert_eq!(
+        decision(&pinned, &["ping"]),
+        Decision::Local(LocalCmd::Ping)
+    );
+    assert_eq!(
+        decision(&pinned, &["publish", "c", "m"]),
+        Decision::PubsubHome
+    );
     assert_eq!(decision(&pinned, &["exec"]), Decision::Txn(TxnOp::Exec));
 }
 

@@ -4,7 +4,7 @@
 //! subscriber connection, the open transaction, or answer it here.
 
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
+use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{Args, Command, LocalCmd, Route};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
@@ -244,7 +244,7 @@ impl Worker {
                 if cmd.route == Route::Eval {
                     self.note_eval(args);
                 }
-                self.pinned(key, frame)
+                self.pinned(key, cmd, frame, args)
             }
             Decision::Gather(g) => self.gather(cx, key, g, cmd, args),
             // observe: a command answered here enters the slow log after it
@@ -265,7 +265,15 @@ impl Worker {
             }
             Decision::Reset => {
                 self.reset_state(cx, key);
-                self.local(key, LocalCmd::Reset, cmd, args);
+                if self.release_pin(key, Release::Reset) {
+                    // +RESET comes with the pin's release (watch.rs): the
+                    // handler only resets the session here.
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        let _ = local::execute(&self.shared, s, LocalCmd::Reset, cmd, args);
+                    }
+                } else {
+                    self.local(key, LocalCmd::Reset, cmd, args);
+                }
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(LocalCmd::Client) if cmd.name == "client|tracking" => {
@@ -386,12 +394,10 @@ impl Worker {
         }
     }
 
-    /// RESET: leave any transaction, the WATCH and every subscription (the
-    /// admin handler resets the rest).
+    /// RESET: leave any transaction and every subscription (the WATCH is
+    /// left by the caller, the admin handler resets the rest).
     fn reset_state(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         self.tracking_off(key);
-        // Its +RESET takes the next slot: the pin's release waits there.
-        self.release_pin(key);
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };

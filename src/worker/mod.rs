@@ -58,7 +58,7 @@ mod txn;
 mod watch;
 
 use crate::backend::pool::{PoolKey, Pools};
-use crate::backend::{Backend, InFlight, Io, PinOp, Purpose, Read, Role, State};
+use crate::backend::{Backend, InFlight, Io, Purpose, Read, Role, State};
 use crate::config::ReadFrom;
 use crate::resp::limits::Limits;
 use crate::resp::Proto;

@@ -283,11 +283,7 @@ impl Worker {
     pub(super) fn observe_error(&mut self, purpose: Purpose, frame: &[u8]) {
         if matches!(
             purpose,
-            Purpose::Client
-                | Purpose::Txn
-                | Purpose::Scan(_)
-                | Purpose::Blocking
-                | Purpose::Pin(_)
+            Purpose::Client | Purpose::Txn | Purpose::Scan(_) | Purpose::Blocking | Purpose::Pin(_)
         ) {
             self.obs.stats.error_reply(frame);
         }

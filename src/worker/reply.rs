@@ -149,7 +149,7 @@ impl Worker {
                 return self.opt_in_answered(bkey, f.purpose, head);
             }
             Purpose::TrackerId => return self.tracker_id(bkey, &frame),
-            Purpose::Pin(op) => return self.pin_reply(cx, bkey, via, f, frame, head, op),
+            Purpose::Pin(_) => return self.pin_reply(cx, bkey, via, f, frame, head),
             _ => {}
         }
         // What the transaction's queued commands got before EXEC's reply:
@@ -252,15 +252,8 @@ impl Worker {
                 self.unblock(f.session);
             }
             // Only a lost pin's requests come this way (`pin_reply` takes
-            // the others): the session waiting for its release reads on.
-            Purpose::Pin(PinOp::Watch | PinOp::Cmd) => {
-                self.deliver(f.session, f.seq, frame, &f.req)
-            }
-            Purpose::Pin(PinOp::Exec) => {
-                self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME);
-                self.unblock(f.session);
-            }
-            Purpose::Pin(PinOp::Release) => self.unblock(f.session),
+            // the others).
+            Purpose::Pin(op) => self.pin_delivered(f, frame, op),
             Purpose::Asking
             | Purpose::Init
             | Purpose::Reload

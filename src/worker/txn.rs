@@ -17,7 +17,7 @@
 //! The queue is bounded by `query-buffer-limit` bytes.
 
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
+use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{self, Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
@@ -33,7 +33,8 @@ const QUEUED: &[u8] = b"+QUEUED\r\n";
 const ERR_NESTED: &[u8] = b"-ERR MULTI calls can not be nested\r\n";
 const ERR_EXEC_WITHOUT: &[u8] = b"-ERR EXEC without MULTI\r\n";
 const ERR_DISCARD_WITHOUT: &[u8] = b"-ERR DISCARD without MULTI\r\n";
-pub(super) const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
+pub(super) const EXECABORT: &[u8] =
+    b"-EXECABORT Transaction discarded because of previous errors.\r\n";
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_TOO_LARGE: &[u8] = b"-ERR mithril: transaction too large (query-buffer-limit)\r\n";
 
@@ -98,11 +99,9 @@ impl Worker {
             return;
         };
         match s.txn.take() {
-            Some(_) => {
-                // DISCARD leaves the WATCH too, as on a node.
-                self.release_pin(key);
-                self.reply_static(key, b"+OK\r\n")
-            }
+            // DISCARD leaves the WATCH too, as on a node.
+            Some(_) if self.release_pin(key, Release::Ok) => {}
+            Some(_) => self.reply_static(key, b"+OK\r\n"),
             None => self.reply_static(key, ERR_DISCARD_WITHOUT),
         }
     }
