@@ -70,51 +70,68 @@ fn guarded_set(c: &mut Conn, k: &str, v: &str, interfere: impl FnOnce()) -> Repl
     c.cmd(&["EXEC"])
 }
 
-#[test]
-fn a_change_through_mithril_or_on_the_node_makes_exec_nil_on_every_master() {
-    let (cluster, m) = cluster_and_mithril("");
-    let keys = key_per_master(&cluster, "w:");
+/// On a key of each master: WATCH, a change by `change(key, node port)`,
+/// then EXEC is nil and the value is the change's; the retry without
+/// interference goes through, and the pin is gone with its EXEC.
+fn exec_nil_after(m: &Mithril, cluster: &RedisCluster, mut change: impl FnMut(&str, u16)) {
+    let keys = key_per_master(cluster, "w:");
     assert_eq!(keys.len(), 3);
     let mut c = m.conn();
-    let mut other = m.conn();
     let mut admin = m.conn();
     for (k, port) in &keys {
-        assert_eq!(other.cmd(&["SET", k, "0"]), ok());
-        // Changed by another client through mithril.
-        let r = guarded_set(&mut c, k, "mine", || {
-            assert_eq!(other.cmd(&["SET", k, "theirs"]), ok());
-        });
-        assert_eq!(r, nil(), "{k} changed through mithril");
-        assert_eq!(other.cmd(&["GET", k]), bulk("theirs"));
-        // Changed by a client of the node itself.
-        let r = guarded_set(&mut c, k, "mine", || {
-            assert_eq!(direct(*port).cmd(&["SET", k, "direct"]), ok());
-        });
-        assert_eq!(r, nil(), "{k} changed on :{port}");
-        assert_eq!(other.cmd(&["GET", k]), bulk("direct"));
-        // Without interference the retry goes through, and the pin is
-        // gone with the EXEC.
-        let r = guarded_set(&mut c, k, "mine", || {
-            wait_watching(&mut admin, 1);
-        });
+        assert_eq!(admin.cmd(&["SET", k, "0"]), ok());
+        let r = guarded_set(&mut c, k, "mine", || change(k, *port));
+        assert_eq!(r, nil(), "{k} changed");
+        assert_eq!(admin.cmd(&["GET", k]), bulk("theirs"));
+        let r = guarded_set(&mut c, k, "mine", || wait_watching(&mut admin, 1));
         assert_eq!(r, arr(vec![ok()]), "{k} untouched");
         assert_eq!(direct(*port).cmd(&["GET", k]), bulk("mine"));
         wait_watching(&mut admin, 0);
     }
+}
+
+#[test]
+fn a_change_through_mithril_makes_exec_nil_on_every_master() {
+    let (cluster, m) = cluster_and_mithril("");
+    let mut other = m.conn();
+    exec_nil_after(&m, &cluster, |k, _| {
+        assert_eq!(other.cmd(&["SET", k, "theirs"]), ok())
+    });
+}
+
+#[test]
+fn a_change_on_the_node_makes_exec_nil_on_every_master() {
+    let (cluster, m) = cluster_and_mithril("");
+    exec_nil_after(&m, &cluster, |k, port| {
+        assert_eq!(direct(port).cmd(&["SET", k, "theirs"]), ok())
+    });
+    let mut c = m.conn();
+    let mut other = m.conn();
     // RESP3: the nil is RESP3's null.
     let mut c3 = m.conn();
     assert!(matches!(c3.cmd(&["HELLO", "3"]), Reply::Map(_)));
-    let (k, _) = &keys[0];
-    let r = guarded_set(&mut c3, k, "x", || {
-        assert_eq!(other.cmd(&["SET", k, "y"]), ok());
+    let (k, port) = key_per_master(&cluster, "w:").remove(0);
+    let r = guarded_set(&mut c3, &k, "x", || {
+        assert_eq!(direct(port).cmd(&["SET", &k, "y"]), ok());
     });
     assert_eq!(r, Reply::Null);
+    // A tracking client's read inside a watched EXEC: it keeps nothing of
+    // it (the null invalidation follows the EXEC's reply).
+    assert_eq!(c3.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(c3.cmd(&["WATCH", &k]), ok());
+    assert_eq!(c3.cmd(&["MULTI"]), ok());
+    assert_eq!(c3.cmd(&["GET", &k]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c3.cmd(&["EXEC"]), arr(vec![bulk("y")]));
+    assert_eq!(
+        c3.read_reply(),
+        Reply::Push(vec![bulk("invalidate"), Reply::Null])
+    );
     // An empty transaction answers the watch too.
-    assert_eq!(c.cmd(&["WATCH", k]), ok());
-    assert_eq!(other.cmd(&["SET", k, "z"]), ok());
+    assert_eq!(c.cmd(&["WATCH", &k]), ok());
+    assert_eq!(other.cmd(&["SET", &k, "z"]), ok());
     assert_eq!(c.cmd(&["MULTI"]), ok());
     assert_eq!(c.cmd(&["EXEC"]), nil());
-    assert_eq!(c.cmd(&["WATCH", k]), ok());
+    assert_eq!(c.cmd(&["WATCH", &k]), ok());
     assert_eq!(c.cmd(&["MULTI"]), ok());
     assert_eq!(c.cmd(&["EXEC"]), arr(vec![]));
 }

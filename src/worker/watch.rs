@@ -192,6 +192,12 @@ impl Worker {
                 ..InFlight::new(key, seq, req, Purpose::Pin(PinOp::Exec))
             },
         );
+        if self.cache.tracked_read {
+            // Reads of a tracking client inside: the pin has no opt-in, so
+            // the client keeps nothing of them (the null invalidation
+            // follows EXEC's reply).
+            self.track_push(key, None, Some(seq));
+        }
     }
 
     /// The reply to a request on a pin (see the module doc).
