@@ -40,10 +40,6 @@ const ERR_IN_MULTI: &[u8] =
 /// than the watched one's while a WATCH is in force (Redis's text).
 pub const ERR_CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_WATCH_IN_MULTI: &[u8] = b"-ERR WATCH inside MULTI is not allowed\r\n";
-/// A command that involves every master while a WATCH pins the session to
-/// one of them.
-pub const ERR_WIDE_WATCHING: &[u8] =
-    b"-ERR mithril: this command involves every master and cannot run while WATCH is in force (UNWATCH first)\r\n";
 
 /// What the router needs to know of the session (and of the process-wide
 /// memory gate) to decide. Built by the worker per request from plain
@@ -195,9 +191,9 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///    through the proxy.
 /// 8. A WATCH in force (`View::pin`), for a routed command: `Pinned` when
 ///    every key hashes to the watched slot (or it has none and any master
-///    may answer it), `Refuse` with CROSSSLOT for a key elsewhere, and
-///    with `ERR_WIDE_WATCHING` for a command that involves every master.
-///    Pub/sub, `SlotArg` and local commands go on to 9.
+///    may answer it), `Refuse` with CROSSSLOT for a key elsewhere.
+///    Cluster-wide commands (their pinned node's part goes on the pin),
+///    pub/sub, `SlotArg` and local commands go on to 9.
 /// 9. By the command's route: `Lease` (blocking, including XREAD with
 ///    BLOCK), `Slot`, `Eval` (EVAL, EVAL_RO), `AnyMaster`, `PubsubHome`
 ///    (PUBLISH, PUBSUB),
@@ -380,12 +376,6 @@ fn while_watching(cmd: &'static Command, args: &Args<'_>, pinned: u16) -> Option
         | Route::Fanout(_)
         | Route::Blocking
         | Route::AnyMaster => {}
-        Route::ClusterWide(_) => {
-            return Some(Decision::Refuse(Box::new(refusal(
-                Bytes::from_static(ERR_WIDE_WATCHING),
-                false,
-            ))))
-        }
         _ => return None,
     }
     if cmd.name == "publish" || cmd.name.starts_with("pubsub|") {

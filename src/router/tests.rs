@@ -581,11 +581,8 @@ fn watch_takes_one_slot_and_pins_what_follows_to_it() {
             "{other:?}"
         );
     }
-    assert_eq!(
-        refused(&pinned, &["dbsize"]).0.as_bytes(),
-        ERR_WIDE_WATCHING
-    );
-    // Local commands and pub/sub are unaffected.
+    // Cluster-wide and local commands and pub/sub are routed as usual.
+    assert_eq!(decision(&pinned, &["dbsize"]), Decision::Wide(Wide::Dbsize));
     assert_eq!(
         decision(&pinned, &["ping"]),
         Decision::Local(LocalCmd::Ping)

@@ -10,7 +10,9 @@
 //! ```text
 //!   WATCH k ──► lease to master(slot k) ──► Pin { conn, slot } on the session
 //!   GET/SET/... of that slot, WATCH of more keys ──► on the pin, in order
-//!   a key of another slot ──► CROSSSLOT    cluster-wide ──► refused
+//!   a key of another slot ──► CROSSSLOT
+//!   cluster-wide (FLUSHALL, DBSIZE, KEYS, ...) ──► every master, the
+//!       pinned one's part on the pin
 //!   MULTI ... (queued here, slot = the pin's) EXEC ──► MULTI..EXEC on the pin
 //!   EXEC, DISCARD, UNWATCH, RESET ──► released: idle again once a clean
 //!       reply (EXEC's, or +OK to an UNWATCH) came back on it, else closed
@@ -127,6 +129,21 @@ impl Worker {
         let seq = s.ring.push_pending();
         self.send_on(conn, InFlight::new(key, seq, frame, Purpose::Pin(op)));
         seq
+    }
+
+    /// A part of a command sent to every master (FLUSHALL, DBSIZE, KEYS,
+    /// ...): to `pool`, or on the session's pin when that is the pinned
+    /// node, so that it runs in order with the pinned commands (a FLUSHALL
+    /// after a write of a watched key deletes it, and touches the watch).
+    pub(super) fn send_part(&mut self, cx: &mut Context<'_, Timer>, pool: usize, f: InFlight) {
+        let pin = self.sessions.get(f.session).and_then(|s| s.pin);
+        if let Some(p) = pin {
+            let addr = self.pools.pools[pool].key.addr;
+            if self.backends.get(p.conn).is_some_and(|b| b.addr == addr) {
+                return self.send_on(p.conn, f);
+            }
+        }
+        self.send_to_pool(cx, pool, f)
     }
 
     /// The slot MULTI's queued commands must hash to: the watched one.
