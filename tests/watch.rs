@@ -4,8 +4,9 @@
 //! a direct connection; keys of other slots get CROSSSLOT; EXEC, DISCARD,
 //! UNWATCH and the client's leaving free the pin; the per-node cap of
 //! exclusive connections gives its documented error; a slot migrated away
-//! under a watch makes EXEC nil; redis-py's `transaction()` keeps a counter
-//! exact against a concurrent writer.
+//! under a watch makes EXEC nil; redis-py's `transaction()` (plain and
+//! through `RedisCluster`) keeps a counter exact against a concurrent
+//! writer.
 
 mod support;
 
@@ -479,7 +480,7 @@ fn redis_py_transaction_against_a_concurrent_writer() {
         .map(|(k, _)| k)
         .collect();
     let script = r#"
-import sys, threading, redis
+import sys, threading, redis, redis.cluster
 port = int(sys.argv[1])
 keys = sys.argv[2:]
 N = 200
@@ -509,6 +510,21 @@ for k in keys:
     t.join()
     got = int(r.get(k))
     assert got == 2 * N, (k, got)
+# The same through RedisCluster, which sees mithril as a one-node cluster
+# and keeps its WATCH and MULTI on one connection to it.
+rc = redis.cluster.RedisCluster(host="127.0.0.1", port=port)
+for k in keys:
+    t = threading.Thread(target=writer, args=(k,))
+    t.start()
+    for _ in range(N):
+        def add(pipe):
+            v = int(pipe.get(k))
+            pipe.multi()
+            pipe.set(k, v + 1)
+        rc.transaction(add, k)
+    t.join()
+    got = int(rc.get(k))
+    assert got == 4 * N, (k, got)
 print("retries", retries)
 "#;
     let out = Command::new("python3")
@@ -528,6 +544,6 @@ print("retries", retries)
     assert!(stdout.starts_with("retries "), "{stdout}");
     // Every increment is on its master.
     for (k, port) in key_per_master(&cluster, "py:") {
-        assert_eq!(direct(port).cmd(&["GET", &k]), bulk("400"), "{k}");
+        assert_eq!(direct(port).cmd(&["GET", &k]), bulk("800"), "{k}");
     }
 }
