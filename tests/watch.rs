@@ -282,6 +282,23 @@ fn a_client_that_leaves_frees_its_pin() {
         wait_watching(&mut admin, 1);
     }
     wait_watching(&mut admin, 0);
+    // An idle pin goes back to the idle leases (after an UNWATCH for it):
+    // clients coming and going reuse it rather than open one each.
+    let mut probe = direct(port);
+    let mut node_connections = || -> u64 {
+        let f = info(&mut probe, "stats");
+        f["total_connections_received"].parse().unwrap()
+    };
+    let before = node_connections();
+    for _ in 0..30 {
+        let mut c = m.conn();
+        assert_eq!(c.cmd(&["WATCH", "gone"]), ok());
+        assert_eq!(c.cmd(&["GET", "gone"]), Reply::Bulk(None));
+        drop(c);
+        wait_watching(&mut admin, 0);
+    }
+    let after = node_connections();
+    assert!(after <= before + 2, "node connections {before} -> {after}");
     // Leaving with a command outstanding on the pin (a BLPOP of the
     // slot blocks the pinned connection): the connection is closed, so
     // the node forgets the block.
