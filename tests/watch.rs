@@ -127,6 +127,17 @@ fn a_change_on_the_node_makes_exec_nil_on_every_master() {
         c3.read_reply(),
         Reply::Push(vec![bulk("invalidate"), Reply::Null])
     );
+    // HELLO 3 while watching: the pinned connection follows.
+    let mut c2 = m.conn();
+    assert_eq!(c2.cmd(&["WATCH", &k]), ok());
+    assert!(matches!(c2.cmd(&["HELLO", "3"]), Reply::Map(_)));
+    // A reply of RESP3's own shape, from the pinned node.
+    let h = key_for_slot(key_slot(k.as_bytes()), "h:");
+    assert_eq!(c2.cmd(&["HGETALL", &h]), Reply::Map(vec![]));
+    assert_eq!(direct(port).cmd(&["SET", &k, "w"]), ok());
+    assert_eq!(c2.cmd(&["MULTI"]), ok());
+    assert_eq!(c2.cmd(&["GET", &k]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c2.cmd(&["EXEC"]), Reply::Null);
     // An empty transaction answers the watch too.
     assert_eq!(c.cmd(&["WATCH", &k]), ok());
     assert_eq!(other.cmd(&["SET", &k, "z"]), ok());

@@ -285,6 +285,9 @@ impl Worker {
                     self.tracking_named(key);
                 }
                 self.local(key, which, cmd, args);
+                if cmd.name == "hello" {
+                    self.pin_protocol(key);
+                }
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Refuse(r) => self.refuse(key, *r),

@@ -146,6 +146,29 @@ impl Worker {
         self.send_to_pool(cx, pool, f)
     }
 
+    /// HELLO switched a watching session's protocol: its pin follows
+    /// (HELLO on it, as a set-up command: an error fails it), so the
+    /// node's replies come in the session's protocol.
+    pub(super) fn pin_protocol(&mut self, key: Key) {
+        let Some((pin, proto)) = self.sessions.get(key).and_then(|s| Some((s.pin?, s.proto)))
+        else {
+            return;
+        };
+        let Some(b) = self.backends.get_mut(pin.conn) else {
+            return;
+        };
+        if b.proto == proto {
+            return;
+        }
+        b.proto = proto;
+        let hello: &'static [u8] = match proto {
+            Proto::Resp2 => b"*2\r\n$5\r\nHELLO\r\n$1\r\n2\r\n",
+            Proto::Resp3 => b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n",
+        };
+        let hello = Bytes::from_static(hello);
+        self.send_on(pin.conn, InFlight::new(Key::NONE, 0, hello, Purpose::Init));
+    }
+
     /// The slot MULTI's queued commands must hash to: the watched one.
     pub(super) fn pinned_slot(&self, key: Key) -> Option<u16> {
         self.sessions.get(key).and_then(|s| s.pin).map(|p| p.slot)
