@@ -17,15 +17,6 @@ use support::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 
-/// A key of the first slot of every master, with that master's port.
-fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, u16)> {
-    cluster
-        .slot_map()
-        .into_iter()
-        .map(|(first, _, port)| (key_for_slot(first, prefix), port))
-        .collect()
-}
-
 fn direct(port: u16) -> Conn {
     Conn::connect(&format!("127.0.0.1:{port}"))
 }
@@ -75,7 +66,7 @@ fn guarded_set(c: &mut Conn, k: &str, v: &str, interfere: impl FnOnce()) -> Repl
 /// then EXEC is nil and the value is the change's; the retry without
 /// interference goes through, and the pin is gone with its EXEC.
 fn exec_nil_after(m: &Mithril, cluster: &RedisCluster, mut change: impl FnMut(&str, u16)) {
-    let keys = key_per_master(cluster, "w:");
+    let keys = cluster.key_per_master("w:");
     assert_eq!(keys.len(), 3);
     let mut c = m.conn();
     let mut admin = m.conn();
@@ -111,7 +102,7 @@ fn a_change_on_the_node_makes_exec_nil_on_every_master() {
     // RESP3: the nil is RESP3's null.
     let mut c3 = m.conn();
     assert!(matches!(c3.cmd(&["HELLO", "3"]), Reply::Map(_)));
-    let (k, port) = key_per_master(&cluster, "w:").remove(0);
+    let (k, port) = cluster.key_per_master("w:").remove(0);
     let r = guarded_set(&mut c3, &k, "x", || {
         assert_eq!(direct(port).cmd(&["SET", &k, "y"]), ok());
     });
@@ -197,7 +188,7 @@ fn cluster_wide_commands_while_watching_run_in_order_with_the_pin() {
     let mut c = m.conn();
     // As Redis's own suite checks: FLUSHALL touches a watched key that
     // exists, not one that does not.
-    for (k, _) in key_per_master(&cluster, "fl:") {
+    for (k, _) in cluster.key_per_master("fl:") {
         assert_eq!(c.cmd(&["SET", &k, "1"]), ok());
         assert_eq!(c.cmd(&["WATCH", &k]), ok());
         assert_eq!(c.cmd(&["FLUSHALL"]), ok());
@@ -503,10 +494,8 @@ fn redis_py_transaction_against_a_concurrent_writer() {
         ..Default::default()
     });
     let m = Mithril::start(bin(), &cluster.seeds(), "");
-    let keys: Vec<String> = key_per_master(&cluster, "py:")
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
+    // One counter on each master.
+    let counters = cluster.key_per_master("py:");
     let script = r#"
 import sys, threading, redis, redis.cluster
 port = int(sys.argv[1])
@@ -559,7 +548,7 @@ print("retries", retries)
         .arg("-c")
         .arg(script)
         .arg(m.port.to_string())
-        .args(&keys)
+        .args(counters.iter().map(|(k, _)| k))
         .output()
         .expect("python3");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -571,7 +560,7 @@ print("retries", retries)
     println!("redis-py: {}", stdout.trim());
     assert!(stdout.starts_with("retries "), "{stdout}");
     // Every increment is on its master.
-    for (k, port) in key_per_master(&cluster, "py:") {
-        assert_eq!(direct(port).cmd(&["GET", &k]), bulk("800"), "{k}");
+    for (k, port) in &counters {
+        assert_eq!(direct(*port).cmd(&["GET", k]), bulk("800"), "{k}");
     }
 }
