@@ -154,6 +154,12 @@ fn unpin(frame: Bytes, waiting: bool) -> Bytes {
     }
 }
 
+/// Dispatches that move a session's pipelining score from one end to the
+/// other (`backend-sharding auto`).
+pub const PIPE_SCORE: u8 = 4;
+/// `backend_for`'s connection choice for a session on the shared pipes.
+pub const PIPE: usize = 1 << (usize::BITS - 1);
+
 pub struct Session {
     pub key: Key,
     pub id: u64,
@@ -182,6 +188,13 @@ pub struct Session {
     pub hup: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
+    /// `backend-sharding`: its requests go through the nodes' shared
+    /// pipes; what `auto` wants for it (its pipelining score: 0 is
+    /// request-response, `PIPE_SCORE` pipelining), and whether it waits
+    /// for its replies to move (see worker/pipes.rs).
+    pub pipe: bool,
+    pub pipe_score: u8,
+    pub moving: bool,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
@@ -232,6 +245,17 @@ pub struct Session {
 }
 
 impl Session {
+    /// Which of a node's connections its requests take: its own among
+    /// `backend-conns`, or `PIPE`, the node's shared pipe.
+    #[inline]
+    pub fn conn_choice(&self) -> usize {
+        if self.pipe {
+            PIPE
+        } else {
+            self.sticky
+        }
+    }
+
     pub fn new(
         key: Key,
         id: u64,
@@ -263,6 +287,9 @@ impl Session {
             eof: false,
             hup: false,
             sticky: key.index as usize,
+            pipe: false,
+            pipe_score: PIPE_SCORE,
+            moving: false,
             txn: None,
             sub: None,
             pin: None,
@@ -550,8 +577,10 @@ impl Session {
                 self.ring.is_pending(seq),
                 "client {id}: blocked on ring slot {seq}, which is not pending"
             ),
+            // Moving between a node's connections and its shared pipe
+            // (worker/pipes.rs) is a wait of its own.
             Input::AtGate | Input::Paused { gated: true, .. } => assert!(
-                !self.gates.is_empty(),
+                !self.gates.is_empty() || self.moving,
                 "client {id}: waits at a gate, and holds none"
             ),
             Input::Closing => assert!(
