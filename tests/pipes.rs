@@ -99,12 +99,17 @@ fn shared_pipes_keep_every_clients_order() {
     let n = run_clients(&m.addr(), 12, 60, |c| if c % 2 == 0 { 1 } else { 24 });
     assert!(n > 12 * 60);
     let mut probe = m.conn();
-    let p = info(&mut probe, "pipes");
-    assert_eq!(p["backend_sharding"], "yes");
-    assert!(
-        num(&p, "pipes_remote_requests") > 1000,
-        "requests crossed to the pipes' owners: {p:?}"
+    // The counters are published at each worker's tick (100 ms).
+    let p = wait_until(
+        "requests crossed to the pipes' owners",
+        Duration::from_secs(10),
+        || {
+            let p = info(&mut probe, "pipes");
+            (num(&p, "pipes_remote_requests") > 1000).then_some(p)
+        },
     );
+    assert_eq!(p["backend_sharding"], "yes");
+    assert!(num(&p, "backend_writes") > 0, "{p:?}");
     // One connection per node for the whole process (and leases none).
     let b = probe.cmd(&["INFO", "backends"]).as_str().to_string();
     assert!(!b.is_empty());
