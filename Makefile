@@ -57,7 +57,8 @@ build:
 # hostile input run a second time on the shared pipes (backend-sharding yes
 # with four workers, put before each test's own settings: see
 # tests/support/mithril.rs).
-SHARDED_SUITES := proxy_core command_surface correctness resilience hostile_input fanout_as_one_server
+SHARDED_SUITES := proxy_core command_surface correctness resilience hostile_input fanout_as_one_server \
+	reply_cache client_tracking
 
 test: check-redis
 	$(CARGO) test --workspace

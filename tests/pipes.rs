@@ -284,3 +284,70 @@ fn a_session_that_never_idles_still_moves() {
     );
     assert_eq!(c.cmd(&["GET", "idle:n"]).as_str(), expect.to_string());
 }
+
+/// GETs a node has run (its commandstats).
+fn node_gets(node: &mut Conn) -> u64 {
+    let text = node.cmd(&["INFO", "commandstats"]).as_str().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+        .and_then(|v| v.split(',').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The reply cache on the shared pipes: with two workers, each owning
+/// some masters' pipes, a client on either worker fills from every master
+/// (its reads of the other worker's masters through their pipes), its
+/// hits never reach a node, and a write made directly on a node reaches
+/// the cache of whichever worker filled the key, through the owner's
+/// tracker, within a generous 2 s (a round trip in practice).
+#[test]
+fn the_reply_cache_fills_and_invalidates_across_the_pipes() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nbackend-sharding yes\nplacement round-robin\nreply-cache yes\n",
+    );
+    let keys = cluster.key_per_master("pc");
+    // Two clients, one per worker.
+    let mut clients: Vec<Conn> = (0..2).map(|_| m.conn()).collect();
+    let workers: Vec<String> = clients
+        .iter_mut()
+        .map(|c| {
+            let line = c.cmd(&["CLIENT", "INFO"]).as_str().to_string();
+            line.split_whitespace()
+                .find_map(|f| f.strip_prefix("worker="))
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_ne!(workers[0], workers[1], "one client per worker");
+    for (n, (key, port)) in keys.iter().enumerate() {
+        let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+        for (w, c) in clients.iter_mut().enumerate() {
+            let v = format!("v{n}-{w}");
+            assert_eq!(c.cmd(&["SET", key, &v]), ok());
+            // Fills once the worker's trackers (and the owner's) are known.
+            wait_until("a hit", Duration::from_secs(10), || {
+                assert_eq!(
+                    c.cmd(&["GET", key]),
+                    Reply::Bulk(Some(v.clone().into_bytes()))
+                );
+                let before = node_gets(&mut node);
+                let got = c.cmd(&["GET", key]);
+                assert_eq!(got, Reply::Bulk(Some(v.clone().into_bytes())));
+                (node_gets(&mut node) == before).then_some(())
+            });
+            // A direct write on the node: the next reads see it soon.
+            let fresh = format!("direct{n}-{w}");
+            assert_eq!(node.cmd(&["SET", key, &fresh]), ok());
+            wait_until("the invalidation", Duration::from_secs(2), || {
+                (c.cmd(&["GET", key]) == Reply::Bulk(Some(fresh.clone().into_bytes())))
+                    .then_some(())
+            });
+        }
+    }
+    let text = clients[0].cmd(&["INFO", "replycache"]).as_str().to_string();
+    assert!(text.contains("reply_cache_hits:"), "{text}");
+}

@@ -39,6 +39,10 @@ pub enum PipeReply {
     /// The pipe failed before the head request of the link was answered:
     /// this error answers it whole.
     Lost(Key, Bytes),
+    /// The reply cache: a key the owner's tracker heard invalidated (a
+    /// read through its pipe may have filled any worker's cache), or
+    /// everything (`None`: its tracker was lost, or the node flushed).
+    Invalidate(Option<Bytes>),
 }
 
 #[derive(Default)]
@@ -173,6 +177,12 @@ pub struct Pipes {
     /// this, and a forced verdict (0 none, 1 shared, 2 local).
     pub scale: std::sync::atomic::AtomicU32,
     pub force: std::sync::atomic::AtomicU8,
+    /// The reply cache: the client id of each pipe owner's tracker for
+    /// its node (the id a read through the pipe opts in for), and a
+    /// generation bumped at every change, so readers copy the map only
+    /// when it changed.
+    pub trackers: Mutex<std::collections::HashMap<std::net::SocketAddr, u64>>,
+    pub trackers_gen: std::sync::atomic::AtomicU64,
 }
 
 impl Pipes {
@@ -184,6 +194,21 @@ impl Pipes {
             status: Mutex::new(("local", String::from("no decision yet"))),
             scale: std::sync::atomic::AtomicU32::new(1),
             force: std::sync::atomic::AtomicU8::new(0),
+            trackers: Mutex::new(Default::default()),
+            trackers_gen: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The owner of `addr`'s pipe learnt (or, with 0, lost) its tracker's
+    /// id.
+    pub fn publish_tracker(&self, addr: std::net::SocketAddr, id: u64) {
+        if let Ok(mut m) = self.trackers.lock() {
+            if id == 0 {
+                m.remove(&addr);
+            } else {
+                m.insert(addr, id);
+            }
+            self.trackers_gen.fetch_add(1, Ordering::Release);
         }
     }
 

@@ -374,7 +374,9 @@ impl Worker {
     /// node is not tracked, or its pipe is another worker's).
     fn fill_tracker(&mut self, session: Key, pool: usize) -> u64 {
         if self.goes_remote(session, pool) {
-            return 0;
+            // Its pipe's tracking is the owner's: the owner's tracker
+            // hears the invalidations and passes them on (pipes.rs).
+            return self.owner_tracker(pool);
         }
         self.cache.tracker_id(self.pools.pools[pool].key.addr)
     }

@@ -23,6 +23,10 @@ use crate::config::Sharding;
 use crate::session::PIPE_SCORE;
 use crate::shared::pipe::{Experiment, PipeQueue, PipeReply, PipeReq, Sample};
 
+/// Invalidations sent to each other worker per loop turn; past it, one
+/// flush of their caches instead.
+const INVALIDATIONS_MOST: usize = 65_536;
+
 /// The error for requests sent to a worker that has stopped.
 const ERR_STOPPED: &[u8] = b"-ERR mithril: shutting down\r\n";
 
@@ -48,6 +52,15 @@ pub(super) struct PipeState {
     /// Worker 0 under `auto`: the experiment.
     experiment: Option<Box<Experiment>>,
     forced: u8,
+    /// Pipe owners by node, for the trackers (pools keep their own).
+    owners: HashMap<SocketAddr, u16>,
+    /// The owners' tracker ids (`Pipes::trackers`) as of generation
+    /// `trackers_gen`.
+    trackers: HashMap<SocketAddr, u64>,
+    trackers_gen: u64,
+    /// Invalidations queued to other workers this turn (bounded: past
+    /// `INVALIDATIONS_MOST` a flush goes instead).
+    invalidations: usize,
     /// What this worker's inbox held, taken once per turn (reused).
     inbox: PipeQueue,
     /// Per worker: what goes to it at the end of this turn.
@@ -76,6 +89,10 @@ impl PipeState {
             commands: 0,
             experiment: None,
             forced: 0,
+            owners: HashMap::new(),
+            trackers: HashMap::new(),
+            trackers_gen: u64::MAX,
+            invalidations: 0,
             inbox: PipeQueue::default(),
             out: (0..n).map(|_| PipeQueue::default()).collect(),
             out_dirty: Vec::new(),
@@ -360,6 +377,7 @@ impl Worker {
     /// Hand this turn's batches to their workers (end of the turn).
     #[inline]
     pub(super) fn pipe_send(&mut self) {
+        self.pipes.invalidations = 0;
         if !self.pipes.out_dirty.is_empty() {
             self.pipe_send_batches();
         }
@@ -415,6 +433,13 @@ impl Worker {
                         }
                     }
                 }
+                PipeReply::Invalidate(key) => match key {
+                    Some(k) => {
+                        self.cache.cache.invalidate(&k);
+                        self.cache.cache.stats.invalidations += 1;
+                    }
+                    None => self.cache.cache.flush(),
+                },
                 PipeReply::Lost(link, err) => {
                     if fed != Key::NONE {
                         self.backend_read(cx, fed);
@@ -481,6 +506,70 @@ impl Worker {
             .out(usize::from(from))
             .replies
             .push(PipeReply::Lost(Key::from_u64(link), err));
+    }
+
+    /// The tracker id a read sent to `pool`'s pipe on another worker
+    /// opts in for: that owner's tracker for the node (0: none known).
+    pub(super) fn owner_tracker(&mut self, pool: usize) -> u64 {
+        let p = &self.shared.pipes;
+        let gen = p.trackers_gen.load(Ordering::Acquire);
+        if gen != self.pipes.trackers_gen {
+            if let Ok(m) = p.trackers.lock() {
+                self.pipes.trackers = m.clone();
+                self.pipes.trackers_gen = gen;
+            }
+        }
+        let addr = self.pools.pools[pool].key.addr;
+        self.pipes.trackers.get(&addr).copied().unwrap_or(0)
+    }
+
+    /// A tracker of this worker's learnt or lost its id: published when
+    /// this worker owns the node's pipe (other workers' reads through it
+    /// opt in for it).
+    pub(super) fn pipe_tracker(&mut self, addr: SocketAddr, id: u64) {
+        if !self.pipes.on || !self.owns_pipe(addr) {
+            return;
+        }
+        self.shared.pipes.publish_tracker(addr, id);
+        if id == 0 {
+            // What other workers filled through this pipe is no longer
+            // watched.
+            self.pipe_invalidate(None);
+        }
+    }
+
+    /// An invalidation heard by the tracker of a pipe this worker owns,
+    /// passed to every other worker (any of them may have filled the key
+    /// through the pipe). `None`: flush everything.
+    pub(super) fn pipe_invalidate(&mut self, key: Option<&[u8]>) {
+        if self.pipes.invalidations > INVALIDATIONS_MOST {
+            return; // this turn's flush already went
+        }
+        self.pipes.invalidations += 1;
+        let key = if self.pipes.invalidations > INVALIDATIONS_MOST {
+            None
+        } else {
+            key.map(Bytes::copy_from_slice)
+        };
+        for w in 0..self.shared.workers.len() {
+            if w != self.id {
+                self.pipes
+                    .out(w)
+                    .replies
+                    .push(PipeReply::Invalidate(key.clone()));
+            }
+        }
+    }
+
+    /// Whether this worker owns the pipe to `addr` (asked once per node).
+    pub(super) fn owns_pipe(&mut self, addr: SocketAddr) -> bool {
+        let shared = &self.shared;
+        let owner = *self
+            .pipes
+            .owners
+            .entry(addr)
+            .or_insert_with(|| shared.pipes.owner(addr));
+        usize::from(owner) == self.id
     }
 
     /// Whether the inbox holds something (before the poll).

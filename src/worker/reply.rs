@@ -78,7 +78,7 @@ impl Worker {
                 }
                 Read::Push(frame) => {
                     if role == Role::Tracker {
-                        self.tracker_push(&frame);
+                        self.tracker_push(key, &frame);
                         continue;
                     }
                     if let Role::Pubsub(owner) = role {

@@ -122,6 +122,7 @@ impl Worker {
         if t.id != 0 {
             self.cache.cache.flush();
             self.tracking_flush(None);
+            self.pipe_tracker(t.addr, 0);
             log::debug!(target: "mithril::cache", "worker {}: tracker to {} lost: cache flushed", self.id, t.addr);
         }
         self.cache.update_open();
@@ -136,6 +137,8 @@ impl Worker {
             .filter(|&n| n > 0);
         if let (Some(id), Some(t)) = (id, self.cache.trackers.iter_mut().find(|t| t.conn == conn)) {
             t.id = id as u64;
+            let addr = t.addr;
+            self.pipe_tracker(addr, id as u64);
         }
         self.cache.update_open();
         // What BCAST clients would have heard while the tracker was not
@@ -145,7 +148,16 @@ impl Worker {
 
     /// A push on a tracker connection: `invalidate [keys]`, or
     /// `invalidate` with a null (the node was flushed).
-    pub(super) fn tracker_push(&mut self, frame: &[u8]) {
+    pub(super) fn tracker_push(&mut self, conn: Key, frame: &[u8]) {
+        // The tracker of a pipe this worker owns speaks for every worker
+        // that read through the pipe.
+        let addr = self
+            .cache
+            .trackers
+            .iter()
+            .find(|t| t.conn == conn)
+            .map(|t| t.addr);
+        let shared = self.pipes.on && addr.is_some_and(|a| self.owns_pipe(a));
         let Ok(Some((Value::Push(items), _))) = value::parse(frame) else {
             return;
         };
@@ -155,6 +167,9 @@ impl Worker {
         match items.get(1).and_then(Value::as_array) {
             Some(keys) => {
                 for k in keys.iter().filter_map(Value::as_bytes) {
+                    if shared {
+                        self.pipe_invalidate(Some(k));
+                    }
                     self.cache.cache.invalidate(k);
                     self.cache.cache.stats.invalidations += 1;
                     if self.cache.clients > 0 {
@@ -163,6 +178,9 @@ impl Worker {
                 }
             }
             None => {
+                if shared {
+                    self.pipe_invalidate(None);
+                }
                 self.cache.cache.flush();
                 self.tracking_flush(None);
             }
