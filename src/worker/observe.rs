@@ -663,9 +663,17 @@ impl Worker {
             shared.rejected_connections.store(0, Ordering::Relaxed);
             Bytes::from_static(b"+OK\r\n")
         });
+        // The masters reset theirs too (parts 0..masters), as a client of
+        // one server expects every counter it can read to restart.
+        let masters = self.topo.shards.len();
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
-            self.ask_workers(cx, key, seq, 0, Ask::Reset);
+        if let Some(seq) = self.gather_slot(key, args, masters + workers, finish) {
+            let req = Bytes::from_static(b"*2\r\n$6\r\nCONFIG\r\n$9\r\nRESETSTAT\r\n");
+            self.parts_to_masters(cx, key, seq, masters, proto, &req);
+            self.ask_workers(cx, key, seq, masters as u32, Ask::Reset);
         }
     }
 

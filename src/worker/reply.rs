@@ -242,10 +242,8 @@ impl Worker {
                 self.cache_fill(ticket, &f.req, &frame);
                 self.fold_part(cx, f.session, f.seq, u32::from(part), frame)
             }
-            Purpose::Scan(index) => {
-                let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
-                self.deliver(f.session, f.seq, frame, &f.req);
-            }
+            Purpose::Scan(index) => self.scan_page(cx, f.session, f.seq, index, &f.req, frame),
+            Purpose::WaitSync { .. } => self.wait_synced(cx, f, frame),
             Purpose::Blocking => {
                 self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
