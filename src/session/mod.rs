@@ -635,3 +635,31 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Written;
+
+    #[test]
+    fn written_masters_are_taken_by_the_next_wait() {
+        let mut w = Written::default();
+        assert_eq!(w.take(1, 3), Some(vec![]), "nothing written");
+        w.note(1, Some(2));
+        w.note(1, Some(0));
+        w.note(1, Some(2));
+        assert_eq!(w.take(1, 3), Some(vec![0, 2]));
+        assert_eq!(w.take(1, 3), Some(vec![]), "taken by the WAIT before");
+        // A wider write, a shard past 64, or a new epoch: every master.
+        w.note(1, None);
+        assert_eq!(w.take(1, 3), None);
+        w.note(1, Some(70));
+        assert_eq!(w.take(1, 3), None);
+        w.note(1, Some(1));
+        assert_eq!(w.take(2, 3), None, "indexes of an older map");
+        w.note(1, Some(1));
+        w.note(2, Some(0));
+        assert_eq!(w.take(2, 3), None, "a write under each map");
+        w.note(3, Some(1));
+        assert_eq!(w.take(3, 3), Some(vec![1]));
+    }
+}
