@@ -700,7 +700,6 @@ fn not_implemented_commands_answer_unknown_command() {
         &["SCRIPT", "DEBUG", "YES"],
         &["SSUBSCRIBE", "ch"],
         &["SUNSUBSCRIBE"],
-        &["MONITOR"],
         &["SHUTDOWN"],
         &["FAILOVER"],
         &["REPLICAOF", "NO", "ONE"],

@@ -37,6 +37,7 @@ pub enum LocalCmd {
     Hello,
     Info,
     Lolwut,
+    Monitor,
     Multi,
     Ping,
     Quit,
@@ -5437,7 +5438,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Local(L::Monitor),
         subcommands: &[],
         doc: Doc {
             summary: "Listen for all requests received by the server in real time",

@@ -329,7 +329,7 @@ fn routes_follow_the_spec() {
         ("bgrewriteaof", Unsupported),
         ("lastsave", Unsupported),
         ("migrate", Unsupported),
-        ("monitor", Unsupported),
+        ("monitor", Local(LocalCmd::Monitor)),
         ("sync", Unsupported),
         ("psync", Unsupported),
         ("replconf", Unsupported),

@@ -77,6 +77,8 @@ const OK: &[u8] = b"+OK\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
 const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
 const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
+const ERR_MONITOR: &[u8] =
+    b"-ERR mithril: MONITOR is not supported through the proxy; run it on a node\r\n";
 const ERR_WATCH: &[u8] = b"-ERR mithril: WATCH and UNWATCH are not supported through the proxy\r\n";
 
 fn stat(s: &'static [u8]) -> Outcome {
@@ -171,6 +173,9 @@ pub fn execute(
             },
             s,
         ),
+        // No feed of the proxy's traffic yet: said plainly, rather than
+        // as an unknown command.
+        LocalCmd::Monitor => stat(ERR_MONITOR),
         // Cluster-client handshakes; the proxy routes every read itself.
         LocalCmd::Asking | LocalCmd::Readonly | LocalCmd::Readwrite => stat(OK),
         LocalCmd::Watch | LocalCmd::Unwatch => stat(ERR_WATCH),

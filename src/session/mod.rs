@@ -223,8 +223,9 @@ pub struct Session {
 
 /// The masters a session wrote to since its last WAIT, as shard indexes
 /// of one topology epoch: a bit each for the first 64, `all` for a later
-/// one, a write to several shards, or writes under an older epoch (whose
-/// indexes may name other masters now). Set at dispatch with a compare
+/// one, a write to several shards, writes under an older epoch (whose
+/// indexes may name other masters now), or a redirected request (it went
+/// to a master its slot's index does not name). Set at dispatch with a compare
 /// and an OR, nothing allocated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Written {

@@ -271,9 +271,13 @@ impl Worker {
             self.complete_error(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
         }
-        let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
+        let Some(s) = self.sessions.get_mut(f.session) else {
             return; // the client left; nobody is waiting for this answer
         };
+        let proto = s.proto;
+        // A write may now land on a master its session's record does not
+        // name: its next WAIT asks every master.
+        s.written.all = true;
         let (addr, asking) = match r {
             Redirect::Moved { slot, addr } => {
                 self.obs.stats.counters.moved += 1; // observe
