@@ -422,6 +422,21 @@ fn scan_pages_randomkey_flushdb_and_keys_over_every_master() {
         assert_eq!(n.conn().cmd(&["DBSIZE"]), Reply::Int(0));
     }
     assert_eq!(c.cmd(&["KEYS", "*"]), Reply::Array(Some(vec![])));
+
+    // INFO persistence: the masters' together (changes summed).
+    assert_eq!(c.cmd(&["SET", "p:1", "v"]), ok());
+    let changes =
+        |text: &str| -> i64 { field(text, "rdb_changes_since_last_save").parse().unwrap() };
+    let direct: i64 = cluster
+        .masters()
+        .iter()
+        .map(|n| changes(n.conn().cmd(&["INFO", "persistence"]).as_str()))
+        .sum();
+    let ours = c.cmd(&["INFO", "persistence"]).as_str().to_string();
+    assert!(ours.starts_with("# Persistence\r\n"), "{ours}");
+    assert_eq!(changes(&ours), direct);
+    assert!(direct >= 2031, "{direct}");
+    assert_eq!(field(&ours, "loading"), "0");
 }
 
 /// A user without admin rights gets the NOPERM a node gives the same user.

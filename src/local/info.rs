@@ -10,8 +10,9 @@
 //!
 //! Where the numbers come from: the workers' published snapshots
 //! (`stats::Hub`), which the worker answering INFO has every worker refresh
-//! first (`worker::observe`), and, for `keyspace`, each master's own
-//! `INFO keyspace`, summed. Field names are Redis's where the meaning
+//! first (`worker::observe`), and, for `keyspace` and `persistence`, each
+//! master's own `INFO keyspace persistence`, merged (summed, or as
+//! [`persistence_merge`] says: the data and its saving are the nodes'). Field names are Redis's where the meaning
 //! carries over; mithril's own fields follow Redis's in their section.
 //!
 //! Never: block, or touch a worker's live counters (only snapshots).
@@ -33,6 +34,8 @@ struct Ctx<'a> {
     totals: Totals,
     /// The `keyspace` section's lines, already summed.
     keyspace: &'a str,
+    /// The `persistence` section's lines, merged over the masters.
+    persistence: &'a str,
 }
 
 struct Section {
@@ -63,6 +66,12 @@ const SECTIONS: &[Section] = &[
         title: "Memory",
         default: true,
         fill: memory,
+    },
+    Section {
+        name: "persistence",
+        title: "Persistence",
+        default: true,
+        fill: |t, c| t.push_str(c.persistence),
     },
     Section {
         name: "stats",
@@ -124,7 +133,7 @@ const SECTIONS: &[Section] = &[
 /// keyspace): the fallback when the worker core does not intercept it.
 pub fn info(shared: &Shared, s: &Session, args: &Args) -> Outcome {
     let asked: Vec<&[u8]> = (1..args.len()).filter_map(|i| args.get(i)).collect();
-    let text = info_text(shared, &asked, "");
+    let text = info_text(shared, &asked, &[]);
     built(
         |e| {
             e.verbatim(b"txt", text.as_bytes());
@@ -154,13 +163,17 @@ pub fn wants(asked: &[&[u8]], name: &str) -> bool {
 }
 
 /// The INFO text for the requested section names (none: the defaults),
-/// with `keyspace` as the keyspace section's lines.
-pub fn info_text(shared: &Shared, asked: &[&[u8]], keyspace: &str) -> String {
+/// the keyspace and persistence sections made of the masters' replies to
+/// `INFO keyspace persistence` (`masters`; empty: no lines).
+pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String {
     let snaps = shared.stats.load_all();
+    let keyspace = keyspace_sum(masters);
+    let persistence = persistence_merge(masters);
     let cx = Ctx {
         shared,
         totals: stats::totals(&snaps),
-        keyspace,
+        keyspace: &keyspace,
+        persistence: &persistence,
     };
     let mut text = String::with_capacity(2048);
     let mut first = true;
@@ -181,6 +194,73 @@ fn reply_text(frame: &[u8]) -> Option<String> {
     let (v, _) = crate::resp::value::parse(frame).ok()??;
     v.as_bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// How the masters' values of one persistence field become the cluster's.
+fn persistence_field(name: &str, values: &[&str]) -> String {
+    let ints = || values.iter().filter_map(|v| v.parse::<i64>().ok());
+    let first = values.first().copied().unwrap_or_default().to_string();
+    // Something in progress, or on, anywhere: in progress, on.
+    let any = name == "loading"
+        || name == "async_loading"
+        || name == "aof_enabled"
+        || name.ends_with("_in_progress")
+        || name.ends_with("_scheduled");
+    // Work to do, or done, everywhere: added up.
+    let sum = matches!(
+        name,
+        "rdb_changes_since_last_save" | "rdb_saves" | "aof_rewrites" | "current_cow_size"
+    ) || name.ends_with("_keys_processed")
+        || name.ends_with("_keys_total");
+    if any {
+        ints().max().map_or(first, |n| n.to_string())
+    } else if sum {
+        ints().sum::<i64>().to_string()
+    } else if name.ends_with("_status") {
+        // One failure is the cluster's failure.
+        match values.iter().find(|v| **v != "ok") {
+            Some(bad) => bad.to_string(),
+            None => first,
+        }
+    } else if name == "rdb_last_save_time" {
+        // The cluster is saved as of its oldest save.
+        ints().min().map_or(first, |n| n.to_string())
+    } else {
+        first
+    }
+}
+
+/// The persistence section's lines from the masters' INFO replies, field
+/// by field in the first master's order: a flag or an operation in
+/// progress on any master is shown on (`loading`, `*_in_progress`, ...),
+/// the changes and counts of work are summed, a status is the first that
+/// is not `ok`, the last save time is the oldest, and the rest is the
+/// first master's value. Masters that answered an error are left out.
+pub fn persistence_merge(replies: &[Bytes]) -> String {
+    let mut fields: Vec<(String, Vec<String>)> = Vec::new();
+    for r in replies {
+        let Some(text) = reply_text(r) else { continue };
+        let mut inside = false;
+        for line in text.lines() {
+            if let Some(title) = line.strip_prefix("# ") {
+                inside = title.eq_ignore_ascii_case("persistence");
+                continue;
+            }
+            let Some((name, value)) = line.split_once(':').filter(|_| inside) else {
+                continue;
+            };
+            match fields.iter_mut().find(|(n, _)| n == name) {
+                Some((_, values)) => values.push(value.to_string()),
+                None => fields.push((name.to_string(), vec![value.to_string()])),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (name, values) in &fields {
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        let _ = write!(out, "{name}:{}\r\n", persistence_field(name, &values));
+    }
+    out
 }
 
 /// The keyspace section's lines from the masters' `INFO keyspace` replies:
@@ -715,5 +795,26 @@ mod tests {
         assert_eq!(human(1363148), "1.30M");
         assert_eq!(human(512), "512B");
         assert!(rss_bytes() > 0);
+    }
+}
+
+#[cfg(test)]
+mod persistence_tests {
+    use super::*;
+
+    fn reply(text: &str) -> Bytes {
+        Bytes::from(format!("${}\r\n{text}\r\n", text.len()))
+    }
+
+    #[test]
+    fn persistence_merges_the_masters_as_one_server() {
+        let a = reply("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:3\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:200\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\n");
+        let b = reply("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:4\r\nrdb_bgsave_in_progress:1\r\nrdb_last_save_time:100\r\nrdb_last_bgsave_status:err\r\naof_enabled:0\r\n");
+        let e = Bytes::from_static(b"-ERR down\r\n");
+        assert_eq!(
+            persistence_merge(&[a, b, e]),
+            "loading:0\r\nrdb_changes_since_last_save:7\r\nrdb_bgsave_in_progress:1\r\nrdb_last_save_time:100\r\nrdb_last_bgsave_status:err\r\naof_enabled:0\r\n"
+        );
+        assert_eq!(persistence_merge(&[]), "");
     }
 }

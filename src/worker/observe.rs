@@ -5,12 +5,12 @@
 //! ```text
 //!  INFO on worker A (3 masters, 2 workers)
 //!    ring slot = gathering of 5 parts, finished by a closure
-//!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
+//!    parts 0..3: INFO KEYSPACE PERSISTENCE to each master (as DBSIZE fans out)
 //!    handoff:    A ─► acceptor: take every connection waiting, hand it over
 //!                acceptor ─► HandedOver ─► A   (after those Accepts)
 //!    part 3+A:   A publishes its snapshot
 //!    part 3+B:   Ask::Publish ─► worker B ─► Answer (fabric, both ways)
-//!    last part in ─► info_text(every snapshot, summed keyspace) ─► reply
+//!    last part in ─► info_text(every snapshot, masters merged) ─► reply
 //! ```
 //!
 //! The hot path's share lives elsewhere and is marked `observe:` where it
@@ -50,7 +50,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
+const INFO_MASTERS: &[u8] = b"*3\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
@@ -547,7 +547,7 @@ impl Worker {
             .map(<[u8]>::to_vec)
             .collect();
         let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-        let masters = if info::wants(&refs, "keyspace") {
+        let masters = if info::wants(&refs, "keyspace") || info::wants(&refs, "persistence") {
             self.topo.shards.len()
         } else {
             0
@@ -564,15 +564,14 @@ impl Worker {
             if let Some(e) = first_error(workers) {
                 return e;
             }
-            let keyspace = info::keyspace_sum(nodes);
             let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-            encode_text(proto, info::info_text(&shared, &refs, &keyspace).as_bytes())
+            encode_text(proto, info::info_text(&shared, &refs, nodes).as_bytes())
         });
         let workers = self.shared.workers.len();
         let Some(seq) = self.gather_slot(key, args, masters + workers, finish) else {
             return;
         };
-        let req = Bytes::from_static(INFO_KEYSPACE);
+        let req = Bytes::from_static(INFO_MASTERS);
         self.parts_to_masters(cx, key, seq, masters, proto, &req);
         self.ask_workers(cx, key, seq, masters as u32, Ask::Publish);
     }
