@@ -437,6 +437,22 @@ fn scan_pages_randomkey_flushdb_and_keys_over_every_master() {
     assert_eq!(changes(&ours), direct);
     assert!(direct >= 2031, "{direct}");
     assert_eq!(field(&ours, "loading"), "0");
+    // The data's side of stats: the masters' hits and misses, summed.
+    assert_eq!(c.cmd(&["GET", "p:1"]), bulk("v"));
+    assert_eq!(c.cmd(&["GET", "p:none"]), Reply::Bulk(None));
+    let stat = |text: &str, name: &str| -> i64 { field(text, name).parse().unwrap() };
+    let direct: Vec<String> = cluster
+        .masters()
+        .iter()
+        .map(|n| n.conn().cmd(&["INFO", "stats"]).as_str().to_string())
+        .collect();
+    let ours = c.cmd(&["INFO", "stats"]).as_str().to_string();
+    for name in ["keyspace_hits", "keyspace_misses", "expired_keys"] {
+        let sum: i64 = direct.iter().map(|t| stat(t, name)).sum();
+        assert_eq!(stat(&ours, name), sum, "{name}");
+    }
+    assert!(stat(&ours, "keyspace_hits") >= 1);
+    assert!(stat(&ours, "keyspace_misses") >= 1);
 }
 
 /// A user without admin rights gets the NOPERM a node gives the same user.

@@ -10,8 +10,9 @@
 //!
 //! Where the numbers come from: the workers' published snapshots
 //! (`stats::Hub`), which the worker answering INFO has every worker refresh
-//! first (`worker::observe`), and, for `keyspace` and `persistence`, each
-//! master's own `INFO keyspace persistence`, merged (summed, or as
+//! first (`worker::observe`), and, for `keyspace`, `persistence` and the
+//! data's fields of `stats` and `memory` (`DATA_FIELDS`), each master's
+//! own `INFO keyspace persistence stats memory`, merged (summed, or as
 //! [`persistence_merge`] says: the data and its saving are the nodes'). Field names are Redis's where the meaning
 //! carries over; mithril's own fields follow Redis's in their section.
 //!
@@ -36,6 +37,10 @@ struct Ctx<'a> {
     keyspace: &'a str,
     /// The `persistence` section's lines, merged over the masters.
     persistence: &'a str,
+    /// The masters' fields about their data, added to `stats` and
+    /// `memory` (see [`DATA_FIELDS`]).
+    data_stats: &'a str,
+    data_memory: &'a str,
 }
 
 struct Section {
@@ -163,17 +168,21 @@ pub fn wants(asked: &[&[u8]], name: &str) -> bool {
 }
 
 /// The INFO text for the requested section names (none: the defaults),
-/// the keyspace and persistence sections made of the masters' replies to
-/// `INFO keyspace persistence` (`masters`; empty: no lines).
+/// the masters' parts made of their replies to `INFO keyspace persistence
+/// stats memory` (`masters`; empty: none).
 pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String {
     let snaps = shared.stats.load_all();
     let keyspace = keyspace_sum(masters);
     let persistence = persistence_merge(masters);
+    let data_stats = merged_section(masters, "stats", data_field);
+    let data_memory = merged_section(masters, "memory", data_field);
     let cx = Ctx {
         shared,
         totals: stats::totals(&snaps),
         keyspace: &keyspace,
         persistence: &persistence,
+        data_stats: &data_stats,
+        data_memory: &data_memory,
     };
     let mut text = String::with_capacity(2048);
     let mut first = true;
@@ -237,13 +246,66 @@ fn persistence_field(name: &str, values: &[&str]) -> String {
 /// is not `ok`, the last save time is the oldest, and the rest is the
 /// first master's value. Masters that answered an error are left out.
 pub fn persistence_merge(replies: &[Bytes]) -> String {
+    merged_section(replies, "persistence", |name, values| {
+        Some(persistence_field(name, values))
+    })
+}
+
+/// The fields of `stats` and `memory` that describe the data, which only
+/// the masters know, summed over them (the others of those sections are
+/// the proxy's own): what a client of one server reads there about its
+/// keys (expiries, evictions, hits, lazy frees).
+const DATA_FIELDS: &[&str] = &[
+    "expired_keys",
+    "expired_time_cap_reached_count",
+    "expire_cycle_cpu_milliseconds",
+    "evicted_keys",
+    "total_eviction_exceeded_time",
+    "current_eviction_exceeded_time",
+    "keyspace_hits",
+    "keyspace_misses",
+    "total_forks",
+    "lazyfree_pending_objects",
+    "lazyfreed_objects",
+];
+
+/// A data field's value over the masters ([`DATA_FIELDS`] summed, the
+/// stale percentage and the last fork's time the largest); None for the
+/// proxy's own fields.
+fn data_field(name: &str, values: &[&str]) -> Option<String> {
+    if DATA_FIELDS.contains(&name) {
+        let sum: i64 = values.iter().filter_map(|v| v.parse::<i64>().ok()).sum();
+        return Some(sum.to_string());
+    }
+    let largest = |values: &[&str]| {
+        values
+            .iter()
+            .filter_map(|v| v.parse::<f64>().ok())
+            .fold(0.0f64, f64::max)
+    };
+    match name {
+        "expired_stale_perc" => Some(format!("{:.2}", largest(values))),
+        "latest_fork_usec" => Some(format!("{}", largest(values) as i64)),
+        _ => None,
+    }
+}
+
+/// The lines of section `title` (lower case) gathered from the masters'
+/// INFO replies, field by field in the order first seen, each value made
+/// by `pick` from every master's (a field it answers None for is left
+/// out). Masters that answered an error are left out.
+fn merged_section(
+    replies: &[Bytes],
+    title: &str,
+    pick: impl Fn(&str, &[&str]) -> Option<String>,
+) -> String {
     let mut fields: Vec<(String, Vec<String>)> = Vec::new();
     for r in replies {
         let Some(text) = reply_text(r) else { continue };
         let mut inside = false;
         for line in text.lines() {
-            if let Some(title) = line.strip_prefix("# ") {
-                inside = title.eq_ignore_ascii_case("persistence");
+            if let Some(t) = line.strip_prefix("# ") {
+                inside = t.eq_ignore_ascii_case(title);
                 continue;
             }
             let Some((name, value)) = line.split_once(':').filter(|_| inside) else {
@@ -258,7 +320,9 @@ pub fn persistence_merge(replies: &[Bytes]) -> String {
     let mut out = String::new();
     for (name, values) in &fields {
         let values: Vec<&str> = values.iter().map(String::as_str).collect();
-        let _ = write!(out, "{name}:{}\r\n", persistence_field(name, &values));
+        if let Some(v) = pick(name, &values) {
+            let _ = write!(out, "{name}:{v}\r\n");
+        }
     }
     out
 }
@@ -472,6 +536,7 @@ fn memory(t: &mut String, cx: &Ctx) {
         r.libraries,
         r.library_bytes,
     );
+    t.push_str(cx.data_memory);
 }
 
 fn stats(t: &mut String, cx: &Ctx) {
@@ -555,6 +620,7 @@ fn stats(t: &mut String, cx: &Ctx) {
         "script_reloads:{}\r\nfunction_reloads:{}\r\nscript_registry_evictions:{}\r\n",
         r.script_reloads, r.function_reloads, r.evictions,
     );
+    t.push_str(cx.data_stats);
 }
 
 fn cpu(t: &mut String, _cx: &Ctx) {
@@ -816,5 +882,19 @@ mod persistence_tests {
             "loading:0\r\nrdb_changes_since_last_save:7\r\nrdb_bgsave_in_progress:1\r\nrdb_last_save_time:100\r\nrdb_last_bgsave_status:err\r\naof_enabled:0\r\n"
         );
         assert_eq!(persistence_merge(&[]), "");
+    }
+
+    #[test]
+    fn the_data_fields_of_stats_and_memory_are_the_masters_summed() {
+        let a = reply("# Stats\r\ntotal_commands_processed:9\r\nexpired_keys:2\r\nexpired_stale_perc:0.50\r\nkeyspace_hits:5\r\n\r\n# Memory\r\nused_memory:1\r\nlazyfree_pending_objects:1\r\n");
+        let b = reply("# Stats\r\ntotal_commands_processed:7\r\nexpired_keys:3\r\nexpired_stale_perc:1.25\r\nkeyspace_hits:1\r\n");
+        assert_eq!(
+            merged_section(&[a.clone(), b.clone()], "stats", data_field),
+            "expired_keys:5\r\nexpired_stale_perc:1.25\r\nkeyspace_hits:6\r\n"
+        );
+        assert_eq!(
+            merged_section(&[a, b], "memory", data_field),
+            "lazyfree_pending_objects:1\r\n"
+        );
     }
 }

@@ -50,7 +50,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const INFO_MASTERS: &[u8] = b"*3\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n";
+/// The sections of every master's INFO that a proxy's INFO shows the
+/// data's side of (`local::info`).
+const INFO_MASTERS: &[u8] =
+    b"*5\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n$5\r\nSTATS\r\n$6\r\nMEMORY\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
@@ -547,7 +550,8 @@ impl Worker {
             .map(<[u8]>::to_vec)
             .collect();
         let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-        let masters = if info::wants(&refs, "keyspace") || info::wants(&refs, "persistence") {
+        let from_masters = ["keyspace", "persistence", "stats", "memory"];
+        let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
             self.topo.shards.len()
         } else {
             0
