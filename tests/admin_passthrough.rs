@@ -164,6 +164,22 @@ fn wait_answers_for_the_masters_written_to() {
     wait_until("the abandoned WAIT is gone", Duration::from_secs(5), || {
         (clients_running(&master0, "wait") == 0).then_some(())
     });
+    // One that half-closes after a write and a WAIT that cannot be met
+    // gets the write's reply, then the connection closes (the WAIT is
+    // cancelled, as a blocking command's is).
+    let mut half = m.conn();
+    half.write_raw(&encode_command(&[b"SET", keys[0].as_bytes(), b"h"]))
+        .unwrap();
+    half.write_raw(&encode_command(&[b"WAIT", b"5", b"0"]))
+        .unwrap();
+    half.stream().shutdown(std::net::Shutdown::Write).unwrap();
+    let rest = half.read_raw_until_closed(Duration::from_secs(5));
+    assert_eq!(rest, b"+OK\r\n");
+    wait_until(
+        "the half-closed WAIT is gone",
+        Duration::from_secs(5),
+        || (clients_running(&master0, "wait") == 0).then_some(()),
+    );
 }
 
 #[test]

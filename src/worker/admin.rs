@@ -278,6 +278,12 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
+        if s.eof && !s.input().is_blocked() {
+            // The client left (EOF) before its WAIT could block: as for a
+            // blocking command, it is cancelled, not sent.
+            s.close_after_flush();
+            return self.deliver(session, seq, Bytes::new(), &[]);
+        }
         let proto = s.proto;
         let Some(request) = s.ring.gather_mut(seq).map(|g| g.request.clone()) else {
             return;
@@ -332,6 +338,14 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
+        // Only the leases still carrying one of its WAITs (the others
+        // were answered and went back).
+        let backends = &self.backends;
+        s.wait_leases
+            .retain(|&(k, _)| backends.get(k).is_some_and(|b| b.carries(key)));
+        if s.wait_leases.is_empty() {
+            return;
+        }
         let leases = std::mem::take(&mut s.wait_leases);
         s.close_after_flush();
         for &(_, seq) in &leases {
