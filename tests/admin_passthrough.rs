@@ -135,10 +135,17 @@ fn wait_answers_for_the_masters_written_to() {
         c.cmd(&["WAIT", "1", "-1"]).as_error(),
         "ERR timeout is negative"
     );
-    // Inside MULTI, refused as the other cluster-wide commands are.
+    // Inside MULTI it runs with the transaction, answered at once, as on
+    // a node.
     assert_eq!(c.cmd(&["MULTI"]), ok());
-    assert!(c.cmd(&["WAIT", "0", "0"]).is_error());
-    assert_eq!(c.cmd(&["DISCARD"]), ok());
+    assert_eq!(
+        c.cmd(&["SET", &keys[2], "t"]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(c.cmd(&["WAIT", "0", "0"]), Reply::Simple("QUEUED".into()));
+    let r = c.cmd(&["EXEC"]);
+    assert_eq!(r.as_array().len(), 2, "{r:?}");
+    assert!(matches!(r.as_array()[1], Reply::Int(0 | 1)), "{r:?}");
 
     // Other sessions are not held up by a WAIT that blocks.
     let mut waiter = m.conn();

@@ -405,6 +405,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         | Route::AnyMaster
         | Route::Blocking => Decision::Queue,
         Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time) => Decision::Queue,
+        // Inside a transaction a node answers WAIT at once, with what it
+        // has: it runs there with the rest.
+        Route::ClusterWide(Wide::Wait) => Decision::Queue,
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
             Decision::Refuse(Box::new(refusal(Bytes::from(r), true)))
