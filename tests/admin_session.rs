@@ -479,6 +479,7 @@ fn client_info_and_info_sections() {
             "# Server",
             "# Clients",
             "# Memory",
+            "# Persistence",
             "# Stats",
             "# CPU",
             "# Errorstats",
@@ -543,7 +544,7 @@ fn client_info_and_info_sections() {
             && two.contains("\r\n\r\n# Cluster\r\ncluster_enabled:1\r\n")
             && !two.contains("# Clients")
     );
-    for (all, sections) in [("all", 13), ("everything", 13), ("default", 8)] {
+    for (all, sections) in [("all", 14), ("everything", 14), ("default", 9)] {
         let t = p.cmd(&["INFO", all]).as_str().to_string();
         assert_eq!(
             t.lines().filter(|l| l.starts_with('#')).count(),

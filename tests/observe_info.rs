@@ -153,6 +153,7 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
             "# Server",
             "# Clients",
             "# Memory",
+            "# Persistence",
             "# Stats",
             "# CPU",
             "# Commandstats",

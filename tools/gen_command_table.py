@@ -83,6 +83,10 @@ ROUTES = {
     "ClusterWide(FunctionFlush)": "Route::ClusterWide(Wide::FunctionFlush)",
     "ClusterWide(FunctionRestore)": "Route::ClusterWide(Wide::FunctionRestore)",
     "ClusterWide(FunctionKill)": "Route::ClusterWide(Wide::FunctionKill)",
+    "ClusterWide(Wait)": "Route::ClusterWide(Wide::Wait)",
+    "ClusterWide(Debug)": "Route::ClusterWide(Wide::Debug)",
+    "ClusterWide(EveryOk)": "Route::ClusterWide(Wide::EveryOk)",
+    "ClusterWide(EverySum)": "Route::ClusterWide(Wide::EverySum)",
     "Eval": "Route::Eval",
 }
 

@@ -70,8 +70,14 @@ pub enum Purpose {
     Client,
     /// One part of a fanned-out request: folds into the merge at `seq`.
     Part(u32),
-    /// SCAN on the master with this index: the cursor is rewritten.
+    /// SCAN on the master with this index: the keys join the page being
+    /// filled in the merge at `seq` (`worker/fanout.rs`).
     Scan(u32),
+    /// WAIT / WAITAOF part `part` for master `shard`: a PING on the
+    /// session's shared connection; once answered, the WAIT goes on a
+    /// lease (`worker/admin.rs`), behind the restore that sets the lease's
+    /// write offset when the session `wrote` there.
+    WaitSync { part: u16, shard: u16, wrote: bool },
     /// A whole transaction (MULTI ... EXEC in one frame): every reply but
     /// the last (EXEC's) is checked for redirects and dropped.
     Txn,

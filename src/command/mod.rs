@@ -400,14 +400,38 @@ pub enum Wide {
     FunctionRestore,
     /// FUNCTION KILL: as SCRIPT KILL.
     FunctionKill,
+    /// WAIT and WAITAOF: the masters the session wrote to since its last
+    /// WAIT (one master when none), each on a lease; the smallest count.
+    Wait,
+    /// DEBUG: by key for the subcommands that name one, else every master
+    /// (`worker/admin.rs`).
+    Debug,
+    /// Every master, all must answer OK (MEMORY PURGE).
+    EveryOk,
+    /// Every master, integer replies summed (LATENCY RESET).
+    EverySum,
+    /// CONFIG SET of server parameters (the router picks it for a CONFIG
+    /// SET that names no directive of mithril's own): every master's OK.
+    ConfigSet,
+    /// CONFIG GET: mithril's own directives, then one master's parameters
+    /// that mithril does not shadow.
+    ConfigGet,
 }
 
 impl Wide {
     /// The scripting commands among them (`worker/scripts.rs`).
     pub fn is_scripting(self) -> bool {
-        !matches!(
+        matches!(
             self,
-            Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys
+            Wide::ScriptLoad
+                | Wide::ScriptExists
+                | Wide::ScriptFlush
+                | Wide::ScriptKill
+                | Wide::FunctionLoad
+                | Wide::FunctionDelete
+                | Wide::FunctionFlush
+                | Wide::FunctionRestore
+                | Wide::FunctionKill
         )
     }
 }

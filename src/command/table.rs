@@ -37,6 +37,7 @@ pub enum LocalCmd {
     Hello,
     Info,
     Lolwut,
+    Monitor,
     Multi,
     Ping,
     Quit,
@@ -2501,7 +2502,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::Debug),
         subcommands: &[],
         doc: Doc {
             summary: "A container for debugging commands",
@@ -4545,7 +4546,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::AnyMaster,
         subcommands: &[
             Command {
                 name: "latency|doctor",
@@ -4554,7 +4555,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return a human readable latency analysis report.",
@@ -4572,7 +4573,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return a latency graph for the event.",
@@ -4593,7 +4594,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands.",
@@ -4610,7 +4611,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return the cumulative distribution of latencies of a subset of commands or all.",
@@ -4631,7 +4632,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return timestamp-latency samples for the event.",
@@ -4652,7 +4653,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Return the latest latency samples for all events.",
@@ -4670,7 +4671,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::EverySum),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Reset latency data for one or more events.",
@@ -5096,7 +5097,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::AnyMaster,
         subcommands: &[
             Command {
                 name: "memory|doctor",
@@ -5105,7 +5106,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Outputs memory problems report",
@@ -5123,7 +5124,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show helpful text about the different subcommands",
@@ -5140,7 +5141,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show allocator internal stats",
@@ -5158,7 +5159,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::ClusterWide(Wide::EveryOk),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Ask the allocator to release memory",
@@ -5176,7 +5177,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Unsupported,
+                route: Route::AnyMaster,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Show memory usage details",
@@ -5196,7 +5197,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                     KeySpec { flags: K::RO, begin: BeginSearch::Index(2), find: FindKeys::Range { last_key: 0, key_step: 1, limit: 0 } },
                 ],
                 legacy_keys: (2, 2, 1),
-                route: Route::Unsupported,
+                route: Route::Slot,
                 subcommands: &[],
                 doc: Doc {
                     summary: "Estimate the memory usage of a key",
@@ -5437,7 +5438,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Local(L::Monitor),
         subcommands: &[],
         doc: Doc {
             summary: "Listen for all requests received by the server in real time",
@@ -7986,7 +7987,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW | A::BLOCKING | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::Wait),
         subcommands: &[],
         doc: Doc {
             summary: "Wait for the synchronous replication of all the write commands sent in the context of the current connection",
@@ -8008,7 +8009,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::SLOW | A::BLOCKING | A::CONNECTION,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::Wait),
         subcommands: &[],
         doc: Doc {
             summary: "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the primary and/or replicas.",

@@ -94,6 +94,23 @@ fn is_glob(p: &[u8]) -> bool {
 /// plain name (no glob characters) is echoed as the client wrote it, a
 /// pattern's matches under their own names, as Redis does.
 fn get(shared: &Shared, s: &Session, args: &Args) -> Outcome {
+    let pairs = own_pairs(shared, args);
+    super::built(
+        |e| {
+            e.map(pairs.len());
+            for (name, value) in &pairs {
+                e.bulk(name).bulk(value.as_bytes());
+            }
+        },
+        s,
+    )
+}
+
+/// The directives of mithril's own that CONFIG GET's patterns (`args`
+/// from index 2) match, with their values, in the order CONFIG GET lists
+/// them: a plain name as the client wrote it, a pattern's matches under
+/// their own names.
+pub fn own_pairs(shared: &Shared, args: &Args) -> Vec<(Vec<u8>, String)> {
     let mut found: Vec<(Vec<u8>, &'static Directive)> = Vec::new();
     for i in 2..args.len() {
         let pat = args.get(i).unwrap_or_default();
@@ -111,19 +128,10 @@ fn get(shared: &Shared, s: &Session, args: &Args) -> Outcome {
             }
         }
     }
-    let pairs: Vec<(Vec<u8>, String)> = found
+    found
         .into_iter()
         .filter_map(|(name, d)| Some((name, shown_value(shared, d)?)))
-        .collect();
-    super::built(
-        |e| {
-            e.map(pairs.len());
-            for (name, value) in &pairs {
-                e.bulk(name).bulk(value.as_bytes());
-            }
-        },
-        s,
-    )
+        .collect()
 }
 
 fn set_failed(name: &[u8], why: &str) -> Outcome {
@@ -139,9 +147,37 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
     if args.len() % 2 != 0 {
         return Outcome::Reply(Bytes::from_static(super::ERR_SYNTAX));
     }
+    let pairs: Vec<(&[u8], &[u8])> = (2..args.len())
+        .step_by(2)
+        .map(|i| {
+            (
+                args.get(i).unwrap_or_default(),
+                args.get(i + 1).unwrap_or_default(),
+            )
+        })
+        .collect();
+    set_pairs(shared, &pairs, true)
+}
+
+/// CONFIG SET of mithril's own directives, from a CONFIG SET that also
+/// names the servers' parameters (`worker/admin.rs`): checked only when
+/// `apply` is false (the error frame, or None), checked and applied when
+/// true.
+pub fn set_own(shared: &Shared, pairs: &[(Vec<u8>, Vec<u8>)], apply: bool) -> Option<Bytes> {
+    let pairs: Vec<(&[u8], &[u8])> = pairs
+        .iter()
+        .map(|(k, v)| (k.as_slice(), v.as_slice()))
+        .collect();
+    match set_pairs(shared, &pairs, apply) {
+        Outcome::Reply(r) | Outcome::ReplyAndClose(r) => (r.as_ref() != super::OK).then_some(r),
+    }
+}
+
+/// CONFIG SET's (directive, value) pairs: every one checked, then, when
+/// `apply`, applied.
+fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome {
     let mut seen: Vec<&'static Directive> = Vec::new();
-    for i in (2..args.len()).step_by(2) {
-        let name = args.get(i).unwrap_or_default();
+    for &(name, _) in pairs {
         let d = std::str::from_utf8(name)
             .ok()
             .and_then(config::lookup)
@@ -166,7 +202,7 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
     let mut level = None;
     let mut scratch = crate::config::Config::default();
     for (k, d) in seen.iter().enumerate() {
-        let value = args.get(2 + 2 * k + 1).unwrap_or_default();
+        let value = pairs.get(k).map(|p| p.1).unwrap_or_default();
         let value = std::str::from_utf8(value).ok();
         match d.name {
             "slowlog-log-slower-than"
@@ -193,6 +229,9 @@ fn set(shared: &Shared, args: &Args) -> Outcome {
             },
             _ => return set_failed(d.name.as_bytes(), "can't set immutable config"),
         }
+    }
+    if !apply {
+        return Outcome::Reply(Bytes::from_static(super::OK));
     }
     if let Some(l) = level {
         shared.admin.set_loglevel(l);

@@ -10,8 +10,10 @@
 //!
 //! Where the numbers come from: the workers' published snapshots
 //! (`stats::Hub`), which the worker answering INFO has every worker refresh
-//! first (`worker::observe`), and, for `keyspace`, each master's own
-//! `INFO keyspace`, summed. Field names are Redis's where the meaning
+//! first (`worker::observe`), and, for `keyspace`, `persistence` and the
+//! data's fields of `stats` and `memory` (`DATA_FIELDS`), each master's
+//! own `INFO keyspace persistence stats memory`, merged (summed, or as
+//! [`persistence_merge`] says: the data and its saving are the nodes'). Field names are Redis's where the meaning
 //! carries over; mithril's own fields follow Redis's in their section.
 //!
 //! Never: block, or touch a worker's live counters (only snapshots).
@@ -33,6 +35,12 @@ struct Ctx<'a> {
     totals: Totals,
     /// The `keyspace` section's lines, already summed.
     keyspace: &'a str,
+    /// The `persistence` section's lines, merged over the masters.
+    persistence: &'a str,
+    /// The masters' fields about their data, added to `stats` and
+    /// `memory` (see [`DATA_FIELDS`]).
+    data_stats: &'a str,
+    data_memory: &'a str,
 }
 
 struct Section {
@@ -63,6 +71,12 @@ const SECTIONS: &[Section] = &[
         title: "Memory",
         default: true,
         fill: memory,
+    },
+    Section {
+        name: "persistence",
+        title: "Persistence",
+        default: true,
+        fill: |t, c| t.push_str(c.persistence),
     },
     Section {
         name: "stats",
@@ -130,7 +144,7 @@ const SECTIONS: &[Section] = &[
 /// keyspace): the fallback when the worker core does not intercept it.
 pub fn info(shared: &Shared, s: &Session, args: &Args) -> Outcome {
     let asked: Vec<&[u8]> = (1..args.len()).filter_map(|i| args.get(i)).collect();
-    let text = info_text(shared, &asked, "");
+    let text = info_text(shared, &asked, &[]);
     built(
         |e| {
             e.verbatim(b"txt", text.as_bytes());
@@ -160,13 +174,21 @@ pub fn wants(asked: &[&[u8]], name: &str) -> bool {
 }
 
 /// The INFO text for the requested section names (none: the defaults),
-/// with `keyspace` as the keyspace section's lines.
-pub fn info_text(shared: &Shared, asked: &[&[u8]], keyspace: &str) -> String {
+/// the masters' parts made of their replies to `INFO keyspace persistence
+/// stats memory` (`masters`; empty: none).
+pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String {
     let snaps = shared.stats.load_all();
+    let keyspace = keyspace_sum(masters);
+    let persistence = persistence_merge(masters);
+    let data_stats = merged_section(masters, "stats", data_field);
+    let data_memory = merged_section(masters, "memory", data_field);
     let cx = Ctx {
         shared,
         totals: stats::totals(&snaps),
-        keyspace,
+        keyspace: &keyspace,
+        persistence: &persistence,
+        data_stats: &data_stats,
+        data_memory: &data_memory,
     };
     let mut text = String::with_capacity(2048);
     let mut first = true;
@@ -187,6 +209,128 @@ fn reply_text(frame: &[u8]) -> Option<String> {
     let (v, _) = crate::resp::value::parse(frame).ok()??;
     v.as_bytes()
         .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// How the masters' values of one persistence field become the cluster's.
+fn persistence_field(name: &str, values: &[&str]) -> String {
+    let ints = || values.iter().filter_map(|v| v.parse::<i64>().ok());
+    let first = values.first().copied().unwrap_or_default().to_string();
+    // Something in progress, or on, anywhere: in progress, on.
+    let any = name == "loading"
+        || name == "async_loading"
+        || name == "aof_enabled"
+        || name.ends_with("_in_progress")
+        || name.ends_with("_scheduled");
+    // Work to do, or done, everywhere: added up.
+    let sum = matches!(
+        name,
+        "rdb_changes_since_last_save" | "rdb_saves" | "aof_rewrites" | "current_cow_size"
+    ) || name.ends_with("_keys_processed")
+        || name.ends_with("_keys_total");
+    if any {
+        ints().max().map_or(first, |n| n.to_string())
+    } else if sum {
+        ints().sum::<i64>().to_string()
+    } else if name.ends_with("_status") {
+        // One failure is the cluster's failure.
+        match values.iter().find(|v| **v != "ok") {
+            Some(bad) => bad.to_string(),
+            None => first,
+        }
+    } else if name == "rdb_last_save_time" {
+        // The cluster is saved as of its oldest save.
+        ints().min().map_or(first, |n| n.to_string())
+    } else {
+        first
+    }
+}
+
+/// The persistence section's lines from the masters' INFO replies, field
+/// by field in the first master's order: a flag or an operation in
+/// progress on any master is shown on (`loading`, `*_in_progress`, ...),
+/// the changes and counts of work are summed, a status is the first that
+/// is not `ok`, the last save time is the oldest, and the rest is the
+/// first master's value. Masters that answered an error are left out.
+pub fn persistence_merge(replies: &[Bytes]) -> String {
+    merged_section(replies, "persistence", |name, values| {
+        Some(persistence_field(name, values))
+    })
+}
+
+/// The fields of `stats` and `memory` that describe the data, which only
+/// the masters know, summed over them (the others of those sections are
+/// the proxy's own): what a client of one server reads there about its
+/// keys (expiries, evictions, hits, lazy frees).
+const DATA_FIELDS: &[&str] = &[
+    "expired_keys",
+    "expired_time_cap_reached_count",
+    "expire_cycle_cpu_milliseconds",
+    "evicted_keys",
+    "total_eviction_exceeded_time",
+    "current_eviction_exceeded_time",
+    "keyspace_hits",
+    "keyspace_misses",
+    "total_forks",
+    "lazyfree_pending_objects",
+    "lazyfreed_objects",
+];
+
+/// A data field's value over the masters ([`DATA_FIELDS`] summed, the
+/// stale percentage and the last fork's time the largest); None for the
+/// proxy's own fields.
+fn data_field(name: &str, values: &[&str]) -> Option<String> {
+    if DATA_FIELDS.contains(&name) {
+        let sum: i64 = values.iter().filter_map(|v| v.parse::<i64>().ok()).sum();
+        return Some(sum.to_string());
+    }
+    let largest = |values: &[&str]| {
+        values
+            .iter()
+            .filter_map(|v| v.parse::<f64>().ok())
+            .fold(0.0f64, f64::max)
+    };
+    match name {
+        "expired_stale_perc" => Some(format!("{:.2}", largest(values))),
+        "latest_fork_usec" => Some(format!("{}", largest(values) as i64)),
+        _ => None,
+    }
+}
+
+/// The lines of section `title` (lower case) gathered from the masters'
+/// INFO replies, field by field in the order first seen, each value made
+/// by `pick` from every master's (a field it answers None for is left
+/// out). Masters that answered an error are left out.
+fn merged_section(
+    replies: &[Bytes],
+    title: &str,
+    pick: impl Fn(&str, &[&str]) -> Option<String>,
+) -> String {
+    let mut fields: Vec<(String, Vec<String>)> = Vec::new();
+    for r in replies {
+        let Some(text) = reply_text(r) else { continue };
+        let mut inside = false;
+        for line in text.lines() {
+            if let Some(t) = line.strip_prefix("# ") {
+                inside = t.eq_ignore_ascii_case(title);
+                continue;
+            }
+            let Some((name, value)) = line.split_once(':').filter(|_| inside) else {
+                continue;
+            };
+            match fields.iter_mut().find(|(n, _)| n == name) {
+                Some((_, values)) => values.push(value.to_string()),
+                None => fields.push((name.to_string(), vec![value.to_string()])),
+            }
+        }
+    }
+    let mut out = String::new();
+    for (name, values) in &fields {
+        let values: Vec<&str> = values.iter().map(String::as_str).collect();
+        if let Some(v) = pick(name, &values) {
+            let _ = write!(out, "{name}:{v}\r\n");
+        }
+    }
+    out
 }
 
 /// The keyspace section's lines from the masters' `INFO keyspace` replies:
@@ -400,6 +544,7 @@ fn memory(t: &mut String, cx: &Ctx) {
         r.libraries,
         r.library_bytes,
     );
+    t.push_str(cx.data_memory);
 }
 
 fn stats(t: &mut String, cx: &Ctx) {
@@ -483,6 +628,7 @@ fn stats(t: &mut String, cx: &Ctx) {
         "script_reloads:{}\r\nfunction_reloads:{}\r\nscript_registry_evictions:{}\r\n",
         r.script_reloads, r.function_reloads, r.evictions,
     );
+    t.push_str(cx.data_stats);
 }
 
 fn cpu(t: &mut String, _cx: &Ctx) {
@@ -764,5 +910,40 @@ mod tests {
         assert_eq!(human(1363148), "1.30M");
         assert_eq!(human(512), "512B");
         assert!(rss_bytes() > 0);
+    }
+}
+
+#[cfg(test)]
+mod persistence_tests {
+    use super::*;
+
+    fn reply(text: &str) -> Bytes {
+        Bytes::from(format!("${}\r\n{text}\r\n", text.len()))
+    }
+
+    #[test]
+    fn persistence_merges_the_masters_as_one_server() {
+        let a = reply("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:3\r\nrdb_bgsave_in_progress:0\r\nrdb_last_save_time:200\r\nrdb_last_bgsave_status:ok\r\naof_enabled:0\r\n\r\n# Keyspace\r\ndb0:keys=3,expires=0,avg_ttl=0\r\n");
+        let b = reply("# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:4\r\nrdb_bgsave_in_progress:1\r\nrdb_last_save_time:100\r\nrdb_last_bgsave_status:err\r\naof_enabled:0\r\n");
+        let e = Bytes::from_static(b"-ERR down\r\n");
+        assert_eq!(
+            persistence_merge(&[a, b, e]),
+            "loading:0\r\nrdb_changes_since_last_save:7\r\nrdb_bgsave_in_progress:1\r\nrdb_last_save_time:100\r\nrdb_last_bgsave_status:err\r\naof_enabled:0\r\n"
+        );
+        assert_eq!(persistence_merge(&[]), "");
+    }
+
+    #[test]
+    fn the_data_fields_of_stats_and_memory_are_the_masters_summed() {
+        let a = reply("# Stats\r\ntotal_commands_processed:9\r\nexpired_keys:2\r\nexpired_stale_perc:0.50\r\nkeyspace_hits:5\r\n\r\n# Memory\r\nused_memory:1\r\nlazyfree_pending_objects:1\r\n");
+        let b = reply("# Stats\r\ntotal_commands_processed:7\r\nexpired_keys:3\r\nexpired_stale_perc:1.25\r\nkeyspace_hits:1\r\n");
+        assert_eq!(
+            merged_section(&[a.clone(), b.clone()], "stats", data_field),
+            "expired_keys:5\r\nexpired_stale_perc:1.25\r\nkeyspace_hits:6\r\n"
+        );
+        assert_eq!(
+            merged_section(&[a, b], "memory", data_field),
+            "lazyfree_pending_objects:1\r\n"
+        );
     }
 }

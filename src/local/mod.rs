@@ -45,6 +45,7 @@ mod introspect;
 
 pub use auth::reset_session;
 pub use client::client_info_line;
+pub use config_cmd::{own_pairs as config_own_pairs, set_own as config_set_own};
 
 use crate::command::{Args, Command, LocalCmd};
 use crate::resp::encode::Encoder;
@@ -76,6 +77,8 @@ const OK: &[u8] = b"+OK\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
 const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
 const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
+const ERR_MONITOR: &[u8] =
+    b"-ERR mithril: MONITOR is not supported through the proxy; run it on a node\r\n";
 
 fn stat(s: &'static [u8]) -> Outcome {
     Outcome::Reply(Bytes::from_static(s))
@@ -169,6 +172,9 @@ pub fn execute(
             },
             s,
         ),
+        // No feed of the proxy's traffic yet: said plainly, rather than
+        // as an unknown command.
+        LocalCmd::Monitor => stat(ERR_MONITOR),
         // Cluster-client handshakes; the proxy routes every read itself.
         LocalCmd::Asking | LocalCmd::Readonly | LocalCmd::Readwrite => stat(OK),
         // The worker runs them on the session's pinned connection

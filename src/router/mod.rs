@@ -289,6 +289,10 @@ pub fn decide_command(
     }
     // 9. The route.
     let routed = match cmd.route {
+        Route::Local(LocalCmd::Config) if !topo.is_empty() => match config_route(cmd, args) {
+            Some(d) => d,
+            None => return Decision::Local(LocalCmd::Config),
+        },
         Route::Local(which) => return local(v, which, args),
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
@@ -338,6 +342,39 @@ pub fn decide_command(
         return no_topology();
     }
     routed
+}
+
+/// CONFIG GET and SET with the cluster behind the proxy: `None` when
+/// mithril answers alone (every name is one of its own directives, or
+/// another subcommand); a CONFIG SET that names a server's parameter goes
+/// to every master (`Wide::ConfigSet`: mithril's own names in it are
+/// checked first and applied once every master said OK); a CONFIG GET
+/// whose patterns may match a server's parameter also asks one master
+/// (`Wide::ConfigGet`).
+fn config_route(cmd: &Command, args: &Args<'_>) -> Option<Decision> {
+    let own = |i: usize| {
+        args.get(i)
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .and_then(crate::config::lookup)
+            .is_some_and(|d| d.name != "include")
+    };
+    match cmd.name {
+        // An odd count is the syntax error mithril's handler gives.
+        "config|set" if args.len() % 2 == 0 => {
+            let names = (2..args.len()).step_by(2);
+            let mine = names.clone().filter(|&i| own(i)).count();
+            (mine < names.len()).then_some(Decision::Wide(Wide::ConfigSet))
+        }
+        "config|get" => {
+            let glob = |i: usize| {
+                args.get(i)
+                    .is_some_and(|p| p.iter().any(|b| matches!(b, b'*' | b'?' | b'[')))
+            };
+            let all_own = (2..args.len()).all(|i| own(i) && !glob(i));
+            (!all_own).then_some(Decision::Wide(Wide::ConfigGet))
+        }
+        _ => None,
+    }
 }
 
 #[inline]
@@ -443,6 +480,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time | LocalCmd::Unwatch) => {
             Decision::Queue
         }
+        // Inside a transaction a node answers WAIT at once, with what it
+        // has: it runs there with the rest.
+        Route::ClusterWide(Wide::Wait) => Decision::Queue,
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
             Decision::Refuse(Box::new(refusal(Bytes::from(r), true)))

@@ -492,8 +492,35 @@ fn local_commands_go_to_their_handler_or_the_worker() {
         decision(&v, &["client", "setname", "x"]),
         Decision::Local(LocalCmd::Client)
     );
+    // CONFIG: mithril's own directives here, the servers' parameters on
+    // the masters.
     assert_eq!(
-        decision(&v, &["config", "get", "x"]),
+        decision(&v, &["config", "get", "maxmemory"]),
+        Decision::Local(LocalCmd::Config)
+    );
+    assert_eq!(
+        decision(&v, &["config", "get", "maxmemory", "hz"]),
+        Decision::Wide(Wide::ConfigGet)
+    );
+    assert_eq!(
+        decision(&v, &["config", "get", "max*"]),
+        Decision::Wide(Wide::ConfigGet)
+    );
+    assert_eq!(
+        decision(&v, &["config", "set", "timeout", "0"]),
+        Decision::Local(LocalCmd::Config)
+    );
+    assert_eq!(
+        decision(&v, &["config", "set", "hz", "20", "lua-time-limit", "100"]),
+        Decision::Wide(Wide::ConfigSet)
+    );
+    assert_eq!(
+        decision(&v, &["config", "set", "hz", "20", "timeout", "0"]),
+        Decision::Wide(Wide::ConfigSet)
+    );
+    // An odd count: mithril's syntax error.
+    assert_eq!(
+        decision(&v, &["config", "set", "hz", "20", "x"]),
         Decision::Local(LocalCmd::Config)
     );
     assert_eq!(decision(&v, &["info"]), Decision::Gather(Gather::Info));

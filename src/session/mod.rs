@@ -242,6 +242,57 @@ pub struct Session {
     /// Asked for its id (CLIENT ID, HELLO): listed in
     /// `Shared::named_clients` until it closes.
     pub named: bool,
+    /// The masters it wrote to since its last WAIT (`worker/admin.rs`).
+    pub written: Written,
+    /// Leases carrying its WAIT / WAITAOF parts, with the WAIT's ring
+    /// sequence: closed if it leaves before they are answered (a WAIT may
+    /// block for ever).
+    pub wait_leases: Vec<(Key, u64)>,
+}
+
+/// The masters a session wrote to since its last WAIT, as shard indexes
+/// of one topology epoch: a bit each for the first 64, `all` for a later
+/// one, a write to several shards, writes under an older epoch (whose
+/// indexes may name other masters now), or a redirected request (it went
+/// to a master its slot's index does not name). Set at dispatch with a compare
+/// and an OR, nothing allocated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub epoch: u64,
+    pub bits: u64,
+    pub all: bool,
+}
+
+impl Written {
+    /// A write dispatched to shard `shard` (`None`: several, or unknown)
+    /// under topology `epoch`.
+    #[inline]
+    pub fn note(&mut self, epoch: u64, shard: Option<usize>) {
+        if self.epoch != epoch {
+            self.all |= self.bits != 0;
+            self.bits = 0;
+            self.epoch = epoch;
+        }
+        match shard {
+            Some(i) if i < 64 => self.bits |= 1 << i,
+            _ => self.all = true,
+        }
+    }
+
+    /// The shards a WAIT must ask under topology `epoch` of `masters`
+    /// masters: `None` for every master, an empty list when nothing was
+    /// written. Clears the record (the WAIT covers those writes).
+    pub fn take(&mut self, epoch: u64, masters: usize) -> Option<Vec<usize>> {
+        let was = std::mem::take(self);
+        if was.all || (was.bits != 0 && was.epoch != epoch) {
+            return None;
+        }
+        Some(
+            (0..masters.min(64))
+                .filter(|i| was.bits & (1 << i) != 0)
+                .collect(),
+        )
+    }
 }
 
 impl Session {
@@ -290,6 +341,8 @@ impl Session {
             pipe: false,
             pipe_score: PIPE_SCORE,
             moving: false,
+            written: Written::default(),
+            wait_leases: Vec::new(),
             txn: None,
             sub: None,
             pin: None,
@@ -627,5 +680,33 @@ impl Session {
                 "client {id}: a confirmation expected for a slot not pending"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Written;
+
+    #[test]
+    fn written_masters_are_taken_by_the_next_wait() {
+        let mut w = Written::default();
+        assert_eq!(w.take(1, 3), Some(vec![]), "nothing written");
+        w.note(1, Some(2));
+        w.note(1, Some(0));
+        w.note(1, Some(2));
+        assert_eq!(w.take(1, 3), Some(vec![0, 2]));
+        assert_eq!(w.take(1, 3), Some(vec![]), "taken by the WAIT before");
+        // A wider write, a shard past 64, or a new epoch: every master.
+        w.note(1, None);
+        assert_eq!(w.take(1, 3), None);
+        w.note(1, Some(70));
+        assert_eq!(w.take(1, 3), None);
+        w.note(1, Some(1));
+        assert_eq!(w.take(2, 3), None, "indexes of an older map");
+        w.note(1, Some(1));
+        w.note(2, Some(0));
+        assert_eq!(w.take(2, 3), None, "a write under each map");
+        w.note(3, Some(1));
+        assert_eq!(w.take(3, 3), Some(vec![1]));
     }
 }

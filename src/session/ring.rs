@@ -74,6 +74,11 @@ pub enum Fold {
     /// Every part's non-nil reply kept; one of them, at random, is the
     /// answer, nil only when every part was nil (RANDOMKEY).
     AnyOf,
+    /// A SCAN page filled over the masters (`worker/fanout.rs`): `items`
+    /// holds the keys so far, `sum` the COUNT asked for, and `parts_left`
+    /// the node calls the page may still make. Its replies do not go
+    /// through the fold of parts.
+    ScanPage,
 }
 
 /// What a merge's parts have folded into so far.
@@ -515,7 +520,7 @@ impl Merge {
                 );
             }
             Fold::Union => assert!(f.hll.is_some(), "union merge at {seq} without registers"),
-            Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf => {}
+            Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf | Fold::ScanPage => {}
         }
     }
 }

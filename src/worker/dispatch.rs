@@ -5,13 +5,33 @@
 
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Release};
-use crate::command::{Args, Command, LocalCmd, Route};
+use crate::command::{flags, Args, Command, LocalCmd, Route};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
 use crate::router::{self, Decision, Refusal, TxnOp, View};
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::ops::Range;
+
+/// Remember which master a write goes to, for the session's next WAIT
+/// (`session::Written`): its slot's for one slot, every master for
+/// anything wider (a fan-out, EXEC, a keyless call). A refused or queued
+/// command writes nothing yet (a queued one counts at its EXEC).
+#[inline]
+fn note_write(s: &mut crate::session::Session, topo: &crate::topology::Topology, d: &Decision) {
+    let shard = match *d {
+        Decision::Slot { slot, .. }
+        | Decision::Lease { slot }
+        | Decision::Eval {
+            slot: Some(slot), ..
+        } => topo.shard_of(slot),
+        Decision::Refuse(_) | Decision::Queue | Decision::Txn(TxnOp::Multi | TxnOp::Discard) => {
+            return
+        }
+        _ => None,
+    };
+    s.written.note(topo.epoch, shard);
+}
 
 impl Worker {
     pub(super) fn dispatch(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
@@ -76,10 +96,13 @@ impl Worker {
                     }),
                     pin,
                 };
-                (
-                    Some(cmd),
-                    router::decide_command(&view, cmd, &args, &self.topo),
-                )
+                let decision = router::decide_command(&view, cmd, &args, &self.topo);
+                if cmd.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
+                    || matches!(decision, Decision::Txn(TxnOp::Exec))
+                {
+                    note_write(s, &self.topo, &decision);
+                }
+                (Some(cmd), decision)
             }
             Err(refused) => (None, refused),
         };

@@ -36,6 +36,7 @@
 //! session only (its admission ticket is released by its drop), is logged,
 //! and the worker goes on serving everyone else.
 
+mod admin;
 mod blocking;
 mod cache;
 mod dispatch;
@@ -290,6 +291,9 @@ impl Worker {
         // cancels the block. Its subscriber connection goes too.
         if let Some(lease) = s.input().lease() {
             self.close_lease_of(cx, key, lease);
+        }
+        if !s.wait_leases.is_empty() {
+            self.close_wait_leases(cx, key, std::mem::take(&mut s.wait_leases));
         }
         if !self.waves.is_empty() {
             self.waves.retain(|w| w.0 != key);

@@ -5,12 +5,12 @@
 //! ```text
 //!  INFO on worker A (3 masters, 2 workers)
 //!    ring slot = gathering of 5 parts, finished by a closure
-//!    parts 0..3: INFO KEYSPACE to each master (like DBSIZE's fan-out)
+//!    parts 0..3: INFO KEYSPACE PERSISTENCE to each master (as DBSIZE fans out)
 //!    handoff:    A ─► acceptor: take every connection waiting, hand it over
 //!                acceptor ─► HandedOver ─► A   (after those Accepts)
 //!    part 3+A:   A publishes its snapshot
 //!    part 3+B:   Ask::Publish ─► worker B ─► Answer (fabric, both ways)
-//!    last part in ─► info_text(every snapshot, summed keyspace) ─► reply
+//!    last part in ─► info_text(every snapshot, masters merged) ─► reply
 //! ```
 //!
 //! The hot path's share lives elsewhere and is marked `observe:` where it
@@ -50,7 +50,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const INFO_KEYSPACE: &[u8] = b"*2\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n";
+/// The sections of every master's INFO that a proxy's INFO shows the
+/// data's side of (`local::info`).
+const INFO_MASTERS: &[u8] =
+    b"*5\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n$5\r\nSTATS\r\n$6\r\nMEMORY\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
@@ -547,7 +550,8 @@ impl Worker {
             .map(<[u8]>::to_vec)
             .collect();
         let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-        let masters = if info::wants(&refs, "keyspace") {
+        let from_masters = ["keyspace", "persistence", "stats", "memory"];
+        let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
             self.topo.shards.len()
         } else {
             0
@@ -564,15 +568,14 @@ impl Worker {
             if let Some(e) = first_error(workers) {
                 return e;
             }
-            let keyspace = info::keyspace_sum(nodes);
             let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-            encode_text(proto, info::info_text(&shared, &refs, &keyspace).as_bytes())
+            encode_text(proto, info::info_text(&shared, &refs, nodes).as_bytes())
         });
         let workers = self.shared.workers.len();
         let Some(seq) = self.gather_slot(key, args, masters + workers, finish) else {
             return;
         };
-        let req = Bytes::from_static(INFO_KEYSPACE);
+        let req = Bytes::from_static(INFO_MASTERS);
         self.parts_to_masters(cx, key, seq, masters, proto, &req);
         self.ask_workers(cx, key, seq, masters as u32, Ask::Publish);
     }
@@ -663,9 +666,17 @@ impl Worker {
             shared.rejected_connections.store(0, Ordering::Relaxed);
             Bytes::from_static(b"+OK\r\n")
         });
+        // The masters reset theirs too (parts 0..masters), as a client of
+        // one server expects every counter it can read to restart.
+        let masters = self.topo.shards.len();
+        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+            return;
+        };
         let workers = self.shared.workers.len();
-        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
-            self.ask_workers(cx, key, seq, 0, Ask::Reset);
+        if let Some(seq) = self.gather_slot(key, args, masters + workers, finish) {
+            let req = Bytes::from_static(b"*2\r\n$6\r\nCONFIG\r\n$9\r\nRESETSTAT\r\n");
+            self.parts_to_masters(cx, key, seq, masters, proto, &req);
+            self.ask_workers(cx, key, seq, masters as u32, Ask::Reset);
         }
     }
 

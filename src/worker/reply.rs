@@ -258,10 +258,8 @@ impl Worker {
                 self.cache_fill(ticket, &f.req, &frame);
                 self.fold_part(cx, f.session, f.seq, u32::from(part), frame)
             }
-            Purpose::Scan(index) => {
-                let frame = fanout::rewrite_scan_reply(&frame, index, self.topo.shards.len());
-                self.deliver(f.session, f.seq, frame, &f.req);
-            }
+            Purpose::Scan(index) => self.scan_page(cx, f.session, f.seq, index, &f.req, frame),
+            Purpose::WaitSync { .. } => self.wait_synced(cx, f, frame),
             Purpose::Blocking => {
                 self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
@@ -293,9 +291,13 @@ impl Worker {
             self.complete_error(cx, f, Bytes::from_static(router::ERR_TOO_MANY_REDIRECTS));
             return;
         }
-        let Some(proto) = self.sessions.get(f.session).map(|s| s.proto) else {
+        let Some(s) = self.sessions.get_mut(f.session) else {
             return; // the client left; nobody is waiting for this answer
         };
+        let proto = s.proto;
+        // A write may now land on a master its session's record does not
+        // name: its next WAIT asks every master.
+        s.written.all = true;
         let (addr, asking) = match r {
             Redirect::Moved { slot, addr } => {
                 self.obs.stats.counters.moved += 1; // observe

@@ -90,6 +90,16 @@ impl Worker {
         } else {
             s
         };
+        let s = if s.eof && !s.wait_leases.is_empty() && !s.input().is_blocked() {
+            // Gone mid-WAIT (worker/admin.rs).
+            self.abandon_waits(cx, key);
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
+            s
+        } else {
+            s
+        };
         if s.finished() {
             self.close_session(cx, key);
         } else {

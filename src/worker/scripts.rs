@@ -73,12 +73,12 @@ pub(super) fn is_missing(frame: &[u8]) -> bool {
     frame.starts_with(b"-NOSCRIPT") || frame == FUNCTION_NOT_FOUND
 }
 
-fn is_error(frame: &[u8]) -> bool {
+pub(super) fn is_error(frame: &[u8]) -> bool {
     frame.first() == Some(&b'-')
 }
 
 /// The first error among `parts`.
-fn first_error(parts: &[Bytes]) -> Option<Bytes> {
+pub(super) fn first_error(parts: &[Bytes]) -> Option<Bytes> {
     parts.iter().find(|p| is_error(p)).cloned()
 }
 
@@ -95,7 +95,7 @@ fn agreed(parts: Vec<Bytes>) -> Bytes {
 }
 
 /// Every master said OK.
-fn all_ok(parts: Vec<Bytes>) -> Bytes {
+pub(super) fn all_ok(parts: Vec<Bytes>) -> Bytes {
     if let Some(e) = first_error(&parts) {
         return e;
     }
@@ -262,7 +262,8 @@ fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
                 all_ok(parts)
             })
         }
-        Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys => return None,
+        // Not scripting commands (`Wide::is_scripting`).
+        _ => return None,
     };
     Some(f)
 }
