@@ -698,8 +698,6 @@ fn not_implemented_commands_answer_unknown_command() {
     let mut c = m.conn();
     let refused: &[&[&str]] = &[
         &["SCRIPT", "DEBUG", "YES"],
-        &["SSUBSCRIBE", "ch"],
-        &["SUNSUBSCRIBE"],
         &["WAIT", "0", "0"],
         &["DEBUG", "SLEEP", "0"],
         &["LATENCY", "LATEST"],

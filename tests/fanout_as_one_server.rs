@@ -33,22 +33,12 @@ fn err(s: &str) -> Reply {
 
 /// One key `<prefix>:<n>` owned by each master, in master order.
 fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
-    cluster
-        .masters()
-        .iter()
-        .map(|n| {
-            (0..)
-                .map(|i| format!("{prefix}:{i}"))
-                .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) == n.port)
-                .unwrap()
-        })
-        .collect()
+    cluster.key_per_master(prefix)
 }
 
 /// The direct connection to the master that owns `key`.
 fn owner(cluster: &RedisCluster, key: &str) -> Conn {
-    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
-    Conn::connect(&format!("127.0.0.1:{port}"))
+    cluster.owner_conn(key)
 }
 
 /// PFADD `key` with the elements `e:<from>` .. `e:<to - 1>`.

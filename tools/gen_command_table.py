@@ -83,6 +83,7 @@ ROUTES = {
     "ClusterWide(FunctionFlush)": "Route::ClusterWide(Wide::FunctionFlush)",
     "ClusterWide(FunctionRestore)": "Route::ClusterWide(Wide::FunctionRestore)",
     "ClusterWide(FunctionKill)": "Route::ClusterWide(Wide::FunctionKill)",
+    "ClusterWide(ShardNumsub)": "Route::ClusterWide(Wide::ShardNumsub)",
     "Eval": "Route::Eval",
 }
 

@@ -400,6 +400,9 @@ pub enum Wide {
     FunctionRestore,
     /// FUNCTION KILL: as SCRIPT KILL.
     FunctionKill,
+    /// PUBSUB SHARDNUMSUB: every master; each channel's counts summed (a
+    /// shard channel lives on one master, which counts it).
+    ShardNumsub,
 }
 
 impl Wide {
@@ -407,7 +410,12 @@ impl Wide {
     pub fn is_scripting(self) -> bool {
         !matches!(
             self,
-            Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys
+            Wide::Scan
+                | Wide::Dbsize
+                | Wide::Flushall
+                | Wide::Randomkey
+                | Wide::Keys
+                | Wide::ShardNumsub
         )
     }
 }

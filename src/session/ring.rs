@@ -74,6 +74,9 @@ pub enum Fold {
     /// Every part's non-nil reply kept; one of them, at random, is the
     /// answer, nil only when every part was nil (RANDOMKEY).
     AnyOf,
+    /// `[name, count, ...]` pairs (a RESP3 map): the first part's names,
+    /// each count summed over the parts (PUBSUB SHARDNUMSUB).
+    PairSum,
 }
 
 /// What a merge's parts have folded into so far.
@@ -515,6 +518,10 @@ impl Merge {
                 );
             }
             Fold::Union => assert!(f.hll.is_some(), "union merge at {seq} without registers"),
+            Fold::PairSum => assert!(
+                f.items.len() % 2 == 0,
+                "merge at {seq}: an odd number of pair items"
+            ),
             Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf => {}
         }
     }

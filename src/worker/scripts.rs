@@ -262,7 +262,12 @@ fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
                 all_ok(parts)
             })
         }
-        Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys => return None,
+        Wide::Scan
+        | Wide::Dbsize
+        | Wide::Flushall
+        | Wide::Randomkey
+        | Wide::Keys
+        | Wide::ShardNumsub => return None,
     };
     Some(f)
 }
