@@ -562,3 +562,68 @@ fn keyspace_events_after_a_failover() {
     let extra = drain_to_pong(&mut sub);
     assert!(extra.is_empty(), "no copies: {extra:?}");
 }
+
+/// RESET, and a client going away, leave no subscription on any node:
+/// every subscriber connection of the session is closed.
+#[test]
+fn reset_and_disconnect_leave_nothing_on_any_node() {
+    let (cluster, m) = cluster_and_mithril("");
+    let channels = name_per_master(&cluster, "gone");
+    let masters: Vec<u16> = cluster.masters().iter().map(|n| n.port).collect();
+    let subscribe_all = |c: &mut Conn| {
+        for (i, ch) in channels.iter().enumerate() {
+            c.send(&[b"SSUBSCRIBE", ch.as_bytes()]);
+            assert_eq!(c.read_reply(), conf("ssubscribe", ch, i as i64 + 1));
+        }
+        c.send(&[b"PSUBSCRIBE", b"__keyevent@0__:*"]);
+        assert_eq!(c.read_reply(), conf("psubscribe", "__keyevent@0__:*", 1));
+    };
+    // What every master holds: its shard channel and the pattern.
+    let held = |n: i64| {
+        for (port, ch) in masters.iter().zip(&channels) {
+            let mut d = Conn::connect(&format!("127.0.0.1:{port}"));
+            wait_numsub(&mut d, "SHARDNUMSUB", ch, n, "the shard channel");
+            wait_until("the pattern", Duration::from_secs(10), || {
+                (d.cmd(&["PUBSUB", "NUMPAT"]) == Reply::Int(n)).then_some(())
+            });
+        }
+    };
+    let mut c = m.conn();
+    subscribe_all(&mut c);
+    held(1);
+    assert_eq!(c.cmd(&["RESET"]), Reply::Simple("RESET".into()));
+    held(0);
+    assert_eq!(c.cmd(&["SET", "k", "v"]), ok());
+    subscribe_all(&mut c);
+    held(1);
+    drop(c);
+    held(0);
+}
+
+/// SSUBSCRIBE of two channels of a slot that moved while mithril's map
+/// still has the old owner: that node refuses the command with one MOVED,
+/// which answers both channels; the client gets both confirmations and
+/// the channels are subscribed on the new owner.
+#[test]
+fn ssubscribe_on_a_stale_map_follows_moved() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "topology-refresh-secs 3600");
+    let (a, b) = ("{stale}a", "{stale}b");
+    let slot = key_slot(a.as_bytes());
+    let mut c = m.conn();
+    // mithril has its map; then the slot moves behind its back.
+    assert_eq!(c.cmd(&["SET", "warm", "1"]), ok());
+    let from = cluster.port_for_slot(slot);
+    let to = (0..3).find(|&i| cluster.nodes[i].port != from).unwrap();
+    cluster.migrate_slot(slot, to, 10);
+    let mut sub = m.conn();
+    sub.send(&[b"SSUBSCRIBE", a.as_bytes(), b.as_bytes()]);
+    assert_eq!(sub.read_reply(), conf("ssubscribe", a, 1));
+    assert_eq!(sub.read_reply(), conf("ssubscribe", b, 2));
+    let mut owner = cluster.nodes[to].conn();
+    wait_numsub(&mut owner, "SHARDNUMSUB", a, 1, "a on the new owner");
+    wait_numsub(&mut owner, "SHARDNUMSUB", b, 1, "b on the new owner");
+    assert_eq!(owner.cmd(&["SPUBLISH", b, "hi"]), Reply::Int(1));
+    assert_eq!(sub.read_reply(), smessage(false, b, "hi"));
+    assert!(drain_to_pong(&mut sub).is_empty());
+}

@@ -151,6 +151,9 @@ pub struct Expect {
     pub shard: Option<(bool, Box<[u8]>)>,
     /// MOVED answers followed for this shard channel so far.
     pub hops: u8,
+    /// The first channel of its command: a node refuses a command with
+    /// one error, which answers every channel from here to the next first.
+    pub first: bool,
 }
 
 impl Subscriptions {

@@ -497,12 +497,13 @@ impl Worker {
         let Some(c) = sub.conns.get_mut(i) else {
             return;
         };
-        for name in names {
+        for (j, name) in names.iter().enumerate() {
             c.expect.push_back(Expect {
                 seq: None,
                 reply: None,
                 shard: shard.map(|unsub| (unsub, Box::from(*name))),
                 hops,
+                first: j == 0,
             });
         }
         let conn = c.conn;
@@ -712,28 +713,31 @@ impl Worker {
                 let Some(c) = sub.conns.get_mut(t) else {
                     continue;
                 };
-                c.expect.push_back(Expect {
-                    seq: Some(seq),
-                    reply: (j == 0).then(|| conf.clone()),
-                    shard: (w.kind == Kind::Shard).then(|| (w.unsubscribe, Box::from(name))),
-                    hops: 0,
-                });
-                match outs
+                let run = outs
                     .iter_mut()
                     .rev()
                     .find(|o| o.0 == t)
-                    .filter(|o| o.1 == slot)
-                {
+                    .filter(|o| o.1 == slot);
+                let first = match run {
                     Some(o) => {
                         bulk_into(&mut o.2, name);
                         o.3 += 1;
+                        false
                     }
                     None => {
                         let mut body = Vec::with_capacity(64);
                         bulk_into(&mut body, name);
                         outs.push((t, slot, body, 1));
+                        true
                     }
-                }
+                };
+                c.expect.push_back(Expect {
+                    seq: Some(seq),
+                    reply: (j == 0).then(|| conf.clone()),
+                    shard: (w.kind == Kind::Shard).then(|| (w.unsubscribe, Box::from(name))),
+                    hops: 0,
+                    first,
+                });
             }
             end = next;
             walked += 1;
@@ -849,25 +853,18 @@ impl Worker {
                 .filter(|node| node.healthy)
                 .map(|node| node.addr)
         };
-        let moves: Vec<(Vec<u8>, Option<SocketAddr>, Option<SocketAddr>)> = sub
+        // The old owner is not told: a node drops the shard channels of a
+        // slot it loses (the SUNSUBSCRIBE it sends is swallowed), and one
+        // that is down cannot be told.
+        let moves: Vec<(Vec<u8>, Option<SocketAddr>)> = sub
             .shard
             .iter()
             .filter_map(|(ch, &placed)| {
                 let to = want(ch);
-                (to != placed || placed.is_none()).then(|| (ch.clone(), placed, to))
+                (to != placed || placed.is_none()).then(|| (ch.clone(), to))
             })
             .collect();
-        for (ch, placed, to) in moves {
-            if let Some(old) = placed {
-                let i = self
-                    .sessions
-                    .get(key)
-                    .and_then(|s| s.sub.as_ref())
-                    .and_then(|sub| sub.conns.iter().position(|c| c.addr == old));
-                if let Some(i) = i {
-                    self.hidden(key, i, b"SUNSUBSCRIBE", &[&ch], Some(true), 0);
-                }
-            }
+        for (ch, to) in moves {
             let at = to.and_then(|a| self.sub_conn(cx, key, a).map(|i| (a, i)));
             let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
                 return;
@@ -980,9 +977,29 @@ impl Worker {
             return;
         };
         if frame.first() == Some(&b'-') {
-            // A refusal where a confirmation was due.
-            if let Some(e) = sub.conns[i].expect.pop_front() {
-                self.refused(cx, owner, i, e, frame);
+            // A refusal where confirmations were due: it answers the whole
+            // command, every channel it named. A MOVED naming another slot
+            // than the front command's answers one already matched (the
+            // node's own SUNSUBSCRIBE of the channel came before it).
+            let c = &mut sub.conns[i];
+            let redirect = router::parse_redirect(&frame, c.addr, &self.topo);
+            if let Some(router::Redirect::Moved { slot, .. } | router::Redirect::Ask { slot, .. }) =
+                redirect
+            {
+                let front = c.expect.front().and_then(|e| e.shard.as_ref());
+                if front.map(|(_, ch)| key_slot(ch)) != Some(slot) {
+                    return;
+                }
+            }
+            let mut batch = Vec::new();
+            while let Some(e) = c.expect.pop_front() {
+                batch.push(e);
+                if c.expect.front().map_or(true, |e| e.first) {
+                    break;
+                }
+            }
+            for e in batch {
+                self.refused(cx, owner, i, e, frame.clone());
             }
             return;
         }
@@ -1046,10 +1063,13 @@ impl Worker {
         }
     }
 
-    /// A node refused a subscriber command. A shard channel's SSUBSCRIBE
-    /// answered MOVED (the map was behind) is sent where MOVED says, and
-    /// otherwise placed again with the next map; the client's confirmation
-    /// stands. Any other refusal is the client's answer.
+    /// A node refused a subscriber command (one channel of it here). A
+    /// shard channel's SSUBSCRIBE answered MOVED (the map was behind) is
+    /// sent where MOVED says (at most `MAX_HOPS` times), one answered
+    /// CLUSTERDOWN or TRYAGAIN placed again later: the client's
+    /// confirmation stands. An SUNSUBSCRIBE's stands too (the node does not
+    /// hold the channel). Any other refusal (a permission, say) is the
+    /// client's answer, and a shard channel so refused is no longer kept.
     fn refused(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -1065,11 +1085,20 @@ impl Worker {
             sub.barrier = sub.barrier.max(seq);
         }
         let from = sub.conns[i].addr;
+        let transient = [&b"-MOVED "[..], b"-ASK ", b"-CLUSTERDOWN", b"-TRYAGAIN"]
+            .iter()
+            .any(|p| frame.starts_with(p));
         let mut follow = None;
-        if let Some((false, ch)) = &e.shard {
-            self.shared.topology.request_refresh();
-            if let Some(placed) = sub.shard.get_mut(&ch[..]) {
-                if *placed == Some(from) {
+        let mut retry = false;
+        let error_answers = match &e.shard {
+            Some((false, ch)) => {
+                let here = sub.shard.get(&ch[..]) == Some(&Some(from));
+                if !transient {
+                    if here {
+                        sub.shard.remove(&ch[..]);
+                    }
+                } else if here {
+                    self.shared.topology.request_refresh();
                     let to = match router::parse_redirect(&frame, from, &self.topo) {
                         Some(router::Redirect::Moved { addr, .. })
                             if addr != from && e.hops < MAX_HOPS =>
@@ -1078,32 +1107,37 @@ impl Worker {
                         }
                         _ => None,
                     };
-                    *placed = to;
-                    if to.is_none() {
-                        sub.unplaced = true;
-                        if !self.resubscribe.contains(&owner) {
-                            self.resubscribe.push(owner);
-                        }
-                    }
+                    sub.shard.insert(ch.to_vec(), to);
+                    retry = to.is_none();
                     follow = to.map(|addr| (addr, ch.clone()));
                 }
+                !transient
+            }
+            Some((true, _)) => false,
+            None => true,
+        };
+        if retry {
+            sub.unplaced = true;
+            if !self.resubscribe.contains(&owner) {
+                self.resubscribe.push(owner);
             }
         }
         if let (Some(seq), Some(reply)) = (e.seq, e.reply) {
-            let answer = if e.shard.is_some() { reply } else { frame };
+            let answer = if error_answers { frame } else { reply };
             self.fill_confirmation(owner, seq, answer);
         }
-        if let Some((addr, ch)) = follow {
-            match self.sub_conn(cx, owner, addr) {
-                Some(j) => self.hidden(owner, j, b"SSUBSCRIBE", &[&ch], Some(false), e.hops + 1),
-                None => {
-                    if let Some(sub) = self.sessions.get_mut(owner).and_then(|s| s.sub.as_mut()) {
-                        sub.shard.insert(ch.into_vec(), None);
-                        sub.unplaced = true;
-                    }
-                    if !self.resubscribe.contains(&owner) {
-                        self.resubscribe.push(owner);
-                    }
+        let Some((addr, ch)) = follow else {
+            return;
+        };
+        match self.sub_conn(cx, owner, addr) {
+            Some(j) => self.hidden(owner, j, b"SSUBSCRIBE", &[&ch], Some(false), e.hops + 1),
+            None => {
+                if let Some(sub) = self.sessions.get_mut(owner).and_then(|s| s.sub.as_mut()) {
+                    sub.shard.insert(ch.into_vec(), None);
+                    sub.unplaced = true;
+                }
+                if !self.resubscribe.contains(&owner) {
+                    self.resubscribe.push(owner);
                 }
             }
         }
