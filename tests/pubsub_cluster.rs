@@ -627,3 +627,55 @@ fn ssubscribe_on_a_stale_map_follows_moved() {
     assert_eq!(sub.read_reply(), smessage(false, b, "hi"));
     assert!(drain_to_pong(&mut sub).is_empty());
 }
+
+/// A subscriber connection to a node other than home is lost (the node
+/// kills its pub/sub clients): the session stays, and its shard channel
+/// and keyspace subscription there are made again within a few seconds.
+#[test]
+fn a_lost_subscriber_connection_is_made_again() {
+    let (cluster, m) = cluster_and_mithril("");
+    let home = cluster.port_for_slot(0);
+    let channels = name_per_master(&cluster, "lost");
+    let mut sub = m.conn();
+    for (i, ch) in channels.iter().enumerate() {
+        sub.send(&[b"SSUBSCRIBE", ch.as_bytes()]);
+        assert_eq!(sub.read_reply(), conf("ssubscribe", ch, i as i64 + 1));
+    }
+    sub.send(&[b"SUBSCRIBE", b"__keyevent@0__:set"]);
+    assert_eq!(sub.read_reply(), conf("subscribe", "__keyevent@0__:set", 1));
+    let (port, ch) = cluster
+        .masters()
+        .iter()
+        .map(|n| n.port)
+        .zip(channels.iter())
+        .find(|(p, _)| *p != home)
+        .unwrap();
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    let killed = node.cmd(&["CLIENT", "KILL", "TYPE", "pubsub"]);
+    assert_eq!(killed, Reply::Int(1), "mithril's one connection there");
+    wait_numsub(&mut node, "SHARDNUMSUB", ch, 1, "the shard channel again");
+    wait_numsub(
+        &mut node,
+        "NUMSUB",
+        "__keyevent@0__:set",
+        1,
+        "the keyspace channel again",
+    );
+    assert_eq!(node.cmd(&["SPUBLISH", ch, "back"]), Reply::Int(1));
+    assert_eq!(sub.read_reply(), smessage(false, ch, "back"));
+    let key = name_per_master(&cluster, "lostkey")
+        .into_iter()
+        .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) == port)
+        .unwrap();
+    notify_on(port);
+    assert_eq!(node.cmd(&["SET", &key, "v"]), ok());
+    assert_eq!(
+        sub.read_reply(),
+        arr(vec![
+            bulk("message"),
+            bulk("__keyevent@0__:set"),
+            bulk(&key)
+        ])
+    );
+    assert!(drain_to_pong(&mut sub).is_empty());
+}

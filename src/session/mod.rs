@@ -116,8 +116,9 @@ pub struct Subscriptions {
     /// The keyspace subscriptions are kept on every master (set once one
     /// was made).
     pub everywhere: bool,
-    /// Some shard channel waits to be placed.
-    pub unplaced: bool,
+    /// In the worker's list of subscribers to try again (a subscription
+    /// could not be made where the map says: a lost node, a refusal).
+    pub retry_queued: bool,
     /// The last confirmation's slot: pushes received after it may not
     /// overtake it.
     pub barrier: u64,

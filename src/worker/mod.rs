@@ -145,9 +145,9 @@ pub struct Worker {
     /// (P)(UN)SUBSCRIBEs being dispatched in waves, at most one per
     /// session (pubsub.rs).
     waves: Vec<(Key, pubsub::Wave)>,
-    /// Subscribers with shard channels waiting to be placed (a lost node,
-    /// a refused resubscription): tried again at each tick. At most one
-    /// entry per session.
+    /// Subscribers with a subscription not where the map says (a lost
+    /// connection, a refused resubscription): tried again once a second.
+    /// At most one entry per session (`Subscriptions::retry_queued`).
     resubscribe: Vec<Key>,
     /// Ticks since the last such try (once a second, not to hammer a
     /// node that is down).

@@ -51,6 +51,7 @@ use crate::resp::Proto;
 use crate::router;
 use crate::session::{Expect, SubConn, Subscriptions, MAX_SUBSCRIPTIONS};
 use crate::topology::slot::key_slot;
+use crate::topology::Topology;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -235,6 +236,17 @@ fn is_confirmation(kind: &[u8]) -> bool {
     )
 }
 
+/// The nodes that hold the keyspace subscriptions: the healthy masters
+/// serving slots.
+fn keyspace_masters(topo: &Topology) -> impl Iterator<Item = SocketAddr> + '_ {
+    topo.shards
+        .iter()
+        .filter(|sh| !sh.ranges.is_empty())
+        .filter_map(|sh| topo.nodes.get(sh.master))
+        .filter(|node| node.healthy)
+        .map(|node| node.addr)
+}
+
 /// A subscriber command naming channels, dispatched in waves: what is
 /// left of it. Each channel is one confirmation, and so one reply slot: a
 /// wave takes no more channels than the session's dispatch window has
@@ -382,7 +394,7 @@ impl Worker {
                 patterns: HashSet::new(),
                 shard: HashMap::new(),
                 everywhere: false,
-                unplaced: false,
+                retry_queued: false,
                 barrier: 0,
                 throttled: false,
             }));
@@ -671,12 +683,7 @@ impl Worker {
                     }
                     placed.is_some()
                 }
-                Kind::Shard => {
-                    if shard_conn.is_none() {
-                        sub.unplaced = true;
-                    }
-                    sub.shard.insert(name.to_vec(), shard_addr).is_some()
-                }
+                Kind::Shard => sub.shard.insert(name.to_vec(), shard_addr).is_some(),
             };
             if w.unsubscribe && !had {
                 // Nothing to undo on any node.
@@ -754,15 +761,14 @@ impl Worker {
                 Some((conn, Bytes::from(f)))
             })
             .collect();
-        let unplaced = sub.unplaced;
         for (conn, f) in sends {
             self.send_subscriber(conn, key, f);
         }
         for (seq, conf) in local {
             self.fill_confirmation(key, seq, conf);
         }
-        if unplaced && !self.resubscribe.contains(&key) {
-            self.resubscribe.push(key);
+        if w.kind == Kind::Shard && !w.unsubscribe && shard_conn.is_none() {
+            self.retry_later(key);
         }
         (walked, end)
     }
@@ -774,15 +780,7 @@ impl Worker {
     /// after a failover is a replica, which applies the writes too, and
     /// would repeat every event). Unseen by the client.
     fn keyspace_everywhere(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let masters: Vec<SocketAddr> = self
-            .topo
-            .shards
-            .iter()
-            .filter(|sh| !sh.ranges.is_empty())
-            .filter_map(|sh| self.topo.nodes.get(sh.master))
-            .filter(|node| node.healthy)
-            .map(|node| node.addr)
-            .collect();
+        let masters: Vec<SocketAddr> = keyspace_masters(&self.topo).collect();
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             return;
         };
@@ -836,6 +834,7 @@ impl Worker {
                 self.hidden(key, i, b"PSUBSCRIBE", &patterns, None, 0);
             }
         }
+        self.retry_later(key);
     }
 
     /// Subscribe `key`'s shard channels where the map says their slots
@@ -846,7 +845,6 @@ impl Worker {
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             return;
         };
-        sub.unplaced = false;
         let want = |ch: &[u8]| {
             topo.shard_of(key_slot(ch))
                 .and_then(|sh| topo.master_of(sh))
@@ -876,17 +874,38 @@ impl Worker {
                 }
                 None => {
                     sub.shard.insert(ch, None);
-                    sub.unplaced = true;
                 }
             }
         }
-        let unplaced = self
-            .sessions
-            .get(key)
-            .and_then(|s| s.sub.as_ref())
-            .is_some_and(|x| x.unplaced);
-        if unplaced && !self.resubscribe.contains(&key) {
-            self.resubscribe.push(key);
+        self.retry_later(key);
+    }
+
+    /// Whether some subscription of `key` is not where the map says: a
+    /// shard channel not placed, or (keyspace subscriptions made) a master
+    /// serving slots that does not hold them.
+    fn unsettled(&self, key: Key) -> bool {
+        let Some(sub) = self.sessions.get(key).and_then(|s| s.sub.as_ref()) else {
+            return false;
+        };
+        if sub.shard.values().any(Option::is_none) {
+            return true;
+        }
+        sub.everywhere
+            && keyspace_masters(&self.topo)
+                .any(|addr| !sub.conns.iter().any(|c| c.everywhere && c.addr == addr))
+    }
+
+    /// Try `key`'s subscriptions again at a coming tick if some are not
+    /// where the map says.
+    fn retry_later(&mut self, key: Key) {
+        if !self.unsettled(key) {
+            return;
+        }
+        if let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) {
+            if !sub.retry_queued {
+                sub.retry_queued = true;
+                self.resubscribe.push(key);
+            }
         }
     }
 
@@ -906,17 +925,18 @@ impl Worker {
         }
     }
 
-    /// The tick: shard channels that could not be placed are tried again.
+    /// A tick (once a second): subscriptions that could not be made where
+    /// the map says are tried again.
     pub(super) fn subscribers_retry(&mut self, cx: &mut Context<'_, Timer>) {
         for key in std::mem::take(&mut self.resubscribe) {
-            if self
-                .sessions
-                .get(key)
-                .and_then(|s| s.sub.as_ref())
-                .is_some_and(|x| x.unplaced)
-            {
-                self.place_shards(cx, key);
+            let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
+                continue;
+            };
+            sub.retry_queued = false;
+            if sub.everywhere {
+                self.keyspace_everywhere(cx, key);
             }
+            self.place_shards(cx, key);
         }
     }
 
@@ -939,18 +959,14 @@ impl Worker {
         for placed in sub.shard.values_mut() {
             if *placed == Some(c.addr) {
                 *placed = None;
-                sub.unplaced = true;
             }
         }
-        let unplaced = sub.unplaced;
         for e in c.expect {
             if let (Some(seq), Some(reply)) = (e.seq, e.reply) {
                 self.fill_confirmation(owner, seq, reply);
             }
         }
-        if unplaced && !self.resubscribe.contains(&owner) {
-            self.resubscribe.push(owner);
-        }
+        self.retry_later(owner);
         false
     }
 
@@ -1017,7 +1033,6 @@ impl Worker {
                     };
                     if *placed == Some(addr) {
                         *placed = None;
-                        sub.unplaced = true;
                         self.shared.topology.request_refresh();
                         self.place_shards(cx, owner);
                     }
@@ -1116,15 +1131,12 @@ impl Worker {
             Some((true, _)) => false,
             None => true,
         };
-        if retry {
-            sub.unplaced = true;
-            if !self.resubscribe.contains(&owner) {
-                self.resubscribe.push(owner);
-            }
-        }
         if let (Some(seq), Some(reply)) = (e.seq, e.reply) {
             let answer = if error_answers { frame } else { reply };
             self.fill_confirmation(owner, seq, answer);
+        }
+        if retry {
+            self.retry_later(owner);
         }
         let Some((addr, ch)) = follow else {
             return;
@@ -1134,11 +1146,8 @@ impl Worker {
             None => {
                 if let Some(sub) = self.sessions.get_mut(owner).and_then(|s| s.sub.as_mut()) {
                     sub.shard.insert(ch.into_vec(), None);
-                    sub.unplaced = true;
                 }
-                if !self.resubscribe.contains(&owner) {
-                    self.resubscribe.push(owner);
-                }
+                self.retry_later(owner);
             }
         }
     }
