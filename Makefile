@@ -53,8 +53,16 @@ REDIS_PKGS := redis-server redis-tools
 build:
 	$(CARGO) build --release
 
+# The suites that exercise ordering, fan-out, migration, failover and
+# hostile input run a second time on the shared pipes (backend-sharding yes
+# with four workers, put before each test's own settings: see
+# tests/support/mithril.rs).
+SHARDED_SUITES := proxy_core command_surface correctness resilience hostile_input fanout_as_one_server
+
 test: check-redis
 	$(CARGO) test --workspace
+	MITHRIL_TEST_CONF='backend-sharding yes\nthreads 4' $(CARGO) test \
+		$(addprefix --test ,$(SHARDED_SUITES))
 
 run: check-redis build
 	$(CARGO) run --release --example devcluster -- --mithril $(MITHRIL) \
@@ -67,7 +75,9 @@ run: check-redis build
 # MSET,MGET,GETWIDE,ZIPF), MITHRIL_THREADS, MITHRIL_BIN; MODE=callgrind (or
 # `make bench-callgrind`) counts mithril's instructions per GET instead,
 # under valgrind (installed here if missing and root); CALLGRIND_CACHE=1
-# counts those of a reply-cache hit.
+# counts those of a reply-cache hit. A second pass (SHARDING=1, alone as
+# `make bench-sharding`) runs GET and SET with threads 1 and 2 and each
+# backend-sharding mode.
 bench: check-redis build
 	@if [ "$(MODE)" = callgrind ] && ! command -v valgrind >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -81,6 +91,13 @@ bench: check-redis build
 		fi; \
 	fi
 	MODE=$(MODE) $(CARGO) bench --bench compare
+	@if [ "$(MODE)" != callgrind ]; then SHARDING=1 $(CARGO) bench --bench compare; fi
+
+# The shared pipes alone: GET and SET against direct with threads 1 and 2
+# and each backend-sharding mode (benches/compare, SHARDING=1).
+.PHONY: bench-sharding
+bench-sharding: check-redis build
+	SHARDING=1 $(CARGO) bench --bench compare
 
 .PHONY: bench-callgrind
 bench-callgrind:

@@ -153,11 +153,13 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
             sessions: Padded(AtomicUsize::new(0)),
             buffered: Padded(AtomicU64::new(0)),
             handoff_asked: Padded(AtomicU64::new(0)),
+            pipe: crate::shared::pipe::PipeInbox::new(el.notifier()),
         });
         receivers.push(rx);
         loops.push(el);
     }
     let notifiers: Vec<_> = loops.iter().map(|l| l.notifier()).collect();
+    let cfg_threads = cfg.threads;
     let admin = crate::shared::AdminState::new(&cfg);
     // From here on the users' passwords exist only as digests.
     cfg.forget_client_passwords();
@@ -186,6 +188,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         leases: Default::default(),
         overload: Default::default(),
         scripts,
+        pipes: crate::shared::pipe::Pipes::new(cfg_threads),
         stats,
         acceptor: std::sync::OnceLock::new(),
     });

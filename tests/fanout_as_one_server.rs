@@ -33,12 +33,22 @@ fn err(s: &str) -> Reply {
 
 /// One key `<prefix>:<n>` owned by each master, in master order.
 fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
-    cluster.key_per_master(prefix)
+    cluster
+        .masters()
+        .iter()
+        .map(|n| {
+            (0..)
+                .map(|i| format!("{prefix}:{i}"))
+                .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) == n.port)
+                .unwrap()
+        })
+        .collect()
 }
 
 /// The direct connection to the master that owns `key`.
 fn owner(cluster: &RedisCluster, key: &str) -> Conn {
-    cluster.owner_conn(key)
+    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
+    Conn::connect(&format!("127.0.0.1:{port}"))
 }
 
 /// PFADD `key` with the elements `e:<from>` .. `e:<to - 1>`.

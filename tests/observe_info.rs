@@ -161,6 +161,7 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
             "# Cluster",
             "# Keyspace",
             "# Backends",
+            "# Pipes",
             "# Replycache"
         ]
     );

@@ -11,7 +11,11 @@ use support::*;
 
 /// One name `<prefix>:<n>` whose slot each master owns, in master order.
 fn name_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<String> {
-    cluster.key_per_master(prefix)
+    cluster
+        .key_per_master(prefix)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect()
 }
 
 /// The direct connection to the master that owns `name`'s slot.

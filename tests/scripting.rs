@@ -54,11 +54,7 @@ fn stat(c: &mut Conn, name: &str) -> u64 {
 
 /// One key owned by each master, as (key, the master's port).
 fn key_per_master(cluster: &RedisCluster, prefix: &str) -> Vec<(String, u16)> {
-    cluster
-        .slot_map()
-        .into_iter()
-        .map(|(first, _, port)| (key_for_slot(first, prefix), port))
-        .collect()
+    cluster.key_per_master(prefix)
 }
 
 fn node_at(cluster: &RedisCluster, port: u16) -> &RedisNode {

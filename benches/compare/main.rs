@@ -49,8 +49,16 @@ const MULTI_KEYS: usize = 10;
 /// The key space of the GET run without locality (far larger than the
 /// reply cache's budget).
 const WIDE_KEYSPACE: u64 = 100_000_000;
-/// Every side, and the ones a workload without a cached form runs.
-const ALL_SIDES: &[SideKind] = &[SideKind::Direct, SideKind::Mithril, SideKind::Cached];
+/// The sides of a `SHARDING=1` run besides direct: mithril's `threads`
+/// and `backend-sharding`.
+const SHARDING_SIDES: &[(&str, u32, &str)] = &[
+    ("t1-no", 1, "no"),
+    ("t1-yes", 1, "yes"),
+    ("t1-auto", 1, "auto"),
+    ("t2-no", 2, "no"),
+    ("t2-yes", 2, "yes"),
+    ("t2-auto", 2, "auto"),
+];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
@@ -73,6 +81,9 @@ pub struct Settings {
     /// `CALLGRIND_CACHE=1`: mithril with `reply-cache yes`, reading 100
     /// keys (so nearly every GET is a hit): the instructions of a hit.
     callgrind_cache: bool,
+    /// `SHARDING=1`: GET and SET only, against direct, with threads 1 and
+    /// 2 and each `backend-sharding` mode (SHARDING_SIDES).
+    sharding: bool,
 }
 
 fn env_parse<T: FromStr>(name: &str, default: T) -> Result<T, String> {
@@ -137,6 +148,7 @@ impl Settings {
             callgrind_requests,
             callgrind_pipeline: env_parse("CALLGRIND_PIPELINE", 1)?.max(1),
             callgrind_cache: env_parse("CALLGRIND_CACHE", 0u8)? != 0,
+            sharding: env_parse("SHARDING", 0u8)? != 0,
         })
     }
 }
@@ -228,6 +240,8 @@ enum SideKind {
     Mithril,
     /// mithril with `reply-cache yes`.
     Cached,
+    /// SHARDING_SIDES[i].
+    Sharded(usize),
 }
 
 impl SideKind {
@@ -236,6 +250,7 @@ impl SideKind {
             SideKind::Direct => "direct",
             SideKind::Mithril => "mithril",
             SideKind::Cached => "cached",
+            SideKind::Sharded(i) => SHARDING_SIDES[i].0,
         }
     }
 }
@@ -250,6 +265,10 @@ struct Sample {
     client_ticks: Option<u64>,
     /// The reply cache's hits and lookups during the run (cached side).
     cache: Option<(u64, u64)>,
+    /// Frames and writes toward the nodes during the run, and the pipes'
+    /// state after it (INFO pipes).
+    frames: Option<(u64, u64)>,
+    state: Option<String>,
 }
 
 /// One side (direct or mithril) of one workload.
@@ -284,6 +303,30 @@ impl Side {
         }
         (total_requests > 0)
             .then(|| total_ticks as f64 / cpu::ticks_per_sec() * 1e6 / total_requests as f64)
+    }
+
+    /// Frames per write toward the nodes over the clean runs.
+    fn frames_per_write(&self) -> Option<f64> {
+        let (mut f, mut w) = (0u64, 0u64);
+        for s in &self.samples {
+            let (a, b) = s.frames?;
+            f += a;
+            w += b;
+        }
+        (w > 0).then(|| f as f64 / w as f64)
+    }
+
+    /// The pipes' state after each clean run, where it changed (auto).
+    fn states(&self) -> String {
+        let mut v: Vec<&str> = Vec::new();
+        for s in &self.samples {
+            if let Some(st) = s.state.as_deref() {
+                if v.last() != Some(&st) {
+                    v.push(st);
+                }
+            }
+        }
+        v.join(">")
     }
 
     /// The reply cache's hit ratio over the clean runs.
@@ -340,9 +383,8 @@ impl Measured {
 struct Bench<'a> {
     settings: &'a Settings,
     cluster: &'a RedisCluster,
-    mithril: &'a mut Mithril,
-    /// A second mithril, with `reply-cache yes`.
-    cached: &'a mut Mithril,
+    /// Every side but direct, with its mithril.
+    proxies: &'a mut [(SideKind, Mithril)],
     dir: &'a Path,
 }
 
@@ -351,26 +393,29 @@ impl Bench<'_> {
         self.cluster.masters().iter().map(|n| n.pid).collect()
     }
 
+    fn proxy(&mut self, side: SideKind) -> Option<&mut Mithril> {
+        self.proxies
+            .iter_mut()
+            .find(|(k, _)| *k == side)
+            .map(|(_, m)| m)
+    }
+
+    fn sides(&self) -> Vec<SideKind> {
+        std::iter::once(SideKind::Direct)
+            .chain(self.proxies.iter().map(|(k, _)| *k))
+            .collect()
+    }
+
     fn spec(&self, w: &Workload, side: SideKind, requests: u64) -> RunSpec {
-        let (target, test) = match side {
-            SideKind::Direct => (
+        let proxy = self.proxies.iter().find(|(k, _)| *k == side);
+        let (target, test) = match proxy {
+            None => (
                 Target::Cluster {
                     port: self.cluster.masters().first().map_or(0, |n| n.port),
                 },
                 w.direct.clone(),
             ),
-            SideKind::Mithril => (
-                Target::Plain {
-                    port: self.mithril.port,
-                },
-                w.mithril.clone(),
-            ),
-            SideKind::Cached => (
-                Target::Plain {
-                    port: self.cached.port,
-                },
-                w.mithril.clone(),
-            ),
+            Some((_, m)) => (Target::Plain { port: m.port }, w.mithril.clone()),
         };
         RunSpec {
             target,
@@ -395,32 +440,32 @@ impl Bench<'_> {
         let spec = self.spec(w, side, requests);
         let nodes = self.node_pids();
         let timeout = Duration::from_secs_f64((self.settings.seconds * 20.0).max(60.0));
-        let proxy = match side {
-            SideKind::Cached => &*self.cached,
-            _ => &*self.mithril,
-        };
-        let (pid, cached) = (proxy.pid, side == SideKind::Cached);
-        let k0 = if cached { cache_counts(proxy) } else { None };
-        let m0 = cpu::cpu_ticks(pid);
+        let pipes = matches!(side, SideKind::Sharded(_));
+        let cached = side == SideKind::Cached;
+        let proxy = self.proxy(side).map(|m| &*m);
+        let pid = proxy.map(|m| m.pid);
+        let k0 = proxy.filter(|_| cached).and_then(cache_counts);
+        let f0 = proxy.filter(|_| pipes).and_then(pipe_counts);
+        let m0 = pid.and_then(cpu::cpu_ticks);
         let n0 = cpu::cpu_ticks_sum(&nodes);
         let e0 = node_error_replies(self.cluster)?;
         let c0 = cpu::reaped_children_ticks();
         let out = rb::run(&spec, self.dir, timeout);
         let c1 = cpu::reaped_children_ticks();
-        let m1 = cpu::cpu_ticks(pid);
+        let m1 = pid.and_then(cpu::cpu_ticks);
         let n1 = cpu::cpu_ticks_sum(&nodes);
         let e1 = node_error_replies(self.cluster)?;
-        let proxy = match side {
-            SideKind::Cached => &mut *self.cached,
-            _ => &mut *self.mithril,
-        };
-        let k1 = if cached { cache_counts(proxy) } else { None };
-        if let Some(st) = proxy.exit_status() {
-            return Err(format!(
-                "mithril exited ({st}) during {} {label}; its log:\n{}",
-                w.label(),
-                support::tail_file(&proxy.log_path, 30)
-            ));
+        let (mut k1, mut f1) = (None, None);
+        if let Some(proxy) = self.proxy(side) {
+            k1 = if cached { cache_counts(proxy) } else { None };
+            f1 = if pipes { pipe_counts(proxy) } else { None };
+            if let Some(st) = proxy.exit_status() {
+                return Err(format!(
+                    "mithril exited ({st}) during {} {label}; its log:\n{}",
+                    w.label(),
+                    support::tail_file(&proxy.log_path, 30)
+                ));
+            }
         }
         let mut errors = out.errors;
         if e1 > e0 {
@@ -465,6 +510,21 @@ impl Bench<'_> {
                         line += &format!("  hits {:.1}%", h as f64 * 100.0 / l as f64);
                     }
                 }
+                let frames = match (&f0, &f1) {
+                    (Some(a), Some(b)) => Some((b.0 - a.0, b.1 - a.1)),
+                    _ => None,
+                };
+                if let Some((fr, wr)) = frames {
+                    if wr > 0 {
+                        line += &format!("  {:.1} frames/write", fr as f64 / wr as f64);
+                    }
+                }
+                let state = f1.as_ref().map(|x| x.2.clone());
+                if let (Some(st), SideKind::Sharded(i)) = (&state, side) {
+                    if SHARDING_SIDES[i].2 == "auto" {
+                        line += &format!("  pipes {st}");
+                    }
+                }
                 Some(Sample {
                     figures: f,
                     requests,
@@ -472,6 +532,8 @@ impl Bench<'_> {
                     node_ticks,
                     client_ticks,
                     cache,
+                    frames,
+                    state,
                 })
             }
             _ => {
@@ -513,9 +575,12 @@ impl Bench<'_> {
     fn run_workload(&mut self, w: Workload) -> Result<Measured, String> {
         let rounds = self.settings.rounds;
         println!("\n== {} ==", w.label());
+        let kinds = self.sides();
         let mut sides: Vec<(SideKind, Side)> =
-            ALL_SIDES.iter().map(|k| (*k, Side::default())).collect();
-        self.warm_cache(&w);
+            kinds.iter().map(|k| (*k, Side::default())).collect();
+        if kinds.contains(&SideKind::Cached) {
+            self.warm_cache(&w);
+        }
         // Warm-up: fills the key space, opens connections, and sizes the runs.
         let mut warm_rps = Vec::new();
         for (kind, side) in sides.iter_mut() {
@@ -533,7 +598,7 @@ impl Bench<'_> {
             let mean = warm_rps.iter().sum::<f64>() / warm_rps.len() as f64;
             round_2sig(mean * self.settings.seconds).max(u64::from(CLIENTS * w.pipeline))
         };
-        for kind in ALL_SIDES {
+        for kind in &kinds {
             let args = self.spec(&w, *kind, requests).args();
             let tool = match w.direct {
                 Test::Zipf { .. } => "zipf",
@@ -554,6 +619,31 @@ impl Bench<'_> {
             sides,
         })
     }
+}
+
+/// Frames and writes toward the nodes so far, and the pipes' state, from
+/// INFO pipes.
+fn pipe_counts(m: &Mithril) -> Option<(u64, u64, String)> {
+    let mut c = Conn::try_connect(&m.addr()).ok()?;
+    let text = match c.cmd(&["INFO", "pipes"]) {
+        Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
+        _ => return None,
+    };
+    let field = |name: &str| -> Option<String> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(|v| v.trim().to_string())
+    };
+    let state = format!(
+        "{} ({} on pipes)",
+        field("pipes_state")?,
+        field("pipes_sessions")?
+    );
+    Some((
+        field("backend_frames")?.parse().ok()?,
+        field("backend_writes")?.parse().ok()?,
+        state,
+    ))
 }
 
 /// The reply cache's (hits, lookups) so far, from INFO replycache.
@@ -631,7 +721,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
         settings.rounds
     );
     println!(
-        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8}",
+        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8} {:>7}  {:<5}",
         "workload",
         "requests",
         "side",
@@ -645,7 +735,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
         "of ceil",
         "clean",
         "ratio",
-        "hits"
+        "hits",
+        "f/write",
+        "pipes"
     );
     let cores = cpu::nproc() as f64;
     for r in results {
@@ -682,7 +774,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 .hit_ratio()
                 .map_or_else(String::new, |h| format!("{:.1}%", h * 100.0));
             println!(
-                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8}",
+                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8} {:>7}  {}",
                 name,
                 requests,
                 kind.name(),
@@ -701,6 +793,11 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 format!("{}/{}", s.samples.len(), settings.rounds),
                 ratio,
                 hits,
+                fmt_opt(s.frames_per_write(), 1),
+                match kind {
+                    SideKind::Sharded(i) if SHARDING_SIDES[*i].2 == "auto" => s.states(),
+                    _ => String::new(),
+                },
             );
         }
     }
@@ -712,7 +809,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
          request, user+system: mithril and the nodes from /proc/PID/stat, the client \
          from getrusage of the reaped child. With every process on the same cores, req/s is \
          bounded by cores / (sum of the three us/r): the ceiling column, and the figure's share \
-         of it.)"
+         of it. SHARDING=1: tN-MODE = mithril with threads N and backend-sharding MODE; \
+         f/write = frames per write on the connections to the nodes; pipes = auto's state after \
+         each measured run.)"
     );
 }
 
@@ -754,14 +853,19 @@ fn compare(settings: &Settings) -> Result<usize, String> {
     if let Some(t) = settings.threads {
         conf += &format!("threads {t}\n");
     }
-    let mut mithril = Mithril::start(&settings.mithril_bin, &cluster.seeds(), &conf);
-    let mut cached = Mithril::start(
-        &settings.mithril_bin,
-        &cluster.seeds(),
-        &format!("{conf}reply-cache yes\n"),
-    );
+    let mut proxies: Vec<(SideKind, Mithril)> = Vec::new();
+    let start = |extra: &str| Mithril::start(&settings.mithril_bin, &cluster.seeds(), extra);
+    if settings.sharding {
+        for (i, (_, threads, mode)) in SHARDING_SIDES.iter().enumerate() {
+            let extra = format!("loglevel notice\nthreads {threads}\nbackend-sharding {mode}\n");
+            proxies.push((SideKind::Sharded(i), start(&extra)));
+        }
+    } else {
+        proxies.push((SideKind::Mithril, start(&conf)));
+        proxies.push((SideKind::Cached, start(&format!("{conf}reply-cache yes\n"))));
+    }
     println!(
-        "cluster: {} masters on ports {}; mithril pid {} on port {} (threads {})",
+        "cluster: {} masters on ports {}; mithril: {} (threads {})",
         cluster.masters().len(),
         cluster
             .masters()
@@ -769,8 +873,11 @@ fn compare(settings: &Settings) -> Result<usize, String> {
             .map(|n| n.port.to_string())
             .collect::<Vec<_>>()
             .join(","),
-        mithril.pid,
-        mithril.port,
+        proxies
+            .iter()
+            .map(|(k, m)| format!("{} pid {} port {}", k.name(), m.pid, m.port))
+            .collect::<Vec<_>>()
+            .join(", "),
         settings
             .threads
             .map_or_else(|| "default: one per core".to_string(), |t| t.to_string()),
@@ -780,19 +887,22 @@ fn compare(settings: &Settings) -> Result<usize, String> {
         let mut bench = Bench {
             settings,
             cluster: &cluster,
-            mithril: &mut mithril,
-            cached: &mut cached,
+            proxies: &mut proxies,
             dir: &dir,
         };
         for w in workloads() {
             if !settings.only.is_empty() && !settings.only.iter().any(|o| o == w.command) {
                 continue;
             }
+            if settings.sharding && !matches!(w.command, "GET" | "SET") {
+                continue;
+            }
             results.push(bench.run_workload(w)?);
         }
     }
-    mithril.stop();
-    cached.stop();
+    for (_, m) in proxies.iter_mut() {
+        m.stop();
+    }
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
     let load_after = cpu::loadavg();
@@ -804,14 +914,27 @@ fn compare(settings: &Settings) -> Result<usize, String> {
         cpu::nproc()
     );
     for r in &results {
-        println!(
-            "ratio {} {} {}",
-            r.workload.command,
-            r.workload.pipeline,
-            r.ratio()
-                .map_or_else(|| "n/a".into(), |x| format!("{x:.2}"))
-        );
         let fmt = |x: Option<f64>| x.map_or_else(|| "n/a".into(), |x| format!("{x:.2}"));
+        if !settings.sharding {
+            println!(
+                "ratio {} {} {}",
+                r.workload.command,
+                r.workload.pipeline,
+                fmt(r.ratio())
+            );
+        }
+        if settings.sharding {
+            for (kind, _) in r.sides.iter().skip(1) {
+                println!(
+                    "ratio-{} {} {} {}",
+                    kind.name(),
+                    r.workload.command,
+                    r.workload.pipeline,
+                    fmt(r.ratio_to(*kind, SideKind::Direct))
+                );
+            }
+            continue;
+        }
         println!(
             "ratio-cached {} {} {} (to uncached {}; hits {})",
             r.workload.command,

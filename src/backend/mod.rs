@@ -104,6 +104,49 @@ pub enum Purpose {
     /// CLIENT ID on a tracker connection: its reply is the id shared
     /// connections redirect their invalidations to.
     TrackerId,
+    /// On a session's pinned connection (WATCH in force,
+    /// `worker/watch.rs`).
+    Pin(PinOp),
+    /// Another worker's request on a pipe this worker owns
+    /// (`backend-sharding yes`): its replies go back to that worker, for
+    /// the link whose key is the entry's `seq`.
+    Remote(u16),
+}
+
+/// What a request on a pinned connection is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinOp {
+    /// WATCH itself: never followed elsewhere (a watch on a shared
+    /// connection would abort other sessions' transactions).
+    Watch,
+    /// A read or write while watching; a redirect breaks the pin and is
+    /// followed off it, as for `Client`.
+    Cmd,
+    /// A blocking command while watching (the session is `Blocked` on the
+    /// pin meanwhile, so a client leaving mid-block closes it); followed
+    /// off it on a lease, as `Blocking`.
+    Block,
+    /// `MULTI, the queued requests, EXEC` (as `Txn`): the pin is released
+    /// with its reply.
+    Exec,
+    /// UNWATCH sent to release the pin, in the place of the client's
+    /// command that released it, which gets the answer named here: the
+    /// connection goes back idle only when it answers +OK with nothing
+    /// else in flight.
+    Release(Release),
+}
+
+/// The answer to the command that released a pin with an UNWATCH.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Release {
+    /// UNWATCH, DISCARD, a session that left (nobody to answer): +OK.
+    Ok,
+    /// RESET: +RESET.
+    Reset,
+    /// EXEC of a broken pin: nil.
+    ExecNil,
+    /// EXEC of a doomed transaction: EXECABORT.
+    ExecAbort,
 }
 
 /// A request on its way to a node: built by the worker when it sends the
@@ -157,6 +200,13 @@ impl InFlight {
             expect: 1,
         }
     }
+}
+
+/// Whose pipe a link stands for, and to which of the node's pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub owner: u16,
+    pub readonly: bool,
 }
 
 /// What a connection is for.
@@ -220,8 +270,15 @@ pub struct Backend {
     /// A TRYAGAIN or CLUSTERDOWN a queued command of that transaction got
     /// (its EXEC then aborts: nothing of it ran).
     pub txn_retry: Option<Bytes>,
-    stream: TcpStream,
+    /// None for a link (below): nothing to read or write.
+    stream: Option<TcpStream>,
     fd: RawFd,
+    /// A link: the stand-in for a node pipe another worker owns
+    /// (`backend-sharding yes`), with that worker's index. Its requests
+    /// cross to the owner instead of being written, and its replies come
+    /// back as frames fed into its read buffer; everything else (the
+    /// FIFO, the pairing, redirects) is a connection's.
+    pub link: Option<Link>,
     rbuf: BytesMut,
     scanner: ReplyScanner,
     inflight: VecDeque<InFlight>,
@@ -263,15 +320,42 @@ impl Backend {
     ) -> Backend {
         let fd = stream.as_raw_fd();
         Backend {
+            state: State::Connecting,
+            stream: Some(stream),
+            fd,
+            link: None,
+            ..Backend::unconnected(key, addr, role, proto, now)
+        }
+    }
+
+    /// A link to the pipe `link.owner` keeps to `addr` (see `link`):
+    /// connected from the start.
+    pub fn new_link(
+        key: Key,
+        addr: SocketAddr,
+        role: Role,
+        proto: Proto,
+        link: Link,
+        now: Instant,
+    ) -> Backend {
+        Backend {
+            link: Some(link),
+            ..Backend::unconnected(key, addr, role, proto, now)
+        }
+    }
+
+    fn unconnected(key: Key, addr: SocketAddr, role: Role, proto: Proto, now: Instant) -> Backend {
+        Backend {
             key,
             addr,
             role,
             proto,
-            state: State::Connecting,
+            state: State::Connected,
             txn_redirect: None,
             txn_retry: None,
-            stream,
-            fd,
+            stream: None,
+            fd: -1,
+            link: None,
             rbuf: BytesMut::new(),
             scanner: ReplyScanner::new(),
             inflight: VecDeque::new(),
@@ -300,8 +384,37 @@ impl Backend {
         }
     }
 
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
-        &mut self.stream
+    /// The socket, to (de)register (None for a link).
+    pub fn stream_mut(&mut self) -> Option<&mut TcpStream> {
+        self.stream.as_mut()
+    }
+
+    /// A link's unsent requests, each with the replies it expects, marked
+    /// sent (they are on their way to the pipe's owner).
+    pub fn take_unsent(&mut self, mut each: impl FnMut(&InFlight)) {
+        let start = self.inflight.len() - self.unsent;
+        for f in self.inflight.range(start..) {
+            self.obs.bytes_out += f.req.len() as u64; // observe
+            each(f);
+        }
+        self.unsent = 0;
+        self.woff = 0;
+    }
+
+    /// A reply frame from the pipe's owner, read as if from a socket.
+    pub fn feed(&mut self, frame: &[u8]) {
+        self.obs.bytes_in += frame.len() as u64; // observe
+        self.rbuf.extend_from_slice(frame);
+    }
+
+    /// The head request, taken whole (the pipe failed under it).
+    pub fn take_head(&mut self) -> Option<InFlight> {
+        let f = self.inflight.pop_front()?;
+        if self.inflight.len() < self.unsent {
+            self.unsent = self.inflight.len();
+        }
+        self.queued_bytes -= f.req.len().min(self.queued_bytes);
+        Some(f)
     }
 
     /// Queue a request; it is written at the end of the loop turn.
@@ -316,6 +429,15 @@ impl Backend {
     /// unparsed part of its read buffer.
     pub fn buffered(&self) -> usize {
         self.queued_bytes + self.rbuf.len()
+    }
+
+    /// The worker a remote request at the FIFO's head came from.
+    #[inline]
+    pub fn head_remote(&self) -> Option<u16> {
+        match self.inflight.front()?.purpose {
+            Purpose::Remote(from) => Some(from),
+            _ => None,
+        }
     }
 
     /// The request at the FIFO's head (the next to be answered).
@@ -357,10 +479,13 @@ impl Backend {
 
     /// Check a pending non-blocking connect. Ok(true): connected.
     pub fn finish_connect(&mut self) -> io::Result<bool> {
-        if let Some(e) = self.stream.take_error()? {
+        let Some(stream) = &self.stream else {
+            return Ok(true);
+        };
+        if let Some(e) = stream.take_error()? {
             return Err(e);
         }
-        match self.stream.peer_addr() {
+        match stream.peer_addr() {
             Ok(_) => {
                 self.state = State::Connected;
                 Ok(true)

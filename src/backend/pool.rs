@@ -44,6 +44,10 @@ pub struct Pool {
     /// No longer in the map: its slot waits to be reused (see the module
     /// doc), and it is not shown.
     pub retired: bool,
+    /// `backend-sharding`: the worker owning this node's pipe, once asked,
+    /// and this worker's link to it when that is another worker.
+    pub owner: Option<u16>,
+    pub link: Key,
 }
 
 fn proto_index(p: Proto) -> usize {
@@ -99,6 +103,8 @@ impl Pools {
             last_error: String::new(),
             reconnects: 0,
             retired: false,
+            owner: None,
+            link: Key::NONE,
         };
         let i = match self.free.pop() {
             Some(i) => {
@@ -180,6 +186,9 @@ impl Pools {
             self.by_key.remove(&p.key);
             conns.extend(p.conns.iter().copied().filter(|&k| k != Key::NONE));
             p.conns.fill(Key::NONE);
+            if p.link != Key::NONE {
+                conns.push(std::mem::replace(&mut p.link, Key::NONE));
+            }
             p.retired = true;
             self.free.push(i);
         }

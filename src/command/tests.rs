@@ -351,8 +351,8 @@ fn keyed_commands_not_listed_route_by_slot() {
                 .key_specs
                 .iter()
                 .any(|k| k.flags & key_flags::NOT_KEY == 0);
-            // WATCH is keyed but answered locally, with an error (the
-            // proxy cannot watch keys across shared connections).
+            // WATCH is keyed but routed by the worker itself, onto the
+            // session's pinned connection (worker/watch.rs).
             if keyed && e.name != "watch" {
                 assert!(
                     matches!(

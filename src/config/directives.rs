@@ -18,7 +18,8 @@ use super::values::{
 };
 pub use super::values::{parse_bool, parse_size};
 use super::{
-    glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, ReadFrom, MAX_THREADS,
+    glob_match, resolve_threads, BindAddr, Config, LogLevel, Placement, ReadFrom, Sharding,
+    MAX_THREADS,
 };
 
 /// How a directive's value is shown and written back.
@@ -217,6 +218,19 @@ pub static DIRECTIVES: &[Directive] = &[
             Ok(())
         },
         getter: |c| vec![c.read_from_replicas.to_string()],
+    },
+    Directive {
+        name: "backend-sharding",
+        default: "no",
+        summary: "no: each worker its own connections to the nodes; yes: one process-wide pipe per node, on the worker that owns it",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.backend_sharding = first(a).parse::<Sharding>()?;
+            Ok(())
+        },
+        getter: |c| vec![c.backend_sharding.to_string()],
     },
     Directive {
         name: "topology-refresh-secs",

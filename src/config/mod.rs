@@ -162,6 +162,46 @@ impl FromStr for ReadFrom {
     }
 }
 
+/// How requests reach the nodes (`backend-sharding`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Sharding {
+    /// Each worker writes to the nodes over its own connections.
+    No,
+    /// Every request to a node goes through that node's one process-wide
+    /// pipe, on the worker that owns it.
+    Yes,
+    /// Measured: the shared pipes where they run faster.
+    Auto,
+}
+
+impl Sharding {
+    /// The directive's spelling of this value.
+    pub fn name(self) -> &'static str {
+        match self {
+            Sharding::No => "no",
+            Sharding::Yes => "yes",
+            Sharding::Auto => "auto",
+        }
+    }
+}
+
+impl fmt::Display for Sharding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Sharding {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Sharding::No, Sharding::Yes, Sharding::Auto]
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| "backend-sharding must be no, yes or auto".to_string())
+    }
+}
+
 /// One class of `client-output-buffer-limit`: a client whose unsent
 /// output reaches `hard` bytes, or stays at `soft` bytes or more for
 /// `soft_secs` seconds, is disconnected. 0 turns a limit off.
@@ -270,6 +310,7 @@ pub struct Config {
     pub placement: Placement,
     /// `read-from-replicas`: where read-only commands may go.
     pub read_from_replicas: ReadFrom,
+    pub backend_sharding: Sharding,
     /// `topology-refresh-secs`: period of the routine slot-map reload.
     pub topology_refresh_secs: u64,
     /// `connect-timeout`: milliseconds allowed for a backend TCP connect.
@@ -392,6 +433,7 @@ impl Default for Config {
             backend_conns: 1,
             placement: Placement::LeastLoaded,
             read_from_replicas: ReadFrom::No,
+            backend_sharding: Sharding::No,
             topology_refresh_secs: 10,
             connect_timeout_ms: 1000,
             backend_timeout_ms: 5000,

@@ -113,6 +113,12 @@ const SECTIONS: &[Section] = &[
         fill: backends,
     },
     Section {
+        name: "pipes",
+        title: "Pipes",
+        default: false,
+        fill: pipes,
+    },
+    Section {
         name: "replycache",
         title: "Replycache",
         default: false,
@@ -329,6 +335,7 @@ fn clients(t: &mut String, cx: &Ctx) {
          client_recent_max_output_buffer:{}\r\n\
          blocked_clients:{}\r\n\
          tracking_clients:{}\r\n\
+         watching_clients:{}\r\n\
          pubsub_clients:{}\r\n\
          clients_in_timeout_table:0\r\n\
          backend_connections:{backends}\r\n",
@@ -338,6 +345,7 @@ fn clients(t: &mut String, cx: &Ctx) {
         c.out_max,
         c.blocked,
         c.tracking,
+        c.watching,
         c.pubsub,
     );
 }
@@ -571,6 +579,47 @@ fn cluster(t: &mut String, cx: &Ctx) {
             now_ms.saturating_sub(last)
         },
     );
+}
+
+/// `backend-sharding`: the mode, `auto`'s state and last decision, and
+/// per worker its sample and its sessions on the shared pipes.
+fn pipes(t: &mut String, cx: &Ctx) {
+    let p = &cx.shared.pipes;
+    let (state, reason) = p
+        .status
+        .lock()
+        .map(|s| (s.0, s.1.clone()))
+        .unwrap_or(("local", String::new()));
+    let mode = cx.shared.config.backend_sharding;
+    let state = match mode {
+        crate::config::Sharding::No => "local",
+        crate::config::Sharding::Yes => "shared",
+        crate::config::Sharding::Auto => state,
+    };
+    let (mut frames, mut writes, mut sessions, mut served, mut held) = (0, 0, 0, 0, 0);
+    for w in &cx.shared.workers {
+        held += w.pipe.held.load(Ordering::Relaxed);
+        served += w.pipe.served.load(Ordering::Relaxed);
+        frames += w.pipe.frames.load(Ordering::Relaxed);
+        writes += w.pipe.writes.load(Ordering::Relaxed);
+        sessions += w.pipe.sessions.load(Ordering::Relaxed);
+    }
+    let _ = write!(
+        t,
+        "backend_sharding:{mode}\r\npipes_state:{state}\r\npipes_last_decision:{}\r\n\
+         pipes_sessions:{sessions}\r\npipes_remote_requests:{served}\r\npipes_held_moves:{held}\r\nbackend_frames:{frames}\r\nbackend_writes:{writes}\r\n",
+        if mode == crate::config::Sharding::Auto { reason.as_str() } else { "fixed by backend-sharding" },
+    );
+    for (i, w) in cx.shared.workers.iter().enumerate() {
+        let s = w.pipe.sample();
+        let _ = write!(
+            t,
+            "pipes_worker{i}:busy={:.2},frames_per_write={:.1},sessions_on_pipes={}\r\n",
+            s.busy,
+            s.frames_per_write,
+            w.pipe.sessions.load(Ordering::Relaxed)
+        );
+    }
 }
 
 /// The reply cache (`reply-cache`), summed over workers.

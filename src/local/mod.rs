@@ -76,7 +76,6 @@ const OK: &[u8] = b"+OK\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
 const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
 const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
-const ERR_WATCH: &[u8] = b"-ERR mithril: WATCH and UNWATCH are not supported through the proxy\r\n";
 
 fn stat(s: &'static [u8]) -> Outcome {
     Outcome::Reply(Bytes::from_static(s))
@@ -172,7 +171,9 @@ pub fn execute(
         ),
         // Cluster-client handshakes; the proxy routes every read itself.
         LocalCmd::Asking | LocalCmd::Readonly | LocalCmd::Readwrite => stat(OK),
-        LocalCmd::Watch | LocalCmd::Unwatch => stat(ERR_WATCH),
+        // The worker runs them on the session's pinned connection
+        // (`Decision::Watch` / `Unwatch`, worker/watch.rs): never here.
+        LocalCmd::Watch | LocalCmd::Unwatch => stat(OK),
         LocalCmd::Auth => auth::auth(shared, s, args),
         LocalCmd::Hello => auth::hello(shared, s, args),
         LocalCmd::Reset => auth::reset(shared, s),

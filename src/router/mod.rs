@@ -36,6 +36,10 @@ pub const ERR_NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
 const ERR_BAD_SLOT: &[u8] = b"-ERR Invalid or out of range slot\r\n";
 const ERR_IN_MULTI: &[u8] =
     b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n";
+/// Keys of several slots in one WATCH, or a command naming a slot other
+/// than the watched one's while a WATCH is in force (Redis's text).
+pub const ERR_CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
+const ERR_WATCH_IN_MULTI: &[u8] = b"-ERR WATCH inside MULTI is not allowed\r\n";
 
 /// What the router needs to know of the session (and of the process-wide
 /// memory gate) to decide. Built by the worker per request from plain
@@ -56,6 +60,9 @@ pub struct View<'a> {
     /// The ACL store and the session's user, when that user is restricted
     /// (None: the user may run everything, the common case).
     pub acl: Option<(&'a Acl, &'a User)>,
+    /// A WATCH pins the session to the master of this slot (its
+    /// connection is alive).
+    pub pin: Option<u16>,
 }
 
 /// Why a request is answered with an error before it runs, and what that
@@ -121,6 +128,14 @@ pub enum Decision {
     /// (P)SUBSCRIBE / (P)UNSUBSCRIBE on the session's subscriber
     /// connection.
     Subscribe,
+    /// WATCH of keys that all hash to `slot`: on the session's pinned
+    /// connection, taken now when it has none (`worker/watch.rs`).
+    Watch { slot: u16 },
+    /// UNWATCH outside MULTI: releases the pin, or +OK when there is none.
+    Unwatch,
+    /// A WATCH is in force and the command's keys (if any) hash to the
+    /// watched slot: on the pinned connection, in order.
+    Pinned,
     /// Queued in the open transaction (answered +QUEUED or refused there).
     Queue,
     /// MULTI / EXEC / DISCARD.
@@ -165,23 +180,30 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///    transaction that would run one): `Refuse` with OOM (dooms MULTI).
 /// 4. A restricted user without the right to this command, key or
 ///    channel: `Refuse` with NOPERM (dooms MULTI).
-/// 5. Outside MULTI and not subscribed, a single-slot command that does
+/// 5. Outside MULTI, not subscribed and not watching, a single-slot command that does
 ///    not block: `Slot` for its first key's slot, `AnyMaster` when the call
 ///    has no key (EVALSHA with numkeys 0). This is the hot path.
 /// 6. A RESP2 subscribed session and a command that context does not
 ///    allow: `Refuse` with Redis's "only (P|S)SUBSCRIBE ..." error.
-/// 7. Inside MULTI, any command but EXEC, DISCARD, MULTI, QUIT, RESET,
-///    WATCH and UNWATCH: `Queue`, or `Refuse` (dooming the transaction)
+/// 7. Inside MULTI, any command but EXEC, DISCARD, MULTI, QUIT, RESET
+///    and WATCH: `Queue`, or `Refuse` (dooming the transaction)
 ///    for an unknown command or one that cannot run inside a transaction
 ///    through the proxy.
-/// 8. By the command's route: `Lease` (blocking, including XREAD with
+/// 8. A WATCH in force (`View::pin`), for a routed command: `Pinned` when
+///    every key hashes to the watched slot (or it has none and any master
+///    may answer it), `Refuse` with CROSSSLOT for a key elsewhere.
+///    Cluster-wide commands (their pinned node's part goes on the pin),
+///    pub/sub, `SlotArg` and local commands go on to 9.
+/// 9. By the command's route: `Lease` (blocking, including XREAD with
 ///    BLOCK), `Slot`, `Eval` (EVAL, EVAL_RO), `AnyMaster`, `PubsubHome`
 ///    (PUBLISH, PUBSUB),
 ///    `Fanout`, `Wide`, `Subscribe`, `Slot` of the slot named in `argv[2]`
 ///    (`Refuse` when it is not a slot number), `Refuse` with the
 ///    unknown-command error for unsupported commands, and for local
 ///    commands `Txn`, `SubscribedPing` (RESP2, subscribed, at most one
-///    argument), `Reset`, `Gather` or `Local`.
+///    argument), `Reset`, `Gather`, `Watch` (`Refuse` with CROSSSLOT for
+///    keys of several slots or of a slot other than the watched one, and
+///    Redis's error inside MULTI), `Unwatch` or `Local`.
 ///
 /// Routed outcomes (`Slot`, `Eval`, `AnyMaster`, `PubsubHome`, `Fanout`,
 /// `Wide`, `Lease`) are refused with CLUSTERDOWN while no topology is known.
@@ -217,7 +239,7 @@ pub fn resolve(args: &Args<'_>) -> Result<&'static Command, Decision> {
     })
 }
 
-/// Outcomes 2 to 8 of [`decide`], for a resolved command.
+/// Outcomes 2 to 9 of [`decide`], for a resolved command.
 #[inline]
 pub fn decide_command(
     v: &View<'_>,
@@ -244,7 +266,7 @@ pub fn decide_command(
         }
     }
     // 5. The hot path.
-    let plain = !v.in_txn && v.subscribed == 0;
+    let plain = !v.in_txn && v.subscribed == 0 && v.pin.is_none();
     if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, args) {
         if topo.is_empty() {
             return no_topology();
@@ -259,7 +281,13 @@ pub fn decide_command(
     if v.in_txn && !runs_immediately(cmd) {
         return queue_in_txn(cmd, args);
     }
-    // 8. The route.
+    // 8. A WATCH in force.
+    if let Some(pinned) = v.pin {
+        if let Some(d) = while_watching(cmd, args, pinned) {
+            return d;
+        }
+    }
+    // 9. The route.
     let routed = match cmd.route {
         Route::Local(which) => return local(v, which, args),
         Route::Unsupported => {
@@ -338,8 +366,52 @@ fn no_topology() -> Decision {
     )))
 }
 
+/// Outcome 8 of [`decide`]: what a routed command does while the session
+/// watches keys of slot `pinned` (None: it is routed as usual).
+fn while_watching(cmd: &'static Command, args: &Args<'_>, pinned: u16) -> Option<Decision> {
+    match cmd.route {
+        Route::Slot
+        | Route::SlotPairs
+        | Route::Eval
+        | Route::Fanout(_)
+        | Route::Blocking
+        | Route::AnyMaster => {}
+        _ => return None,
+    }
+    if cmd.name == "publish" || cmd.name.starts_with("pubsub|") {
+        return None; // no key: the pub/sub home node, as usual
+    }
+    let elsewhere =
+        command::keys(cmd, args).any(|i| key_slot(args.get(i).unwrap_or_default()) != pinned);
+    Some(if elsewhere {
+        Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)))
+    } else {
+        Decision::Pinned
+    })
+}
+
+/// WATCH: every key in one slot, and that slot the watched one's when a
+/// WATCH is in force already.
+fn watch(v: &View<'_>, args: &Args<'_>) -> Decision {
+    if v.in_txn {
+        // Redis's answer; the transaction is not doomed by it.
+        return Decision::Refuse(Box::new(refusal(
+            Bytes::from_static(ERR_WATCH_IN_MULTI),
+            false,
+        )));
+    }
+    let mut slots = (1..args.len()).map(|i| key_slot(args.get(i).unwrap_or_default()));
+    let first = slots.next().unwrap_or(0);
+    if slots.any(|s| s != first) || v.pin.is_some_and(|p| p != first) {
+        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)));
+    }
+    Decision::Watch { slot: first }
+}
+
 fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
     match which {
+        LocalCmd::Watch => watch(v, args),
+        LocalCmd::Unwatch => Decision::Unwatch,
         LocalCmd::Multi => Decision::Txn(TxnOp::Multi),
         LocalCmd::Exec => Decision::Txn(TxnOp::Exec),
         LocalCmd::Discard => Decision::Txn(TxnOp::Discard),
@@ -367,7 +439,10 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         | Route::Fanout(_)
         | Route::AnyMaster
         | Route::Blocking => Decision::Queue,
-        Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time) => Decision::Queue,
+        // UNWATCH too, as on a node (where it does nothing inside EXEC).
+        Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time | LocalCmd::Unwatch) => {
+            Decision::Queue
+        }
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
             Decision::Refuse(Box::new(refusal(Bytes::from(r), true)))
@@ -387,7 +462,6 @@ pub fn runs_immediately(cmd: &Command) -> bool {
                 | LocalCmd::Quit
                 | LocalCmd::Reset
                 | LocalCmd::Watch
-                | LocalCmd::Unwatch
         )
     )
 }

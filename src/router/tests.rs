@@ -38,6 +38,7 @@ fn plain() -> View<'static> {
         subscribed: 0,
         over_memory: false,
         acl: None,
+        pin: None,
     }
 }
 
@@ -537,4 +538,70 @@ fn every_local_command_in_the_table_has_a_decision_that_is_not_a_refusal() {
 fn the_hot_path_decision_is_small() {
     // A Decision travels by value on every request: two words.
     assert!(std::mem::size_of::<Decision>() <= 16);
+}
+
+#[test]
+fn watch_takes_one_slot_and_pins_what_follows_to_it() {
+    let slot = crate::topology::key_slot(b"{u}a");
+    assert_eq!(
+        decision(&plain(), &["watch", "{u}a", "{u}b"]),
+        Decision::Watch { slot }
+    );
+    let (text, r) = refused(&plain(), &["watch", "a", "b"]);
+    assert_eq!(text.as_bytes(), ERR_CROSSSLOT);
+    assert!(!r.dooms_txn);
+    assert_eq!(decision(&plain(), &["unwatch"]), Decision::Unwatch);
+    let pinned = View {
+        pin: Some(slot),
+        ..plain()
+    };
+    // The hot path is left: reads and writes of the slot go on the pin.
+    assert_eq!(decision(&pinned, &["get", "{u}x"]), Decision::Pinned);
+    assert_eq!(
+        decision(&pinned, &["mget", "{u}x", "{u}y"]),
+        Decision::Pinned
+    );
+    assert_eq!(decision(&pinned, &["blpop", "{u}l", "0"]), Decision::Pinned);
+    assert_eq!(
+        decision(&pinned, &["evalsha", "abc", "0"]),
+        Decision::Pinned
+    );
+    assert_eq!(
+        decision(&pinned, &["watch", "{u}c"]),
+        Decision::Watch { slot }
+    );
+    for other in [
+        &["get", "other"][..],
+        &["mget", "{u}x", "other"],
+        &["watch", "other"],
+    ] {
+        assert_eq!(
+            refused(&pinned, other).0.as_bytes(),
+            ERR_CROSSSLOT,
+            "{other:?}"
+        );
+    }
+    // Cluster-wide and local commands and pub/sub are routed as usual.
+    assert_eq!(decision(&pinned, &["dbsize"]), Decision::Wide(Wide::Dbsize));
+    assert_eq!(
+        decision(&pinned, &["ping"]),
+        Decision::Local(LocalCmd::Ping)
+    );
+    assert_eq!(
+        decision(&pinned, &["publish", "c", "m"]),
+        Decision::PubsubHome
+    );
+    assert_eq!(decision(&pinned, &["exec"]), Decision::Txn(TxnOp::Exec));
+}
+
+#[test]
+fn watch_inside_multi_is_refused_and_unwatch_is_queued_as_on_a_node() {
+    let txn = View {
+        in_txn: true,
+        ..plain()
+    };
+    let (text, r) = refused(&txn, &["watch", "k"]);
+    assert_eq!(text, "-ERR WATCH inside MULTI is not allowed\r\n");
+    assert!(!r.dooms_txn);
+    assert_eq!(decision(&txn, &["unwatch"]), Decision::Queue);
 }

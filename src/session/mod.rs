@@ -94,6 +94,20 @@ pub struct Txn {
     pub denyoom: bool,
 }
 
+/// A session's WATCH: the exclusive connection (a lease) to the master of
+/// the watched keys' slot that carries every read and write of the session
+/// until EXEC, DISCARD, UNWATCH, RESET or the close (`worker/watch.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pin {
+    /// The leased connection (`Role::Lease`).
+    pub conn: Key,
+    /// The slot of every watched key; other slots are refused meanwhile.
+    pub slot: u16,
+    /// The watch can no longer be trusted (a command on it met MOVED or
+    /// ASK, or its connection was lost): the next EXEC answers nil.
+    pub broken: bool,
+}
+
 /// Most channels plus patterns one session may subscribe to.
 pub const MAX_SUBSCRIPTIONS: usize = 32768;
 /// Most published messages queued toward one slow subscriber before the
@@ -191,6 +205,12 @@ fn unpin(frame: Bytes, waiting: bool) -> Bytes {
     }
 }
 
+/// Dispatches that move a session's pipelining score from one end to the
+/// other (`backend-sharding auto`).
+pub const PIPE_SCORE: u8 = 4;
+/// `backend_for`'s connection choice for a session on the shared pipes.
+pub const PIPE: usize = 1 << (usize::BITS - 1);
+
 pub struct Session {
     pub key: Key,
     pub id: u64,
@@ -219,10 +239,19 @@ pub struct Session {
     pub hup: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
+    /// `backend-sharding`: its requests go through the nodes' shared
+    /// pipes; what `auto` wants for it (its pipelining score: 0 is
+    /// request-response, `PIPE_SCORE` pipelining), and whether it waits
+    /// for its replies to move (see worker/pipes.rs).
+    pub pipe: bool,
+    pub pipe_score: u8,
+    pub moving: bool,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
+    /// WATCH in force: the pinned connection (see [`Pin`]).
+    pub pin: Option<Pin>,
     /// Slots held by requests still being retried or merged, and the
     /// tainted slots (see `gate`): a later request on a held slot waits
     /// (`Input::AtGate`), so it cannot run before the earlier request's
@@ -267,6 +296,17 @@ pub struct Session {
 }
 
 impl Session {
+    /// Which of a node's connections its requests take: its own among
+    /// `backend-conns`, or `PIPE`, the node's shared pipe.
+    #[inline]
+    pub fn conn_choice(&self) -> usize {
+        if self.pipe {
+            PIPE
+        } else {
+            self.sticky
+        }
+    }
+
     pub fn new(
         key: Key,
         id: u64,
@@ -298,8 +338,12 @@ impl Session {
             eof: false,
             hup: false,
             sticky: key.index as usize,
+            pipe: false,
+            pipe_score: PIPE_SCORE,
+            moving: false,
             txn: None,
             sub: None,
+            pin: None,
             gates: Gates::default(),
             proto: Proto::Resp2,
             name: None,
@@ -584,8 +628,10 @@ impl Session {
                 self.ring.is_pending(seq),
                 "client {id}: blocked on ring slot {seq}, which is not pending"
             ),
+            // Moving between a node's connections and its shared pipe
+            // (worker/pipes.rs) is a wait of its own.
             Input::AtGate | Input::Paused { gated: true, .. } => assert!(
-                !self.gates.is_empty(),
+                !self.gates.is_empty() || self.moving,
                 "client {id}: waits at a gate, and holds none"
             ),
             Input::Closing => assert!(

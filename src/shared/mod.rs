@@ -4,6 +4,7 @@
 //! request except through a worker's own padded counters.
 
 pub mod admin;
+pub mod pipe;
 
 pub use admin::AdminState;
 
@@ -106,6 +107,9 @@ pub struct WorkerSlot {
     /// observe: the last handoff request this worker made (0: none); the
     /// acceptor answers each with [`WorkerMsg::HandedOver`].
     pub handoff_asked: Padded<AtomicU64>,
+    /// Requests for the node pipes this worker owns, and replies from the
+    /// pipes other workers own (`backend-sharding yes`).
+    pub pipe: pipe::PipeInbox,
 }
 
 /// Most leased connections (blocking commands) to one node, process-wide.
@@ -145,6 +149,9 @@ pub struct Shared {
     /// The scripts and function libraries loaded through the proxy, to
     /// load them again on a node that lacks them (`crate::script`).
     pub scripts: crate::script::Registry,
+    /// The owner of each node's pipe and `auto`'s verdict
+    /// (`backend-sharding`).
+    pub pipes: pipe::Pipes,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

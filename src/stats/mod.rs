@@ -257,6 +257,8 @@ pub struct NodeSnap {
 pub struct ClientsSnap {
     pub connected: u64,
     pub blocked: u64,
+    /// Sessions with a WATCH in force, each on a pinned connection.
+    pub watching: u64,
     pub pubsub: u64,
     /// Sessions with CLIENT TRACKING on.
     pub tracking: u64,
@@ -427,6 +429,7 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         let c = &mut t.clients;
         c.connected += s.clients.connected;
         c.blocked += s.clients.blocked;
+        c.watching += s.clients.watching;
         c.pubsub += s.clients.pubsub;
         c.tracking += s.clients.tracking;
         c.qbuf += s.clients.qbuf;

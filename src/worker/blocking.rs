@@ -150,6 +150,24 @@ impl Worker {
         addr: SocketAddr,
         proto: crate::resp::Proto,
     ) -> Result<Key, Bytes> {
+        self.try_lease(cx, addr, proto).map_err(|e| {
+            e.unwrap_or_else(|| {
+                Bytes::from(format!(
+                    "-ERR mithril: too many blocked clients on {addr} (at most {} per node)\r\n",
+                    crate::shared::MAX_LEASES_PER_NODE
+                ))
+            })
+        })
+    }
+
+    /// An idle lease on `addr`, or a new one. The error: `None` at the
+    /// per-node cap (the caller says what for), else the reply to give.
+    pub(super) fn try_lease(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        proto: crate::resp::Proto,
+    ) -> Result<Key, Option<Bytes>> {
         if let Some(idle) = self.idle_leases.get_mut(&(addr, proto)) {
             while let Some(k) = idle.pop() {
                 if self.backends.contains(k) {
@@ -158,16 +176,13 @@ impl Worker {
             }
         }
         if !self.shared.lease_opened(addr) {
-            return Err(Bytes::from(format!(
-                "-ERR mithril: too many blocked clients on {addr} (at most {} per node)\r\n",
-                crate::shared::MAX_LEASES_PER_NODE
-            )));
+            return Err(None);
         }
         match self.open_backend(cx, addr, Role::Lease, proto, false) {
             Ok(k) => Ok(k),
             Err(e) => {
                 self.shared.lease_closed(addr);
-                Err(e)
+                Err(Some(e))
             }
         }
     }

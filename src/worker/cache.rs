@@ -370,6 +370,15 @@ impl Worker {
         reply
     }
 
+    /// The tracker a read sent on `pool` may opt in for (0: none: the
+    /// node is not tracked, or its pipe is another worker's).
+    fn fill_tracker(&mut self, session: Key, pool: usize) -> u64 {
+        if self.goes_remote(session, pool) {
+            return 0;
+        }
+        self.cache.tracker_id(self.pools.pools[pool].key.addr)
+    }
+
     /// Send `req` of `session` (at `seq` if it has its ring slot) on its
     /// connection of `pool`, as `plain`; when a fill is admitted for its
     /// keys, preceded by the opt-in and as `filling(ticket)`.
@@ -384,7 +393,7 @@ impl Worker {
         plain: Purpose,
         filling: impl FnOnce(u32) -> Purpose,
     ) {
-        let tracker = self.cache.tracker_id(self.pools.pools[pool].key.addr);
+        let tracker = self.fill_tracker(session, pool);
         let mut keys = frame_args(&req);
         let multi = !keys.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
         let ticket = match (tracker, multi) {
@@ -433,7 +442,7 @@ impl Worker {
             expect,
             ..InFlight::new(session, seq, req, purpose)
         };
-        let tracker = self.cache.tracker_id(self.pools.pools[pool].key.addr);
+        let tracker = self.fill_tracker(session, pool);
         if tracker == 0 {
             // Only fills check for a tracker before: a tracking read's was
             // known at its dispatch and has gone since; the node will not
@@ -458,7 +467,11 @@ impl Worker {
             }
             return;
         }
-        let Some(sticky) = self.sessions.get(session).map(|s| s.sticky) else {
+        let Some(sticky) = self
+            .sessions
+            .get(session)
+            .map(crate::session::Session::conn_choice)
+        else {
             if let Some((t, _)) = fill {
                 self.cancel_fill(&req, t);
             }

@@ -4,7 +4,7 @@
 //! subscriber connection, the open transaction, or answer it here.
 
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
+use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{Args, Command, LocalCmd, Route};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
@@ -55,6 +55,12 @@ impl Worker {
                 s.ring.stamp = self.obs.stats.stamp(cmd);
                 s.last_cmd = cmd.name;
                 let acl = &self.shared.admin.acl;
+                // A pin whose connection was lost routes nothing more
+                // (its EXEC answers nil: watch.rs).
+                let pin = match s.pin {
+                    Some(p) if self.backends.contains(p.conn) => Some(p.slot),
+                    _ => None,
+                };
                 let view = View {
                     proto: s.proto,
                     authenticated: s.authenticated,
@@ -68,6 +74,7 @@ impl Worker {
                             &**s.user.as_ref().unwrap_or_else(|| acl.default_user()),
                         )
                     }),
+                    pin,
                 };
                 (
                     Some(cmd),
@@ -185,6 +192,7 @@ impl Worker {
             | Decision::Fanout(_)
             | Decision::Eval { .. }
             | Decision::Lease { .. }
+            | Decision::Pinned
             | Decision::Wide(_) => self.cache_write(key, cmd, args, false),
             Decision::Queue => {
                 self.cache_write(key, cmd, args, true);
@@ -227,6 +235,17 @@ impl Worker {
                 self.txn_queue(key, cmd, frame, args)
             }
             Decision::Eval { slot, read } => self.eval(cx, key, slot, read, frame, args),
+            Decision::Watch { slot } => self.watch(cx, key, slot, frame),
+            Decision::Unwatch => {
+                self.unwatch(key);
+                self.slow_local(key, cmd, args); // observe
+            }
+            Decision::Pinned => {
+                if cmd.route == Route::Eval {
+                    self.note_eval(args);
+                }
+                self.pinned(key, cmd, frame, args)
+            }
             Decision::Gather(g) => self.gather(cx, key, g, cmd, args),
             // observe: a command answered here enters the slow log after it
             // ran, as on a node (CONFIG SET slowlog-log-slower-than 0 logs
@@ -246,7 +265,15 @@ impl Worker {
             }
             Decision::Reset => {
                 self.reset_state(cx, key);
-                self.local(key, LocalCmd::Reset, cmd, args);
+                if self.release_pin(key, Release::Reset) {
+                    // +RESET comes with the pin's release (watch.rs): the
+                    // handler only resets the session here.
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        let _ = local::execute(&self.shared, s, LocalCmd::Reset, cmd, args);
+                    }
+                } else {
+                    self.local(key, LocalCmd::Reset, cmd, args);
+                }
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(LocalCmd::Client) if cmd.name == "client|tracking" => {
@@ -258,6 +285,9 @@ impl Worker {
                     self.tracking_named(key);
                 }
                 self.local(key, which, cmd, args);
+                if cmd.name == "hello" {
+                    self.pin_protocol(key);
+                }
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Refuse(r) => self.refuse(key, *r),
@@ -367,8 +397,8 @@ impl Worker {
         }
     }
 
-    /// RESET: leave any transaction and every subscription (the admin
-    /// handler resets the rest).
+    /// RESET: leave any transaction and every subscription (the WATCH is
+    /// left by the caller, the admin handler resets the rest).
     fn reset_state(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         self.tracking_off(key);
         let Some(s) = self.sessions.get_mut(key) else {

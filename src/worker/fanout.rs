@@ -558,7 +558,9 @@ impl Worker {
         for shard in 0..masters {
             let out = InFlight::new(key, seq, req.clone(), Purpose::Part(shard as u32));
             match self.pools.pool_for_shard(shard, proto) {
-                Some(pool) => self.send_to_pool(cx, pool, out),
+                // A watching session's part for its pinned node goes on
+                // the pin, in order with its other commands (watch.rs).
+                Some(pool) => self.send_part(cx, pool, out),
                 None => self.fold_part(
                     cx,
                     key,

@@ -7,8 +7,8 @@ use super::*;
 impl Worker {
     /// Debug builds: what must hold of session `key` (see
     /// `Session::check_invariants`), and what only the worker can see: the
-    /// lease of a blocked session carries its command, its subscriber
-    /// connection exists.
+    /// lease of a blocked session carries its command, its pin is a lease
+    /// off the idle list, its subscriber connection exists.
     #[cfg(debug_assertions)]
     pub(super) fn check_session(&self, key: Key) {
         let Some(s) = self.sessions.get(key) else {
@@ -21,6 +21,21 @@ impl Worker {
                     .get(lease)
                     .is_some_and(|b| b.role == Role::Lease && b.carries(key)),
                 "client {}: blocked on lease {lease:?}, which does not carry its command",
+                s.id
+            );
+        }
+        if let Some(p) = s.pin {
+            // A live pin is a lease nobody else may take.
+            assert!(
+                self.backends
+                    .get(p.conn)
+                    .map_or(true, |b| b.role == Role::Lease),
+                "client {}: pinned to a connection that is not a lease",
+                s.id
+            );
+            assert!(
+                !self.idle_leases.values().any(|idle| idle.contains(&p.conn)),
+                "client {}: its pin is on the idle list",
                 s.id
             );
         }

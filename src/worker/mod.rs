@@ -24,6 +24,7 @@
 //! the client). The routing kinds live in submodules: `dispatch` (apply
 //! the router's decision), `fanout` (per-slot split and merge,
 //! cluster-wide commands), `txn` (MULTI/EXEC), `blocking` (leases),
+//! `watch` (WATCH on a pinned lease),
 //! `pubsub` (subscriber connections), `scripts` (SCRIPT/FUNCTION and the
 //! registry's reloads), `retry` (TRYAGAIN, CLUSTERDOWN, gates), `down`
 //! (a pipeline's CLUSTERDOWN waited out in order), `cache` (the reply
@@ -44,6 +45,7 @@ mod fanout;
 mod invariants;
 mod observe;
 mod overload;
+mod pipes;
 mod pubsub;
 mod reply;
 mod request;
@@ -54,6 +56,7 @@ mod testhook;
 mod trackers;
 mod tracking;
 mod txn;
+mod watch;
 
 use crate::backend::pool::{PoolKey, Pools};
 use crate::backend::{Backend, InFlight, Io, Purpose, Read, Role, State};
@@ -176,6 +179,8 @@ pub struct Worker {
     obs: observe::Observe,
     /// The reply cache and its trackers (cache.rs).
     cache: cache::CacheState,
+    /// backend-sharding: links to other workers' pipes (pipes.rs).
+    pipes: pipes::PipeState,
     /// Test hook: every TRYAGAIN / CLUSTERDOWN wait lasts this long.
     #[cfg(debug_assertions)]
     test_retry_wait: Option<Duration>,
@@ -235,6 +240,7 @@ impl Worker {
             mail: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
+            pipes: pipes::PipeState::new(&shared),
             cache: cache::CacheState::new(&shared, id, {
                 use std::hash::{BuildHasher, Hasher};
                 std::collections::hash_map::RandomState::new()
@@ -308,11 +314,17 @@ impl Worker {
                 self.resubscribe.retain(|&k| k != key);
             }
         }
+        if let Some(pin) = s.pin.take() {
+            self.pin_closed(cx, pin);
+        }
         if !s.holds.is_empty() {
             self.cache_forget_session(std::mem::take(&mut s.holds));
         }
         if s.tracking.is_some() {
             self.tracking_closed(key);
+        }
+        if self.pipes.on {
+            self.pipe_session_closed(&s);
         }
         if s.named {
             if let Ok(mut m) = self.shared.named_clients.lock() {
@@ -326,7 +338,9 @@ impl Worker {
     /// clients are gone, or it was idle).
     fn drop_backend(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         if let Some(mut b) = self.backends.remove(key) {
-            let _ = cx.registry.deregister(b.stream_mut());
+            if let Some(stream) = b.stream_mut() {
+                let _ = cx.registry.deregister(stream);
+            }
             self.obs.retire_backend(&b); // observe
             if b.role == Role::Lease {
                 self.shared.lease_closed(b.addr);
@@ -344,7 +358,9 @@ impl Worker {
         let Some(mut b) = self.backends.remove(key) else {
             return;
         };
-        let _ = cx.registry.deregister(b.stream_mut());
+        if let Some(stream) = b.stream_mut() {
+            let _ = cx.registry.deregister(stream);
+        }
         self.obs.retire_backend(&b); // observe
         let addr = b.addr;
         if let (State::Connecting, Some(pool)) = (b.state, b.pool()) {
@@ -471,7 +487,10 @@ impl Worker {
         let late: Vec<Key> = self
             .backends
             .iter_mut()
-            .filter(|(_, b)| matches!(b.role, Role::Shared(_)) && b.state == State::Connected)
+            .filter(|(_, b)| {
+                // A link's requests are timed on the owner's pipe.
+                matches!(b.role, Role::Shared(_)) && b.state == State::Connected && b.link.is_none()
+            })
             .filter_map(|(k, b)| (b.stalled_for(now) > limit).then_some(k))
             .collect();
         for k in late {
@@ -479,10 +498,19 @@ impl Worker {
         }
     }
 
+    /// Leave the loop after this turn.
+    fn stop(&mut self) {
+        if !self.stop {
+            self.stop = true;
+            self.pipes_close();
+        }
+    }
+
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
         self.overload_tick(cx);
         self.cache_tick(cx);
+        self.pipes_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
         if !self.resubscribe.is_empty() {
             self.resubscribe_ticks += 1;
@@ -492,8 +520,8 @@ impl Worker {
             }
         }
         if let Some(deadline) = self.draining {
-            if self.sessions.is_empty() || cx.now >= deadline {
-                self.stop = true;
+            if (self.sessions.is_empty() && self.pipes_idle()) || cx.now >= deadline {
+                self.stop();
             }
         }
     }
@@ -545,6 +573,9 @@ impl Handler for Worker {
                 other => self.observe_msg(cx, other), // observe
             }
         }
+        if self.pipes.on {
+            self.pipe_receive(cx);
+        }
         // Each is served once per turn, though its event's read and the
         // ready list's may both have put it there: copies would otherwise
         // multiply turn after turn, and with them what one client or node
@@ -593,14 +624,17 @@ impl Handler for Worker {
         self.shared.workers[self.id]
             .commands
             .store(self.commands, Ordering::Relaxed);
-        if self.draining.is_some() && self.sessions.is_empty() {
-            self.stop = true;
+        if self.draining.is_some() && self.sessions.is_empty() && self.pipes_idle() {
+            self.stop();
         }
     }
 
     fn has_pending_work(&mut self) -> bool {
         self.mail = !self.rx.is_empty();
-        self.mail || !self.ready_sessions.is_empty() || !self.ready_backends.is_empty()
+        self.mail
+            || !self.ready_sessions.is_empty()
+            || !self.ready_backends.is_empty()
+            || self.pipe_pending()
     }
 
     fn keep_running(&self) -> bool {

@@ -283,7 +283,7 @@ impl Worker {
     pub(super) fn observe_error(&mut self, purpose: Purpose, frame: &[u8]) {
         if matches!(
             purpose,
-            Purpose::Client | Purpose::Txn | Purpose::Scan(_) | Purpose::Blocking
+            Purpose::Client | Purpose::Txn | Purpose::Scan(_) | Purpose::Blocking | Purpose::Pin(_)
         ) {
             self.obs.stats.error_reply(frame);
         }
@@ -688,6 +688,7 @@ impl Worker {
         for (_, s) in self.sessions.iter() {
             clients.connected += 1;
             clients.blocked += u64::from(s.input().is_blocked());
+            clients.watching += u64::from(s.pin.is_some());
             clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
             clients.tracking += u64::from(s.tracking.is_some());
             let (q, o) = (s.rbuf.len() as u64, s.out_bytes() as u64);

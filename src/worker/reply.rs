@@ -54,7 +54,12 @@ impl Worker {
         let Some(b) = self.backends.get_mut(key) else {
             return;
         };
-        let io = b.read(BACKEND_READ_BUDGET, b.hup);
+        // A link's replies were fed in by `pipe_receive`.
+        let io = if b.link.is_some() {
+            Io::Ok
+        } else {
+            b.read(BACKEND_READ_BUDGET, b.hup)
+        };
         let via = b.addr;
         let role = b.role;
         let replies_before = b.replies; // observe
@@ -85,6 +90,11 @@ impl Worker {
                     }
                 }
                 Read::Intermediate(frame, head) => {
+                    if let Some(from) = b.head_remote() {
+                        let link = b.head_mut().map_or(0, |h| h.seq);
+                        self.pipe_answer(from, link, frame, true);
+                        continue;
+                    }
                     if head == b'-' && b.txn_redirect.is_none() {
                         b.txn_redirect = router::parse_redirect(&frame, via, &self.topo);
                         if b.txn_redirect.is_none()
@@ -128,6 +138,7 @@ impl Worker {
         head: u8,
     ) {
         match f.purpose {
+            Purpose::Remote(from) => return self.pipe_answer(from, f.seq, frame, false),
             Purpose::Asking | Purpose::Reload => return,
             Purpose::Init => {
                 if head == b'-' {
@@ -146,6 +157,7 @@ impl Worker {
                 return self.opt_in_answered(bkey, f.purpose, head);
             }
             Purpose::TrackerId => return self.tracker_id(bkey, &frame),
+            Purpose::Pin(_) => return self.pin_reply(cx, bkey, via, f, frame, head),
             _ => {}
         }
         // What the transaction's queued commands got before EXEC's reply:
@@ -208,6 +220,10 @@ impl Worker {
         f: InFlight,
         frame: Bytes,
     ) {
+        if let Purpose::Remote(from) = f.purpose {
+            // Counted by the worker whose client it answers.
+            return self.pipe_lost(from, f.seq, frame);
+        }
         self.observe_error(f.purpose, &frame);
         self.complete(cx, f, frame);
     }
@@ -247,12 +263,16 @@ impl Worker {
                 self.deliver(f.session, f.seq, frame, &[]);
                 self.unblock(f.session);
             }
+            // Only a lost pin's requests come this way (`pin_reply` takes
+            // the others).
+            Purpose::Pin(op) => self.pin_delivered(f, frame, op),
             Purpose::Asking
             | Purpose::Init
             | Purpose::Reload
             | Purpose::Tracking
             | Purpose::Caching
             | Purpose::TrackerId => {}
+            Purpose::Remote(from) => self.pipe_answer(from, f.seq, frame, false),
         }
     }
 
@@ -335,7 +355,11 @@ impl Worker {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
-            if !s.holds.is_empty() {
+            let (moving, holds) = (s.moving, !s.holds.is_empty());
+            if moving {
+                self.pipe_moved(session);
+            }
+            if holds {
                 self.cache_release(session, seq);
             }
             if let Some(s) = self.sessions.get_mut(session) {

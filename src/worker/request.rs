@@ -190,6 +190,12 @@ impl Worker {
                     return;
                 }
             };
+            if self.pipes.on && !self.pipe_steer(key) {
+                return; // moving: it waits for its replies (pipes.rs)
+            }
+            let Some(s) = self.sessions.get_mut(key) else {
+                return;
+            };
             if !s.gates.is_empty() {
                 // An inline command is looked at in its multibulk rewrite.
                 let args = crate::command::Args {
@@ -316,6 +322,9 @@ impl Worker {
         pool: usize,
         sticky: usize,
     ) -> Result<Key, Bytes> {
+        if sticky & crate::session::PIPE != 0 {
+            return self.pipe_for(cx, pool);
+        }
         let k = self.pools.slot_key(pool, sticky);
         if self.backends.contains(k) {
             return Ok(k);
@@ -378,7 +387,7 @@ impl Worker {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        let sticky = s.sticky;
+        let sticky = s.conn_choice();
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => {
                 let Some(s) = self.sessions.get_mut(session) else {
@@ -397,7 +406,7 @@ impl Worker {
         let Some(s) = self.sessions.get(f.session) else {
             return;
         };
-        let sticky = s.sticky;
+        let sticky = s.conn_choice();
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => self.send_on(bkey, f),
             Err(err) => self.fail(cx, f, err),
@@ -431,12 +440,19 @@ impl Worker {
             if b.state != State::Connected {
                 continue;
             }
+            if b.link.is_some() {
+                self.pipe_take(key);
+                continue;
+            }
             let awaiting = b.awaiting(); // observe
             let written = b.flush();
             // observe: requests written now start their round-trip clock.
             if let Role::Shared(_) = b.role {
                 let sent = b.awaiting().saturating_sub(awaiting);
                 b.obs.clock.sent(sent, self.obs.stats.now_us);
+                // auto's sample: frames per write toward the nodes.
+                self.pipes.frames += sent as u64;
+                self.pipes.writes += u64::from(sent > 0);
             }
             if let Err(e) = written {
                 self.backend_failed(cx, key, &e.to_string());
@@ -447,6 +463,9 @@ impl Worker {
         }
         if self.dirty_backends.is_empty() {
             self.dirty_backends = list;
+        }
+        if self.pipes.on {
+            self.pipe_send();
         }
     }
 }

@@ -14,7 +14,10 @@
 //! unsent=N paused=0|1 backlog=0|1 pushes=N subs=N`. `MITHRIL-TEST
 //! RETRY-WAIT ms` makes every TRYAGAIN / CLUSTERDOWN wait on this worker
 //! last `ms` milliseconds (0: the usual 2 to 64 ms), so a test can act
-//! while a request waits.
+//! while a request waits. `MITHRIL-TEST PIPES-FORCE shared|local|none`
+//! sets `backend-sharding auto`'s verdict by hand (none: the experiment
+//! decides again), and `MITHRIL-TEST PIPES-SCALE n` divides the
+//! experiment's durations by `n`.
 //!
 //! Never: reachable from a release build; the replies are for tests, not a
 //! stable interface.
@@ -88,9 +91,40 @@ impl Worker {
                     None => self.reply_static(key, b"-ERR MITHRIL-TEST RETRY-WAIT ms\r\n"),
                 }
             }
+            b"PIPES-FORCE" => {
+                let force = match arg(2).map(|a| a.to_ascii_lowercase()).as_deref() {
+                    Some(b"shared") => Some(1),
+                    Some(b"local") => Some(2),
+                    Some(b"none") => Some(0),
+                    _ => None,
+                };
+                match force {
+                    Some(f) => {
+                        self.shared.pipes.force.store(f, Ordering::Relaxed);
+                        self.reply_static(key, b"+OK\r\n");
+                    }
+                    None => self.reply_static(
+                        key,
+                        b"-ERR MITHRIL-TEST PIPES-FORCE shared|local|none\r\n",
+                    ),
+                }
+            }
+            b"PIPES-SCALE" => {
+                let n = arg(2)
+                    .and_then(|a| std::str::from_utf8(a).ok())
+                    .and_then(|a| a.parse::<u32>().ok())
+                    .filter(|&n| n > 0);
+                match n {
+                    Some(n) => {
+                        self.shared.pipes.scale.store(n, Ordering::Relaxed);
+                        self.reply_static(key, b"+OK\r\n");
+                    }
+                    None => self.reply_static(key, b"-ERR MITHRIL-TEST PIPES-SCALE n\r\n"),
+                }
+            }
             _ => self.reply_static(
                 key,
-                b"-ERR MITHRIL-TEST PANIC | SESSIONS | RETRY-WAIT ms\r\n",
+                b"-ERR MITHRIL-TEST PANIC | SESSIONS | RETRY-WAIT ms | PIPES-FORCE | PIPES-SCALE\r\n",
             ),
         }
         true

@@ -17,7 +17,7 @@
 //! The queue is bounded by `query-buffer-limit` bytes.
 
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
+use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{self, Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
@@ -33,9 +33,21 @@ const QUEUED: &[u8] = b"+QUEUED\r\n";
 const ERR_NESTED: &[u8] = b"-ERR MULTI calls can not be nested\r\n";
 const ERR_EXEC_WITHOUT: &[u8] = b"-ERR EXEC without MULTI\r\n";
 const ERR_DISCARD_WITHOUT: &[u8] = b"-ERR DISCARD without MULTI\r\n";
-const EXECABORT: &[u8] = b"-EXECABORT Transaction discarded because of previous errors.\r\n";
+pub(super) const EXECABORT: &[u8] =
+    b"-EXECABORT Transaction discarded because of previous errors.\r\n";
 const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_TOO_LARGE: &[u8] = b"-ERR mithril: transaction too large (query-buffer-limit)\r\n";
+
+/// `MULTI, the queued requests, EXEC` as one frame.
+pub(super) fn frame_of(t: &Txn) -> Bytes {
+    let mut req = Vec::with_capacity(t.bytes + MULTI.len() + EXEC.len());
+    req.extend_from_slice(MULTI);
+    for q in &t.queued {
+        req.extend_from_slice(q);
+    }
+    req.extend_from_slice(EXEC);
+    Bytes::from(req)
+}
 
 /// How many replies a transaction frame produces (one per request in it).
 pub(super) fn replies_of(f: &InFlight) -> u32 {
@@ -67,13 +79,18 @@ impl Worker {
     }
 
     pub(super) fn txn_multi(&mut self, key: Key) {
+        // Watching: every queued key must be of the watched slot.
+        let slot = self.pinned_slot(key);
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
         if s.txn.is_some() {
             return self.reply_static(key, ERR_NESTED);
         }
-        s.txn = Some(Box::default());
+        s.txn = Some(Box::new(Txn {
+            slot,
+            ..Txn::default()
+        }));
         self.reply_static(key, b"+OK\r\n");
     }
 
@@ -82,6 +99,8 @@ impl Worker {
             return;
         };
         match s.txn.take() {
+            // DISCARD leaves the WATCH too, as on a node.
+            Some(_) if self.release_pin(key, Release::Ok) => {}
             Some(_) => self.reply_static(key, b"+OK\r\n"),
             None => self.reply_static(key, ERR_DISCARD_WITHOUT),
         }
@@ -122,27 +141,18 @@ impl Worker {
         let Some(t) = s.txn.take() else {
             return self.reply_static(key, ERR_EXEC_WITHOUT);
         };
-        let Txn {
-            queued,
-            slot,
-            bytes,
-            failed,
-            ..
-        } = *t;
-        if failed {
+        if s.pin.is_some() {
+            return self.pin_exec(key, *t);
+        }
+        if t.failed {
             return self.reply_static(key, EXECABORT);
         }
-        if queued.is_empty() {
+        if t.queued.is_empty() {
             return self.reply_static(key, b"*0\r\n");
         }
+        let req = frame_of(&t);
+        let Txn { queued, slot, .. } = *t;
         let proto = s.proto;
-        let mut req = Vec::with_capacity(bytes + MULTI.len() + EXEC.len());
-        req.extend_from_slice(MULTI);
-        for q in &queued {
-            req.extend_from_slice(q);
-        }
-        req.extend_from_slice(EXEC);
-        let req = Bytes::from(req);
         let expect = queued.len() as u32 + 2;
         let pool = match slot {
             Some(slot) => {

@@ -354,6 +354,15 @@ impl RedisCluster {
         panic!("cannot read CLUSTER SLOTS from any node: {last_err}");
     }
 
+    /// A key of the first slot of each master's range (`prefix` then
+    /// digits), with that master's port: one key on every master.
+    pub fn key_per_master(&self, prefix: &str) -> Vec<(String, u16)> {
+        self.slot_map()
+            .into_iter()
+            .map(|(first, _, port)| (super::slots::key_for_slot(first, prefix), port))
+            .collect()
+    }
+
     /// The port of the master that serves `slot`, as the cluster says.
     pub fn port_for_slot(&self, slot: u16) -> u16 {
         self.slot_map()
@@ -380,20 +389,6 @@ impl RedisCluster {
             .into_iter()
             .find(|n| n.port != port)
             .unwrap_or_else(|| panic!("no master besides the one on port {port}"))
-    }
-
-    /// One key `<prefix>:<n>` whose slot each running master serves, in
-    /// `masters()` order.
-    pub fn key_per_master(&self, prefix: &str) -> Vec<String> {
-        self.masters()
-            .iter()
-            .map(|n| {
-                (0..)
-                    .map(|i| format!("{prefix}:{i}"))
-                    .find(|k| self.port_for_slot(key_slot(k.as_bytes())) == n.port)
-                    .unwrap_or_else(|| unreachable!("every master serves some slot"))
-            })
-            .collect()
     }
 
     /// A direct connection to the master serving `key`'s slot.

@@ -109,6 +109,14 @@ impl Mithril {
             seeds.join(" "),
             conf_word(&self.log_path.display().to_string()),
         );
+        // MITHRIL_TEST_CONF: lines put in every test's config before the
+        // test's own (a later directive wins, so what a test sets itself
+        // holds), to run a whole suite again in another mode, e.g.
+        // `backend-sharding yes` with `threads 4` (make test).
+        if let Ok(more) = std::env::var("MITHRIL_TEST_CONF") {
+            conf.push_str(&more.replace("\\n", "\n"));
+            conf.push('\n');
+        }
         conf.push_str(extra_conf);
         if !conf.ends_with('\n') {
             conf.push('\n');

@@ -1,0 +1,544 @@
+//! Shared pipes (`backend-sharding yes`): one connection per node for the
+//! whole process, on the worker that owns it (`shared::pipe::Owners`).
+//!
+//! ```text
+//!   worker A (requester)                      worker B (owner of node N)
+//!   session ─► link to N (FIFO) ─take_unsent─► B's inbox ─► pipe to N ─► N
+//!   session ◄── link's FIFO pairs ◄── feed ◄── A's inbox ◄── Remote entry
+//! ```
+//!
+//! A requesting worker keeps, per node pipe it does not own, a *link*: a
+//! `Backend` without a socket whose FIFO holds its sessions' requests
+//! exactly as a connection's would. At the end of each turn the link's
+//! unsent requests cross to the owner in one batch; the owner queues them
+//! on its pipe as `Purpose::Remote` entries (the requester and the link's
+//! key) behind its own sessions' and sends each reply back, again in one
+//! batch per turn. The link is fed the replies in the order the node
+//! answered them, which is its FIFO's order, so pairing, redirects,
+//! retries, transactions and ordering per session are the connection
+//! code's, unchanged. When the pipe fails, the owner answers each remote
+//! request it held with the error a connection's own requests get.
+use super::*;
+use crate::config::Sharding;
+use crate::session::PIPE_SCORE;
+use crate::shared::pipe::{Experiment, PipeQueue, PipeReply, PipeReq, Sample};
+
+/// The error for requests sent to a worker that has stopped.
+const ERR_STOPPED: &[u8] = b"-ERR mithril: shutting down\r\n";
+
+pub(super) struct PipeState {
+    pub mode: Sharding,
+    /// `yes` or `auto`: links and remote requests may exist.
+    pub on: bool,
+    /// `auto`'s verdict, as read at the last tick.
+    verdict: bool,
+    /// Sessions waiting for their replies to move (checked at each tick
+    /// too, in case their last reply came another way than `deliver`).
+    moving: Vec<Key>,
+    /// Sessions on the shared pipes (for INFO).
+    pub sessions: usize,
+    /// The sample's counters: frames and writes on this worker's own node
+    /// connections since the last tick, and the thread's CPU clock then.
+    pub frames: u64,
+    pub writes: u64,
+    served: u64,
+    cpu_us: u64,
+    at_us: u64,
+    commands: u64,
+    /// Worker 0 under `auto`: the experiment.
+    experiment: Option<Box<Experiment>>,
+    forced: u8,
+    /// What this worker's inbox held, taken once per turn (reused).
+    inbox: PipeQueue,
+    /// Per worker: what goes to it at the end of this turn.
+    out: Vec<PipeQueue>,
+    /// Workers with something in `out`.
+    out_dirty: Vec<usize>,
+    /// Remote requests on this worker's pipes, not answered yet.
+    pub remote: usize,
+}
+
+impl PipeState {
+    pub fn new(shared: &Shared) -> PipeState {
+        let n = shared.workers.len();
+        let mode = shared.config.backend_sharding;
+        PipeState {
+            mode,
+            on: mode != Sharding::No,
+            verdict: false,
+            moving: Vec::new(),
+            sessions: 0,
+            frames: 0,
+            writes: 0,
+            served: 0,
+            cpu_us: thread_cpu_us(),
+            at_us: 0,
+            commands: 0,
+            experiment: None,
+            forced: 0,
+            inbox: PipeQueue::default(),
+            out: (0..n).map(|_| PipeQueue::default()).collect(),
+            out_dirty: Vec::new(),
+            remote: 0,
+        }
+    }
+
+    fn out(&mut self, to: usize) -> &mut PipeQueue {
+        let q = &mut self.out[to];
+        if q.reqs.is_empty() && q.replies.is_empty() {
+            self.out_dirty.push(to);
+        }
+        &mut self.out[to]
+    }
+}
+
+/// This thread's CPU time (user and system), in microseconds.
+fn thread_cpu_us() -> u64 {
+    // SAFETY: clock_gettime only writes the timespec it is given.
+    unsafe {
+        let mut t: libc::timespec = std::mem::zeroed();
+        if libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) != 0 {
+            return 0;
+        }
+        t.tv_sec as u64 * 1_000_000 + t.tv_nsec as u64 / 1_000
+    }
+}
+
+impl Worker {
+    /// Before a session's next request is dispatched (`yes` and `auto`):
+    /// its pipelining score moves, and when it belongs elsewhere it moves
+    /// there, at once when nothing of it is in flight, else once its
+    /// replies are in (it waits at a gate meanwhile, so nothing it sends
+    /// can overtake what it sent before). False: it waits.
+    pub(super) fn pipe_steer(&mut self, key: Key) -> bool {
+        let (mode, verdict) = (self.pipes.mode, self.pipes.verdict);
+        let Some(s) = self.sessions.get_mut(key) else {
+            return false;
+        };
+        if s.moving {
+            // A gate of its own opened meanwhile: it still waits.
+            s.wait_gate();
+            return false;
+        }
+        let busy = !s.ring.is_empty();
+        s.pipe_score = if busy {
+            (s.pipe_score + 1).min(PIPE_SCORE)
+        } else {
+            s.pipe_score.saturating_sub(1)
+        };
+        // A client tracking keys stays on its worker's connections: their
+        // invalidations reach this worker's trackers.
+        let want = s.tracking.is_none()
+            && match mode {
+                Sharding::No => false,
+                Sharding::Yes => true,
+                Sharding::Auto => {
+                    verdict
+                        && if s.pipe {
+                            s.pipe_score < PIPE_SCORE
+                        } else {
+                            s.pipe_score == 0
+                        }
+                }
+            };
+        if want == s.pipe {
+            return true;
+        }
+        if s.ring.pending() == 0 {
+            s.pipe = want;
+            self.pipes.sessions = if want {
+                self.pipes.sessions + 1
+            } else {
+                self.pipes.sessions.saturating_sub(1)
+            };
+            return true;
+        }
+        s.moving = true;
+        s.wait_gate();
+        self.shared.workers[self.id]
+            .pipe
+            .held
+            .fetch_add(1, Ordering::Relaxed);
+        self.pipes.moving.push(key);
+        false
+    }
+
+    /// A session waiting to move has all its replies: it moves and its
+    /// input is looked at again.
+    #[cold]
+    pub(super) fn pipe_moved(&mut self, key: Key) {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        if !s.moving || s.ring.pending() > 0 {
+            return;
+        }
+        s.moving = false;
+        s.pipe = !s.pipe;
+        self.pipes.sessions = if s.pipe {
+            self.pipes.sessions + 1
+        } else {
+            self.pipes.sessions.saturating_sub(1)
+        };
+        s.gate_opened();
+        self.ready_sessions.push(key);
+        self.pipes.moving.retain(|&k| k != key);
+    }
+
+    /// A closing session leaves the count.
+    pub(super) fn pipe_session_closed(&mut self, s: &crate::session::Session) {
+        if s.pipe {
+            self.pipes.sessions = self.pipes.sessions.saturating_sub(1);
+        }
+        if s.moving {
+            self.pipes.moving.retain(|&k| k != s.key);
+        }
+    }
+
+    /// Every 100 ms: this worker's sample (in every mode: INFO shows the
+    /// frames per write), and on worker 0 under `auto` the experiment's
+    /// step.
+    pub(super) fn pipes_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        for key in std::mem::take(&mut self.pipes.moving) {
+            self.pipes.moving.push(key);
+            self.pipe_moved(key);
+        }
+        let cpu = thread_cpu_us();
+        let wall = cx.now_us.saturating_sub(self.pipes.at_us).max(1);
+        let busy = (cpu.saturating_sub(self.pipes.cpu_us) as f64 / wall as f64).min(1.0);
+        let frames_per_write = if self.pipes.writes > 0 {
+            self.pipes.frames as f64 / self.pipes.writes as f64
+        } else {
+            // No local traffic: the requests in flight per master stand
+            // in for the batch they would make.
+            let inflight: usize = self
+                .backends
+                .iter()
+                .filter(|(_, b)| matches!(b.role, Role::Shared(_)))
+                .map(|(_, b)| b.in_flight())
+                .sum();
+            inflight as f64 / self.topo.shards.len().max(1) as f64
+        };
+        let inbox = &self.shared.workers[self.id].pipe;
+        inbox.publish(Sample {
+            busy,
+            frames_per_write,
+        });
+        inbox.count(
+            self.pipes.frames,
+            self.pipes.writes,
+            self.pipes.sessions,
+            std::mem::take(&mut self.pipes.served),
+        );
+        self.pipes.cpu_us = cpu;
+        self.pipes.at_us = cx.now_us;
+        self.pipes.frames = 0;
+        self.pipes.writes = 0;
+        if self.pipes.mode != Sharding::Auto {
+            return;
+        }
+        let pipes = &self.shared.pipes;
+        if self.id == 0 {
+            let exp = self.pipes.experiment.get_or_insert_with(Default::default);
+            let commands: u64 = self
+                .shared
+                .workers
+                .iter()
+                .map(|w| w.commands.load(Ordering::Relaxed))
+                .sum();
+            let rate = commands.saturating_sub(self.pipes.commands) as f64 * 1e6 / wall as f64;
+            self.pipes.commands = commands;
+            let now_ms = cx.now_us / 1000;
+            let force = pipes.force.load(Ordering::Relaxed);
+            let changed = if force != 0 {
+                if force != self.pipes.forced {
+                    exp.force(force == 1, now_ms);
+                }
+                Some(force == 1)
+            } else {
+                let samples: Vec<Sample> = self
+                    .shared
+                    .workers
+                    .iter()
+                    .map(|w| w.pipe.sample())
+                    .collect();
+                let scale = u64::from(pipes.scale.load(Ordering::Relaxed));
+                exp.step(now_ms, rate, &samples, scale)
+            };
+            self.pipes.forced = force;
+            if let Some(v) = changed {
+                pipes.verdict.store(v, Ordering::Relaxed);
+            }
+            if let Ok(mut st) = pipes.status.lock() {
+                if st.0 != exp.state_name() || st.1 != exp.reason {
+                    *st = (exp.state_name(), exp.reason.clone());
+                }
+            }
+        }
+        self.pipes.verdict = pipes.verdict.load(Ordering::Relaxed);
+    }
+
+    /// The worker owning the pipe of `pool`'s node.
+    #[inline]
+    pub(super) fn pipe_owner(&mut self, pool: usize) -> usize {
+        let p = &mut self.pools.pools[pool];
+        let owner = match p.owner {
+            Some(o) => o,
+            None => *p.owner.insert(self.shared.pipes.owner(p.key.addr)),
+        };
+        usize::from(owner)
+    }
+
+    /// The shared pipe of `pool` for a session on the pipes: the
+    /// connection itself when this worker owns it, else the link to it.
+    #[inline]
+    pub(super) fn pipe_for(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        pool: usize,
+    ) -> Result<Key, Bytes> {
+        let owner = self.pipe_owner(pool);
+        if owner == self.id {
+            return self.backend_for(cx, pool, 0);
+        }
+        let k = self.pools.pools[pool].link;
+        if self.backends.contains(k) {
+            return Ok(k);
+        }
+        let PoolKey {
+            addr,
+            proto,
+            readonly,
+        } = self.pools.pools[pool].key;
+        let now = cx.now;
+        let link = crate::backend::Link {
+            owner: owner as u16,
+            readonly,
+        };
+        let key = self
+            .backends
+            .insert_with(|k| Backend::new_link(k, addr, Role::Shared(pool), proto, link, now));
+        self.pools.pools[pool].link = key;
+        log::debug!(target: "mithril::worker", "worker {}: linked to worker {owner}'s pipe to {addr}", self.id);
+        Ok(key)
+    }
+
+    /// Whether a request of `session` for `pool` goes to another worker's
+    /// pipe (it then fills no cache here: that pipe's tracking is its
+    /// owner's).
+    pub(super) fn goes_remote(&mut self, session: Key, pool: usize) -> bool {
+        self.sessions.get(session).is_some_and(|s| s.pipe) && self.pipe_owner(pool) != self.id
+    }
+
+    /// A link's unsent requests, on their way to its owner (at the flush).
+    pub(super) fn pipe_take(&mut self, bkey: Key) {
+        let Some(b) = self.backends.get_mut(bkey) else {
+            return;
+        };
+        let Some(link) = b.link else {
+            return;
+        };
+        let pool = PoolKey {
+            addr: b.addr,
+            proto: b.proto,
+            readonly: link.readonly,
+        };
+        let owner = link.owner;
+        let from = self.id as u16;
+        let out = self.pipes.out(usize::from(owner));
+        b.take_unsent(|f| {
+            out.reqs.push(PipeReq {
+                from,
+                link: bkey,
+                pool,
+                req: f.req.clone(),
+                expect: f.expect,
+            })
+        });
+    }
+
+    /// Hand this turn's batches to their workers (end of the turn).
+    #[inline]
+    pub(super) fn pipe_send(&mut self) {
+        if !self.pipes.out_dirty.is_empty() {
+            self.pipe_send_batches();
+        }
+    }
+
+    fn pipe_send_batches(&mut self) {
+        while let Some(to) = self.pipes.out_dirty.pop() {
+            let q = &mut self.pipes.out[to];
+            if self.shared.workers[to]
+                .pipe
+                .send(&mut q.reqs, &mut q.replies)
+            {
+                continue;
+            }
+            // That worker has stopped: its requests are answered here,
+            // after whatever it answered before it stopped.
+            let mut lost: Vec<PipeReply> = q
+                .reqs
+                .drain(..)
+                .map(|r| PipeReply::Lost(r.link, Bytes::from_static(ERR_STOPPED)))
+                .collect();
+            q.replies.clear();
+            let _ = self.shared.workers[self.id]
+                .pipe
+                .send(&mut Vec::new(), &mut lost);
+        }
+    }
+
+    /// Take this worker's inbox: queue other workers' requests on the
+    /// pipes, feed the replies to the links (every turn).
+    pub(super) fn pipe_receive(&mut self, cx: &mut Context<'_, Timer>) {
+        if !self.shared.workers[self.id].pipe.pending() {
+            return;
+        }
+        let mut q = std::mem::take(&mut self.pipes.inbox);
+        self.shared.workers[self.id].pipe.take(&mut q);
+        for r in q.reqs.drain(..) {
+            self.pipe_enqueue(cx, r);
+        }
+        // Consecutive frames for one link are fed together, then paired.
+        let mut fed = Key::NONE;
+        for r in q.replies.drain(..) {
+            match r {
+                PipeReply::Frame(link, frame) => {
+                    if link != fed && fed != Key::NONE {
+                        self.backend_read(cx, fed);
+                    }
+                    fed = Key::NONE;
+                    if let Some(b) = self.backends.get_mut(link) {
+                        if b.link.is_some() {
+                            b.feed(&frame);
+                            fed = link;
+                        }
+                    }
+                }
+                PipeReply::Lost(link, err) => {
+                    if fed != Key::NONE {
+                        self.backend_read(cx, fed);
+                        fed = Key::NONE;
+                    }
+                    let head = self
+                        .backends
+                        .get_mut(link)
+                        .filter(|b| b.link.is_some())
+                        .and_then(Backend::take_head);
+                    if let Some(f) = head {
+                        self.complete_error(cx, f, err);
+                    }
+                    self.drop_if_retired(cx, link);
+                }
+            }
+        }
+        if fed != Key::NONE {
+            self.backend_read(cx, fed);
+        }
+        self.pipes.inbox = q;
+    }
+
+    /// Another worker's request, queued on this worker's pipe to its node.
+    fn pipe_enqueue(&mut self, cx: &mut Context<'_, Timer>, r: PipeReq) {
+        let pool = self.pools.pool_for(r.pool);
+        match self.backend_for(cx, pool, 0) {
+            Ok(bkey) => {
+                let Some(b) = self.backends.get_mut(bkey) else {
+                    return;
+                };
+                b.enqueue(InFlight {
+                    expect: r.expect,
+                    ..InFlight::new(Key::NONE, r.link.to_u64(), r.req, Purpose::Remote(r.from))
+                });
+                self.pipes.remote += 1;
+                self.pipes.served += 1;
+                self.mark_backend_dirty(bkey);
+            }
+            Err(err) => {
+                self.pipes
+                    .out(usize::from(r.from))
+                    .replies
+                    .push(PipeReply::Lost(r.link, err));
+            }
+        }
+    }
+
+    /// A reply for a remote request (its last unless `more`), sent back.
+    pub(super) fn pipe_answer(&mut self, from: u16, link: u64, frame: Bytes, more: bool) {
+        if !more {
+            self.pipes.remote = self.pipes.remote.saturating_sub(1);
+        }
+        self.pipes
+            .out(usize::from(from))
+            .replies
+            .push(PipeReply::Frame(Key::from_u64(link), frame));
+    }
+
+    /// A remote request the pipe could not answer: `err` answers it.
+    pub(super) fn pipe_lost(&mut self, from: u16, link: u64, err: Bytes) {
+        self.pipes.remote = self.pipes.remote.saturating_sub(1);
+        self.pipes
+            .out(usize::from(from))
+            .replies
+            .push(PipeReply::Lost(Key::from_u64(link), err));
+    }
+
+    /// Whether the inbox holds something (before the poll).
+    #[inline]
+    pub(super) fn pipe_pending(&self) -> bool {
+        self.pipes.on && self.shared.workers[self.id].pipe.pending()
+    }
+
+    /// Nothing of another worker's waits on this worker's pipes: it may
+    /// stop.
+    pub(super) fn pipes_idle(&self) -> bool {
+        !self.pipes.on || (self.pipes.remote == 0 && !self.pipe_pending())
+    }
+
+    /// The worker stops: requests still sent to it are answered with an
+    /// error, and so are the remote ones its pipes still carry.
+    pub(super) fn pipes_close(&mut self) {
+        if !self.pipes.on {
+            return;
+        }
+        let mut q = PipeQueue::default();
+        self.shared.workers[self.id].pipe.close(&mut q);
+        for r in q.reqs {
+            self.pipes
+                .out(usize::from(r.from))
+                .replies
+                .push(PipeReply::Lost(r.link, Bytes::from_static(ERR_STOPPED)));
+        }
+        let keys = self.backends.keys();
+        for k in keys {
+            let Some(b) = self.backends.get_mut(k) else {
+                continue;
+            };
+            if b.in_flight() == 0 {
+                continue;
+            }
+            let remote: Vec<(u16, u64)> = b
+                .drain()
+                .filter_map(|(f, _)| match f.purpose {
+                    Purpose::Remote(from) => Some((from, f.seq)),
+                    _ => None,
+                })
+                .collect();
+            for (from, link) in remote {
+                self.pipe_lost(from, link, Bytes::from_static(ERR_STOPPED));
+            }
+        }
+        self.pipe_send();
+    }
+
+    /// A retired link with nothing left in flight is closed.
+    fn drop_if_retired(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        if self
+            .backends
+            .get(key)
+            .is_some_and(|b| b.role == Role::Retired && b.in_flight() == 0)
+        {
+            self.drop_backend(cx, key);
+        }
+    }
+}
