@@ -84,8 +84,8 @@ fn smessage(resp3: bool, ch: &str, msg: &str) -> Reply {
 /// and on the owning node; the confirmations count shard channels only,
 /// as Redis does, in RESP2 and RESP3; a bare SUNSUBSCRIBE names every
 /// shard channel, then answers Redis's null confirmation.
-fn sharded_round(resp3: bool) {
-    let (cluster, m) = cluster_and_mithril("");
+fn sharded_round(resp3: bool, extra_conf: &str) {
+    let (cluster, m) = cluster_and_mithril(extra_conf);
     let channels = name_per_master(&cluster, "shard");
     let mut sub = m.conn();
     if resp3 {
@@ -247,12 +247,20 @@ fn sharded_round(resp3: bool) {
 
 #[test]
 fn ssubscribe_on_every_master_resp2() {
-    sharded_round(false);
+    sharded_round(false, "");
 }
 
 #[test]
 fn ssubscribe_on_every_master_resp3() {
-    sharded_round(true);
+    sharded_round(true, "");
+}
+
+/// The same with the workers sharing one pipe per node (SPUBLISH and
+/// SHARDNUMSUB go over the pipes; subscriber connections stay the
+/// session's own).
+#[test]
+fn ssubscribe_on_every_master_with_shared_pipes() {
+    sharded_round(false, "threads 2\nbackend-sharding yes");
 }
 
 /// Never subscribed: SUNSUBSCRIBE answers as a node does, with or without
