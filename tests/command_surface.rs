@@ -698,8 +698,6 @@ fn not_implemented_commands_answer_unknown_command() {
     let mut c = m.conn();
     let refused: &[&[&str]] = &[
         &["SCRIPT", "DEBUG", "YES"],
-        &["SSUBSCRIBE", "ch"],
-        &["SUNSUBSCRIBE"],
         &["SHUTDOWN"],
         &["FAILOVER"],
         &["REPLICAOF", "NO", "ONE"],

@@ -68,24 +68,10 @@ fn with_replicas() -> RedisCluster {
     })
 }
 
-/// Fails the master serving `slot` over to its replica (CLUSTER FAILOVER
-/// on the replica) and returns the new master.
+/// Fails the master serving `slot` over to its replica and returns the
+/// new master.
 fn fail_over(cluster: &mut RedisCluster, slot: u16) -> usize {
-    let master = cluster.node_for_slot(slot).id.clone();
-    let replica = cluster
-        .nodes
-        .iter()
-        .position(|n| n.master_of.as_deref() == Some(master.as_str()))
-        .expect("the master has a replica");
-    assert_eq!(
-        cluster.nodes[replica].conn().cmd(&["CLUSTER", "FAILOVER"]),
-        ok()
-    );
-    wait_until("the replica took over", Duration::from_secs(20), || {
-        (cluster.port_for_slot(slot) == cluster.nodes[replica].port).then_some(())
-    });
-    cluster.refresh_roles();
-    replica
+    cluster.fail_over(slot)
 }
 
 #[test]

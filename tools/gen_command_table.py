@@ -87,6 +87,7 @@ ROUTES = {
     "ClusterWide(Debug)": "Route::ClusterWide(Wide::Debug)",
     "ClusterWide(EveryOk)": "Route::ClusterWide(Wide::EveryOk)",
     "ClusterWide(EverySum)": "Route::ClusterWide(Wide::EverySum)",
+    "ClusterWide(ShardNumsub)": "Route::ClusterWide(Wide::ShardNumsub)",
     "Eval": "Route::Eval",
 }
 

@@ -416,6 +416,9 @@ pub enum Wide {
     /// CONFIG GET: mithril's own directives, then one master's parameters
     /// that mithril does not shadow.
     ConfigGet,
+    /// PUBSUB SHARDNUMSUB: every master; each channel's counts summed (a
+    /// shard channel lives on one master, which counts it).
+    ShardNumsub,
 }
 
 impl Wide {

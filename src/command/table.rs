@@ -6156,7 +6156,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::PUBSUB | A::SLOW,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::AnyMaster,
+                route: Route::ClusterWide(Wide::ShardNumsub),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Get the count of subscribers for shard channels",
@@ -7642,7 +7642,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::NOT_KEY, begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: -1, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (1, -1, 1),
-        route: Route::Unsupported,
+        route: Route::Pubsub,
         subcommands: &[],
         doc: Doc {
             summary: "Listen for messages published to the given shard channels",
@@ -7780,7 +7780,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::NOT_KEY, begin: BeginSearch::Index(1), find: FindKeys::Range { last_key: -1, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (1, -1, 1),
-        route: Route::Unsupported,
+        route: Route::Pubsub,
         subcommands: &[],
         doc: Doc {
             summary: "Stop listening for messages posted to the given shard channels",

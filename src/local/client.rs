@@ -251,11 +251,11 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
     let rbs = s.rbuf.capacity();
     let omem = s.out_bytes();
     let oll = s.outstanding();
-    let (sub, psub) = s
+    let (sub, psub, ssub) = s
         .sub
         .as_ref()
-        .map(|x| (x.channels.len(), x.patterns.len()))
-        .unwrap_or((0, 0));
+        .map(|x| (x.channels.len(), x.patterns.len(), x.shard.len()))
+        .unwrap_or((0, 0, 0));
     let multi: i64 = s.txn.as_ref().map(|t| t.queued.len() as i64).unwrap_or(-1);
     let flags = match (s.sub.is_some(), s.txn.is_some(), s.input().is_blocked()) {
         (_, _, true) => "b",
@@ -269,7 +269,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
     let mut line = String::with_capacity(320);
     let _ = write!(
         line,
-        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub=0 \
+        "id={} addr={} laddr={} fd={} name={} age={} idle={} flags={} db=0 sub={} psub={} ssub={} \
          multi={} qbuf={} qbuf-free={} argv-mem=0 multi-mem=0 rbs={} rbp={} obl=0 oll={} \
          omem={} tot-mem={} events={} cmd={} user={} redir=-1 resp={} lib-name={} \
          lib-ver={} worker={}",
@@ -283,6 +283,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         flags,
         sub,
         psub,
+        ssub,
         multi,
         qbuf,
         rbs - qbuf.min(rbs),

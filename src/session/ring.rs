@@ -79,6 +79,9 @@ pub enum Fold {
     /// the node calls the page may still make. Its replies do not go
     /// through the fold of parts.
     ScanPage,
+    /// `[name, count, ...]` pairs (a RESP3 map): the first part's names,
+    /// each count summed over the parts (PUBSUB SHARDNUMSUB).
+    PairSum,
 }
 
 /// What a merge's parts have folded into so far.
@@ -520,6 +523,10 @@ impl Merge {
                 );
             }
             Fold::Union => assert!(f.hll.is_some(), "union merge at {seq} without registers"),
+            Fold::PairSum => assert!(
+                f.items.len() % 2 == 0,
+                "merge at {seq}: an odd number of pair items"
+            ),
             Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf | Fold::ScanPage => {}
         }
     }

@@ -428,15 +428,11 @@ impl Worker {
             return;
         };
         s.txn = None;
-        if let Some(sub) = s.sub.take() {
-            // Confirmations that will never come now: answer their slots.
-            for seq in sub.expect {
-                s.ring.fill(
-                    seq,
-                    Bytes::from_static(b"-ERR mithril: subscription cancelled by RESET\r\n"),
-                );
-            }
-            self.drop_backend(cx, sub.conn);
-        }
+        // Confirmations that will never come now: answer their slots.
+        self.drop_subscriptions(
+            cx,
+            key,
+            Some(b"-ERR mithril: subscription cancelled by RESET\r\n"),
+        );
     }
 }

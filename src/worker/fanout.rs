@@ -84,6 +84,45 @@ fn array_items(frame: &Bytes) -> Option<Vec<Bytes>> {
     (at == frame.len()).then_some(items)
 }
 
+/// One master's `[name, count, ...]` (an array, or a RESP3 map) folded
+/// into the sums so far: the first part gives the names, each later one
+/// adds its counts pair by pair (every master is asked the same names).
+fn fold_pair_sum(f: &mut crate::session::ring::FoldState, frame: &Bytes) -> Result<(), Bytes> {
+    let bad = || Bytes::from_static(ERR_BAD_PART);
+    let items = match frame.first() {
+        Some(b'%') => {
+            // A map of n pairs is an array of 2n items once the header says so.
+            let nl = frame
+                .windows(2)
+                .position(|w| w == b"\r\n")
+                .ok_or_else(bad)?;
+            let n: usize = std::str::from_utf8(&frame[1..nl])
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(bad)?;
+            let mut flat = format!("*{}\r\n", n * 2).into_bytes();
+            flat.extend_from_slice(&frame[nl + 2..]);
+            array_items(&Bytes::from(flat))
+        }
+        _ => array_items(frame),
+    }
+    .ok_or_else(bad)?;
+    if f.items.is_empty() {
+        f.items = items;
+        return Ok(());
+    }
+    if items.len() != f.items.len() {
+        return Err(bad());
+    }
+    for (i, item) in items.into_iter().enumerate().skip(1).step_by(2) {
+        let sum = int_reply(&f.items[i])
+            .zip(int_reply(&item))
+            .ok_or_else(bad)?;
+        f.items[i] = Bytes::from(format!(":{}\r\n", sum.0.saturating_add(sum.1)));
+    }
+    Ok(())
+}
+
 /// The body of a bulk string reply: `Some(None)` for a null (RESP2
 /// `$-1`, RESP3 `_`), `None` if `frame` is not a bulk string.
 fn bulk_body(frame: &[u8]) -> Option<Option<&[u8]>> {
@@ -380,6 +419,11 @@ impl Worker {
                         f.items.push(frame);
                     }
                 }
+                Fold::PairSum => {
+                    if let Err(e) = fold_pair_sum(f, &frame) {
+                        f.error.get_or_insert(e);
+                    }
+                }
                 Fold::Items => {
                     let positions = f.part_keys.get(part as usize);
                     match (array_items(&frame), positions) {
@@ -421,6 +465,20 @@ impl Worker {
                         m.fold.items.swap_remove(pick)
                     }
                 },
+                Fold::PairSum => {
+                    let items = &m.fold.items;
+                    let mut out =
+                        Vec::with_capacity(items.iter().map(|i| i.len()).sum::<usize>() + 16);
+                    if proto == Proto::Resp3 {
+                        out.extend_from_slice(format!("%{}\r\n", items.len() / 2).as_bytes());
+                    } else {
+                        array_into(&mut out, items.len());
+                    }
+                    for i in items {
+                        out.extend_from_slice(i);
+                    }
+                    Bytes::from(out)
+                }
                 Fold::Items | Fold::Concat | Fold::ScanPage => {
                     let items = &m.fold.items;
                     let total: usize = items.iter().map(|i| i.len()).sum();
@@ -459,6 +517,7 @@ impl Worker {
             // Any master's key, nil only when every master is empty.
             Wide::Randomkey => self.every_master(cx, key, Fold::AnyOf, frame),
             Wide::Keys => self.every_master(cx, key, Fold::Concat, frame),
+            Wide::ShardNumsub => self.every_master(cx, key, Fold::PairSum, frame),
             Wide::Dbsize => self.every_master(
                 cx,
                 key,

@@ -40,13 +40,16 @@ impl Worker {
             );
         }
         if let Some(sub) = &s.sub {
-            assert!(
-                self.backends
-                    .get(sub.conn)
-                    .is_some_and(|b| b.role == Role::Pubsub(key)),
-                "client {}: its subscriber connection is gone",
-                s.id
-            );
+            for c in &sub.conns {
+                assert!(
+                    self.backends
+                        .get(c.conn)
+                        .is_some_and(|b| b.role == Role::Pubsub(key) && b.addr == c.addr),
+                    "client {}: its subscriber connection to {} is gone",
+                    s.id,
+                    c.addr
+                );
+            }
         }
     }
 

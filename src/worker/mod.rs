@@ -149,6 +149,13 @@ pub struct Worker {
     /// (P)(UN)SUBSCRIBEs being dispatched in waves, at most one per
     /// session (pubsub.rs).
     waves: Vec<(Key, pubsub::Wave)>,
+    /// Subscribers with a subscription not where the map says (a lost
+    /// connection, a refused resubscription): tried again once a second.
+    /// At most one entry per session (`Subscriptions::retry_queued`).
+    resubscribe: Vec<Key>,
+    /// Ticks since the last such try (once a second, not to hammer a
+    /// node that is down).
+    resubscribe_ticks: u8,
     /// Idle leased connections by node and protocol.
     idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
@@ -216,6 +223,8 @@ impl Worker {
             ready_backends: Vec::new(),
             args: Vec::with_capacity(16),
             waves: Vec::new(),
+            resubscribe: Vec::new(),
+            resubscribe_ticks: 0,
             idle_leases: HashMap::new(),
             retrying: GenSlab::new(),
             downs: HashMap::new(),
@@ -302,7 +311,12 @@ impl Worker {
             self.downs.remove(&key);
         }
         if let Some(sub) = s.sub.take() {
-            self.drop_backend(cx, sub.conn);
+            for c in sub.conns {
+                self.drop_backend(cx, c.conn);
+            }
+            if !self.resubscribe.is_empty() {
+                self.resubscribe.retain(|&k| k != key);
+            }
         }
         if let Some(pin) = s.pin.take() {
             self.pin_closed(cx, pin);
@@ -377,12 +391,12 @@ impl Worker {
             .backend_failed(self.id, addr, reason, b.in_flight(), cx.now);
         self.shared.topology.request_refresh();
         if let Role::Pubsub(owner) = b.role {
-            // A subscriber that lost its connection lost its
+            // A subscriber that lost its home connection lost its
             // subscriptions: close it rather than let it wait forever.
-            if let Some(s) = self.sessions.get_mut(owner) {
-                s.sub = None;
+            // Another connection's are made again (pubsub.rs).
+            if self.subscriber_lost(owner, key) {
+                self.close_session(cx, owner);
             }
-            self.close_session(cx, owner);
             return;
         }
         let lost = Bytes::from(format!(
@@ -409,6 +423,7 @@ impl Worker {
             if self.cache.on {
                 self.cache_masters(cx);
             }
+            self.subscribers_follow_topology(cx);
         }
     }
 
@@ -501,6 +516,13 @@ impl Worker {
         self.cache_tick(cx);
         self.pipes_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
+        if !self.resubscribe.is_empty() {
+            self.resubscribe_ticks += 1;
+            if self.resubscribe_ticks >= 10 {
+                self.resubscribe_ticks = 0;
+                self.subscribers_retry(cx);
+            }
+        }
         if let Some(deadline) = self.draining {
             if (self.sessions.is_empty() && self.pipes_idle()) || cx.now >= deadline {
                 self.stop();

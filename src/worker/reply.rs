@@ -82,10 +82,7 @@ impl Worker {
                         continue;
                     }
                     if let Role::Pubsub(owner) = role {
-                        if let Some(why) = self.pubsub_frame(owner, frame) {
-                            self.backend_failed(cx, key, &why);
-                            return;
-                        }
+                        self.pubsub_frame(cx, owner, key, frame);
                         // The window is exact: the rest waits in the buffer.
                         if self.push_window_full(owner) {
                             break;
@@ -446,7 +443,7 @@ impl Worker {
             if let Some(sub) = s.sub.as_mut() {
                 if sub.throttled && waiting < crate::session::PUSH_WINDOW / 2 {
                     sub.throttled = false;
-                    self.ready_backends.push(sub.conn);
+                    self.ready_backends.extend(sub.conns.iter().map(|c| c.conn));
                 }
             }
             #[cfg(debug_assertions)]

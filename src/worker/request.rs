@@ -150,7 +150,7 @@ impl Worker {
                 }
             }
             if waving {
-                if self.next_wave(key) {
+                if self.next_wave(cx, key) {
                     // It took its most for this turn: the rest goes on in
                     // the next one (the ready list), and nothing more is
                     // read meanwhile.

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use super::process::{kill_and_reap, spawn_child, terminate_all};
 use super::resp::{Conn, Reply};
-use super::slots::SLOTS;
+use super::slots::{key_slot, SLOTS};
 use super::{free_port, make_temp_dir, redis_server_path, remove_temp_dir, tail_file};
 use super::{poll_until, wait_until_explained};
 
@@ -389,6 +389,36 @@ impl RedisCluster {
             .into_iter()
             .find(|n| n.port != port)
             .unwrap_or_else(|| panic!("no master besides the one on port {port}"))
+    }
+
+    /// A direct connection to the master serving `key`'s slot.
+    pub fn owner_conn(&self, key: &str) -> Conn {
+        self.node_for_slot(key_slot(key.as_bytes())).conn()
+    }
+
+    /// Fails the master serving `slot` over to its replica (CLUSTER
+    /// FAILOVER on the replica, a graceful hand-over), waits until the
+    /// cluster says the replica serves it, and returns the new master.
+    pub fn fail_over(&mut self, slot: u16) -> usize {
+        let master = self.node_for_slot(slot).id.clone();
+        let replica = self
+            .nodes
+            .iter()
+            .position(|n| n.master_of.as_deref() == Some(master.as_str()))
+            .expect("the master has a replica");
+        let port = self.nodes[replica].port;
+        let r = self.nodes[replica].conn().cmd(&["CLUSTER", "FAILOVER"]);
+        assert_eq!(r, Reply::Simple("OK".into()), "CLUSTER FAILOVER on :{port}");
+        // The map read mid-failover may leave the slot unserved for a
+        // moment: look, never panic, until the deadline.
+        super::wait_until("the replica took over", Duration::from_secs(20), || {
+            let map = self.slot_map();
+            map.iter()
+                .any(|&(a, b, p)| (a..=b).contains(&slot) && p == port)
+                .then_some(())
+        });
+        self.refresh_roles();
+        replica
     }
 
     /// Leaves `slot` half migrated: IMPORTING on another master, MIGRATING
