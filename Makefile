@@ -53,12 +53,12 @@ REDIS_PKGS := redis-server redis-tools
 build:
 	$(CARGO) build --release
 
-# The suites that exercise ordering, fan-out, migration, failover and
-# hostile input run a second time on the shared pipes (backend-sharding yes
-# with four workers, put before each test's own settings: see
-# tests/support/mithril.rs).
+# The suites that exercise ordering, fan-out, migration, failover, hostile
+# input, the reply cache, client tracking and the SIGTERM drain run a second
+# time on the shared pipes (backend-sharding yes with four workers, put
+# before each test's own settings: see tests/support/mithril.rs).
 SHARDED_SUITES := proxy_core command_surface correctness resilience hostile_input fanout_as_one_server \
-	reply_cache client_tracking
+	reply_cache client_tracking daemon_lifecycle
 
 test: check-redis
 	$(CARGO) test --workspace
