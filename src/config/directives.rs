@@ -221,7 +221,7 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "backend-sharding",
-        default: "no",
+        default: "auto",
         summary: "no: each worker its own connections to the nodes; yes: one process-wide pipe per node, on the worker that owns it",
         runtime_settable: false,
         kind: Kind::Plain,

@@ -433,7 +433,7 @@ impl Default for Config {
             backend_conns: 1,
             placement: Placement::LeastLoaded,
             read_from_replicas: ReadFrom::No,
-            backend_sharding: Sharding::No,
+            backend_sharding: Sharding::Auto,
             topology_refresh_secs: 10,
             connect_timeout_ms: 1000,
             backend_timeout_ms: 5000,
