@@ -351,3 +351,44 @@ fn the_reply_cache_fills_and_invalidates_across_the_pipes() {
     let text = clients[0].cmd(&["INFO", "replycache"]).as_str().to_string();
     assert!(text.contains("reply_cache_hits:"), "{text}");
 }
+
+/// `auto` deciding by itself: the schedule shortened tenfold and every
+/// worker counted busy (this machine's cores are shared with the client
+/// and the nodes, so its workers never reach 85%), request-response
+/// clients (thin batches) make it try the shared pipes and judge them by
+/// the measured rate; whatever it decides, every reply is as expected.
+#[test]
+fn auto_measures_and_decides_under_load() {
+    std::env::set_var("MITHRIL_TEST_HOOKS", "1");
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 2\nbackend-sharding auto\nplacement round-robin\n",
+    );
+    let mut ctl = m.conn();
+    for hook in [["PIPES-SCALE", "10"], ["PIPES-BUSY", "1"]] {
+        assert_eq!(ctl.cmd(&["MITHRIL-TEST", hook[0], hook[1]]), ok());
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = m.addr();
+    let load: Vec<_> = (0..8)
+        .map(|c| {
+            let addr = addr.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || client_load(&addr, c, 1_000_000, 1, &stop))
+        })
+        .collect();
+    let decision = wait_until("a measured decision", Duration::from_secs(30), || {
+        let p = info(&mut ctl, "pipes");
+        let d = p["pipes_last_decision"].clone();
+        (d.starts_with("kept") || d.starts_with("went back")).then_some(d)
+    });
+    stop.store(true, Ordering::Relaxed);
+    let done: usize = load
+        .into_iter()
+        .map(|h| h.join().expect("replies as expected"))
+        .sum();
+    assert!(done > 100, "{done} requests");
+    assert!(decision.contains("/s"), "the rates it compared: {decision}");
+}

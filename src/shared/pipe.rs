@@ -177,6 +177,9 @@ pub struct Pipes {
     /// this, and a forced verdict (0 none, 1 shared, 2 local).
     pub scale: std::sync::atomic::AtomicU32,
     pub force: std::sync::atomic::AtomicU8,
+    /// Test hook: the CPU share that counts as busy, in thousandths
+    /// (0: the usual 85%).
+    pub busy_permille: std::sync::atomic::AtomicU32,
     /// The reply cache: the client id of each pipe owner's tracker for
     /// its node (the id a read through the pipe opts in for), and a
     /// generation bumped at every change, so readers copy the map only
@@ -194,6 +197,7 @@ impl Pipes {
             status: Mutex::new(("local", String::from("no decision yet"))),
             scale: std::sync::atomic::AtomicU32::new(1),
             force: std::sync::atomic::AtomicU8::new(0),
+            busy_permille: std::sync::atomic::AtomicU32::new(0),
             trackers: Mutex::new(Default::default()),
             trackers_gen: std::sync::atomic::AtomicU64::new(0),
         }
@@ -361,6 +365,18 @@ impl Experiment {
     /// proxy's command rate, every worker's sample. `Some(v)`: the
     /// verdict is now `v`.
     pub fn step(&mut self, now: u64, rate: f64, samples: &[Sample], scale: u64) -> Option<bool> {
+        self.step_with(now, rate, samples, scale, BUSY)
+    }
+
+    /// `step` with another threshold of busyness (the test hook's).
+    pub fn step_with(
+        &mut self,
+        now: u64,
+        rate: f64,
+        samples: &[Sample],
+        scale: u64,
+        busy_at: f64,
+    ) -> Option<bool> {
         let scale = scale.max(1);
         let d = |ms: u64| (ms / scale).max(1);
         self.rates.push_back((now, rate));
@@ -372,10 +388,10 @@ impl Experiment {
             self.rates.pop_front();
         }
         let half = samples.len().div_ceil(2).max(1);
-        let busy = samples.iter().filter(|s| s.busy >= BUSY).count();
+        let busy = samples.iter().filter(|s| s.busy >= busy_at).count();
         let thin = samples
             .iter()
-            .filter(|s| s.busy >= BUSY && s.frames_per_write < THIN)
+            .filter(|s| s.busy >= busy_at && s.frames_per_write < THIN)
             .count();
         let steady = self.steady(now, d(STEADY_FOR));
         // A rate settled a quarter under the answer's ends the wait; a

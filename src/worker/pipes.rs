@@ -280,7 +280,10 @@ impl Worker {
                     .map(|w| w.pipe.sample())
                     .collect();
                 let scale = u64::from(pipes.scale.load(Ordering::Relaxed));
-                exp.step(now_ms, rate, &samples, scale)
+                match pipes.busy_permille.load(Ordering::Relaxed) {
+                    0 => exp.step(now_ms, rate, &samples, scale),
+                    b => exp.step_with(now_ms, rate, &samples, scale, f64::from(b) / 1000.0),
+                }
             };
             self.pipes.forced = force;
             if let Some(v) = changed {

@@ -17,7 +17,9 @@
 //! while a request waits. `MITHRIL-TEST PIPES-FORCE shared|local|none`
 //! sets `backend-sharding auto`'s verdict by hand (none: the experiment
 //! decides again), and `MITHRIL-TEST PIPES-SCALE n` divides the
-//! experiment's durations by `n`.
+//! experiment's durations by `n`; `MITHRIL-TEST PIPES-BUSY permille`
+//! sets the CPU share that counts as busy (0: the usual 85%), so a test
+//! can let the experiment decide on a machine it cannot load that much.
 //!
 //! Never: reachable from a release build; the replies are for tests, not a
 //! stable interface.
@@ -109,6 +111,19 @@ impl Worker {
                     ),
                 }
             }
+            b"PIPES-BUSY" => {
+                let n = arg(2)
+                    .and_then(|a| std::str::from_utf8(a).ok())
+                    .and_then(|a| a.parse::<u32>().ok())
+                    .filter(|&n| n <= 1000);
+                match n {
+                    Some(n) => {
+                        self.shared.pipes.busy_permille.store(n, Ordering::Relaxed);
+                        self.reply_static(key, b"+OK\r\n");
+                    }
+                    None => self.reply_static(key, b"-ERR MITHRIL-TEST PIPES-BUSY permille\r\n"),
+                }
+            }
             b"PIPES-SCALE" => {
                 let n = arg(2)
                     .and_then(|a| std::str::from_utf8(a).ok())
@@ -124,7 +139,7 @@ impl Worker {
             }
             _ => self.reply_static(
                 key,
-                b"-ERR MITHRIL-TEST PANIC | SESSIONS | RETRY-WAIT ms | PIPES-FORCE | PIPES-SCALE\r\n",
+                b"-ERR MITHRIL-TEST PANIC | SESSIONS | RETRY-WAIT ms | PIPES-FORCE | PIPES-SCALE | PIPES-BUSY\r\n",
             ),
         }
         true
