@@ -83,6 +83,8 @@ ROUTES = {
     "ClusterWide(FunctionFlush)": "Route::ClusterWide(Wide::FunctionFlush)",
     "ClusterWide(FunctionRestore)": "Route::ClusterWide(Wide::FunctionRestore)",
     "ClusterWide(FunctionKill)": "Route::ClusterWide(Wide::FunctionKill)",
+    "ClusterWide(EveryStatus)": "Route::ClusterWide(Wide::EveryStatus)",
+    "ClusterWide(EveryMin)": "Route::ClusterWide(Wide::EveryMin)",
     "Eval": "Route::Eval",
 }
 

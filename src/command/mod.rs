@@ -400,6 +400,11 @@ pub enum Wide {
     FunctionRestore,
     /// FUNCTION KILL: as SCRIPT KILL.
     FunctionKill,
+    /// SAVE, BGSAVE, BGREWRITEAOF: every master; its status line when
+    /// they all accept.
+    EveryStatus,
+    /// LASTSAVE: every master; the smallest integer.
+    EveryMin,
 }
 
 impl Wide {
@@ -407,7 +412,13 @@ impl Wide {
     pub fn is_scripting(self) -> bool {
         !matches!(
             self,
-            Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys
+            Wide::Scan
+                | Wide::Dbsize
+                | Wide::Flushall
+                | Wide::Randomkey
+                | Wide::Keys
+                | Wide::EveryStatus
+                | Wide::EveryMin
         )
     }
 }

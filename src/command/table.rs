@@ -480,7 +480,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryStatus),
         subcommands: &[],
         doc: Doc {
             summary: "Asynchronously rewrite the append-only file",
@@ -497,7 +497,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryStatus),
         subcommands: &[],
         doc: Doc {
             summary: "Asynchronously save the dataset to disk",
@@ -4527,7 +4527,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::FAST | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryMin),
         subcommands: &[],
         doc: Doc {
             summary: "Get the UNIX time stamp of the last successful save to disk",
@@ -6618,7 +6618,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryStatus),
         subcommands: &[],
         doc: Doc {
             summary: "Synchronously save the dataset to disk",

@@ -74,6 +74,12 @@ pub enum Fold {
     /// Every part's non-nil reply kept; one of them, at random, is the
     /// answer, nil only when every part was nil (RANDOMKEY).
     AnyOf,
+    /// Every part must answer a status line; the first one that came is
+    /// the answer (SAVE, BGSAVE, BGREWRITEAOF on every master).
+    Status,
+    /// Integer replies, the smallest kept in `sum` (LASTSAVE on every
+    /// master).
+    Min,
 }
 
 /// What a merge's parts have folded into so far.
@@ -97,7 +103,7 @@ impl FoldState {
             kind,
             part_keys: Vec::new(),
             items: Vec::new(),
-            sum: 0,
+            sum: if kind == Fold::Min { i64::MAX } else { 0 },
             hll: None,
             error: None,
         }
@@ -515,7 +521,7 @@ impl Merge {
                 );
             }
             Fold::Union => assert!(f.hll.is_some(), "union merge at {seq} without registers"),
-            Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf => {}
+            Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf | Fold::Status | Fold::Min => {}
         }
     }
 }

@@ -262,7 +262,8 @@ fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
                 all_ok(parts)
             })
         }
-        Wide::Scan | Wide::Dbsize | Wide::Flushall | Wide::Randomkey | Wide::Keys => return None,
+        // Not scripting (`Wide::is_scripting`): no closure.
+        _ => return None,
     };
     Some(f)
 }
