@@ -393,7 +393,7 @@ fn persistence(n: &RedisNode, field: &str) -> i64 {
 
 #[test]
 fn save_bgsave_and_lastsave_cover_every_master() {
-    let (cluster, m) = setup("");
+    let (cluster, m) = setup("user writer on >pw mode write\n");
     let mut c = m.conn();
     let masters = cluster.masters();
     for (k, _) in cluster.key_per_master("persist") {
@@ -471,9 +471,31 @@ fn save_bgsave_and_lastsave_cover_every_master() {
         .unwrap();
     assert!(persistence(masters[0], "rdb_last_save_time") > oldest);
     assert_eq!(c.cmd(&["LASTSAVE"]), Reply::Int(oldest));
-    // A master's refusal is the answer.
+    // Administration: a user without admin rights gets Redis's NOPERM.
+    let mut w = m.conn();
+    assert_eq!(w.cmd(&["AUTH", "writer", "pw"]), ok());
+    for name in ["save", "bgsave", "bgrewriteaof", "lastsave"] {
+        assert_eq!(
+            w.cmd(&[name]),
+            err(&format!(
+                "NOPERM this user has no permissions to run the '{name}' command"
+            ))
+        );
+    }
     assert_eq!(
         c.cmd(&["SAVE", "x"]),
         err("ERR wrong number of arguments for 'save' command")
     );
+    // One master that cannot write its snapshot (a directory stands where
+    // its temporary file would go): its refusal is the answer, not the
+    // others' OK.
+    let dir = masters[1].conn().cmd(&["CONFIG", "GET", "dir"]);
+    let dir = String::from_utf8_lossy(dir.as_array()[1].as_bulk().unwrap()).to_string();
+    let blocker = Path::new(&dir).join(format!("temp-{}.rdb", masters[1].pid));
+    std::fs::create_dir_all(&blocker).unwrap();
+    let saves = persistence(masters[0], "rdb_saves");
+    assert_eq!(c.cmd(&["SAVE"]), err("ERR"));
+    assert_eq!(persistence(masters[0], "rdb_saves"), saves + 1);
+    std::fs::remove_dir(&blocker).unwrap();
+    assert_eq!(c.cmd(&["SAVE"]), ok());
 }
