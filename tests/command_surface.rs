@@ -701,8 +701,6 @@ fn not_implemented_commands_answer_unknown_command() {
         &["SHUTDOWN"],
         &["FAILOVER"],
         &["REPLICAOF", "NO", "ONE"],
-        &["SAVE"],
-        &["BGSAVE"],
         &["MIGRATE", "h", "1", "k", "0", "1"],
     ];
     for args in refused {

@@ -2,7 +2,9 @@
 //! keys on several masters is the cardinality of the union (merged from
 //! the keys' HLL strings, as Redis merges them), not a sum of per-slot
 //! counts; MSET with a key but no value is refused whole, nothing written;
-//! SPUBLISH reaches its shard, and PUBSUB SHARDCHANNELS lists them all.
+//! SPUBLISH reaches its shard, and PUBSUB SHARDCHANNELS lists them all;
+//! SAVE, BGSAVE and BGREWRITEAOF make every master save, and LASTSAVE is
+//! the oldest of their save times.
 //!
 //! The reference is Redis itself: the same values under one hash tag sit
 //! in one slot, so mithril forwards that PFCOUNT untouched and the node
@@ -11,6 +13,7 @@
 mod support;
 
 use std::path::Path;
+use std::time::Duration;
 use support::*;
 
 fn bin() -> &'static Path {
@@ -376,4 +379,123 @@ fn spublish_reaches_its_shard_and_shardchannels_lists_every_master() {
     assert_eq!(got, want);
     let one = c.cmd(&["PUBSUB", "SHARDCHANNELS", &channels[1]]);
     assert_eq!(one.as_array().len(), 1);
+}
+
+/// `field:value` of a master's `INFO persistence`.
+fn persistence(n: &RedisNode, field: &str) -> i64 {
+    let text = n.conn().cmd(&["INFO", "persistence"]);
+    let text = String::from_utf8_lossy(text.as_bulk().unwrap()).to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{field}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{field} in {text}"))
+}
+
+#[test]
+fn save_bgsave_and_lastsave_cover_every_master() {
+    let (cluster, m) = setup("user writer on >pw mode write\n");
+    let mut c = m.conn();
+    let masters = cluster.masters();
+    for (k, _) in cluster.key_per_master("persist") {
+        assert_eq!(c.cmd(&["SET", &k, "v"]), ok());
+    }
+    // SAVE: every master writes its snapshot.
+    assert_eq!(c.cmd(&["SAVE"]), ok());
+    for n in &masters {
+        assert_eq!(
+            persistence(n, "rdb_changes_since_last_save"),
+            0,
+            "{}",
+            n.port
+        );
+        assert_eq!(persistence(n, "rdb_saves"), 1, "{}", n.port);
+    }
+    // The background saves: a master's own status line once every master
+    // started one, and each master's counter goes up.
+    let background: &[(&[&str], &str, &str, &str, i64)] = &[
+        (
+            &["BGSAVE"],
+            "Background saving started",
+            "rdb_saves",
+            "rdb_bgsave_in_progress",
+            2,
+        ),
+        (
+            &["BGSAVE", "SCHEDULE"],
+            "Background saving started",
+            "rdb_saves",
+            "rdb_bgsave_in_progress",
+            3,
+        ),
+        (
+            &["BGREWRITEAOF"],
+            "Background append only file rewriting started",
+            "aof_rewrites",
+            "aof_rewrite_in_progress",
+            1,
+        ),
+    ];
+    for &(args, status, counter, busy, want) in background {
+        assert_eq!(c.cmd(args), Reply::Simple(status.into()), "{args:?}");
+        for n in &masters {
+            wait_until(
+                &format!("{args:?} on {}", n.port),
+                Duration::from_secs(10),
+                || (persistence(n, counter) == want && persistence(n, busy) == 0).then_some(()),
+            );
+        }
+    }
+    // LASTSAVE: the oldest of the masters' (all data saved since then).
+    let times: Vec<i64> = masters
+        .iter()
+        .map(|n| persistence(n, "rdb_last_save_time"))
+        .collect();
+    let newest = *times.iter().max().unwrap();
+    wait_until(
+        "a second past the last save",
+        Duration::from_secs(5),
+        || {
+            let t = masters[0].conn().cmd(&["TIME"]);
+            let secs: i64 = std::str::from_utf8(t.as_array()[0].as_bulk().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            (secs > newest).then_some(())
+        },
+    );
+    assert_eq!(masters[0].conn().cmd(&["SAVE"]), ok());
+    let oldest = masters[1..]
+        .iter()
+        .map(|n| persistence(n, "rdb_last_save_time"))
+        .min()
+        .unwrap();
+    assert!(persistence(masters[0], "rdb_last_save_time") > oldest);
+    assert_eq!(c.cmd(&["LASTSAVE"]), Reply::Int(oldest));
+    // Administration: a user without admin rights gets Redis's NOPERM.
+    let mut w = m.conn();
+    assert_eq!(w.cmd(&["AUTH", "writer", "pw"]), ok());
+    for name in ["save", "bgsave", "bgrewriteaof", "lastsave"] {
+        assert_eq!(
+            w.cmd(&[name]),
+            err(&format!(
+                "NOPERM this user has no permissions to run the '{name}' command"
+            ))
+        );
+    }
+    assert_eq!(
+        c.cmd(&["SAVE", "x"]),
+        err("ERR wrong number of arguments for 'save' command")
+    );
+    // One master that cannot write its snapshot (a directory stands where
+    // its temporary file would go): its refusal is the answer, not the
+    // others' OK.
+    let dir = masters[1].conn().cmd(&["CONFIG", "GET", "dir"]);
+    let dir = String::from_utf8_lossy(dir.as_array()[1].as_bulk().unwrap()).to_string();
+    let blocker = Path::new(&dir).join(format!("temp-{}.rdb", masters[1].pid));
+    std::fs::create_dir_all(&blocker).unwrap();
+    let saves = persistence(masters[0], "rdb_saves");
+    assert_eq!(c.cmd(&["SAVE"]), err("ERR"));
+    assert_eq!(persistence(masters[0], "rdb_saves"), saves + 1);
+    std::fs::remove_dir(&blocker).unwrap();
+    assert_eq!(c.cmd(&["SAVE"]), ok());
 }

@@ -88,6 +88,8 @@ ROUTES = {
     "ClusterWide(EveryOk)": "Route::ClusterWide(Wide::EveryOk)",
     "ClusterWide(EverySum)": "Route::ClusterWide(Wide::EverySum)",
     "ClusterWide(ShardNumsub)": "Route::ClusterWide(Wide::ShardNumsub)",
+    "ClusterWide(EveryStatus)": "Route::ClusterWide(Wide::EveryStatus)",
+    "ClusterWide(EveryMin)": "Route::ClusterWide(Wide::EveryMin)",
     "Eval": "Route::Eval",
 }
 

@@ -419,6 +419,11 @@ pub enum Wide {
     /// PUBSUB SHARDNUMSUB: every master; each channel's counts summed (a
     /// shard channel lives on one master, which counts it).
     ShardNumsub,
+    /// SAVE, BGSAVE, BGREWRITEAOF: every master; its status line when
+    /// they all accept.
+    EveryStatus,
+    /// LASTSAVE: every master; the smallest integer.
+    EveryMin,
 }
 
 impl Wide {

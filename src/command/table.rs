@@ -481,7 +481,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryStatus),
         subcommands: &[],
         doc: Doc {
             summary: "Asynchronously rewrite the append-only file",
@@ -498,7 +498,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryStatus),
         subcommands: &[],
         doc: Doc {
             summary: "Asynchronously save the dataset to disk",
@@ -4528,7 +4528,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::FAST | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryMin),
         subcommands: &[],
         doc: Doc {
             summary: "Get the UNIX time stamp of the last successful save to disk",
@@ -6619,7 +6619,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::EveryStatus),
         subcommands: &[],
         doc: Doc {
             summary: "Synchronously save the dataset to disk",

@@ -82,6 +82,12 @@ pub enum Fold {
     /// `[name, count, ...]` pairs (a RESP3 map): the first part's names,
     /// each count summed over the parts (PUBSUB SHARDNUMSUB).
     PairSum,
+    /// Every part must answer a status line; the first one that came is
+    /// the answer (SAVE, BGSAVE, BGREWRITEAOF on every master).
+    Status,
+    /// Integer replies, the smallest kept in `sum` (LASTSAVE on every
+    /// master).
+    Min,
 }
 
 /// What a merge's parts have folded into so far.
@@ -105,7 +111,7 @@ impl FoldState {
             kind,
             part_keys: Vec::new(),
             items: Vec::new(),
-            sum: 0,
+            sum: if kind == Fold::Min { i64::MAX } else { 0 },
             hll: None,
             error: None,
         }
@@ -527,7 +533,13 @@ impl Merge {
                 f.items.len() % 2 == 0,
                 "merge at {seq}: an odd number of pair items"
             ),
-            Fold::AllOk | Fold::Sum | Fold::Concat | Fold::AnyOf | Fold::ScanPage => {}
+            Fold::AllOk
+            | Fold::Sum
+            | Fold::Concat
+            | Fold::AnyOf
+            | Fold::ScanPage
+            | Fold::Status
+            | Fold::Min => {}
         }
     }
 }

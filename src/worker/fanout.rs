@@ -424,6 +424,19 @@ impl Worker {
                         f.error.get_or_insert(e);
                     }
                 }
+                Fold::Status => {
+                    if frame.first() != Some(&b'+') {
+                        f.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                    } else if f.items.is_empty() {
+                        f.items.push(frame);
+                    }
+                }
+                Fold::Min => match int_reply(&frame) {
+                    Some(n) => f.sum = f.sum.min(n),
+                    None => {
+                        f.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                    }
+                },
                 Fold::Items => {
                     let positions = f.part_keys.get(part as usize);
                     match (array_items(&frame), positions) {
@@ -454,7 +467,12 @@ impl Worker {
             e
         } else {
             match m.fold.kind {
-                Fold::Sum => Bytes::from(format!(":{}\r\n", m.fold.sum)),
+                Fold::Sum | Fold::Min => Bytes::from(format!(":{}\r\n", m.fold.sum)),
+                Fold::Status => m
+                    .fold
+                    .items
+                    .pop()
+                    .unwrap_or_else(|| Bytes::from_static(ERR_BAD_PART)),
                 Fold::Union => union_reply(m),
                 Fold::AllOk => Bytes::from_static(b"+OK\r\n"),
                 Fold::AnyOf => match m.fold.items.len() {
@@ -525,6 +543,8 @@ impl Worker {
                 Bytes::from_static(b"*1\r\n$6\r\nDBSIZE\r\n"),
             ),
             Wide::Flushall | Wide::EveryOk => self.every_master(cx, key, Fold::AllOk, frame),
+            Wide::EveryStatus => self.every_master(cx, key, Fold::Status, frame),
+            Wide::EveryMin => self.every_master(cx, key, Fold::Min, frame),
             Wide::ConfigSet => self.config_set(cx, key, frame, args),
             Wide::EverySum => self.every_master(cx, key, Fold::Sum, frame),
             Wide::Scan => self.scan(cx, key, frame, args),
