@@ -7,8 +7,11 @@
 #
 # SUITE_DIR is a checkout of the Redis release matching redis-server (it
 # must hold `runtest` and `tests/`); this script downloads nothing. UNITS
-# default to the data-type, expire, keyspace, scan, multi, protocol, pubsub,
-# scripting and functions units.
+# default to the 31 units of issue 14's "done when": unit/type/string, incr,
+# list, list-2, list-3, set, zset, hash, stream, stream-cgroups; unit/keyspace,
+# expire, scan, multi, pubsub, protocol, info-command, tracking, dump, sort,
+# bitops, bitfield, geo, hyperloglog, scripting, functions, quit, other,
+# lazyfree, introspection-2.
 #
 # Options:
 #   -m PATH     mithril binary (default target/release/mithril)
@@ -17,28 +20,34 @@
 #               nodes' cluster bus ports are 10000 above, so keep them below
 #               the kernel's ephemeral range (32768 by default), where other
 #               programs' outgoing connections could take them
-#   --raw       no shim (see below): the suite's commands go through as written
-#   --no-skip   run every test through mithril, the documented differences too
 #   --masters N masters behind mithril (default 3)
+#   --shim      load shim.tcl (see below) into the mithril runs
+#   --skip      skip through mithril the tests of the skip files (see below)
+#   --durable   pass --durable to runtest: an unexpected error reply counts as
+#               that test's failure instead of ending the unit (more tests
+#               run, so the counts differ from the plain command's)
+#   --no-debug  pass --tags -needs:debug to runtest (leave out the tests that
+#               need DEBUG)
 #
 # What runs: N masters formed into a cluster with mithril in front, and a
 # separate single redis-server with every slot (the "direct" baseline).
-# Each unit runs alone (`--single`), first through mithril, then direct, with
-#   --host 127.0.0.1 --port P --cluster-mode --tags -slow --tags -needs:debug
-#   --durable --timeout 120
-# (--durable counts an unexpected error reply as that test's failure instead
-# of ending the unit).
+# The nodes are started as Redis's own CI starts its external server for
+# this suite: DEBUG, protected configs and MODULE enabled, no save.
+# Each unit runs alone, first through mithril, then direct, with the suite
+# unmodified and exactly the command of the issue,
+#   ./runtest --host 127.0.0.1 --port P --cluster-mode --tags -slow --single UNIT
+# plus --timeout 120 (a per-test watchdog: it only shortens a hang, runtest's
+# own default is 20 minutes) and whatever the options above add.
 #
-# The suite is copied to a temp dir; unless --raw, shim.tcl (beside this
+# The suite is copied to a temp dir. With --shim, shim.tcl (beside this
 # script) is loaded there: on mithril's port, CONFIG and MEMORY USAGE go
-# straight to the masters (see the file). These are the suite's ways of
-# preparing and inspecting a server, which mithril answers itself (CONFIG is
-# the proxy's) or leaves out; with the shim, the tests that use them still
-# measure mithril on the commands they are about.
-# Unless --no-skip, the mithril runs skip (runtest --skipfile) the tests
-# listed in skip-documented.txt, and with more than one master those in
+# straight to the masters (see the file), the suite's ways of preparing and
+# inspecting a server, which mithril answered itself or left out.
+# With --skip, the mithril runs skip (runtest --skipfile) the tests listed in
+# skip-documented.txt, and with more than one master those in
 # skip-multimaster.txt: each group there says which difference it tests.
-# They are counted apart ("by design"); the direct runs skip nothing.
+# They are counted apart ("design"); the direct runs skip nothing. Neither
+# is on by default: the default mode is the suite as Redis ships it.
 # Everything started is stopped on exit (by PID). One run at a time per
 # machine: runtest's own control port (near 21079) is fixed.
 set -euo pipefail
@@ -47,8 +56,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 mithril=target/release/mithril
 logdir=
 base=22700
-raw=0
-skip=1
+shim=0
+skip=0
+durable=0
+nodebug=0
 masters=3
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
@@ -56,8 +67,10 @@ while [ $# -gt 0 ]; do
         -m) mithril=$2; shift 2 ;;
         -o) logdir=$2; shift 2 ;;
         -p) base=$2; shift 2 ;;
-        --raw) raw=1; shift ;;
-        --no-skip) skip=0; shift ;;
+        --shim) shim=1; shift ;;
+        --skip) skip=1; shift ;;
+        --durable) durable=1; shift ;;
+        --no-debug) nodebug=1; shift ;;
         --masters) masters=$2; shift 2 ;;
         -h|--help) usage ;;
         -*) echo "unknown option $1" >&2; usage ;;
@@ -69,9 +82,11 @@ suite=$(cd "$1" && pwd); shift
 units=("$@")
 if [ ${#units[@]} -eq 0 ]; then
     units=(unit/type/string unit/type/incr unit/type/list unit/type/list-2 unit/type/list-3
-           unit/type/hash unit/type/set unit/type/zset unit/type/stream unit/type/stream-cgroups
-           unit/expire unit/keyspace unit/scan unit/multi unit/protocol unit/pubsub unit/scripting
-           unit/functions)
+           unit/type/set unit/type/zset unit/type/hash unit/type/stream unit/type/stream-cgroups
+           unit/keyspace unit/expire unit/scan unit/multi unit/pubsub unit/protocol
+           unit/info-command unit/tracking unit/dump unit/sort unit/bitops unit/bitfield
+           unit/geo unit/hyperloglog unit/scripting unit/functions unit/quit unit/other
+           unit/lazyfree unit/introspection-2)
 fi
 [ -x "$suite/runtest" ] && [ -d "$suite/tests" ] || { echo "$suite: no runtest and tests/" >&2; exit 2; }
 [ -x "$mithril" ] || { echo "$mithril: not found (cargo build --release)" >&2; exit 2; }
@@ -125,6 +140,7 @@ start_node() { # port
     mkdir -p "$dir"
     redis-server --port "$1" --bind 127.0.0.1 --cluster-enabled yes \
         --cluster-config-file nodes.conf --save '' --appendonly no \
+        --enable-debug-command yes --enable-protected-configs yes --enable-module-command yes \
         --dir "$dir" --logfile "$dir/redis.log" >/dev/null 2>&1 &
     pids+=($!)
 }
@@ -175,7 +191,7 @@ start_all() { # mithril log file
 
 mkdir -p "$work/suite"
 cp -r "$suite/tests" "$suite/runtest" "$work/suite/"
-if [ $raw -eq 0 ]; then
+if [ $shim -eq 1 ]; then
     printf '\nif {[info exists ::env(MITHRIL_SHIM_PORT)]} {source {%s}}\n' "$here/shim.tcl" \
         >> "$work/suite/tests/support/redis.tcl"
 fi
@@ -192,14 +208,16 @@ fi
 run_unit() { # unit target port -> "passed failed skipped by-design note"
     local log=$logdir/$(echo "$1" | tr / _).$2.log
     local extra=()
-    [ "$2" = mithril ] && extra=(--skipfile "$skipfile")
+    [ $durable -eq 0 ] || extra+=(--durable)
+    [ $nodebug -eq 0 ] || extra+=(--tags -needs:debug)
+    [ "$2" = mithril ] && [ $skip -eq 1 ] && extra+=(--skipfile "$skipfile")
     (
         cd "$work/suite"
-        if [ "$2" = mithril ] && [ $raw -eq 0 ]; then
+        if [ "$2" = mithril ] && [ $shim -eq 1 ]; then
             export MITHRIL_SHIM_PORT=$3 MITHRIL_SHIM_NODES="$nodes"
         fi
         timeout 900 ./runtest --host 127.0.0.1 --port "$3" --cluster-mode \
-            --tags -slow --tags -needs:debug --durable --timeout 120 --single "$1" "${extra[@]}"
+            --tags -slow --single "$1" --timeout 120 "${extra[@]}"
     ) >"$log" 2>&1 || true
     local ok err ign skp exc note=""
     ok=$(count "$log" ok); err=$(count "$log" err); ign=$(count "$log" ignore)
@@ -222,11 +240,13 @@ overlap() { # unit
     echo $n
 }
 
-mode=$([ $raw -eq 0 ] && echo "shim" || echo "raw")
+mode=$([ $shim -eq 1 ] && echo "shim" || echo "no shim")
 mode="$mode, $([ $skip -eq 1 ] && echo "skip by design" || echo "no skip")"
+[ $durable -eq 0 ] || mode="$mode, --durable"
+[ $nodebug -eq 0 ] || mode="$mode, -needs:debug"
 echo "redis test suite: $suite (redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'))"
 echo "mithril ($mode) in front of $masters master(s) vs a one-node cluster; logs in $logdir"
-echo "skipped: by the suite's tags (-slow, -needs:debug, cluster/external); design: by run.sh's skip files"
+echo "skipped: by the suite's tags (-slow, cluster/external...); design: by run.sh's skip files (--skip)"
 printf '%-26s %29s   %21s\n' "" "mithril" "direct"
 printf '%-26s %6s %6s %7s %6s   %6s %6s %7s\n' unit passed failed skipped design passed failed skipped
 for u in "${units[@]}"; do

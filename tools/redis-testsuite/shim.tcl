@@ -1,5 +1,5 @@
 # Adapter loaded into a private copy of Redis's Tcl test suite by
-# tools/redis-testsuite/run.sh when it runs the suite through mithril.
+# tools/redis-testsuite/run.sh --shim when it runs the suite through mithril.
 #
 # What it owns: the two commands the suite uses to set up and inspect the
 # *server* (not the data path) that mithril by design answers itself or does
