@@ -352,8 +352,7 @@ fn connection_commands_without_a_password() {
     );
     assert_eq!(o.cmd(&["CLIENT", "NO-TOUCH", "on"]), ok());
     for c in [
-        &["CLIENT", "REPLY", "OFF"][..],
-        &["CLIENT", "PAUSE", "10"],
+        &["CLIENT", "PAUSE", "10"][..],
         &["CLIENT", "UNPAUSE"],
         &["CLIENT", "UNBLOCK", "1"],
         &["ACL", "SETUSER", "bob"],

@@ -224,3 +224,93 @@ fn errorstats_count_error_replies_by_code_as_a_node_does() {
     assert!(r[0].as_error().starts_with("TRYAGAIN"), "{r:?}");
     assert_eq!(errorstats(&mut c), (codes(&[("TRYAGAIN", 1)]), 1));
 }
+
+/// Sends `cmds` in one write and reads `n` replies.
+fn pipelined(c: &mut Conn, cmds: &[&[&str]], n: usize) -> Vec<Reply> {
+    for cmd in cmds {
+        let args: Vec<&[u8]> = cmd.iter().map(|a| a.as_bytes()).collect();
+        c.send(&args);
+    }
+    (0..n).map(|_| c.read_reply()).collect()
+}
+
+#[test]
+fn client_reply_off_and_skip_silence_replies_but_not_pubsub() {
+    // The suite's "PubSub messages with CLIENT REPLY OFF" and the keyspace
+    // notification tests, which silence a subscriber's replies first.
+    let (cluster, m) = cluster_and_mithril("");
+    let mut node = cluster.nodes[0].conn();
+    let mut c = m.conn();
+    for (who, conn) in [("node", &mut node), ("mithril", &mut c)] {
+        // OFF: nothing until ON's own OK; the commands ran.
+        let r = pipelined(
+            conn,
+            &[
+                &["CLIENT", "REPLY", "OFF"],
+                &["ECHO", "silenced"],
+                &["NOSUCHCOMMAND"],
+                &["CLIENT", "REPLY", "ON"],
+                &["ECHO", "heard"],
+            ],
+            2,
+        );
+        assert_eq!(r, vec![ok(), bulk("heard")], "{who}");
+        // SKIP: its own reply and the next command's are dropped.
+        let r = pipelined(
+            conn,
+            &[
+                &["CLIENT", "REPLY", "SKIP"],
+                &["ECHO", "skipped"],
+                &["ECHO", "after"],
+            ],
+            1,
+        );
+        assert_eq!(r, vec![bulk("after")], "{who}");
+        assert_eq!(
+            conn.cmd(&["CLIENT", "REPLY", "maybe"]),
+            err("ERR syntax error"),
+            "{who}"
+        );
+    }
+    // Routed commands, answered later by the masters, are silenced too.
+    let r = pipelined(
+        &mut c,
+        &[
+            &["CLIENT", "REPLY", "OFF"],
+            &["SET", "cr:a", "1"],
+            &["MSET", "cr:b", "2", "cr:c", "3"],
+            &["CLIENT", "REPLY", "ON"],
+            &["MGET", "cr:a", "cr:b", "cr:c"],
+        ],
+        2,
+    );
+    assert_eq!(
+        r,
+        vec![ok(), arr(vec![bulk("1"), bulk("2"), bulk("3")])],
+        "mithril"
+    );
+
+    // Subscribe confirmations and messages still arrive, in RESP3.
+    let mut pubr = m.conn();
+    let mut sub = m.conn();
+    assert!(!sub.cmd(&["HELLO", "3"]).is_error());
+    sub.send(&[b"CLIENT", b"REPLY", b"OFF"]);
+    let push = |v: &[Reply]| Reply::Push(v.to_vec());
+    assert_eq!(
+        sub.cmd(&["SUBSCRIBE", "cr:ch"]),
+        push(&[bulk("subscribe"), bulk("cr:ch"), Reply::Int(1)])
+    );
+    assert_eq!(pubr.cmd(&["PUBLISH", "cr:ch", "hello"]), Reply::Int(1));
+    assert_eq!(
+        sub.read_reply(),
+        push(&[bulk("message"), bulk("cr:ch"), bulk("hello")])
+    );
+    assert_eq!(
+        sub.cmd(&["UNSUBSCRIBE", "cr:ch"]),
+        push(&[bulk("unsubscribe"), bulk("cr:ch"), Reply::Int(0)])
+    );
+    // RESET turns the replies back on.
+    sub.send(&[b"ECHO", b"silenced"]);
+    assert_eq!(sub.cmd(&["RESET"]), Reply::Simple("RESET".into()));
+    assert_eq!(sub.cmd(&["ECHO", "x"]), bulk("x"));
+}

@@ -1,8 +1,9 @@
 //! CLIENT: the connection's own attributes (id, name, library), the
 //! CLIENT INFO / LIST line, and the filters of CLIENT LIST and CLIENT KILL.
 //!
+//! CLIENT REPLY is the session's (it drops the replies it silences).
 //! Subcommands that would change how the node treats the connection
-//! (REPLY, PAUSE, ...) are refused with an error that names the proxy:
+//! (PAUSE, UNBLOCK, ...) are refused with an error that names the proxy:
 //! they cannot be emulated faithfully through shared backend connections,
 //! and a silent OK would lie. Client tracking is the proxy's own (CLIENT
 //! TRACKING in `worker/tracking.rs`; CACHING, GETREDIR and TRACKINGINFO
@@ -85,6 +86,7 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 stat(super::ERR_SYNTAX)
             }
         }
+        "client|reply" => reply_mode(s, arg(2)),
         // Capabilities are claims the proxy may ignore.
         "client|capa" => stat(super::OK),
         // CLIENT TRACKING itself changes the worker's state: the worker
@@ -167,7 +169,9 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 "    the calling connection is spared). Returns how many were closed.",
                 "HELP",
                 "    Print this help.",
-                "REPLY, PAUSE, UNPAUSE and UNBLOCK are not supported through mithril.",
+                "REPLY (ON|OFF|SKIP)",
+                "    Control the replies sent to the current connection.",
+                "PAUSE, UNPAUSE and UNBLOCK are not supported through mithril.",
             ],
         ),
         _ => error(&format!(
@@ -175,6 +179,25 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
             display_name(cmd)
         )),
     }
+}
+
+/// CLIENT REPLY ON|OFF|SKIP. The session drops the replies it silences
+/// as they leave (`Session::after_command`), this command's own OK under
+/// OFF and SKIP included, as Redis sends none.
+fn reply_mode(s: &mut Session, opt: &[u8]) -> Outcome {
+    let m = &mut s.reply_mode;
+    if opt.eq_ignore_ascii_case(b"on") {
+        *m = Default::default();
+    } else if opt.eq_ignore_ascii_case(b"off") {
+        m.off = true;
+    } else if opt.eq_ignore_ascii_case(b"skip") {
+        if !m.off {
+            m.skip_next = true;
+        }
+    } else {
+        return stat(super::ERR_SYNTAX);
+    }
+    stat(super::OK)
 }
 
 /// CLIENT CACHING YES|NO, with Redis's checks: the flag lasts for the

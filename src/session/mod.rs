@@ -187,6 +187,25 @@ impl Subscriptions {
     }
 }
 
+/// CLIENT REPLY's state, as Redis's REPLY_OFF, REPLY_SKIP and
+/// REPLY_SKIP_NEXT client flags: OFF silences every reply until ON; SKIP
+/// silences its own and the next command's.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyMode {
+    pub off: bool,
+    /// The command being dispatched is silenced (set by the SKIP before).
+    pub skip: bool,
+    /// Set by CLIENT REPLY SKIP: the next command becomes `skip`.
+    pub skip_next: bool,
+}
+
+impl ReplyMode {
+    #[inline]
+    fn any(self) -> bool {
+        self.off || self.skip || self.skip_next
+    }
+}
+
 /// Replies below this size are copied when they must wait (see `unpin`).
 const UNPIN_BELOW: usize = 64 * 1024;
 
@@ -299,6 +318,12 @@ pub struct Session {
     /// sequence: closed if it leaves before they are answered (a WAIT may
     /// block for ever).
     pub wait_leases: Vec<(Key, u64)>,
+    /// CLIENT REPLY (see `after_command`).
+    pub reply_mode: ReplyMode,
+    /// Ring sequences whose replies are dropped as they leave (CLIENT
+    /// REPLY OFF / SKIP), in order, adjacent ranges merged. Bounded by the
+    /// ring: each range holds at least one slot still in it.
+    quiet: VecDeque<std::ops::Range<u64>>,
 }
 
 /// The masters a session wrote to since its last WAIT, as shard indexes
@@ -416,7 +441,45 @@ impl Session {
             tracking: None,
             redirect_to: (0, Key::NONE),
             named: false,
+            reply_mode: ReplyMode::default(),
+            quiet: VecDeque::new(),
         }
+    }
+
+    /// After dispatching a command whose ring slots start at `first`:
+    /// under CLIENT REPLY OFF or SKIP its replies are dropped as they
+    /// leave, except when `confirms` (a SUBSCRIBE-family command: Redis
+    /// sends its confirmations as pushes, whatever the mode); then a SKIP
+    /// moves on to the next command. Costs one test when CLIENT REPLY was
+    /// never used.
+    #[inline]
+    pub fn after_command(&mut self, first: u64, confirms: bool) {
+        let m = self.reply_mode;
+        if !m.any() {
+            return;
+        }
+        let end = self.ring.next_seq();
+        if !confirms && first < end {
+            match self.quiet.back_mut() {
+                Some(last) if last.end == first => last.end = end,
+                _ => self.quiet.push_back(first..end),
+            }
+        }
+        self.reply_mode.skip = m.skip_next;
+        self.reply_mode.skip_next = false;
+    }
+
+    /// The reply at ring sequence `seq` (the front's) is to be dropped;
+    /// ranges wholly behind it are forgotten.
+    fn silenced(&mut self, seq: u64) -> bool {
+        while let Some(r) = self.quiet.front() {
+            if r.end <= seq {
+                self.quiet.pop_front();
+            } else {
+                return r.start <= seq;
+            }
+        }
+        false
     }
 
     /// Read what the socket has, up to `budget` bytes this call, never
@@ -460,9 +523,13 @@ impl Session {
                     self.out.push_back(unpin(p, waiting));
                 }
             }
+            let seq = self.ring.base();
             match self.ring.pop_ready_stamped() {
                 Some((r, stamp)) => {
                     stats.reply_left(stamp, r.first().copied().unwrap_or(0));
+                    if !self.quiet.is_empty() && self.silenced(seq) {
+                        continue;
+                    }
                     self.out_bytes += r.len();
                     // The reply-size estimate behind the dispatch window.
                     self.pressure.batch_max = self.pressure.batch_max.max(r.len());

@@ -44,19 +44,29 @@ impl Worker {
             self.args = ranges;
             return;
         }
-        self.dispatch_with(cx, key, frame, &ranges);
+        let first = self.sessions.get(key).map(|s| s.ring.next_seq());
+        let cmd = self.dispatch_with(cx, key, frame, &ranges);
+        if let (Some(first), Some(s)) = (first, self.sessions.get_mut(key)) {
+            // CLIENT REPLY OFF / SKIP (a SUBSCRIBE's confirmations are
+            // pushes: they always go out).
+            let confirms = cmd.is_some_and(|c| {
+                c.route == Route::Pubsub || matches!(c.name, "ssubscribe" | "sunsubscribe")
+            });
+            s.after_command(first, confirms);
+        }
         self.args = ranges;
     }
 
     /// Decide what the request does (`router::decide`, pure), then carry
-    /// the decision out: one arm per [`Decision`] variant.
+    /// the decision out: one arm per [`Decision`] variant. Returns the
+    /// command, when it is one of the table's.
     fn dispatch_with(
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
         frame: Bytes,
         ranges: &[Range<usize>],
-    ) {
+    ) -> Option<&'static Command> {
         let args = Args {
             buf: &frame,
             ranges,
@@ -66,9 +76,7 @@ impl Worker {
         // before anything is done for it.
         let (cmd, decision) = match router::resolve(&args) {
             Ok(cmd) => {
-                let Some(s) = self.sessions.get_mut(key) else {
-                    return;
-                };
+                let s = self.sessions.get_mut(key)?;
                 // observe: the reply slot this request takes carries its
                 // start time and command (see crate::stats); CLIENT INFO
                 // shows it.
@@ -108,7 +116,8 @@ impl Worker {
         };
         if self.cache_hooked() {
             if let Some(cmd) = cmd {
-                return self.dispatch_cached(cx, key, cmd, decision, frame, ranges);
+                self.dispatch_cached(cx, key, cmd, decision, frame, ranges);
+                return Some(cmd);
             }
         }
         match decision {
@@ -118,16 +127,15 @@ impl Worker {
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
             Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
             d => {
-                let Some(cmd) = cmd else {
-                    return; // every other decision names a command
-                };
-                // These look at the arguments while handing the frame on:
-                // through a second handle.
+                let cmd = cmd?; // every other decision names a command
+                                // These look at the arguments while handing the frame on:
+                                // through a second handle.
                 let held = frame.clone();
                 let args = Args { buf: &held, ranges };
                 self.apply_command(cx, key, cmd, d, frame, &args)
             }
         }
+        cmd
     }
 
     /// Dispatch with the reply cache on, or client tracking on some
