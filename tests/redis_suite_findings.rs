@@ -314,3 +314,36 @@ fn client_reply_off_and_skip_silence_replies_but_not_pubsub() {
     assert_eq!(sub.cmd(&["RESET"]), Reply::Simple("RESET".into()));
     assert_eq!(sub.cmd(&["ECHO", "x"]), bulk("x"));
 }
+
+#[test]
+fn pfselftest_and_pfdebug_reach_the_nodes() {
+    // The suite's hyperloglog unit: "HyperLogLog self test passes",
+    // "PFDEBUG GETREG returns the HyperLogLog raw registers", and the
+    // sparse / dense promotion tests that read PFDEBUG ENCODING.
+    let (cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["PFSELFTEST"]), ok());
+    // Keys on every master: PFDEBUG goes where the key lives.
+    for key in ["pf:a", "pf:b", "pf:c", "pf:d"] {
+        assert_eq!(c.cmd(&["PFADD", key, "x", "y", "z"]), Reply::Int(1));
+        assert_eq!(
+            c.cmd(&["PFDEBUG", "ENCODING", key]),
+            Reply::Simple("sparse".into())
+        );
+        assert_eq!(c.cmd(&["PFDEBUG", "TODENSE", key]), Reply::Int(1));
+        assert_eq!(
+            c.cmd(&["PFDEBUG", "ENCODING", key]),
+            Reply::Simple("dense".into())
+        );
+        assert_eq!(c.cmd(&["PFDEBUG", "GETREG", key]).as_array().len(), 16384);
+        let mut node = cluster.node_for_slot(key_slot(key.as_bytes())).conn();
+        assert_eq!(
+            node.cmd(&["PFDEBUG", "ENCODING", key]),
+            Reply::Simple("dense".into())
+        );
+    }
+    assert_eq!(
+        c.cmd(&["PFDEBUG", "nosuch", "pf:a"]),
+        err("ERR Unknown PFDEBUG subcommand 'nosuch'")
+    );
+}

@@ -5847,7 +5847,7 @@ pub(super) static COMMANDS: [Command; 241] = [
             KeySpec { flags: K::RW | K::ACCESS, begin: BeginSearch::Index(2), find: FindKeys::Range { last_key: 0, key_step: 1, limit: 0 } },
         ],
         legacy_keys: (2, 2, 1),
-        route: Route::Unsupported,
+        route: Route::Slot,
         subcommands: &[],
         doc: Doc {
             summary: "Internal commands for debugging HyperLogLog values",
@@ -5893,7 +5893,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::HYPERLOGLOG | A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::AnyMaster,
         subcommands: &[],
         doc: Doc {
             summary: "An internal command for testing HyperLogLog values",

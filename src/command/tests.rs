@@ -338,8 +338,8 @@ fn routes_follow_the_spec() {
         ("swapdb", Unsupported),
         ("move", Unsupported),
         ("restore-asking", Unsupported),
-        ("pfselftest", Unsupported),
-        ("pfdebug", Unsupported),
+        ("pfselftest", AnyMaster),
+        ("pfdebug", Slot),
     ];
     for &(name, route) in expect {
         assert_eq!(cmd(name).route, route, "{name}");
