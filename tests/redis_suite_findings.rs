@@ -347,3 +347,85 @@ fn pfselftest_and_pfdebug_reach_the_nodes() {
         err("ERR Unknown PFDEBUG subcommand 'nosuch'")
     );
 }
+
+/// The keys of the next `message` on `__redis__:invalidate` (RESP2).
+fn invalidated(sub: &mut Conn) -> Vec<String> {
+    let m = sub
+        .try_read_reply(Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("no invalidation came: {e}"));
+    let parts = m.as_array();
+    assert_eq!(parts[0], bulk("message"), "{m:?}");
+    assert_eq!(parts[1], bulk("__redis__:invalidate"), "{m:?}");
+    let mut keys: Vec<String> = parts[2]
+        .as_array()
+        .iter()
+        .map(|k| k.as_str().to_string())
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[test]
+fn bcast_invalidations_come_batched_per_prefix_without_a_null() {
+    // The suite's tracking unit, from "Clients can enable the BCAST mode
+    // with the empty prefix" on: the keys a command changed come in one
+    // message per prefix, and turning BCAST on sends nothing. mithril sent
+    // a null at BCAST, then one message per key, which shifted every later
+    // read of the redirect client.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut sub = m.conn();
+    let id = sub.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    assert_eq!(
+        sub.cmd(&["SUBSCRIBE", "__redis__:invalidate"]),
+        arr(vec![
+            bulk("subscribe"),
+            bulk("__redis__:invalidate"),
+            Reply::Int(1)
+        ])
+    );
+    let mut r = m.conn();
+    // Normal tracking first, as the suite does: once a read's change is
+    // heard, the trackers are up.
+    assert_eq!(r.cmd(&["CLIENT", "TRACKING", "on", "REDIRECT", &id]), ok());
+    wait_until("the trackers to be up", Duration::from_secs(10), || {
+        r.cmd(&["GET", "bc:probe{t}"]);
+        r.cmd(&["SET", "bc:probe{t}", "1"]);
+        match sub.try_read_reply(Duration::from_millis(300)) {
+            Ok(Reply::Array(Some(v))) if v.get(2).is_some_and(|k| k.as_array().len() == 1) => {
+                Some(())
+            }
+            _ => None,
+        }
+    });
+    assert_eq!(r.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+    assert_eq!(
+        r.cmd(&["CLIENT", "TRACKING", "on", "BCAST", "REDIRECT", &id]),
+        ok()
+    );
+    assert_eq!(
+        r.cmd(&["MSET", "a{t}", "1", "b{t}", "2", "c{t}", "3"]),
+        ok()
+    );
+    assert_eq!(invalidated(&mut sub), ["a{t}", "b{t}", "c{t}"]);
+
+    // With prefixes: one message for a:, one for b:, nothing for c:.
+    assert_eq!(r.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+    assert_eq!(
+        r.cmd(&[
+            "CLIENT", "TRACKING", "on", "BCAST", "REDIRECT", &id, "PREFIX", "a:", "PREFIX", "b:"
+        ]),
+        ok()
+    );
+    assert_eq!(r.cmd(&["MULTI"]), ok());
+    for k in ["a:1{t}", "a:2{t}", "b:1{t}", "b:2{t}", "c:1{t}"] {
+        assert_eq!(r.cmd(&["INCR", k]), Reply::Simple("QUEUED".into()));
+    }
+    assert_eq!(r.cmd(&["EXEC"]).as_array().len(), 5);
+    let mut both = invalidated(&mut sub);
+    both.extend(invalidated(&mut sub));
+    both.sort();
+    assert_eq!(both, ["a:1{t}", "a:2{t}", "b:1{t}", "b:2{t}"]);
+    // And nothing else is waiting (the suite's next test reads one more).
+    assert_eq!(r.cmd(&["INCR", "a:3{t}"]), Reply::Int(1));
+    assert_eq!(invalidated(&mut sub), ["a:3{t}"]);
+}

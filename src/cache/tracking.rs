@@ -52,7 +52,16 @@ impl ClientTracking {
 
     /// Whether a change of `key` concerns this client in BCAST mode.
     pub fn matches(&self, key: &[u8]) -> bool {
-        self.bcast && self.prefixes.iter().any(|p| key.starts_with(p))
+        self.prefix_of(key).is_some()
+    }
+
+    /// Under BCAST, the index of the prefix `key` falls under (Redis
+    /// refuses overlapping prefixes: at most one).
+    pub fn prefix_of(&self, key: &[u8]) -> Option<usize> {
+        if !self.bcast {
+            return None;
+        }
+        self.prefixes.iter().position(|p| key.starts_with(p))
     }
 }
 

@@ -166,15 +166,16 @@ impl Worker {
         }
         match items.get(1).and_then(Value::as_array) {
             Some(keys) => {
-                for k in keys.iter().filter_map(Value::as_bytes) {
+                let keys: Vec<&[u8]> = keys.iter().filter_map(Value::as_bytes).collect();
+                for k in &keys {
                     if shared {
                         self.pipe_invalidate(Some(k));
                     }
                     self.cache.cache.invalidate(k);
                     self.cache.cache.stats.invalidations += 1;
-                    if self.cache.clients > 0 {
-                        self.tracking_changed(k);
-                    }
+                }
+                if self.cache.clients > 0 {
+                    self.tracking_changed(&keys);
                 }
             }
             None => {

@@ -109,7 +109,10 @@ impl Worker {
         };
         let was = s.tracking.is_some();
         match req {
-            Request::On(t) => {
+            Request::On(mut t) => {
+                // Nothing read under tracking yet: a null would say
+                // nothing (Redis sends none when tracking goes on).
+                t.clean = true;
                 let bcast = t.bcast;
                 s.tracking = Some(Box::new(t));
                 s.redirect_to = target;
@@ -306,31 +309,50 @@ impl Worker {
         }
     }
 
-    /// Keys a tracker heard of: every session that read one, and every
-    /// BCAST session whose prefixes match it, is told.
-    pub(super) fn tracking_changed(&mut self, k: &[u8]) {
-        if let Some(sessions) = self.cache.table.take(k) {
-            for s in sessions {
-                self.track_push(s, Some(&[k]), None);
+    /// Keys a tracker heard of in one push: every session that read one is
+    /// told of it, and every BCAST session of the ones under its prefixes,
+    /// one push per prefix with all of them (as Redis batches BCAST
+    /// invalidations).
+    pub(super) fn tracking_changed(&mut self, keys: &[&[u8]]) {
+        for k in keys {
+            if let Some(sessions) = self.cache.table.take(k) {
+                for s in sessions {
+                    self.track_push(s, Some(&[k]), None);
+                }
             }
         }
-        let looped = if self.cache.loop_writes.is_empty() {
-            None
-        } else {
-            self.cache.loop_writes.remove(k)
-        };
+        if self.cache.bcast.is_empty() {
+            return;
+        }
+        let looped: Vec<Option<Key>> = keys
+            .iter()
+            .map(|k| {
+                if self.cache.loop_writes.is_empty() {
+                    None
+                } else {
+                    self.cache.loop_writes.remove(*k)
+                }
+            })
+            .collect();
+        let mut groups: Vec<(usize, Vec<&[u8]>)> = Vec::new();
         for i in 0..self.cache.bcast.len() {
             let s = self.cache.bcast[i];
-            if looped == Some(s) {
+            let Some(t) = self.sessions.get(s).and_then(|x| x.tracking.as_ref()) else {
                 continue;
+            };
+            groups.clear();
+            for (k, looped) in keys.iter().zip(&looped) {
+                if *looped == Some(s) {
+                    continue;
+                }
+                let Some(p) = t.prefix_of(k) else { continue };
+                match groups.iter_mut().find(|g| g.0 == p) {
+                    Some(g) => g.1.push(k),
+                    None => groups.push((p, vec![k])),
+                }
             }
-            let hit = self
-                .sessions
-                .get(s)
-                .and_then(|x| x.tracking.as_ref())
-                .is_some_and(|t| t.matches(k));
-            if hit {
-                self.track_push(s, Some(&[k]), None);
+            for (_, g) in &groups {
+                self.track_push(s, Some(g), None);
             }
         }
     }
