@@ -39,6 +39,10 @@ pub struct ClientTracking {
     /// No command since the last flush (null invalidation) it was sent: a
     /// second one would say nothing new.
     pub clean: bool,
+    /// A command that is not a write since tracking went on or since the
+    /// last null: it may have read something a tracker did not hear of
+    /// (see `Worker::tracking_flush_bcast`). A write caches nothing.
+    pub read_since_null: bool,
 }
 
 impl ClientTracking {

@@ -192,6 +192,7 @@ impl Worker {
             return Read::None;
         };
         t.clean = false;
+        t.read_since_null |= cmd.flags & flags::WRITE == 0;
         let reads = cmd.flags & flags::READONLY != 0
             && cmd.flags & flags::PUBSUB == 0
             && cmd.route != Route::Eval;
@@ -294,6 +295,9 @@ impl Worker {
             return;
         };
         for s in sessions {
+            if !self.reads_tracked(s) {
+                continue;
+            }
             if s == writer {
                 let noloop = self
                     .sessions
@@ -309,6 +313,17 @@ impl Worker {
         }
     }
 
+    /// A session the table names is told of its keys only while it tracks
+    /// in the default mode: what it read before switching to BCAST (or
+    /// before tracking went off) is not news to it (as Redis, which skips
+    /// BCAST clients when it invalidates its table).
+    fn reads_tracked(&self, s: Key) -> bool {
+        self.sessions
+            .get(s)
+            .and_then(|x| x.tracking.as_ref())
+            .is_some_and(|t| !t.bcast)
+    }
+
     /// Keys a tracker heard of in one push: every session that read one is
     /// told of it, and every BCAST session of the ones under its prefixes,
     /// one push per prefix with all of them (as Redis batches BCAST
@@ -317,7 +332,9 @@ impl Worker {
         for k in keys {
             if let Some(sessions) = self.cache.table.take(k) {
                 for s in sessions {
-                    self.track_push(s, Some(&[k]), None);
+                    if self.reads_tracked(s) {
+                        self.track_push(s, Some(&[k]), None);
+                    }
                 }
             }
         }
@@ -393,7 +410,17 @@ impl Worker {
     pub(super) fn tracking_flush_bcast(&mut self) {
         for i in 0..self.cache.bcast.len() {
             let s = self.cache.bcast[i];
-            self.track_push(s, None, None);
+            // Only a client that may have read something since: one that
+            // only wrote (the suite's MSET right after BCAST ON) has
+            // nothing to forget, and Redis sends it no null.
+            let read = self
+                .sessions
+                .get_mut(s)
+                .and_then(|x| x.tracking.as_mut())
+                .is_some_and(|t| std::mem::take(&mut t.read_since_null));
+            if read {
+                self.track_push(s, None, None);
+            }
         }
     }
 
@@ -419,6 +446,7 @@ impl Worker {
                 return;
             }
             t.clean = true;
+            t.read_since_null = false;
         }
         let null: &'static [u8] = if proto == Proto::Resp3 {
             b"_\r\n"
