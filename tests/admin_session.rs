@@ -480,6 +480,7 @@ fn client_info_and_info_sections() {
             "# Memory",
             "# Persistence",
             "# Stats",
+            "# Replication",
             "# CPU",
             "# Errorstats",
             "# Cluster",
@@ -543,7 +544,7 @@ fn client_info_and_info_sections() {
             && two.contains("\r\n\r\n# Cluster\r\ncluster_enabled:1\r\n")
             && !two.contains("# Clients")
     );
-    for (all, sections) in [("all", 14), ("everything", 14), ("default", 9)] {
+    for (all, sections) in [("all", 15), ("everything", 15), ("default", 10)] {
         let t = p.cmd(&["INFO", all]).as_str().to_string();
         assert_eq!(
             t.lines().filter(|l| l.starts_with('#')).count(),

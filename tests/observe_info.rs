@@ -155,6 +155,7 @@ fn commandstats_latencystats_and_stats_follow_traffic() {
             "# Memory",
             "# Persistence",
             "# Stats",
+            "# Replication",
             "# CPU",
             "# Commandstats",
             "# Errorstats",

@@ -10,10 +10,12 @@
 //!
 //! Where the numbers come from: the workers' published snapshots
 //! (`stats::Hub`), which the worker answering INFO has every worker refresh
-//! first (`worker::observe`), and, for `keyspace`, `persistence` and the
-//! data's fields of `stats` and `memory` (`DATA_FIELDS`), each master's
-//! own `INFO keyspace persistence stats memory`, merged (summed, or as
-//! [`persistence_merge`] says: the data and its saving are the nodes'). Field names are Redis's where the meaning
+//! first (`worker::observe`), and, for `keyspace`, `persistence`, the
+//! data's fields of `stats` and `memory` (`DATA_FIELDS`) and
+//! `replication` after the proxy's `role:master`, each master's own
+//! `INFO keyspace persistence stats memory replication`, merged (summed,
+//! or as [`persistence_merge`] and [`replication_field`] say: the data and
+//! its saving are the nodes'). Field names are Redis's where the meaning
 //! carries over; mithril's own fields follow Redis's in their section.
 //!
 //! Never: block, or touch a worker's live counters (only snapshots).
@@ -41,6 +43,8 @@ struct Ctx<'a> {
     /// `memory` (see [`DATA_FIELDS`]).
     data_stats: &'a str,
     data_memory: &'a str,
+    /// The masters' replication fields (see [`replication_field`]).
+    replication: &'a str,
 }
 
 struct Section {
@@ -83,6 +87,15 @@ const SECTIONS: &[Section] = &[
         title: "Stats",
         default: true,
         fill: stats,
+    },
+    Section {
+        name: "replication",
+        title: "Replication",
+        default: true,
+        fill: |t, c| {
+            t.push_str("role:master\r\n");
+            t.push_str(c.replication);
+        },
     },
     Section {
         name: "cpu",
@@ -182,6 +195,7 @@ pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String 
     let persistence = persistence_merge(masters);
     let data_stats = merged_section(masters, "stats", data_field);
     let data_memory = merged_section(masters, "memory", data_field);
+    let replication = merged_section(masters, "replication", replication_field);
     let cx = Ctx {
         shared,
         totals: stats::totals(&snaps),
@@ -189,6 +203,7 @@ pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String 
         persistence: &persistence,
         data_stats: &data_stats,
         data_memory: &data_memory,
+        replication: &replication,
     };
     let mut text = String::with_capacity(2048);
     let mut first = true;
@@ -273,6 +288,8 @@ const DATA_FIELDS: &[&str] = &[
     "total_forks",
     "lazyfree_pending_objects",
     "lazyfreed_objects",
+    "migrate_cached_sockets",
+    "used_memory_lua",
 ];
 
 /// A data field's value over the masters ([`DATA_FIELDS`] summed, the
@@ -292,6 +309,32 @@ fn data_field(name: &str, values: &[&str]) -> Option<String> {
     match name {
         "expired_stale_perc" => Some(format!("{:.2}", largest(values))),
         "latest_fork_usec" => Some(format!("{}", largest(values) as i64)),
+        // What holds the data (the suite runs its jemalloc tests by it).
+        "mem_allocator" => values.first().map(|v| v.to_string()),
+        _ => None,
+    }
+}
+
+/// The replication fields that mean something over masters, after the
+/// proxy's `role:master`: replicas summed, offsets and backlog sizes the
+/// largest, a failover state other than `no-failover` shown. Replication
+/// ids differ per master: none is shown, nor the per-replica lines.
+fn replication_field(name: &str, values: &[&str]) -> Option<String> {
+    let ints = || values.iter().filter_map(|v| v.parse::<i64>().ok());
+    match name {
+        "connected_slaves" => Some(ints().sum::<i64>().to_string()),
+        "master_repl_offset"
+        | "repl_backlog_active"
+        | "repl_backlog_size"
+        | "repl_backlog_histlen" => Some(ints().max().unwrap_or(0).to_string()),
+        "master_failover_state" => Some(
+            values
+                .iter()
+                .find(|v| **v != "no-failover")
+                .copied()
+                .unwrap_or("no-failover")
+                .to_string(),
+        ),
         _ => None,
     }
 }
@@ -944,6 +987,16 @@ mod persistence_tests {
         assert_eq!(
             merged_section(&[a, b], "memory", data_field),
             "lazyfree_pending_objects:1\r\n"
+        );
+    }
+
+    #[test]
+    fn replication_shows_what_means_something_over_masters() {
+        let a = reply("# Replication\r\nrole:master\r\nconnected_slaves:1\r\nslave0:ip=x,port=1\r\nmaster_failover_state:no-failover\r\nmaster_replid:aaa\r\nmaster_repl_offset:70\r\n");
+        let b = reply("# Replication\r\nrole:master\r\nconnected_slaves:2\r\nmaster_failover_state:waiting-for-sync\r\nmaster_replid:bbb\r\nmaster_repl_offset:90\r\n");
+        assert_eq!(
+            merged_section(&[a, b], "replication", replication_field),
+            "connected_slaves:3\r\nmaster_failover_state:waiting-for-sync\r\nmaster_repl_offset:90\r\n"
         );
     }
 }

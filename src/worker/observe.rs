@@ -5,7 +5,7 @@
 //! ```text
 //!  INFO on worker A (3 masters, 2 workers)
 //!    ring slot = gathering of 5 parts, finished by a closure
-//!    parts 0..3: INFO KEYSPACE PERSISTENCE to each master (as DBSIZE fans out)
+//!    parts 0..3: INFO of the node sections to each master (as DBSIZE fans out)
 //!    handoff:    A ─► acceptor: take every connection waiting, hand it over
 //!                acceptor ─► HandedOver ─► A   (after those Accepts)
 //!    part 3+A:   A publishes its snapshot
@@ -52,8 +52,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The sections of every master's INFO that a proxy's INFO shows the
 /// data's side of (`local::info`).
-const INFO_MASTERS: &[u8] =
-    b"*5\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n$5\r\nSTATS\r\n$6\r\nMEMORY\r\n";
+const INFO_MASTERS: &[u8] = b"*6\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n\
+    $5\r\nSTATS\r\n$6\r\nMEMORY\r\n$11\r\nREPLICATION\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
@@ -550,7 +550,7 @@ impl Worker {
             .map(<[u8]>::to_vec)
             .collect();
         let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-        let from_masters = ["keyspace", "persistence", "stats", "memory"];
+        let from_masters = ["keyspace", "persistence", "stats", "memory", "replication"];
         let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
             self.topo.shards.len()
         } else {
