@@ -21,6 +21,15 @@ fn info(c: &mut Conn, section: &str) -> HashMap<String, String> {
         .collect()
 }
 
+/// A 3-master cluster and mithril with the MITHRIL-TEST commands on
+/// (debug builds read `MITHRIL_TEST_HOOKS=1` at start).
+fn with_test_hooks(conf: &str) -> (RedisCluster, Mithril) {
+    std::env::set_var("MITHRIL_TEST_HOOKS", "1");
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), conf);
+    (cluster, m)
+}
+
 fn num(m: &HashMap<String, String>, k: &str) -> u64 {
     m.get(k)
         .unwrap_or_else(|| panic!("no {k} in {m:?}"))
@@ -176,13 +185,8 @@ fn a_dead_pipe_answers_every_worker() {
 /// order (the clients check every one), and sessions did move each way.
 #[test]
 fn auto_moves_sessions_both_ways_under_load() {
-    std::env::set_var("MITHRIL_TEST_HOOKS", "1");
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(
-        bin(),
-        &cluster.seeds(),
-        "threads 2\nbackend-sharding auto\nplacement round-robin\n",
-    );
+    let (_cluster, m) =
+        with_test_hooks("threads 2\nbackend-sharding auto\nplacement round-robin\n");
     let addr = m.addr();
     let stop = Arc::new(AtomicBool::new(false));
     let load = {
@@ -243,13 +247,7 @@ fn auto_moves_sessions_both_ways_under_load() {
 /// drains, and moves, with every reply in order.
 #[test]
 fn a_session_that_never_idles_still_moves() {
-    std::env::set_var("MITHRIL_TEST_HOOKS", "1");
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(
-        bin(),
-        &cluster.seeds(),
-        "threads 2\nbackend-sharding auto\n",
-    );
+    let (_cluster, m) = with_test_hooks("threads 2\nbackend-sharding auto\n");
     let mut ctl = m.conn();
     assert_eq!(ctl.cmd(&["MITHRIL-TEST", "PIPES-FORCE", "shared"]), ok());
     // Request-response: its score runs down and it moves to the pipes
@@ -359,13 +357,8 @@ fn the_reply_cache_fills_and_invalidates_across_the_pipes() {
 /// the measured rate; whatever it decides, every reply is as expected.
 #[test]
 fn auto_measures_and_decides_under_load() {
-    std::env::set_var("MITHRIL_TEST_HOOKS", "1");
-    let cluster = RedisCluster::start(ClusterSpec::default());
-    let m = Mithril::start(
-        bin(),
-        &cluster.seeds(),
-        "threads 2\nbackend-sharding auto\nplacement round-robin\n",
-    );
+    let (_cluster, m) =
+        with_test_hooks("threads 2\nbackend-sharding auto\nplacement round-robin\n");
     let mut ctl = m.conn();
     for hook in [["PIPES-SCALE", "10"], ["PIPES-BUSY", "1"]] {
         assert_eq!(ctl.cmd(&["MITHRIL-TEST", hook[0], hook[1]]), ok());
