@@ -505,3 +505,50 @@ fn info_has_replication_and_the_masters_allocator_and_migrate_sockets() {
     assert!(t.starts_with("# Replication\r\nrole:master\r\n"), "{t:?}");
     assert!(!t.contains("master_replid"), "{t:?}");
 }
+
+/// unit/tracking runs `DEBUG SLEEP` inside MULTI (and unit/expire `DEBUG
+/// SET-ACTIVE-EXPIRE`): queued with the transaction, as a node queues it,
+/// and run with it on the transaction's node.
+#[test]
+fn debug_inside_multi_is_queued_with_the_transaction() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["enable-debug-command yes".into()],
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    let got = c.pipeline(&[
+        argv(&["MULTI"]),
+        argv(&["SET", "dbg{t}", "1"]),
+        argv(&["DEBUG", "SLEEP", "0"]),
+        argv(&["INCR", "dbg{t}"]),
+        argv(&["EXEC"]),
+    ]);
+    assert_eq!(got[2], Reply::Simple("QUEUED".into()), "{got:?}");
+    assert_eq!(
+        got[4],
+        Reply::Array(Some(vec![ok(), ok(), Reply::Int(2)])),
+        "{got:?}"
+    );
+    // Alone in a transaction too.
+    let got = c.pipeline(&[
+        argv(&["MULTI"]),
+        argv(&["DEBUG", "SLEEP", "0"]),
+        argv(&["EXEC"]),
+    ]);
+    assert_eq!(got[2], Reply::Array(Some(vec![ok()])), "{got:?}");
+    // What the proxy refuses outside a transaction stays refused inside.
+    let got = c.pipeline(&[
+        argv(&["MULTI"]),
+        argv(&["DEBUG", "SEGFAULT"]),
+        argv(&["DISCARD"]),
+    ]);
+    assert!(got[1].is_error(), "{got:?}");
+    for n in cluster.masters() {
+        assert_eq!(
+            n.conn().cmd(&["PING"]).as_str(),
+            "PONG",
+            "every node still up"
+        );
+    }
+}

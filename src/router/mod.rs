@@ -33,6 +33,19 @@ pub const ERR_OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmem
 /// The reply to any command but AUTH, HELLO, QUIT and RESET while a client
 /// has not authenticated.
 pub const ERR_NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
+/// DEBUG subcommands refused: they stop, crash or corrupt a node, or
+/// create keys in slots it does not own.
+pub const DEBUG_REFUSED: &[&str] = &[
+    "segfault",
+    "panic",
+    "restart",
+    "crash-and-recover",
+    "oom",
+    "assert",
+    "populate",
+    "leak",
+];
+
 const ERR_BAD_SLOT: &[u8] = b"-ERR Invalid or out of range slot\r\n";
 const ERR_IN_MULTI: &[u8] =
     b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n";
@@ -468,6 +481,15 @@ fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
 /// Inside MULTI: what may be queued. Keyed commands (one slot, checked as
 /// they queue), keyless ones any master runs, and PING/ECHO/TIME, which a
 /// node answers in the transaction like Redis does.
+/// Whether a DEBUG's subcommand is one the proxy refuses.
+fn debug_refused(args: &Args<'_>) -> bool {
+    args.get(1).is_some_and(|sub| {
+        DEBUG_REFUSED
+            .iter()
+            .any(|r| sub.eq_ignore_ascii_case(r.as_bytes()))
+    })
+}
+
 fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
     match cmd.route {
         Route::Slot
@@ -483,6 +505,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         // Inside a transaction a node answers WAIT at once, with what it
         // has: it runs there with the rest.
         Route::ClusterWide(Wide::Wait) => Decision::Queue,
+        // DEBUG too (the suite's DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): it
+        // runs on the transaction's node, as in a transaction on a node.
+        Route::ClusterWide(Wide::Debug) if !debug_refused(args) => Decision::Queue,
         Route::Unsupported => {
             let r = command::unknown_command_reply(args);
             Decision::Refuse(Box::new(refusal(Bytes::from(r), true)))

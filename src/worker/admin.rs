@@ -69,19 +69,6 @@ const DEBUG_KEYED: &[&str] = &[
     "digest-value",
 ];
 
-/// DEBUG subcommands refused: they stop, crash or corrupt a node, or
-/// create keys in slots it does not own.
-const DEBUG_REFUSED: &[&str] = &[
-    "segfault",
-    "panic",
-    "restart",
-    "crash-and-recover",
-    "oom",
-    "assert",
-    "populate",
-    "leak",
-];
-
 /// WAIT: the smallest count; WAITAOF (`aof`): the smallest of each of the
 /// two counts. The first error wins.
 fn min_counts(parts: Vec<Bytes>, aof: bool) -> Bytes {
@@ -364,7 +351,7 @@ impl Worker {
     ) {
         let sub = args.get(1).unwrap_or_default().to_ascii_lowercase();
         let sub = std::str::from_utf8(&sub).unwrap_or("");
-        if DEBUG_REFUSED.contains(&sub) {
+        if router::DEBUG_REFUSED.contains(&sub) {
             let e = format!(
                 "-ERR mithril: DEBUG {} is not relayed to the cluster's nodes\r\n",
                 sub.to_uppercase()
