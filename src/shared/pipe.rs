@@ -322,15 +322,17 @@ impl Experiment {
         matches!(self.state, State::Shared | State::ProbeShared { .. })
     }
 
+    /// The rates sampled after `from` (ms).
+    fn rates_since(&self, from: u64) -> impl Iterator<Item = f64> + '_ {
+        self.rates.iter().filter(move |r| r.0 > from).map(|r| r.1)
+    }
+
     /// The mean rate since `from` (ms), if the samples cover it.
     fn mean_since(&self, from: u64) -> Option<f64> {
-        let v: Vec<f64> = self
-            .rates
-            .iter()
-            .filter(|r| r.0 > from)
-            .map(|r| r.1)
-            .collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        let (sum, n) = self
+            .rates_since(from)
+            .fold((0.0, 0usize), |(s, n), r| (s + r, n + 1));
+        (n > 0).then(|| sum / n as f64)
     }
 
     /// The mean rate over the last `span`, when it was steady (every
@@ -341,14 +343,11 @@ impl Experiment {
             return None;
         }
         let from = now.saturating_sub(span);
-        let v: Vec<f64> = self
-            .rates
-            .iter()
-            .filter(|r| r.0 > from)
-            .map(|r| r.1)
-            .collect();
-        let mean = v.iter().sum::<f64>() / v.len().max(1) as f64;
-        (mean > 0.0 && v.iter().all(|&r| (r - mean).abs() <= 0.15 * mean)).then_some(mean)
+        let mean = self.mean_since(from)?;
+        let steady = self
+            .rates_since(from)
+            .all(|r| (r - mean).abs() <= 0.15 * mean);
+        (mean > 0.0 && steady).then_some(mean)
     }
 
     fn answered(&mut self, now: u64, shared_better: bool, rate: f64) {

@@ -20,7 +20,7 @@
 //! request it held with the error a connection's own requests get.
 use super::*;
 use crate::config::Sharding;
-use crate::session::PIPE_SCORE;
+use crate::session::{Session, PIPE_SCORE};
 use crate::shared::pipe::{Experiment, PipeQueue, PipeReply, PipeReq, Sample};
 
 /// Invalidations sent to each other worker per loop turn; past it, one
@@ -35,7 +35,7 @@ pub(super) struct PipeState {
     /// `yes` or `auto`: links and remote requests may exist.
     pub on: bool,
     /// `auto`'s verdict, as read at the last tick.
-    verdict: bool,
+    pub verdict: bool,
     /// Sessions waiting for their replies to move (checked at each tick
     /// too, in case their last reply came another way than `deliver`).
     moving: Vec<Key>,
@@ -100,6 +100,15 @@ impl PipeState {
         }
     }
 
+    /// A session moved onto the pipes (`true`) or off them.
+    pub fn moved(&mut self, onto: bool) {
+        self.sessions = if onto {
+            self.sessions + 1
+        } else {
+            self.sessions.saturating_sub(1)
+        };
+    }
+
     fn out(&mut self, to: usize) -> &mut PipeQueue {
         let q = &mut self.out[to];
         if q.reqs.is_empty() && q.replies.is_empty() {
@@ -121,63 +130,73 @@ fn thread_cpu_us() -> u64 {
     }
 }
 
-impl Worker {
-    /// Before a session's next request is dispatched (`yes` and `auto`):
-    /// its pipelining score moves, and when it belongs elsewhere it moves
-    /// there, at once when nothing of it is in flight, else once its
-    /// replies are in (it waits at a gate meanwhile, so nothing it sends
-    /// can overtake what it sent before). False: it waits.
-    pub(super) fn pipe_steer(&mut self, key: Key) -> bool {
-        let (mode, verdict) = (self.pipes.mode, self.pipes.verdict);
-        let Some(s) = self.sessions.get_mut(key) else {
-            return false;
-        };
-        if s.moving {
-            // A gate of its own opened meanwhile: it still waits.
-            s.wait_gate();
-            return false;
-        }
-        let busy = !s.ring.is_empty();
-        s.pipe_score = if busy {
-            (s.pipe_score + 1).min(PIPE_SCORE)
-        } else {
-            s.pipe_score.saturating_sub(1)
-        };
-        // A client tracking keys stays on its worker's connections: their
-        // invalidations reach this worker's trackers.
-        let want = s.tracking.is_none()
-            && match mode {
-                Sharding::No => false,
-                Sharding::Yes => true,
-                Sharding::Auto => {
-                    verdict
-                        && if s.pipe {
-                            s.pipe_score < PIPE_SCORE
-                        } else {
-                            s.pipe_score == 0
-                        }
-                }
-            };
-        if want == s.pipe {
-            return true;
-        }
-        if s.ring.pending() == 0 {
-            s.pipe = want;
-            self.pipes.sessions = if want {
-                self.pipes.sessions + 1
-            } else {
-                self.pipes.sessions.saturating_sub(1)
-            };
-            return true;
-        }
-        s.moving = true;
+/// What a session's next request does (`steer`).
+pub(super) enum Steer {
+    /// Dispatched where the session is.
+    Go,
+    /// The session moved at once (nothing in flight), onto the pipes or
+    /// off them; dispatched there.
+    Moved(bool),
+    /// It must move with replies outstanding: it waits at a gate of its
+    /// own until they are in (`Worker::pipe_moved`).
+    Hold,
+}
+
+/// Before a session's next request is dispatched (`yes` and `auto`): its
+/// pipelining score moves, and when it belongs elsewhere it moves there,
+/// at once when nothing of it is in flight, else once its replies are in,
+/// so nothing it sends can overtake what it sent before. On the session
+/// alone: the worker does the rest (`Steer`).
+#[inline]
+pub(super) fn steer(s: &mut Session, mode: Sharding, verdict: bool) -> Steer {
+    if s.moving {
+        // A gate of its own opened meanwhile: it still waits.
         s.wait_gate();
+        return Steer::Hold;
+    }
+    let busy = !s.ring.is_empty();
+    s.pipe_score = if busy {
+        (s.pipe_score + 1).min(PIPE_SCORE)
+    } else {
+        s.pipe_score.saturating_sub(1)
+    };
+    // A client tracking keys stays on its worker's connections: their
+    // invalidations reach this worker's trackers.
+    let want = s.tracking.is_none()
+        && match mode {
+            Sharding::No => false,
+            Sharding::Yes => true,
+            Sharding::Auto => {
+                verdict
+                    && if s.pipe {
+                        s.pipe_score < PIPE_SCORE
+                    } else {
+                        s.pipe_score == 0
+                    }
+            }
+        };
+    if want == s.pipe {
+        return Steer::Go;
+    }
+    if s.ring.pending() == 0 {
+        s.pipe = want;
+        return Steer::Moved(want);
+    }
+    s.moving = true;
+    s.wait_gate();
+    Steer::Hold
+}
+
+impl Worker {
+    /// A session's next request waits for its replies to move
+    /// (`Steer::Hold`): counted, and looked at again at each tick.
+    #[cold]
+    pub(super) fn pipe_hold(&mut self, key: Key) {
         self.shared.workers[self.id]
             .pipe
             .held
             .fetch_add(1, Ordering::Relaxed);
         self.pipes.moving.push(key);
-        false
     }
 
     /// A session waiting to move has all its replies: it moves and its
@@ -192,11 +211,7 @@ impl Worker {
         }
         s.moving = false;
         s.pipe = !s.pipe;
-        self.pipes.sessions = if s.pipe {
-            self.pipes.sessions + 1
-        } else {
-            self.pipes.sessions.saturating_sub(1)
-        };
+        self.pipes.moved(s.pipe);
         s.gate_opened();
         self.ready_sessions.push(key);
         self.pipes.moving.retain(|&k| k != key);
@@ -205,7 +220,7 @@ impl Worker {
     /// A closing session leaves the count.
     pub(super) fn pipe_session_closed(&mut self, s: &crate::session::Session) {
         if s.pipe {
-            self.pipes.sessions = self.pipes.sessions.saturating_sub(1);
+            self.pipes.moved(false);
         }
         if s.moving {
             self.pipes.moving.retain(|&k| k != s.key);
@@ -216,9 +231,11 @@ impl Worker {
     /// frames per write), and on worker 0 under `auto` the experiment's
     /// step.
     pub(super) fn pipes_tick(&mut self, cx: &mut Context<'_, Timer>) {
-        for key in std::mem::take(&mut self.pipes.moving) {
-            self.pipes.moving.push(key);
-            self.pipe_moved(key);
+        // (pipe_moved takes a session that moved off the list.)
+        if !self.pipes.moving.is_empty() {
+            for key in self.pipes.moving.clone() {
+                self.pipe_moved(key);
+            }
         }
         let cpu = thread_cpu_us();
         let wall = cx.now_us.saturating_sub(self.pipes.at_us).max(1);

@@ -200,12 +200,16 @@ impl Worker {
                     return;
                 }
             };
-            if self.pipes.on && !self.pipe_steer(key) {
-                return; // moving: it waits for its replies (pipes.rs)
+            if self.pipes.on {
+                match super::pipes::steer(s, self.pipes.mode, self.pipes.verdict) {
+                    super::pipes::Steer::Go => {}
+                    super::pipes::Steer::Moved(onto) => self.pipes.moved(onto),
+                    super::pipes::Steer::Hold => {
+                        // It waits for its replies to move (pipes.rs).
+                        return self.pipe_hold(key);
+                    }
+                }
             }
-            let Some(s) = self.sessions.get_mut(key) else {
-                return;
-            };
             if !s.gates.is_empty() {
                 // An inline command is looked at in its multibulk rewrite.
                 let args = crate::command::Args {
