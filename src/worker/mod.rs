@@ -357,6 +357,18 @@ impl Worker {
         }
     }
 
+    /// A connection (or link) to a node that left the map is closed once
+    /// its last reply is in.
+    pub(super) fn drop_if_retired(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        if self
+            .backends
+            .get(key)
+            .is_some_and(|b| b.role == Role::Retired && b.in_flight() == 0)
+        {
+            self.drop_backend(cx, key);
+        }
+    }
+
     /// Drop a backend connection and answer everything queued on it.
     fn backend_failed(&mut self, cx: &mut Context<'_, Timer>, key: Key, reason: &str) {
         let Some(mut b) = self.backends.remove(key) else {

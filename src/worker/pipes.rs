@@ -218,7 +218,7 @@ impl Worker {
     }
 
     /// A closing session leaves the count.
-    pub(super) fn pipe_session_closed(&mut self, s: &crate::session::Session) {
+    pub(super) fn pipe_session_closed(&mut self, s: &Session) {
         if s.pipe {
             self.pipes.moved(false);
         }
@@ -638,16 +638,5 @@ impl Worker {
             }
         }
         self.pipe_send();
-    }
-
-    /// A retired link with nothing left in flight is closed.
-    fn drop_if_retired(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        if self
-            .backends
-            .get(key)
-            .is_some_and(|b| b.role == Role::Retired && b.in_flight() == 0)
-        {
-            self.drop_backend(cx, key);
-        }
     }
 }

@@ -118,14 +118,7 @@ impl Worker {
             Io::Closed => return self.backend_failed(cx, key, "connection closed by the node"),
             Io::Error(e) => return self.backend_failed(cx, key, &e.to_string()),
         }
-        // A connection to a node that left the map, whose last reply is in.
-        if self
-            .backends
-            .get(key)
-            .is_some_and(|b| b.role == Role::Retired && b.in_flight() == 0)
-        {
-            self.drop_backend(cx, key);
-        }
+        self.drop_if_retired(cx, key);
     }
 
     pub(super) fn on_reply(
