@@ -6,6 +6,7 @@
 //!         node 0: CLUSTER MEET every other node
 //!         replicas: CLUSTER REPLICATE <master> (retried until it knows it)
 //!         wait: every node ok, knows every node, same roles, same slot map
+//!               (stalled for 8 s: every node MEETs every other, again)
 //! ```
 //!
 //! Owns: its temp dir and every node process (one dir per node with
@@ -19,7 +20,7 @@ use std::fmt::Write as _;
 use std::fs::{self, File};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::process::{kill_and_reap, spawn_child, terminate_all};
 use super::resp::{Conn, Reply};
@@ -27,7 +28,9 @@ use super::slots::{key_slot, SLOTS};
 use super::{free_port, make_temp_dir, redis_server_path, remove_temp_dir, tail_file};
 use super::{poll_until, wait_until_explained};
 
-const FORM_DEADLINE: Duration = Duration::from_secs(30);
+const FORM_DEADLINE: Duration = Duration::from_secs(45);
+/// How long formation may stall before every node meets every other.
+const REMEET_AFTER: Duration = Duration::from_secs(8);
 const BOOT_DEADLINE: Duration = Duration::from_secs(15);
 const STOP_GRACE: Duration = Duration::from_secs(3);
 const PORT_ATTEMPTS: usize = 5;
@@ -98,6 +101,9 @@ type SlotOwners = Vec<(u16, u16, String)>;
 /// What one node says about the cluster.
 struct View {
     state_ok: bool,
+    /// The `cluster_slots_*`, `cluster_known_nodes` and `cluster_size`
+    /// lines of `CLUSTER INFO`, for the explanation when the state is off.
+    info_summary: String,
     lines: Vec<NodeLine>,
     slots: SlotOwners,
 }
@@ -314,9 +320,36 @@ impl RedisCluster {
             self.nodes[idx].master_of = Some(master_id);
         }
         let live: Vec<usize> = (0..self.nodes.len()).collect();
+        // Gossip normally spreads node 0's introductions within a second or
+        // two. On a loaded machine a node has been seen to sit in a failed
+        // cluster state for the whole deadline, so a formation that stalls
+        // gets every node introduced to every other directly (a MEET of a
+        // known node is harmless: Redis folds the handshake into it).
+        let mut next_meet = Instant::now() + REMEET_AFTER;
         wait_until_explained("the new cluster to be whole", FORM_DEADLINE, || {
-            self.check(&live, true)
+            let verdict = self.check(&live, true);
+            if verdict.is_err() && Instant::now() >= next_meet {
+                self.meet_everyone();
+                next_meet = Instant::now() + REMEET_AFTER;
+            }
+            verdict
         });
+    }
+
+    /// Every node sends CLUSTER MEET for every other one (errors ignored:
+    /// this is a nudge, and the caller goes on checking the outcome).
+    fn meet_everyone(&self) {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if !self.is_running(i) {
+                continue;
+            }
+            for (j, other) in self.nodes.iter().enumerate() {
+                if i != j && self.is_running(j) {
+                    let port = other.port.to_string();
+                    let _ = try_cmd(n.port, &["CLUSTER", "MEET", "127.0.0.1", &port]);
+                }
+            }
+        }
     }
 
     /// `"127.0.0.1:PORT"` of every node (running or not).
@@ -640,9 +673,6 @@ impl RedisCluster {
         for &i in live {
             let me = &self.nodes[i];
             let view = observe(me.port)?;
-            if !view.state_ok {
-                return Err(format!("node :{} has cluster_state other than ok", me.port));
-            }
             let mut roles = Vec::new();
             for &j in live {
                 let other = &self.nodes[j];
@@ -676,6 +706,12 @@ impl RedisCluster {
                         ));
                     }
                 }
+            }
+            if !view.state_ok {
+                return Err(format!(
+                    "node :{} has cluster_state other than ok ({})",
+                    me.port, view.info_summary
+                ));
             }
             let covered: usize = view
                 .slots
@@ -832,8 +868,18 @@ fn observe(port: u16) -> Result<View, String> {
         .into_iter()
         .map(|(a, b, id, _)| (a, b, id))
         .collect();
+    let info_summary = info
+        .lines()
+        .filter(|l| {
+            l.starts_with("cluster_slots_")
+                || l.starts_with("cluster_known_nodes")
+                || l.starts_with("cluster_size")
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
     Ok(View {
         state_ok: info.contains("cluster_state:ok"),
+        info_summary,
         lines,
         slots,
     })
