@@ -552,3 +552,66 @@ fn debug_inside_multi_is_queued_with_the_transaction() {
         );
     }
 }
+
+/// The suite's "client unblock tests" (list), on a key of every master and
+/// with the blocked client and the unblocking one on two workers: CLIENT
+/// UNBLOCK reaches the node holding the lease, which answers the BLPOP as
+/// timed out (nil) or with the UNBLOCKED error; a client not blocked gets
+/// 0; the argument errors are Redis's own.
+#[test]
+fn client_unblock_reaches_the_node_holding_the_lease() {
+    let (cluster, m) = cluster_and_mithril("threads 2\n");
+    let mut node = cluster.nodes[0].conn();
+    for (list, _port) in cluster.key_per_master("unblock") {
+        // Several blocked clients, so that some share the unblocker's
+        // worker and some do not (sessions are spread over the workers).
+        let mut killer = m.conn();
+        for round in 0..4 {
+            let mut rd = m.conn();
+            let id = match rd.cmd(&["CLIENT", "ID"]) {
+                Reply::Int(n) => n.to_string(),
+                other => panic!("CLIENT ID answered {other:?}"),
+            };
+            let error = round % 2 == 1;
+            rd.send(&[b"BLPOP", list.as_bytes(), b"0"]);
+            wait_blocked(&mut killer, 1);
+            let mut args = vec!["CLIENT", "UNBLOCK", id.as_str()];
+            if error {
+                args.push("ERROR");
+            } else if round == 2 {
+                args.push("timeout");
+            }
+            assert_eq!(killer.cmd(&args), Reply::Int(1), "{list} round {round}");
+            let want = if error {
+                Reply::Error("UNBLOCKED client unblocked via CLIENT UNBLOCK".into())
+            } else {
+                Reply::Array(None)
+            };
+            assert_eq!(
+                rd.read_reply(),
+                want,
+                "{list} round {round}: the BLPOP's answer"
+            );
+            wait_blocked(&mut killer, 0);
+            // Not blocked any more: 0, and the client works on.
+            assert_eq!(
+                killer.cmd(&["CLIENT", "UNBLOCK", id.as_str()]),
+                Reply::Int(0)
+            );
+            assert_eq!(rd.cmd(&["RPUSH", list.as_str(), "x"]), Reply::Int(1));
+            assert_eq!(
+                rd.cmd(&["BLPOP", list.as_str(), "0"]),
+                arr(vec![bulk(&list), bulk("x")])
+            );
+        }
+    }
+    let mut c = m.conn();
+    for args in [
+        &["CLIENT", "UNBLOCK", "asd"][..],
+        &["CLIENT", "UNBLOCK", "1", "later"][..],
+        &["CLIENT", "UNBLOCK", "1", "timeout", "x"][..],
+        &["CLIENT", "UNBLOCK", "-5"][..],
+    ] {
+        assert_eq!(c.cmd(args), node.cmd(args), "{args:?}");
+    }
+}

@@ -89,7 +89,9 @@ pub enum Purpose {
     /// ASKING before a redirected request: its +OK is dropped.
     Asking,
     /// SCRIPT LOAD / FUNCTION LOAD of a remembered text before a call sent
-    /// again to a node that lacked it: its reply is dropped.
+    /// again to a node that lacked it: its reply is dropped. Also used for
+    /// other commands of the proxy's own whose reply nobody reads (the
+    /// restore before a WAIT, CLIENT UNBLOCK of a lease).
     Reload,
     /// A connection set-up command (HELLO 3, READONLY): dropped, but an
     /// error fails the connection.
@@ -110,6 +112,9 @@ pub enum Purpose {
     /// CLIENT ID on a tracker connection: its reply is the id shared
     /// connections redirect their invalidations to.
     TrackerId,
+    /// CLIENT ID on a new lease: its reply is `Backend::node_id`, what
+    /// CLIENT UNBLOCK names to the node (`worker/blocking.rs`).
+    LeaseId,
     /// On a session's pinned connection (WATCH in force,
     /// `worker/watch.rs`).
     Pin(PinOp),
@@ -313,6 +318,8 @@ pub struct Backend {
     /// The tracker client id this connection's CLIENT TRACKING redirects
     /// to (0: tracking never asked for).
     pub tracking: u64,
+    /// A lease's client id on its node, once its CLIENT ID is answered.
+    pub node_id: Option<u64>,
 }
 
 impl Backend {
@@ -377,6 +384,7 @@ impl Backend {
             large_end: 0,
             obs: Default::default(),
             tracking: 0,
+            node_id: None,
         }
     }
 

@@ -27,6 +27,7 @@ pub enum LocalCmd {
     Client,
     ClientKill,
     ClientList,
+    ClientUnblock,
     Cluster,
     Command,
     Config,
@@ -1443,7 +1444,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local(L::Client),
+                route: Route::Local(L::ClientUnblock),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Unblock a client blocked in a blocking command from a different connection",

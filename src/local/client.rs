@@ -2,8 +2,10 @@
 //! CLIENT INFO / LIST line, and the filters of CLIENT LIST and CLIENT KILL.
 //!
 //! CLIENT REPLY is the session's (it drops the replies it silences).
+//! CLIENT UNBLOCK is the worker's (`worker/blocking.rs`): the node that
+//! holds the blocked command is told to unblock it.
 //! Subcommands that would change how the node treats the connection
-//! (PAUSE, UNBLOCK, ...) are refused with an error that names the proxy:
+//! (PAUSE, UNPAUSE) are refused with an error that names the proxy:
 //! they cannot be emulated faithfully through shared backend connections,
 //! and a silent OK would lie. Client tracking is the proxy's own (CLIENT
 //! TRACKING in `worker/tracking.rs`; CACHING, GETREDIR and TRACKINGINFO
@@ -171,7 +173,9 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 "    Print this help.",
                 "REPLY (ON|OFF|SKIP)",
                 "    Control the replies sent to the current connection.",
-                "PAUSE, UNPAUSE and UNBLOCK are not supported through mithril.",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+                "    Unblock the specified blocked client.",
+                "PAUSE and UNPAUSE are not supported through mithril.",
             ],
         ),
         _ => error(&format!(
@@ -428,6 +432,34 @@ impl KillFilter {
 pub fn may_kill(s: &Session) -> bool {
     let _ = s;
     true
+}
+
+/// CLIENT UNBLOCK's arguments, checked in Redis's order (the reason, then
+/// the id): the id and whether the command is to fail with UNBLOCKED;
+/// None for an id no session can have. An error is the reply.
+pub fn parse_unblock(args: &Args) -> Result<Option<(u64, bool)>, Bytes> {
+    if !(3..=4).contains(&args.len()) {
+        // Redis quotes the subcommand as the client spelt it.
+        let sub =
+            String::from_utf8_lossy(args.get(1).unwrap_or_default()).replace(['\r', '\n'], " ");
+        return Err(Bytes::from(format!(
+            "-ERR unknown subcommand or wrong number of arguments for '{sub}'. Try CLIENT HELP.\r\n"
+        )));
+    }
+    let error = match args.get(3) {
+        None => false,
+        Some(r) if r.eq_ignore_ascii_case(b"timeout") => false,
+        Some(r) if r.eq_ignore_ascii_case(b"error") => true,
+        Some(_) => {
+            return Err(Bytes::from_static(
+                b"-ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR\r\n",
+            ))
+        }
+    };
+    match super::parse_i64(args.get(2).unwrap_or_default()) {
+        Some(id) => Ok(u64::try_from(id).ok().map(|id| (id, error))),
+        None => Err(Bytes::from_static(super::ERR_NOT_INTEGER)),
+    }
 }
 
 /// CLIENT KILL's arguments for the caller `s`; an error is the reply.

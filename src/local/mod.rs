@@ -75,7 +75,7 @@ pub enum Outcome {
 
 const OK: &[u8] = b"+OK\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
-const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
+pub(crate) const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
 const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
 const ERR_MONITOR: &[u8] =
     b"-ERR mithril: MONITOR is not supported through the proxy; run it on a node\r\n";
@@ -193,6 +193,7 @@ pub fn execute(
         // answered rather than panicked on.
         LocalCmd::Info
         | LocalCmd::ClientKill
+        | LocalCmd::ClientUnblock
         | LocalCmd::ClientList
         | LocalCmd::ConfigResetstat
         | LocalCmd::Slowlog

@@ -107,6 +107,7 @@ pub enum Gather {
     Info,
     ClientList,
     ClientKill,
+    ClientUnblock,
     /// CONFIG RESETSTAT: every worker's statistics.
     ResetStats,
     /// SLOWLOG GET/LEN/RESET/HELP: the process-wide slow log.
@@ -472,6 +473,7 @@ fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
         LocalCmd::Info => Decision::Gather(Gather::Info),
         LocalCmd::ClientList => Decision::Gather(Gather::ClientList),
         LocalCmd::ClientKill => Decision::Gather(Gather::ClientKill),
+        LocalCmd::ClientUnblock => Decision::Gather(Gather::ClientUnblock),
         LocalCmd::ConfigResetstat => Decision::Gather(Gather::ResetStats),
         LocalCmd::Slowlog => Decision::Gather(Gather::Slowlog),
         other => Decision::Local(other),

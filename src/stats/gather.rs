@@ -80,6 +80,10 @@ pub enum Ask {
     List(ListFilter),
     /// Close the matching sessions; answer how many.
     Kill(KillFilter),
+    /// CLIENT UNBLOCK: the session with this id, if blocked on a lease,
+    /// is unblocked by its node (as timed out, or with an error); answer
+    /// 1 for it, else 0.
+    Unblock { id: u64, error: bool },
 }
 
 /// A question, from worker `from` about its session's ring slot `seq`.

@@ -220,6 +220,63 @@ impl Worker {
         }
     }
 
+    /// A lease's CLIENT ID was answered: what CLIENT UNBLOCK names.
+    pub(super) fn lease_id(&mut self, lease: Key, frame: &[u8]) {
+        let id = frame
+            .strip_prefix(b":")
+            .and_then(|r| r.strip_suffix(b"\r\n"))
+            .and_then(crate::resp::parse_i64)
+            .and_then(|n| u64::try_from(n).ok());
+        if let Some(b) = self.backends.get_mut(lease) {
+            b.node_id = id;
+        }
+    }
+
+    /// CLIENT UNBLOCK for the session with client id `id`, if it lives on
+    /// this worker: when its blocking command waits on a lease whose node
+    /// id is known, that node is sent `CLIENT UNBLOCK <lease id>
+    /// TIMEOUT|ERROR` on this worker's own connection to it, and the node
+    /// answers the blocked command (nil as at its timeout, or the UNBLOCKED
+    /// error). Whether a block was there to cancel is the proxy's view:
+    /// a reply already on its way when the node reads the UNBLOCK is
+    /// delivered as it is. The node's own 1 or 0 is not waited for.
+    pub(super) fn unblock_by_id(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        id: u64,
+        error: bool,
+    ) -> bool {
+        let Some((session, lease)) = self
+            .sessions
+            .iter()
+            .find(|(_, s)| s.id == id)
+            .and_then(|(k, s)| Some((k, s.input().lease()?)))
+        else {
+            return false;
+        };
+        let Some(b) = self.backends.get(lease) else {
+            return false;
+        };
+        let (Some(node_id), true) = (b.node_id, b.carries(session)) else {
+            return false;
+        };
+        let (addr, proto) = (b.addr, b.proto);
+        let (id, why) = (node_id.to_string(), if error { "ERROR" } else { "TIMEOUT" });
+        let frame = Bytes::from(format!(
+            "*4\r\n$6\r\nCLIENT\r\n$7\r\nUNBLOCK\r\n${}\r\n{id}\r\n${}\r\n{why}\r\n",
+            id.len(),
+            why.len()
+        ));
+        let pool = self.pools.master_pool(addr, proto);
+        match self.backend_for(cx, pool, 0) {
+            Ok(conn) => {
+                self.send_on(conn, InFlight::new(Key::NONE, 0, frame, Purpose::Reload));
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// The blocking command was answered: the session reads on.
     pub(super) fn unblock(&mut self, session: Key) {
         if let Some(s) = self.sessions.get_mut(session) {

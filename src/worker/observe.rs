@@ -232,6 +232,7 @@ impl Worker {
             Gather::Info => self.info(cx, key, args),
             Gather::ClientList => self.client_list(cx, key, cmd, args),
             Gather::ClientKill => self.client_kill(cx, key, cmd, args),
+            Gather::ClientUnblock => self.client_unblock(cx, key, cmd, args),
             Gather::ResetStats => self.reset_stats(cx, key, args),
             Gather::Slowlog => {
                 let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
@@ -486,6 +487,10 @@ impl Worker {
                 }
                 Bytes::from(format!(":{n}\r\n"))
             }
+            &Ask::Unblock { id, error } => {
+                let found = self.unblock_by_id(cx, id, error);
+                Bytes::from_static(if found { b":1\r\n" } else { b":0\r\n" })
+            }
         }
     }
 
@@ -650,6 +655,43 @@ impl Worker {
         let workers = self.shared.workers.len();
         if let Some(seq) = self.gather_slot(key, args, workers, finish) {
             self.ask_workers(cx, key, seq, 0, Ask::Kill(filter));
+        }
+    }
+
+    /// CLIENT UNBLOCK id [TIMEOUT|ERROR]: every worker looks for the
+    /// session (`Ask::Unblock`); 1 when one of them had it blocked.
+    fn client_unblock(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: &'static Command,
+        args: &Args,
+    ) {
+        let parsed = match aclient::parse_unblock(args) {
+            Ok(p) => p,
+            Err(e) => {
+                self.reply(key, e);
+                return self.slow_local(key, cmd, args); // observe: it ran
+            }
+        };
+        let Some((id, error)) = parsed else {
+            // No session has a negative id, or one this large.
+            self.reply_static(key, b":0\r\n");
+            return self.slow_local(key, cmd, args);
+        };
+        if !self.may_ask(key) {
+            return;
+        }
+        let finish: Finish = Box::new(move |parts: Vec<Bytes>| {
+            if let Some(e) = first_error(&parts) {
+                return e;
+            }
+            let found = parts.iter().any(|p| int_of(p) > 0);
+            Bytes::from_static(if found { b":1\r\n" } else { b":0\r\n" })
+        });
+        let workers = self.shared.workers.len();
+        if let Some(seq) = self.gather_slot(key, args, workers, finish) {
+            self.ask_workers(cx, key, seq, 0, Ask::Unblock { id, error });
         }
     }
 

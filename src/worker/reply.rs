@@ -150,6 +150,7 @@ impl Worker {
                 return self.opt_in_answered(bkey, f.purpose, head);
             }
             Purpose::TrackerId => return self.tracker_id(bkey, &frame),
+            Purpose::LeaseId => return self.lease_id(bkey, &frame),
             Purpose::Pin(_) => return self.pin_reply(cx, bkey, via, f, frame, head),
             _ => {}
         }
@@ -262,7 +263,8 @@ impl Worker {
             | Purpose::Reload
             | Purpose::Tracking
             | Purpose::Caching
-            | Purpose::TrackerId => {}
+            | Purpose::TrackerId
+            | Purpose::LeaseId => {}
             Purpose::Remote(from) => self.pipe_answer(from, f.seq, frame, false),
         }
     }

@@ -322,6 +322,16 @@ impl Worker {
                     Purpose::Init,
                 ));
             }
+            if role == Role::Lease {
+                // Pipelined ahead of the lease's first command: costs no
+                // round trip, and lets CLIENT UNBLOCK name the lease.
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(super::cache::CLIENT_ID),
+                    Purpose::LeaseId,
+                ));
+            }
         }
         cx.schedule_in(self.connect_timeout, Timer::ConnectTimeout(key));
         log::debug!(target: "mithril::worker", "worker {}: connecting to {addr} ({role:?}, {proto:?})", self.id);

@@ -328,7 +328,8 @@ impl RedisCluster {
         let mut next_meet = Instant::now() + REMEET_AFTER;
         wait_until_explained("the new cluster to be whole", FORM_DEADLINE, || {
             let verdict = self.check(&live, true);
-            if verdict.is_err() && Instant::now() >= next_meet {
+            if let (Err(why), true) = (&verdict, Instant::now() >= next_meet) {
+                eprintln!("cluster formation stalled ({why}): every node meets every other");
                 self.meet_everyone();
                 next_meet = Instant::now() + REMEET_AFTER;
             }
