@@ -512,3 +512,48 @@ fn noperm_for_a_user_without_admin_rights_as_on_a_node() {
         assert_eq!(o, l, "{args:?}");
     }
 }
+
+/// CLIENT PAUSE and UNPAUSE reach every master: under `PAUSE ... WRITE`
+/// a write sent straight to any master waits while a read is answered,
+/// and UNPAUSE through mithril releases it. The argument errors are the
+/// node's.
+#[test]
+fn client_pause_and_unpause_reach_every_master() {
+    let (cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "paused");
+    assert_eq!(keys.len(), 3);
+    // Long enough never to run out during the test, however slow.
+    assert_eq!(c.cmd(&["CLIENT", "PAUSE", "600000", "WRITE"]), ok());
+    let mut direct = Vec::new();
+    for (key, port) in cluster.key_per_master("paused-direct") {
+        let mut d = Conn::connect(&format!("127.0.0.1:{port}"));
+        assert_eq!(d.cmd(&["PING"]), Reply::Simple("PONG".into()), ":{port}");
+        d.send(&[b"SET", key.as_bytes(), b"1"]);
+        let early = d.try_read_reply(Duration::from_millis(300));
+        assert!(
+            early.is_err(),
+            ":{port} answered a write during the pause: {early:?}"
+        );
+        direct.push((port, d));
+    }
+    // Reads through mithril go on; a write through mithril waits too.
+    for k in &keys {
+        assert_eq!(c.cmd(&["GET", k]), Reply::Bulk(None), "{k}");
+    }
+    assert_eq!(c.cmd(&["CLIENT", "UNPAUSE"]), ok());
+    for (port, mut d) in direct {
+        let r = d
+            .try_read_reply(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!(":{port} never answered the write after UNPAUSE: {e}"));
+        assert_eq!(r, ok(), ":{port}: the write held by the pause");
+    }
+    let mut node = cluster.nodes[0].conn();
+    for args in [
+        &["CLIENT", "PAUSE", "soon"][..],
+        &["CLIENT", "PAUSE", "10", "READS"][..],
+        &["CLIENT", "UNPAUSE", "x"][..],
+    ] {
+        assert_eq!(c.cmd(args), node.cmd(args), "{args:?}");
+    }
+}

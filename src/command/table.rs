@@ -1286,7 +1286,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local(L::Client),
+                route: Route::ClusterWide(Wide::EveryOk),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Stop processing commands from clients for some time",
@@ -1472,7 +1472,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::ADMIN | A::SLOW | A::DANGEROUS | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local(L::Client),
+                route: Route::ClusterWide(Wide::EveryOk),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Resume processing of clients that were paused",

@@ -4,10 +4,11 @@
 //! CLIENT REPLY is the session's (it drops the replies it silences).
 //! CLIENT UNBLOCK is the worker's (`worker/blocking.rs`): the node that
 //! holds the blocked command is told to unblock it.
-//! Subcommands that would change how the node treats the connection
-//! (PAUSE, UNPAUSE) are refused with an error that names the proxy:
-//! they cannot be emulated faithfully through shared backend connections,
-//! and a silent OK would lie. Client tracking is the proxy's own (CLIENT
+//! PAUSE and UNPAUSE go to every master (the command table routes them).
+//! Subcommands that would change how the node treats one connection are
+//! refused with an error that names the proxy: they cannot be emulated
+//! faithfully through shared backend connections, and a silent OK would
+//! lie. Client tracking is the proxy's own (CLIENT
 //! TRACKING in `worker/tracking.rs`; CACHING, GETREDIR and TRACKINGINFO
 //! here, from the session's state). LIST and KILL need a
 //! look at every worker's sessions: the worker core (`worker::observe`)
@@ -175,7 +176,11 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
                 "    Control the replies sent to the current connection.",
                 "UNBLOCK <clientid> [TIMEOUT|ERROR]",
                 "    Unblock the specified blocked client.",
-                "PAUSE and UNPAUSE are not supported through mithril.",
+                "PAUSE <timeout> [WRITE|ALL]",
+                "    Suspend clients on every master for <timeout> milliseconds (writes only,",
+                "    or every command).",
+                "UNPAUSE",
+                "    Stop the current client pause on every master.",
             ],
         ),
         _ => error(&format!(
