@@ -615,3 +615,27 @@ fn client_unblock_reaches_the_node_holding_the_lease() {
         assert_eq!(c.cmd(args), node.cmd(args), "{args:?}");
     }
 }
+
+/// INFO's `blocked_clients` is what the masters hold blocked: a client
+/// blocked through mithril counts once its node holds the command (so
+/// the suite's `wait_for_blocked_client` then an LPUSH never overtakes
+/// the BLPOP), and a client blocked directly on a node counts too.
+#[test]
+fn blocked_clients_are_counted_where_they_block() {
+    let (cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let keys = cluster.key_per_master("blockedhere");
+    let (direct_key, direct_port) = keys[0].clone();
+    let mut direct = Conn::connect(&format!("127.0.0.1:{direct_port}"));
+    direct.send(&[b"BLPOP", direct_key.as_bytes(), b"0"]);
+    wait_blocked(&mut c, 1);
+    let mut through = m.conn();
+    through.send(&[b"BLPOP", keys[1].0.as_bytes(), b"0"]);
+    wait_blocked(&mut c, 2);
+    // The count is the node's: the push reaches a node already blocked.
+    assert_eq!(c.cmd(&["RPUSH", &keys[1].0, "v"]), Reply::Int(1));
+    assert_eq!(through.read_reply(), arr(vec![bulk(&keys[1].0), bulk("v")]));
+    assert_eq!(c.cmd(&["RPUSH", &direct_key, "w"]), Reply::Int(1));
+    assert_eq!(direct.read_reply(), arr(vec![bulk(&direct_key), bulk("w")]));
+    wait_blocked(&mut c, 0);
+}

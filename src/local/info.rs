@@ -12,8 +12,9 @@
 //! (`stats::Hub`), which the worker answering INFO has every worker refresh
 //! first (`worker::observe`), and, for `keyspace`, `persistence`, the
 //! data's fields of `stats` and `memory` (`DATA_FIELDS`) and
-//! `replication` after the proxy's `role:master`, each master's own
-//! `INFO keyspace persistence stats memory replication`, merged (summed,
+//! `replication` after the proxy's `role:master`, and `blocked_clients`
+//! (what the nodes hold blocked, leases included), each master's own
+//! `INFO keyspace persistence stats memory replication clients`, merged (summed,
 //! or as [`persistence_merge`] and [`replication_field`] say: the data and
 //! its saving are the nodes'). Field names are Redis's where the meaning
 //! carries over; mithril's own fields follow Redis's in their section.
@@ -45,6 +46,8 @@ struct Ctx<'a> {
     data_memory: &'a str,
     /// The masters' replication fields (see [`replication_field`]).
     replication: &'a str,
+    /// The masters' `blocked_clients` summed, when they were asked.
+    node_blocked: Option<u64>,
 }
 
 struct Section {
@@ -196,6 +199,15 @@ pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String 
     let data_stats = merged_section(masters, "stats", data_field);
     let data_memory = merged_section(masters, "memory", data_field);
     let replication = merged_section(masters, "replication", replication_field);
+    let node_blocked = merged_section(masters, "clients", |name, values| {
+        (name == "blocked_clients").then(|| {
+            let n: u64 = values.iter().filter_map(|v| v.parse::<u64>().ok()).sum();
+            n.to_string()
+        })
+    });
+    let node_blocked = node_blocked
+        .strip_prefix("blocked_clients:")
+        .and_then(|v| v.trim().parse().ok());
     let cx = Ctx {
         shared,
         totals: stats::totals(&snaps),
@@ -204,6 +216,7 @@ pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String 
         data_stats: &data_stats,
         data_memory: &data_memory,
         replication: &replication,
+        node_blocked,
     };
     let mut text = String::with_capacity(2048);
     let mut first = true;
@@ -530,7 +543,9 @@ fn clients(t: &mut String, cx: &Ctx) {
         cx.shared.live.maxclients.load(Ordering::Relaxed),
         c.qbuf_max,
         c.out_max,
-        c.blocked,
+        // What is blocked where it blocks: at the nodes (a lease's command
+        // counts once the node holds it, as the suite's waits expect).
+        cx.node_blocked.unwrap_or(c.blocked),
         c.tracking,
         c.watching,
         c.pubsub,

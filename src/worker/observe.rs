@@ -52,8 +52,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The sections of every master's INFO that a proxy's INFO shows the
 /// data's side of (`local::info`).
-const INFO_MASTERS: &[u8] = b"*6\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n\
-    $5\r\nSTATS\r\n$6\r\nMEMORY\r\n$11\r\nREPLICATION\r\n";
+const INFO_MASTERS: &[u8] = b"*7\r\n$4\r\nINFO\r\n$8\r\nKEYSPACE\r\n$11\r\nPERSISTENCE\r\n\
+    $5\r\nSTATS\r\n$6\r\nMEMORY\r\n$11\r\nREPLICATION\r\n$7\r\nCLIENTS\r\n";
 /// What a transaction is logged as in the slow log.
 pub(super) const EXEC_FRAME: &[u8] = b"*1\r\n$4\r\nEXEC\r\n";
 
@@ -555,7 +555,14 @@ impl Worker {
             .map(<[u8]>::to_vec)
             .collect();
         let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-        let from_masters = ["keyspace", "persistence", "stats", "memory", "replication"];
+        let from_masters = [
+            "keyspace",
+            "persistence",
+            "stats",
+            "memory",
+            "replication",
+            "clients",
+        ];
         let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
             self.topo.shards.len()
         } else {
