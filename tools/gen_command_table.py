@@ -90,6 +90,7 @@ ROUTES = {
     "ClusterWide(ShardNumsub)": "Route::ClusterWide(Wide::ShardNumsub)",
     "ClusterWide(EveryStatus)": "Route::ClusterWide(Wide::EveryStatus)",
     "ClusterWide(EveryMin)": "Route::ClusterWide(Wide::EveryMin)",
+    "ClusterWide(Role)": "Route::ClusterWide(Wide::Role)",
     "Eval": "Route::Eval",
 }
 

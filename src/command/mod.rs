@@ -424,6 +424,9 @@ pub enum Wide {
     EveryStatus,
     /// LASTSAVE: every master; the smallest integer.
     EveryMin,
+    /// ROLE: every master; the proxy is a master with the largest of their
+    /// replication offsets and no replicas of its own.
+    Role,
 }
 
 impl Wide {

@@ -6472,7 +6472,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::FAST | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::ClusterWide(Wide::Role),
         subcommands: &[],
         doc: Doc {
             summary: "Return the role of the instance in the context of replication",

@@ -88,6 +88,8 @@ pub enum Fold {
     /// Integer replies, the smallest kept in `sum` (LASTSAVE on every
     /// master).
     Min,
+    /// ROLE replies of masters, the largest offset kept in `sum`.
+    Role,
 }
 
 /// What a merge's parts have folded into so far.
@@ -539,7 +541,8 @@ impl Merge {
             | Fold::AnyOf
             | Fold::ScanPage
             | Fold::Status
-            | Fold::Min => {}
+            | Fold::Min
+            | Fold::Role => {}
         }
     }
 }

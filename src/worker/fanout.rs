@@ -60,6 +60,17 @@ fn int_reply(frame: &[u8]) -> Option<i64> {
 }
 
 /// Split an array reply into its items (zero-copy slices of `frame`).
+/// A master's replication offset from its ROLE reply
+/// (`["master", offset, [replicas]]`); None for anything else.
+fn role_offset(frame: &Bytes) -> Option<i64> {
+    let items = array_items(frame)?;
+    let role = items.first()?;
+    if !role.ends_with(b"\r\nmaster\r\n") {
+        return None;
+    }
+    int_reply(items.get(1)?)
+}
+
 fn array_items(frame: &Bytes) -> Option<Vec<Bytes>> {
     let line_end = frame.windows(2).position(|w| w == b"\r\n")?;
     if frame.first() != Some(&b'*') {
@@ -431,6 +442,12 @@ impl Worker {
                         f.items.push(frame);
                     }
                 }
+                Fold::Role => match role_offset(&frame) {
+                    Some(n) => f.sum = f.sum.max(n),
+                    None => {
+                        f.error.get_or_insert(Bytes::from_static(ERR_BAD_PART));
+                    }
+                },
                 Fold::Min => match int_reply(&frame) {
                     Some(n) => f.sum = f.sum.min(n),
                     None => {
@@ -468,6 +485,9 @@ impl Worker {
         } else {
             match m.fold.kind {
                 Fold::Sum | Fold::Min => Bytes::from(format!(":{}\r\n", m.fold.sum)),
+                Fold::Role => {
+                    Bytes::from(format!("*3\r\n$6\r\nmaster\r\n:{}\r\n*0\r\n", m.fold.sum))
+                }
                 Fold::Status => m
                     .fold
                     .items
@@ -545,6 +565,7 @@ impl Worker {
             Wide::Flushall | Wide::EveryOk => self.every_master(cx, key, Fold::AllOk, frame),
             Wide::EveryStatus => self.every_master(cx, key, Fold::Status, frame),
             Wide::EveryMin => self.every_master(cx, key, Fold::Min, frame),
+            Wide::Role => self.every_master(cx, key, Fold::Role, frame),
             Wide::ConfigSet => self.config_set(cx, key, frame, args),
             Wide::EverySum => self.every_master(cx, key, Fold::Sum, frame),
             Wide::Scan => self.scan(cx, key, frame, args),
