@@ -639,3 +639,27 @@ fn blocked_clients_are_counted_where_they_block() {
     assert_eq!(direct.read_reply(), arr(vec![bulk(&direct_key), bulk("w")]));
     wait_blocked(&mut c, 0);
 }
+
+/// Commands mithril does not run answer what a cluster node answers for
+/// them (SWAPDB, MOVE, REPLICAOF / SLAVEOF, FAILOVER), not an unknown
+/// command: mithril's face is a cluster node.
+#[test]
+fn refused_commands_answer_as_a_cluster_node() {
+    let (cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let (key, port) = cluster.key_per_master("mv").remove(0);
+    let mut owner = Conn::connect(&format!("127.0.0.1:{port}"));
+    for args in [
+        &["SWAPDB", "0", "1"][..],
+        &["MOVE", key.as_str(), "1"][..],
+        &["REPLICAOF", "no", "one"][..],
+        &["SLAVEOF", "no", "one"][..],
+        &["FAILOVER"][..],
+    ] {
+        let node = owner.cmd(args);
+        assert!(node.is_error(), "{args:?}: {node:?}");
+        assert_eq!(c.cmd(args), node, "{args:?}");
+    }
+    // Unknown to a node too: the same unknown-command text.
+    assert_eq!(c.cmd(&["NOSUCHCMD", "x"]), owner.cmd(&["NOSUCHCMD", "x"]));
+}

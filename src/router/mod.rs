@@ -99,6 +99,22 @@ pub enum TxnOp {
     Discard,
 }
 
+/// What a command mithril does not run answers: a cluster node's own
+/// refusal where a node has one for the command itself (mithril's face is
+/// a cluster node), else Redis's unknown-command error.
+fn unsupported_reply(cmd: &Command, args: &Args) -> Bytes {
+    let own: &'static [u8] = match cmd.name {
+        "swapdb" => b"-ERR SWAPDB is not allowed in cluster mode\r\n",
+        "move" => b"-ERR MOVE is not allowed in cluster mode\r\n",
+        "replicaof" | "slaveof" => b"-ERR REPLICAOF not allowed in cluster mode.\r\n",
+        "failover" => {
+            b"-ERR FAILOVER not allowed in cluster mode. Use CLUSTER FAILOVER command instead.\r\n"
+        }
+        _ => return Bytes::from(command::unknown_command_reply(args)),
+    };
+    Bytes::from_static(own)
+}
+
 /// Local commands that need the whole worker (every worker, or every
 /// master) rather than just the session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -309,8 +325,8 @@ pub fn decide_command(
         },
         Route::Local(which) => return local(v, which, args),
         Route::Unsupported => {
-            let r = command::unknown_command_reply(args);
-            return Decision::Refuse(Box::new(refusal(Bytes::from(r), false)));
+            let r = unsupported_reply(cmd, args);
+            return Decision::Refuse(Box::new(refusal(r, false)));
         }
         Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args),
         Route::Blocking => lease(cmd, args),
@@ -511,8 +527,8 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         // runs on the transaction's node, as in a transaction on a node.
         Route::ClusterWide(Wide::Debug) if !debug_refused(args) => Decision::Queue,
         Route::Unsupported => {
-            let r = command::unknown_command_reply(args);
-            Decision::Refuse(Box::new(refusal(Bytes::from(r), true)))
+            let r = unsupported_reply(cmd, args);
+            Decision::Refuse(Box::new(refusal(r, true)))
         }
         _ => Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_IN_MULTI), true))),
     }
