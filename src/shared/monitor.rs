@@ -30,14 +30,16 @@ pub struct PerWorker {
 }
 
 pub struct Monitors {
-    total: AtomicUsize,
+    /// Read by every dispatched command on every worker, written only
+    /// when a monitor comes or goes: on a cache line of its own.
+    total: super::Padded<AtomicUsize>,
     pub workers: Vec<PerWorker>,
 }
 
 impl Monitors {
     pub fn new(workers: usize) -> Monitors {
         Monitors {
-            total: AtomicUsize::new(0),
+            total: super::Padded(AtomicUsize::new(0)),
             workers: (0..workers).map(|_| PerWorker::default()).collect(),
         }
     }
