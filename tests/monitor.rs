@@ -3,7 +3,8 @@
 //! (compared with a node's own MONITOR), what is not fed, what a
 //! monitoring client may still send, RESET, NOPERM for a user without
 //! admin rights, MONITOR inside MULTI, and a monitor that never reads
-//! cut off at the pubsub output limit while the others keep working.
+//! cut off at the pubsub output limit while the others keep working;
+//! the feed beside the shared pipes.
 
 mod support;
 
@@ -335,4 +336,59 @@ fn a_monitor_that_never_reads_is_cut_off_at_the_limit() {
     assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
     let list = c.cmd(&["CLIENT", "LIST"]).as_str().to_string();
     assert!(!list.contains(" flags=O "), "{list}");
+}
+
+/// With the shared pipes on, the feed shares the workers' inboxes with
+/// the pipes' requests and replies: every command of two pipelining
+/// clients on two workers is fed once, in each client's order, and
+/// every reply is right.
+#[test]
+fn the_feed_beside_the_shared_pipes() {
+    let (_cluster, m) = one_master(&format!("{TWO_WORKERS}backend-sharding yes\n"));
+    let mut mon = m.conn();
+    monitor(&mut mon);
+    let mut a = m.conn();
+    let mut b = m.conn();
+    assert_ne!(own_field(&mut a, "worker"), own_field(&mut b, "worker"));
+    // 300 SETs in one write, not read yet.
+    let send_batch = |c: &mut Conn, who: &str| {
+        let key = format!("{who}{{p}}");
+        let bytes: Vec<u8> = (0..300)
+            .flat_map(|i: i32| {
+                let v = i.to_string();
+                encode_command(&[b"SET", key.as_bytes(), v.as_bytes()])
+            })
+            .collect();
+        c.write_raw(&bytes).unwrap();
+    };
+    for _ in 0..3 {
+        send_batch(&mut a, "a");
+        send_batch(&mut b, "b");
+        for c in [&mut a, &mut b] {
+            for _ in 0..300 {
+                assert_eq!(c.read_reply(), ok());
+            }
+        }
+    }
+    assert_eq!(a.cmd(&["ECHO", "end"]), bulk("end"));
+    let lines = lines_until(&mut mon, "\"ECHO\" \"end\"");
+    for (who, addr) in [("a", local_addr(&a)), ("b", local_addr(&b))] {
+        let values: Vec<String> = lines
+            .iter()
+            .filter(|l| l.args.starts_with(&format!("\"SET\" \"{who}{{p}}\"")))
+            .inspect(|l| assert_eq!(l.addr, addr))
+            .map(|l| {
+                l.args
+                    .rsplit(' ')
+                    .next()
+                    .unwrap()
+                    .trim_matches('"')
+                    .to_string()
+            })
+            .collect();
+        let want: Vec<String> = (0..3)
+            .flat_map(|_| (0..300).map(|i| i.to_string()))
+            .collect();
+        assert_eq!(values, want, "{who}");
+    }
 }
