@@ -220,7 +220,29 @@ fn what_is_fed_and_what_is_not() {
     mon.send(&[b"MONITOR"]);
     assert_eq!(mon.cmd(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(next_line(&mut mon).args, r#""PING""#);
+    // Pipelined, each line after its own reply, as on a node.
+    let frames: Vec<u8> = [&[&b"PING"[..]][..], &[b"ECHO", b"x"], &[b"PING"]]
+        .iter()
+        .flat_map(|a| encode_command(a))
+        .collect();
+    mon.write_raw(&frames).unwrap();
+    assert_eq!(mon.read_reply(), Reply::Simple("PONG".into()));
+    assert_eq!(next_line(&mut mon).args, r#""PING""#);
+    assert_eq!(mon.read_reply(), bulk("x"));
+    assert_eq!(next_line(&mut mon).args, r#""ECHO" "x""#);
+    assert_eq!(mon.read_reply(), Reply::Simple("PONG".into()));
+    assert_eq!(next_line(&mut mon).args, r#""PING""#);
     assert_eq!(own_field(&mut mon, "flags"), "O");
+    assert_eq!(next_line(&mut mon).args, r#""CLIENT" "INFO""#);
+    // RESET pipelined: no line of its own, nor of what follows.
+    let frames: Vec<u8> = [&[&b"RESET"[..]][..], &[b"PING"]]
+        .iter()
+        .flat_map(|a| encode_command(a))
+        .collect();
+    mon.write_raw(&frames).unwrap();
+    assert_eq!(mon.read_reply(), Reply::Simple("RESET".into()));
+    assert_eq!(mon.read_reply(), Reply::Simple("PONG".into()));
+    assert_eq!(own_field(&mut mon, "flags"), "N");
 }
 
 #[test]

@@ -2,9 +2,10 @@
 //! the proxy, on any worker, as a line to every monitoring client.
 //!
 //! ```text
-//!   dispatch (any worker) ── Monitors::on()? ──► line into this turn's batch
-//!   end of turn: batch ──► this worker's monitors (out-of-band pushes)
-//!                     └──► each other worker with monitors: its inbox
+//!   dispatch (any worker) ── Monitors::on()? ──► line ──► this worker's
+//!                                     │            monitors (out-of-band pushes)
+//!                                     └──► this turn's batch
+//!   end of turn: batch ──► each other worker with monitors: its inbox
 //!                          (PipeReply::Monitor, one lock per batch)
 //!   that worker's next turn: inbox ──► its monitors
 //! ```
@@ -190,6 +191,7 @@ impl Worker {
             _ => {}
         }
         let now = wall_clock();
+        let start = self.monitor.batch.len();
         let batch = &mut self.monitor.batch;
         if let (Decision::Txn(TxnOp::Exec), Some(t)) = (&*decision, s.txn.as_ref()) {
             if !t.failed {
@@ -217,6 +219,15 @@ impl Worker {
         }
         if fed(cmd) {
             line(batch, now, &s.peer, cmd, args);
+        }
+        if batch.len() > start && !self.monitor.local.is_empty() {
+            // This worker's monitors get the lines at once: a monitor's
+            // own command's line follows its reply and comes before the
+            // next command's, as on a node.
+            // A monitor's RESET ends its feed before its line.
+            let own = !matches!(decision, Decision::Reset);
+            let lines = Bytes::copy_from_slice(&batch[start..]);
+            self.monitor_deliver(lines, Some((key, own)));
         }
     }
 
@@ -251,8 +262,8 @@ impl Worker {
         self.shared.monitors.stopped(self.id);
     }
 
-    /// End of the turn: the turn's lines to this worker's monitors and to
-    /// every other worker that has some (one lock of its inbox each).
+    /// End of the turn: the turn's lines to every other worker that has
+    /// monitors (one lock of its inbox each).
     pub(super) fn monitor_flush(&mut self, cx: &mut Context<'_, Timer>) {
         if !self.monitor.local.is_empty() && self.shared.monitors.take_lost(self.id) {
             // Lines for them were dropped: they are cut off, as a client
@@ -267,12 +278,11 @@ impl Worker {
         let lines = Bytes::from(std::mem::take(&mut self.monitor.batch));
         let mut sent = false;
         for w in 0..self.shared.workers.len() {
-            if self.shared.monitors.on_worker(w) == 0 {
+            // This worker's own had them as they came (monitor_dispatch).
+            if w == self.id || self.shared.monitors.on_worker(w) == 0 {
                 continue;
             }
-            if w == self.id {
-                self.monitor_deliver(lines.clone());
-            } else if self.shared.monitors.reserve(w, lines.len()) {
+            if self.shared.monitors.reserve(w, lines.len()) {
                 self.pipes
                     .out(w)
                     .replies
@@ -285,16 +295,23 @@ impl Worker {
         }
     }
 
-    /// A batch of lines for this worker's monitors (its own, or from
-    /// another worker's inbox).
-    pub(super) fn monitor_deliver(&mut self, lines: Bytes) {
+    /// Lines for this worker's monitors: of a command `from` this
+    /// worker's session is dispatching (and whether that session, if it
+    /// monitors, gets them too), or a batch from another worker's inbox
+    /// (`None`).
+    pub(super) fn monitor_deliver(&mut self, lines: Bytes, from: Option<(Key, bool)>) {
         for i in 0..self.monitor.local.len() {
             let key = self.monitor.local[i];
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };
-            // After every reply of the commands it sent so far.
-            let barrier = s.ring.next_seq().wrapping_sub(1);
+            // After every reply of the commands it sent so far, and of
+            // the one it is sending now if the line is of that one.
+            let barrier = match from {
+                Some((k, false)) if k == key => continue,
+                Some((k, true)) if k == key => s.ring.next_seq(),
+                _ => s.ring.next_seq().wrapping_sub(1),
+            };
             s.push_oob(barrier, lines.clone());
             super::overload::mark_over_hard(&self.overload, s);
             if !s.dirty {
@@ -308,7 +325,7 @@ impl Worker {
     pub(super) fn monitor_received(&mut self, lines: Bytes) {
         self.shared.monitors.taken(self.id, lines.len());
         if !self.monitor.local.is_empty() {
-            self.monitor_deliver(lines);
+            self.monitor_deliver(lines, None);
         }
     }
 }
