@@ -189,6 +189,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         overload: Default::default(),
         scripts,
         pipes: crate::shared::pipe::Pipes::new(cfg_threads),
+        monitors: crate::shared::monitor::Monitors::new(cfg_threads),
         stats,
         acceptor: std::sync::OnceLock::new(),
     });

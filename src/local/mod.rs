@@ -77,8 +77,6 @@ const OK: &[u8] = b"+OK\r\n";
 const PONG: &[u8] = b"+PONG\r\n";
 pub(crate) const ERR_NOT_INTEGER: &[u8] = b"-ERR value is not an integer or out of range\r\n";
 const ERR_SYNTAX: &[u8] = b"-ERR syntax error\r\n";
-const ERR_MONITOR: &[u8] =
-    b"-ERR mithril: MONITOR is not supported through the proxy; run it on a node\r\n";
 
 fn stat(s: &'static [u8]) -> Outcome {
     Outcome::Reply(Bytes::from_static(s))
@@ -172,9 +170,6 @@ pub fn execute(
             },
             s,
         ),
-        // No feed of the proxy's traffic yet: said plainly, rather than
-        // as an unknown command.
-        LocalCmd::Monitor => stat(ERR_MONITOR),
         // Cluster-client handshakes; the proxy routes every read itself.
         LocalCmd::Asking | LocalCmd::Readonly | LocalCmd::Readwrite => stat(OK),
         // The worker runs them on the session's pinned connection
@@ -189,7 +184,7 @@ pub fn execute(
         LocalCmd::Cluster => cluster::cluster(shared, s, cmd, args),
         LocalCmd::Command => introspect::command(shared, s, cmd, args),
         // The router sends these to the worker (they need every worker,
-        // or the transaction code); reaching here is a routing bug,
+        // the transaction code, or the worker's monitors); reaching here is a routing bug,
         // answered rather than panicked on.
         LocalCmd::Info
         | LocalCmd::ClientKill
@@ -197,6 +192,7 @@ pub fn execute(
         | LocalCmd::ClientList
         | LocalCmd::ConfigResetstat
         | LocalCmd::Slowlog
+        | LocalCmd::Monitor
         | LocalCmd::Multi
         | LocalCmd::Exec
         | LocalCmd::Discard => error(&format!(

@@ -520,6 +520,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time | LocalCmd::Unwatch) => {
             Decision::Queue
         }
+        // MONITOR too: the node's EXEC answers it Redis's "MONITOR isn't
+        // allowed for DENY BLOCKING client" in the transaction's reply.
+        Route::Local(LocalCmd::Monitor) => Decision::Queue,
         // Inside a transaction a node answers WAIT at once, with what it
         // has: it runs there with the rest.
         Route::ClusterWide(Wide::Wait) => Decision::Queue,

@@ -324,6 +324,9 @@ pub struct Session {
     /// REPLY OFF / SKIP), in order, adjacent ranges merged. Bounded by the
     /// ring: each range holds at least one slot still in it.
     quiet: VecDeque<std::ops::Range<u64>>,
+    /// MONITOR: it receives the feed of every client's commands
+    /// (`worker/monitor.rs`), as out-of-band pushes.
+    pub monitor: bool,
 }
 
 /// The masters a session wrote to since its last WAIT, as shard indexes
@@ -443,6 +446,7 @@ impl Session {
             named: false,
             reply_mode: ReplyMode::default(),
             quiet: VecDeque::new(),
+            monitor: false,
         }
     }
 

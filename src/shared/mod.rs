@@ -4,6 +4,7 @@
 //! request except through a worker's own padded counters.
 
 pub mod admin;
+pub mod monitor;
 pub mod pipe;
 
 pub use admin::AdminState;
@@ -152,6 +153,8 @@ pub struct Shared {
     /// The owner of each node's pipe and `auto`'s verdict
     /// (`backend-sharding`).
     pub pipes: pipe::Pipes,
+    /// The MONITOR clients of every worker (`shared::monitor`).
+    pub monitors: monitor::Monitors,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

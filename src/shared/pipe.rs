@@ -43,6 +43,10 @@ pub enum PipeReply {
     /// read through its pipe may have filled any worker's cache), or
     /// everything (`None`: its tracker was lost, or the node flushed).
     Invalidate(Option<Bytes>),
+    /// MONITOR: a batch of feed lines for this worker's monitors (not a
+    /// pipe's: the inbox carries them whatever `backend-sharding` says;
+    /// bounded by `shared::monitor::INBOX_MOST`).
+    Monitor(Bytes),
 }
 
 #[derive(Default)]

@@ -74,7 +74,7 @@ impl Worker {
         let over_memory = self.over_memory();
         // router::decide in its two halves, so the command is stamped
         // before anything is done for it.
-        let (cmd, decision) = match router::resolve(&args) {
+        let (cmd, mut decision) = match router::resolve(&args) {
             Ok(cmd) => {
                 let s = self.sessions.get_mut(key)?;
                 // observe: the reply slot this request takes carries its
@@ -114,6 +114,11 @@ impl Worker {
             }
             Err(refused) => (None, refused),
         };
+        if let Some(cmd) = cmd {
+            if self.shared.monitors.on() {
+                self.monitor_dispatch(key, cmd, &args, &mut decision);
+            }
+        }
         if self.cache_hooked() {
             if let Some(cmd) = cmd {
                 self.dispatch_cached(cx, key, cmd, decision, frame, ranges);
@@ -307,6 +312,10 @@ impl Worker {
                 }
                 self.slow_local(key, cmd, args); // observe
             }
+            Decision::Local(LocalCmd::Monitor) => {
+                self.monitor_start(key);
+                self.slow_local(key, cmd, args); // observe
+            }
             Decision::Local(LocalCmd::Client) if cmd.name == "client|tracking" => {
                 self.client_tracking(cx, key, args);
                 self.slow_local(key, cmd, args); // observe
@@ -432,6 +441,7 @@ impl Worker {
     /// left by the caller, the admin handler resets the rest).
     fn reset_state(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         self.tracking_off(key);
+        self.monitor_stop(key);
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };

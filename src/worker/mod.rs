@@ -44,6 +44,7 @@ mod down;
 mod fanout;
 #[cfg(debug_assertions)]
 mod invariants;
+mod monitor;
 mod observe;
 mod overload;
 mod pipes;
@@ -182,6 +183,8 @@ pub struct Worker {
     cache: cache::CacheState,
     /// backend-sharding: links to other workers' pipes (pipes.rs).
     pipes: pipes::PipeState,
+    /// MONITOR: this worker's monitors and this turn's lines (monitor.rs).
+    monitor: monitor::MonitorState,
     /// Test hook: every TRYAGAIN / CLUSTERDOWN wait lasts this long.
     #[cfg(debug_assertions)]
     test_retry_wait: Option<Duration>,
@@ -242,6 +245,7 @@ impl Worker {
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
             pipes: pipes::PipeState::new(&shared),
+            monitor: Default::default(),
             cache: cache::CacheState::new(&shared, id, {
                 use std::hash::{BuildHasher, Hasher};
                 std::collections::hash_map::RandomState::new()
@@ -329,6 +333,9 @@ impl Worker {
         }
         if self.pipes.on {
             self.pipe_session_closed(&s);
+        }
+        if s.monitor {
+            self.monitor_gone(key);
         }
         if s.named {
             if let Ok(mut m) = self.shared.named_clients.lock() {
@@ -589,9 +596,9 @@ impl Handler for Worker {
                 other => self.observe_msg(cx, other), // observe
             }
         }
-        if self.pipes.on {
-            self.pipe_receive(cx);
-        }
+        // Every turn: MONITOR lines use the inbox whatever
+        // backend-sharding says (one load when it is empty).
+        self.pipe_receive(cx);
         // Each is served once per turn, though its event's read and the
         // ready list's may both have put it there: copies would otherwise
         // multiply turn after turn, and with them what one client or node
@@ -635,6 +642,7 @@ impl Handler for Worker {
     }
 
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
+        self.monitor_flush(cx);
         self.flush_backends(cx);
         self.flush_sessions(cx);
         self.shared.workers[self.id]

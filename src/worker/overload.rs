@@ -162,7 +162,9 @@ pub(super) enum Cut {
 /// The limits of `s`'s class.
 #[inline]
 fn limit_of(s: &Session, o: &OverloadState) -> OutputLimit {
-    if s.sub.as_ref().is_some_and(|x| x.count() > 0) {
+    // A monitor's feed is pushed at it like published messages: the
+    // pubsub class bounds it (a node counts monitors as normal clients).
+    if s.monitor || s.sub.as_ref().is_some_and(|x| x.count() > 0) {
         o.pubsub
     } else {
         o.normal

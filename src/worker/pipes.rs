@@ -109,7 +109,7 @@ impl PipeState {
         };
     }
 
-    fn out(&mut self, to: usize) -> &mut PipeQueue {
+    pub(super) fn out(&mut self, to: usize) -> &mut PipeQueue {
         let q = &mut self.out[to];
         if q.reqs.is_empty() && q.replies.is_empty() {
             self.out_dirty.push(to);
@@ -453,6 +453,7 @@ impl Worker {
                         }
                     }
                 }
+                PipeReply::Monitor(lines) => self.monitor_received(lines),
                 PipeReply::Invalidate(key) => match key {
                     Some(k) => {
                         self.cache.cache.invalidate(&k);
@@ -595,7 +596,7 @@ impl Worker {
     /// Whether the inbox holds something (before the poll).
     #[inline]
     pub(super) fn pipe_pending(&self) -> bool {
-        self.pipes.on && self.shared.workers[self.id].pipe.pending()
+        self.shared.workers[self.id].pipe.pending()
     }
 
     /// Nothing of another worker's waits on this worker's pipes: it may
