@@ -3,7 +3,8 @@
 //! INFO's script counts as a client of one server sees them, the script
 //! registry carrying scripts and libraries to nodes that lack them (a
 //! cache flushed on the node, a failover), its byte budget, FUNCTION
-//! LOAD / LIST / DELETE / FLUSH / RESTORE / KILL, FCALL, transactions, and
+//! LOAD / LIST / DELETE / FLUSH / RESTORE / KILL, FCALL, calls without
+//! declared keys routed by their literal key, transactions, and
 //! redis-py's register_script.
 
 mod support;
@@ -484,6 +485,71 @@ fn functions_load_call_list_and_delete_on_every_master() {
         assert_eq!(n.conn().cmd(&["FUNCTION", "LIST"]), array(vec![]));
     }
     assert_eq!(stat(&mut c, "function_reloads"), 0);
+}
+
+/// `INCR key` named literally in the body: no declared keys.
+fn incr_literal(key: &str) -> String {
+    format!("-- a comment: redis.call('incr', 'elsewhere')\nreturn redis.call ( 'incr' , '{key}' )")
+}
+
+#[test]
+fn scripts_without_keys_run_where_their_literal_key_lives() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "lit:");
+    assert_eq!(keys.len(), 3);
+    let mut code = String::from("#!lua name=literal\n");
+    for (i, (key, _)) in keys.iter().enumerate() {
+        code.push_str(&format!(
+            "redis.register_function('f{i}', function(keys, args) return redis.call('incr', '{key}') end)\n"
+        ));
+    }
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", &code]), bulk("literal"));
+    for (i, (key, port)) in keys.iter().enumerate() {
+        // Three calls of each form: rotating over the masters would send
+        // some of them to a node that does not own the key.
+        let body = incr_literal(key);
+        for n in 1..=3 {
+            assert_eq!(c.cmd(&["EVAL", &body, "0"]), int(n), "EVAL {key}");
+        }
+        let sha = c.cmd(&["SCRIPT", "LOAD", &body]).as_str().to_string();
+        for n in 4..=6 {
+            assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), int(n), "EVALSHA {key}");
+        }
+        let f = format!("f{i}");
+        for n in 7..=9 {
+            assert_eq!(c.cmd(&["FCALL", &f, "0"]), int(n), "FCALL {f}");
+        }
+        assert_eq!(
+            node_at(&cluster, *port).conn().cmd(&["GET", key]),
+            bulk("9")
+        );
+    }
+    // No literal key: any master, as before.
+    for _ in 0..3 {
+        assert_eq!(
+            c.cmd(&["EVAL", "return redis.call('ping')", "0"]),
+            Reply::Simple("PONG".into())
+        );
+    }
+    // A script whose literal keys live on two masters fails as on a
+    // cluster node: on its first key's master, at the second key.
+    let two = format!(
+        "redis.call('incr', '{}') return redis.call('incr', '{}')",
+        keys[0].0, keys[1].0
+    );
+    let e = c.cmd(&["EVAL", &two, "0"]);
+    assert!(
+        e.as_error().contains("non local key in a cluster node"),
+        "{e:?}"
+    );
+    assert_eq!(
+        node_at(&cluster, keys[0].1)
+            .conn()
+            .cmd(&["GET", &keys[0].0]),
+        bulk("10")
+    );
 }
 
 #[test]

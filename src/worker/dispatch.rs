@@ -123,7 +123,7 @@ impl Worker {
         match decision {
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
             Decision::Refuse(r) => self.refuse(key, *r),
-            Decision::AnyMaster => self.forward_any(cx, key, frame),
+            Decision::AnyMaster => self.forward_keyless(cx, key, cmd, ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
             Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
             d => {
@@ -323,7 +323,7 @@ impl Worker {
             }
             Decision::Refuse(r) => self.refuse(key, *r),
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
-            Decision::AnyMaster => self.forward_any(cx, key, frame),
+            Decision::AnyMaster => self.forward_keyless(cx, key, Some(cmd), args.ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
             Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
         }

@@ -4,6 +4,10 @@
 //!
 //! ```text
 //!   EVAL body ───────────► registry.note_script ──► forwarded as Slot / AnyMaster
+//!   EVAL body 0, EVALSHA sha 0, FCALL f 0 (the router said any master)
+//!        ──► the registry: the slot of the first key the code names
+//!            literally (script::literal, found once) ──► that slot's node,
+//!            else any master
 //!   SCRIPT LOAD|EXISTS|FLUSH, FUNCTION LOAD|DELETE|FLUSH|RESTORE
 //!        ──► every master (a gathering finished by a closure) ──► one reply
 //!   SCRIPT KILL, FUNCTION KILL ──► every master on a lease each (a node
@@ -48,7 +52,7 @@
 
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
-use crate::command::{self, Args, Wide};
+use crate::command::{self, flags, Args, Command, Wide};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::resp::value::{self, Value};
@@ -58,6 +62,7 @@ use crate::session::ring::{Finish, Gathering};
 use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use reactor::{Context, Key};
+use std::ops::Range;
 use std::sync::Arc;
 
 const ERR_DISAGREE: &[u8] = b"-ERR mithril: the masters answered differently\r\n";
@@ -269,7 +274,9 @@ fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
 }
 
 impl Worker {
-    /// EVAL / EVAL_RO: remember the body, then route as a keyed command.
+    /// EVAL / EVAL_RO: remember the body, then route as a keyed command;
+    /// without keys, by the first key the body names literally
+    /// (`script::literal`), else to any master.
     pub(super) fn eval(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -279,10 +286,54 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        self.note_eval(args);
+        let slot = match slot {
+            Some(slot) => {
+                self.note_eval(args);
+                Some(slot)
+            }
+            None => args
+                .get(1)
+                .and_then(|body| self.shared.scripts.note_keyless_script(body)),
+        };
         match slot {
-            Some(slot) => self.forward_slot(cx, key, slot, read, frame),
-            None => self.forward_any(cx, key, frame),
+            Some(slot) if !self.topo.shards.is_empty() => {
+                self.forward_slot(cx, key, slot, read, frame)
+            }
+            _ => self.forward_any(cx, key, frame),
+        }
+    }
+
+    /// A call the router sent to any master. EVALSHA / FCALL (and their
+    /// _RO forms) without keys go where the first key their script or
+    /// function names literally is, when the registry keeps its code;
+    /// anything else to any master.
+    pub(super) fn forward_keyless(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: Option<&'static Command>,
+        ranges: &[Range<usize>],
+        frame: Bytes,
+    ) {
+        let slot = cmd.and_then(|cmd| {
+            let args = Args {
+                buf: &frame,
+                ranges,
+            };
+            let first = args.get(1)?;
+            let scripts = &self.shared.scripts;
+            let slot = match cmd.name {
+                "evalsha" | "evalsha_ro" => scripts.script_slot(&sha1::parse_hex(first)?)?,
+                "fcall" | "fcall_ro" => scripts.function_slot(first),
+                _ => None,
+            }?;
+            Some((slot, cmd.flags & flags::READONLY != 0))
+        });
+        match slot {
+            Some((slot, read)) if !self.topo.shards.is_empty() => {
+                self.forward_slot(cx, key, slot, read, frame)
+            }
+            _ => self.forward_any(cx, key, frame),
         }
     }
 
