@@ -392,6 +392,53 @@ fn script_kill_reaches_a_master_busy_with_a_script() {
 }
 
 #[test]
+fn ping_answers_busy_while_a_script_runs_long() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["busy-reply-threshold 50".into()],
+        ..Default::default()
+    });
+    // One worker: the script holds that worker's connection to its node,
+    // and what asks about it must not queue behind it.
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let mut c = m.conn();
+    let spin = "#!lua name=spin\nredis.register_function{function_name='spin', callback=function() while true do end end, flags={'no-writes'}}";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", spin]), bulk("spin"));
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // The script, and a PING pipelined behind it on the same client.
+    let mut busy = m.conn();
+    busy.send(&[b"FCALL", b"spin", b"0"]);
+    busy.send(&[b"PING"]);
+    let e = wait_until("PING says BUSY", Duration::from_secs(10), || {
+        let r = c.cmd(&["PING"]);
+        r.is_error().then_some(r)
+    });
+    assert_eq!(
+        e,
+        err("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.")
+    );
+    assert_eq!(
+        c.cmd(&["PING", "hello"]).as_error().split(' ').next(),
+        Some("BUSY")
+    );
+    // FUNCTION STATS is the busy master's: its running script.
+    let stats = c.cmd(&["FUNCTION", "STATS"]);
+    let items = stats.as_array();
+    assert_eq!(items[0], bulk("running_script"), "{stats:?}");
+    assert!(format!("{:?}", items[1]).contains("spin"), "{stats:?}");
+    // SCRIPT KILL is refused by the node; FUNCTION KILL works.
+    assert!(c.cmd(&["SCRIPT", "KILL"]).as_error().starts_with("BUSY"));
+    assert_eq!(c.cmd(&["FUNCTION", "KILL"]), ok());
+    wait_until("PING says PONG again", Duration::from_secs(10), || {
+        (c.cmd(&["PING"]) == Reply::Simple("PONG".into())).then_some(())
+    });
+    let killed = busy.read_reply();
+    assert!(killed.as_error().contains("killed by user"), "{killed:?}");
+    assert_eq!(busy.read_reply(), Reply::Simple("PONG".into()));
+    let stats = c.cmd(&["FUNCTION", "STATS"]);
+    assert_eq!(stats.as_array()[1], Reply::Bulk(None), "{stats:?}");
+}
+
+#[test]
 fn the_registry_budget_forgets_the_least_recently_used() {
     let cluster = RedisCluster::start(ClusterSpec::default());
     // Room for two of the scripts below (1,509 bytes each, plus 96).

@@ -83,8 +83,9 @@ pub enum Purpose {
     Txn,
     /// A blocking command on a leased connection.
     Blocking,
-    /// SCRIPT KILL / FUNCTION KILL on a lease, part of the gathering at `seq`:
-    /// the lease goes back when answered.
+    /// A part of the gathering at `seq` sent on a lease (SCRIPT / FUNCTION
+    /// KILL, WAIT, FUNCTION STATS, PING while a script runs long): the
+    /// lease goes back when answered.
     Kill(u32),
     /// ASKING before a redirected request: its +OK is dropped.
     Asking,

@@ -211,6 +211,8 @@ pub struct Registry {
     inner: Mutex<Inner>,
     budget: u64,
     evictions: AtomicU64,
+    /// Workers that see a script call unanswered for a tick or more.
+    stalled: AtomicU64,
     script_reloads: AtomicU64,
     function_reloads: AtomicU64,
 }
@@ -228,6 +230,7 @@ impl Registry {
             }),
             budget,
             evictions: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
             script_reloads: AtomicU64::new(0),
             function_reloads: AtomicU64::new(0),
         }
@@ -377,6 +380,22 @@ impl Registry {
         g.libraries.clear();
         g.functions.clear();
         g.library_functions.clear();
+    }
+
+    /// A worker starts (`true`) or stops seeing a script call unanswered
+    /// for a tick or more on one of its connections.
+    pub fn note_stalled(&self, stalled: bool) {
+        if stalled {
+            self.stalled.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.stalled.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether some worker sees a script that runs long (PING then asks
+    /// the masters).
+    pub fn scripts_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed) > 0
     }
 
     /// A script was loaded again on a node that lacked it.

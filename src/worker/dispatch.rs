@@ -311,6 +311,7 @@ impl Worker {
                 self.client_tracking(cx, key, args);
                 self.slow_local(key, cmd, args); // observe
             }
+            Decision::Local(LocalCmd::Ping) if self.ping_while_busy(cx, key, &frame) => {}
             Decision::Local(which) => {
                 if matches!(cmd.name, "client|id" | "hello") {
                     self.tracking_named(key);
