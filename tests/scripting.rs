@@ -436,6 +436,22 @@ fn ping_answers_busy_while_a_script_runs_long() {
     assert_eq!(busy.read_reply(), Reply::Simple("PONG".into()));
     let stats = c.cmd(&["FUNCTION", "STATS"]);
     assert_eq!(stats.as_array()[1], Reply::Bulk(None), "{stats:?}");
+
+    // The suite's "false dead client": FUNCTION LOAD, the call and a PING
+    // in one write. The node answers nothing on that connection while the
+    // script runs, the load included: the stall is seen behind it.
+    let code = "#!lua name=test\nredis.register_function('test', function() while 1 do redis.call('ping') end end)";
+    let mut pipeline = encode_command(&[b"FUNCTION", b"LOAD", b"REPLACE", code.as_bytes()]);
+    pipeline.extend(encode_command(&[b"FCALL", b"test", b"0"]));
+    pipeline.extend(encode_command(&[b"PING"]));
+    busy.write_raw(&pipeline).unwrap();
+    wait_until("PING says BUSY", Duration::from_secs(10), || {
+        c.cmd(&["PING"]).is_error().then_some(())
+    });
+    assert_eq!(c.cmd(&["FUNCTION", "KILL"]), ok());
+    assert_eq!(busy.read_reply(), bulk("test"));
+    assert!(busy.read_reply().as_error().contains("killed by user"));
+    assert_eq!(busy.read_reply(), Reply::Simple("PONG".into()));
 }
 
 #[test]

@@ -460,6 +460,11 @@ impl Backend {
         self.inflight.front_mut()
     }
 
+    /// The requests written and not answered yet, oldest first.
+    pub fn sent(&self) -> impl Iterator<Item = &InFlight> {
+        self.inflight.iter().take(self.awaiting())
+    }
+
     /// Requests queued or awaiting a reply.
     pub fn in_flight(&self) -> usize {
         self.inflight.len()

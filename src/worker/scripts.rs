@@ -199,8 +199,12 @@ fn running_or_first(parts: Vec<Bytes>) -> Bytes {
         .unwrap_or_else(|| Bytes::from_static(ERR_BAD_REPLY))
 }
 
-/// A script call (the request at a stalled connection's head; re-scanned,
-/// only by the periodic sweep).
+/// How many unanswered requests of a stalled connection the sweep looks
+/// at for a script call.
+const STALL_LOOK: usize = 16;
+
+/// A script call (a request unanswered on a stalled connection;
+/// re-scanned, only by the periodic sweep).
 fn is_script_call(req: &Bytes) -> bool {
     name_and_first(req).is_some_and(|(name, _)| {
         matches!(
@@ -398,7 +402,10 @@ impl Worker {
     /// PING while a script sent through this process seems to be running
     /// long on some master (`scripts_tick`): the masters are asked, each on
     /// a lease, and a BUSY from one is the answer, as a server busy with a
-    /// script answers. Returns whether the PING was taken.
+    /// script answers. Not when the session still waits for replies of
+    /// its own (its own script, maybe): a server would run the PING after
+    /// them, so it is answered here, in its turn. Returns whether the PING
+    /// was taken.
     pub(super) fn ping_while_busy(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -406,6 +413,13 @@ impl Worker {
         frame: &Bytes,
     ) -> bool {
         if !self.shared.scripts.scripts_stalled() || self.topo.shards.is_empty() {
+            return false;
+        }
+        if !self
+            .sessions
+            .get(key)
+            .is_some_and(|s| s.ring.pending() == 0)
+        {
             return false;
         }
         self.gather_every_master(cx, key, frame.clone(), Box::new(busy_or_first), true);
@@ -440,15 +454,17 @@ impl Worker {
         }
     }
 
-    /// The periodic sweep: whether one of this worker's connections has a
-    /// script call at its head with no reply for a whole tick (a script
-    /// running long on that node), told to the registry for every worker's
-    /// PING to see.
+    /// The periodic sweep: whether one of this worker's connections has
+    /// had no reply for a whole tick with a script call among its first
+    /// [`STALL_LOOK`] unanswered requests (a script running long on that
+    /// node: it answers nothing on that connection, not even what came
+    /// before the script in the same read), told to the registry for every
+    /// worker's PING to see.
     pub(super) fn scripts_tick(&mut self, now: std::time::Instant) {
         let stalled = self.backends.iter_mut().any(|(_, b)| {
             b.awaiting() > 0
                 && b.stalled_for(now) > std::time::Duration::ZERO
-                && b.head_mut().is_some_and(|f| is_script_call(&f.req))
+                && b.sent().take(STALL_LOOK).any(|f| is_script_call(&f.req))
         });
         if stalled != self.script_stalled {
             self.script_stalled = stalled;
