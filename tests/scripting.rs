@@ -3,7 +3,8 @@
 //! INFO's script counts as a client of one server sees them, the script
 //! registry carrying scripts and libraries to nodes that lack them (a
 //! cache flushed on the node, a failover), its byte budget, FUNCTION
-//! LOAD / LIST / DELETE / FLUSH / RESTORE / KILL, FCALL, transactions, and
+//! LOAD / LIST / DELETE / FLUSH / RESTORE / KILL, FCALL, calls without
+//! declared keys routed by their literal key, transactions, and
 //! redis-py's register_script.
 
 mod support;
@@ -391,6 +392,69 @@ fn script_kill_reaches_a_master_busy_with_a_script() {
 }
 
 #[test]
+fn ping_answers_busy_while_a_script_runs_long() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["busy-reply-threshold 50".into()],
+        ..Default::default()
+    });
+    // One worker: the script holds that worker's connection to its node,
+    // and what asks about it must not queue behind it.
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 1");
+    let mut c = m.conn();
+    let spin = "#!lua name=spin\nredis.register_function{function_name='spin', callback=function() while true do end end, flags={'no-writes'}}";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", spin]), bulk("spin"));
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // The script, and a PING pipelined behind it on the same client.
+    let mut busy = m.conn();
+    busy.send(&[b"FCALL", b"spin", b"0"]);
+    busy.send(&[b"PING"]);
+    let e = wait_until("PING says BUSY", Duration::from_secs(10), || {
+        let r = c.cmd(&["PING"]);
+        r.is_error().then_some(r)
+    });
+    assert_eq!(
+        e,
+        err("BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.")
+    );
+    assert_eq!(
+        c.cmd(&["PING", "hello"]).as_error().split(' ').next(),
+        Some("BUSY")
+    );
+    // FUNCTION STATS is the busy master's: its running script.
+    let stats = c.cmd(&["FUNCTION", "STATS"]);
+    let items = stats.as_array();
+    assert_eq!(items[0], bulk("running_script"), "{stats:?}");
+    assert!(format!("{:?}", items[1]).contains("spin"), "{stats:?}");
+    // SCRIPT KILL is refused by the node; FUNCTION KILL works.
+    assert!(c.cmd(&["SCRIPT", "KILL"]).as_error().starts_with("BUSY"));
+    assert_eq!(c.cmd(&["FUNCTION", "KILL"]), ok());
+    wait_until("PING says PONG again", Duration::from_secs(10), || {
+        (c.cmd(&["PING"]) == Reply::Simple("PONG".into())).then_some(())
+    });
+    let killed = busy.read_reply();
+    assert!(killed.as_error().contains("killed by user"), "{killed:?}");
+    assert_eq!(busy.read_reply(), Reply::Simple("PONG".into()));
+    let stats = c.cmd(&["FUNCTION", "STATS"]);
+    assert_eq!(stats.as_array()[1], Reply::Bulk(None), "{stats:?}");
+
+    // The suite's "false dead client": FUNCTION LOAD, the call and a PING
+    // in one write. The node answers nothing on that connection while the
+    // script runs, the load included: the stall is seen behind it.
+    let code = "#!lua name=test\nredis.register_function('test', function() while 1 do redis.call('ping') end end)";
+    let mut pipeline = encode_command(&[b"FUNCTION", b"LOAD", b"REPLACE", code.as_bytes()]);
+    pipeline.extend(encode_command(&[b"FCALL", b"test", b"0"]));
+    pipeline.extend(encode_command(&[b"PING"]));
+    busy.write_raw(&pipeline).unwrap();
+    wait_until("PING says BUSY", Duration::from_secs(10), || {
+        c.cmd(&["PING"]).is_error().then_some(())
+    });
+    assert_eq!(c.cmd(&["FUNCTION", "KILL"]), ok());
+    assert_eq!(busy.read_reply(), bulk("test"));
+    assert!(busy.read_reply().as_error().contains("killed by user"));
+    assert_eq!(busy.read_reply(), Reply::Simple("PONG".into()));
+}
+
+#[test]
 fn the_registry_budget_forgets_the_least_recently_used() {
     let cluster = RedisCluster::start(ClusterSpec::default());
     // Room for two of the scripts below (1,509 bytes each, plus 96).
@@ -484,6 +548,71 @@ fn functions_load_call_list_and_delete_on_every_master() {
         assert_eq!(n.conn().cmd(&["FUNCTION", "LIST"]), array(vec![]));
     }
     assert_eq!(stat(&mut c, "function_reloads"), 0);
+}
+
+/// `INCR key` named literally in the body: no declared keys.
+fn incr_literal(key: &str) -> String {
+    format!("-- a comment: redis.call('incr', 'elsewhere')\nreturn redis.call ( 'incr' , '{key}' )")
+}
+
+#[test]
+fn scripts_without_keys_run_where_their_literal_key_lives() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let m = Mithril::start(bin(), &cluster.seeds(), "");
+    let mut c = m.conn();
+    let keys = key_per_master(&cluster, "lit:");
+    assert_eq!(keys.len(), 3);
+    let mut code = String::from("#!lua name=literal\n");
+    for (i, (key, _)) in keys.iter().enumerate() {
+        code.push_str(&format!(
+            "redis.register_function('f{i}', function(keys, args) return redis.call('incr', '{key}') end)\n"
+        ));
+    }
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", &code]), bulk("literal"));
+    for (i, (key, port)) in keys.iter().enumerate() {
+        // Three calls of each form: rotating over the masters would send
+        // some of them to a node that does not own the key.
+        let body = incr_literal(key);
+        for n in 1..=3 {
+            assert_eq!(c.cmd(&["EVAL", &body, "0"]), int(n), "EVAL {key}");
+        }
+        let sha = c.cmd(&["SCRIPT", "LOAD", &body]).as_str().to_string();
+        for n in 4..=6 {
+            assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), int(n), "EVALSHA {key}");
+        }
+        let f = format!("f{i}");
+        for n in 7..=9 {
+            assert_eq!(c.cmd(&["FCALL", &f, "0"]), int(n), "FCALL {f}");
+        }
+        assert_eq!(
+            node_at(&cluster, *port).conn().cmd(&["GET", key]),
+            bulk("9")
+        );
+    }
+    // No literal key: any master, as before.
+    for _ in 0..3 {
+        assert_eq!(
+            c.cmd(&["EVAL", "return redis.call('ping')", "0"]),
+            Reply::Simple("PONG".into())
+        );
+    }
+    // A script whose literal keys live on two masters fails as on a
+    // cluster node: on its first key's master, at the second key.
+    let two = format!(
+        "redis.call('incr', '{}') return redis.call('incr', '{}')",
+        keys[0].0, keys[1].0
+    );
+    let e = c.cmd(&["EVAL", &two, "0"]);
+    assert!(
+        e.as_error().contains("non local key in a cluster node"),
+        "{e:?}"
+    );
+    assert_eq!(
+        node_at(&cluster, keys[0].1)
+            .conn()
+            .cmd(&["GET", &keys[0].0]),
+        bulk("10")
+    );
 }
 
 #[test]

@@ -83,8 +83,9 @@ pub enum Purpose {
     Txn,
     /// A blocking command on a leased connection.
     Blocking,
-    /// SCRIPT KILL / FUNCTION KILL on a lease, part of the gathering at `seq`:
-    /// the lease goes back when answered.
+    /// A part of the gathering at `seq` sent on a lease (SCRIPT / FUNCTION
+    /// KILL, WAIT, FUNCTION STATS, PING while a script runs long): the
+    /// lease goes back when answered.
     Kill(u32),
     /// ASKING before a redirected request: its +OK is dropped.
     Asking,
@@ -457,6 +458,11 @@ impl Backend {
     /// The request at the FIFO's head (the next to be answered).
     pub fn head_mut(&mut self) -> Option<&mut InFlight> {
         self.inflight.front_mut()
+    }
+
+    /// The requests written and not answered yet, oldest first.
+    pub fn sent(&self) -> impl Iterator<Item = &InFlight> {
+        self.inflight.iter().take(self.awaiting())
     }
 
     /// Requests queued or awaiting a reply.

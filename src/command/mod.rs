@@ -333,7 +333,8 @@ pub enum Route {
     /// Answered by the proxy itself, by the named handler.
     Local(LocalCmd),
     /// Sent to the owner of its first key's slot (the node enforces same-slot);
-    /// a call without keys at runtime (EVALSHA with numkeys 0) goes to any master.
+    /// a call without keys at runtime (EVALSHA with numkeys 0) goes to any master
+    /// (the worker sends EVALSHA / FCALL to their script's literal key, if any).
     Slot,
     /// EVAL and EVAL_RO: routed as `Slot`, and the script's body is
     /// remembered (`crate::script`) so it can be loaded again on a node

@@ -19,14 +19,21 @@
 //!
 //! One registry per process, behind a mutex: it is touched only when a
 //! script body passes (EVAL, SCRIPT LOAD, FUNCTION LOAD and the management
-//! commands) and on a node's NOSCRIPT / "Function not found", never by
-//! other commands, so the lock is neither hot nor held long (no I/O and no
-//! hashing under it).
+//! commands), by EVALSHA / FCALL without declared keys (where they go:
+//! below), and on a node's NOSCRIPT / "Function not found", never by
+//! other commands, so the lock is neither hot nor held long (no I/O, no
+//! hashing and no scan under it).
+//!
+//! Scripts without keys: each script, and each function name, remembers
+//! where a call of it with numkeys 0 goes: the slot of the first key its
+//! code names literally ([`literal`]), scanned once, at its first such
+//! call.
 //!
 //! Never: keep a slice of a client's read buffer (bodies are copied, so a
 //! remembered script does not pin the buffer it arrived in), or grow past
 //! its budget.
 
+pub mod literal;
 pub mod sha1;
 
 use bytes::Bytes;
@@ -39,9 +46,29 @@ use std::sync::Mutex;
 /// LRU order, rounded up.
 pub const ENTRY_OVERHEAD: u64 = 96;
 
-/// A least-recently-used map of texts with a byte budget.
+/// Where a script called without keys goes, as its body says
+/// ([`literal`]): found once, on the first such call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Hint {
+    Unscanned,
+    /// The slot of the first literal key, or None: any master.
+    Scanned(Option<u16>),
+}
+
+/// The same stored text (not a copy with equal bytes: no compare).
+fn same(a: &Bytes, b: &Bytes) -> bool {
+    a.as_ptr() == b.as_ptr() && a.len() == b.len()
+}
+
+/// The slot of the key the scanner found, if any.
+fn slot_of(key: Option<Vec<u8>>) -> Option<u16> {
+    key.map(|k| crate::topology::key_slot(&k))
+}
+
+/// A least-recently-used map of texts with a byte budget (each text with
+/// its [`Hint`]).
 struct Lru<K> {
-    entries: HashMap<K, (Bytes, u64)>,
+    entries: HashMap<K, (Bytes, u64, Hint)>,
     /// Use stamp → key, oldest first.
     order: BTreeMap<u64, K>,
     clock: u64,
@@ -68,11 +95,24 @@ impl<K: Hash + Eq + Clone> Lru<K> {
     fn get(&mut self, key: &K) -> Option<Bytes> {
         self.clock += 1;
         let now = self.clock;
-        let (text, stamp) = self.entries.get_mut(key)?;
+        let (text, stamp, _) = self.entries.get_mut(key)?;
         self.order.remove(stamp);
         *stamp = now;
         self.order.insert(now, key.clone());
         Some(text.clone())
+    }
+
+    fn hint(&self, key: &K) -> Option<Hint> {
+        self.entries.get(key).map(|e| e.2)
+    }
+
+    /// Remember the hint of `key`'s text, if it is still that `text`.
+    fn set_hint(&mut self, key: &K, text: &Bytes, hint: Hint) {
+        if let Some(e) = self.entries.get_mut(key) {
+            if same(&e.0, text) {
+                e.2 = hint;
+            }
+        }
     }
 
     fn contains(&self, key: &K) -> bool {
@@ -81,7 +121,7 @@ impl<K: Hash + Eq + Clone> Lru<K> {
 
     fn remove(&mut self, key: &K) -> bool {
         match self.entries.remove(key) {
-            Some((text, stamp)) => {
+            Some((text, stamp, _)) => {
                 self.order.remove(&stamp);
                 self.bytes -= cost(&text);
                 true
@@ -104,14 +144,15 @@ impl<K: Hash + Eq + Clone> Lru<K> {
             let Some((_, oldest)) = self.order.pop_first() else {
                 break;
             };
-            if let Some((t, _)) = self.entries.remove(&oldest) {
+            if let Some((t, _, _)) = self.entries.remove(&oldest) {
                 self.bytes -= cost(&t);
             }
             evicted.push(oldest);
         }
         self.clock += 1;
         self.order.insert(self.clock, key.clone());
-        self.entries.insert(key, (text, self.clock));
+        self.entries
+            .insert(key, (text, self.clock, Hint::Unscanned));
         self.bytes += need;
         evicted
     }
@@ -126,8 +167,9 @@ impl<K: Hash + Eq + Clone> Lru<K> {
 struct Inner {
     scripts: Lru<[u8; 20]>,
     libraries: Lru<Vec<u8>>,
-    /// Function name → the library that registers it.
-    functions: HashMap<Vec<u8>, Vec<u8>>,
+    /// Function name → the library that registers it, and where a call
+    /// of it without keys goes.
+    functions: HashMap<Vec<u8>, (Vec<u8>, Hint)>,
     /// Library name → the function names it registers.
     library_functions: HashMap<Vec<u8>, Vec<Vec<u8>>>,
 }
@@ -136,7 +178,7 @@ impl Inner {
     fn forget_library(&mut self, name: &[u8]) {
         if let Some(fns) = self.library_functions.remove(name) {
             for f in fns {
-                if self.functions.get(&f).is_some_and(|l| l.as_slice() == name) {
+                if self.functions.get(&f).is_some_and(|l| l.0 == name) {
                     self.functions.remove(&f);
                 }
             }
@@ -169,6 +211,8 @@ pub struct Registry {
     inner: Mutex<Inner>,
     budget: u64,
     evictions: AtomicU64,
+    /// Workers that see a script call unanswered for a tick or more.
+    stalled: AtomicU64,
     script_reloads: AtomicU64,
     function_reloads: AtomicU64,
 }
@@ -186,6 +230,7 @@ impl Registry {
             }),
             budget,
             evictions: AtomicU64::new(0),
+            stalled: AtomicU64::new(0),
             script_reloads: AtomicU64::new(0),
             function_reloads: AtomicU64::new(0),
         }
@@ -251,7 +296,8 @@ impl Registry {
         }
         if g.libraries.contains(&name.to_vec()) {
             for f in &fns {
-                g.functions.insert(f.clone(), name.to_vec());
+                g.functions
+                    .insert(f.clone(), (name.to_vec(), Hint::Unscanned));
             }
             g.library_functions.insert(name.to_vec(), fns);
         }
@@ -262,9 +308,63 @@ impl Registry {
     /// The name and code of the library that registers `function`.
     pub fn library_of(&self, function: &[u8]) -> Option<(Vec<u8>, Bytes)> {
         let mut g = self.lock();
-        let lib = g.functions.get(function)?.clone();
+        let lib = g.functions.get(function)?.0.clone();
         let code = g.libraries.get(&lib)?;
         Some((lib, code))
+    }
+
+    /// EVAL body 0: remember the script, and the slot of the first key its
+    /// body names literally (scanned once while it is kept; a body too
+    /// large to keep is scanned each time, [`literal::SCAN_LIMIT`] bytes
+    /// at most).
+    pub fn note_keyless_script(&self, body: &[u8]) -> Option<u16> {
+        let sha = self.note_script(body);
+        match self.script_slot(&sha) {
+            Some(hint) => hint,
+            None => slot_of(literal::first_literal_key(body)),
+        }
+    }
+
+    /// EVALSHA sha 0: the slot of the first literal key of the script
+    /// kept as `sha` (Some(None): none; None: the script is not kept).
+    pub fn script_slot(&self, sha: &[u8; 20]) -> Option<Option<u16>> {
+        let mut g = self.lock();
+        if let Hint::Scanned(slot) = g.scripts.hint(sha)? {
+            return Some(slot);
+        }
+        let body = g.scripts.get(sha)?;
+        drop(g); // no scan under the lock
+        let slot = slot_of(literal::first_literal_key(&body));
+        self.lock()
+            .scripts
+            .set_hint(sha, &body, Hint::Scanned(slot));
+        Some(slot)
+    }
+
+    /// FCALL function 0: the slot of the first literal key in the code of
+    /// `function` (or of its library, [`literal::function_literal_key`]),
+    /// if the registry keeps its library.
+    pub fn function_slot(&self, function: &[u8]) -> Option<u16> {
+        let mut g = self.lock();
+        let (lib, hint) = g.functions.get(function)?.clone();
+        if let Hint::Scanned(slot) = hint {
+            return slot;
+        }
+        let code = g.libraries.get(&lib)?;
+        drop(g); // no scan under the lock
+        let slot = slot_of(literal::function_literal_key(&code, function));
+        let mut g = self.lock();
+        // Unless the library was replaced meanwhile.
+        if g.libraries
+            .entries
+            .get(&lib)
+            .is_some_and(|e| same(&e.0, &code))
+        {
+            if let Some(f) = g.functions.get_mut(function) {
+                f.1 = Hint::Scanned(slot);
+            }
+        }
+        slot
     }
 
     /// FUNCTION DELETE went through.
@@ -280,6 +380,22 @@ impl Registry {
         g.libraries.clear();
         g.functions.clear();
         g.library_functions.clear();
+    }
+
+    /// A worker starts (`true`) or stops seeing a script call unanswered
+    /// for a tick or more on one of its connections.
+    pub fn note_stalled(&self, stalled: bool) {
+        if stalled {
+            self.stalled.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.stalled.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether some worker sees a script that runs long (PING then asks
+    /// the masters).
+    pub fn scripts_stalled(&self) -> bool {
+        self.stalled.load(Ordering::Relaxed) > 0
     }
 
     /// A script was loaded again on a node that lacked it.

@@ -135,3 +135,224 @@ fn function_names_as_libraries_write_them() {
     }
     assert!(names("redis.register_function([=[unfinished").is_empty());
 }
+
+fn key(body: &str) -> Option<String> {
+    literal::first_literal_key(body.as_bytes()).map(|k| String::from_utf8(k).unwrap())
+}
+
+#[test]
+fn the_first_literal_key_of_a_keyed_call() {
+    assert_eq!(
+        key("return redis.call('lpush', 'l', 1, 2)").as_deref(),
+        Some("l")
+    );
+    assert_eq!(
+        key(r#"redis.pcall("SET","x{t}","1")"#).as_deref(),
+        Some("x{t}")
+    );
+    assert_eq!(key("server.call('get', 'k')").as_deref(), Some("k"));
+    // Spacing and newlines anywhere Lua allows them.
+    assert_eq!(
+        key("redis . call ( \"GET\" ,\n 'a' )").as_deref(),
+        Some("a")
+    );
+    // A key at position 2: the argument before it is passed over.
+    assert_eq!(
+        key("redis.call('bitop', 'and', 'dest', 'a')").as_deref(),
+        Some("dest")
+    );
+    assert_eq!(
+        key("redis.call('bitop', ARGV[1], 'dest', 'a')").as_deref(),
+        Some("dest")
+    );
+    // The command's case does not matter; the key's is kept.
+    assert_eq!(
+        key("redis.call('HgetAll', 'MyHash')").as_deref(),
+        Some("MyHash")
+    );
+    // No keyed call at all: any master.
+    assert_eq!(key("return redis.call('ping')"), None);
+    assert_eq!(key("return 1"), None);
+    assert_eq!(key(""), None);
+}
+
+#[test]
+fn calls_with_computed_keys_are_passed_over() {
+    // `redis.call ( "GET" , KEYS[1])`: not a literal; the next call is.
+    assert_eq!(
+        key("local a = redis.call ( \"GET\" , KEYS[1]) return redis.call('incr', 'n')").as_deref(),
+        Some("n")
+    );
+    assert_eq!(key("local k = 'x' redis.call('get', k)"), None);
+    assert_eq!(key("redis.call('get', 'k' .. i)"), None);
+    assert_eq!(key("redis.call('get', ARGV[1])"), None);
+    // The command computed: its key position is unknown.
+    assert_eq!(key("redis.call(ARGV[1], 'k')"), None);
+    // Commands without a key at a fixed place, or no key.
+    assert_eq!(key("redis.call('xread', 'streams', 's', '0')"), None);
+    assert_eq!(key("redis.call('object', 'encoding', 'k')"), None);
+    assert_eq!(
+        key("redis.call('echo', 'k') return redis.call('get', 'g')").as_deref(),
+        Some("g")
+    );
+    // An argument before the key that is not a single token.
+    assert_eq!(key("redis.call('bitop', f(x), 'dest', 'a')"), None);
+    // Not a call of redis: other tables' `call`.
+    assert_eq!(key("other.call('get', 'k')"), None);
+    assert_eq!(key("redis.log(redis.LOG_WARNING, 'k')"), None);
+}
+
+#[test]
+fn comments_and_strings_hide_what_they_contain() {
+    assert_eq!(
+        key("-- redis.call('get', 'no')\nreturn redis.call('get', 'yes')").as_deref(),
+        Some("yes")
+    );
+    assert_eq!(
+        key("--[[ redis.call('get', 'no')\n ]] redis.call('get', 'yes')").as_deref(),
+        Some("yes")
+    );
+    assert_eq!(
+        key("--[==[ ]] redis.call('get', 'no') ]==] redis.call('get', 'yes')").as_deref(),
+        Some("yes")
+    );
+    assert_eq!(
+        key("local s = \"redis.call('get', 'no')\" redis.call('get', 'yes')").as_deref(),
+        Some("yes")
+    );
+    assert_eq!(
+        key("local s = [[redis.call('get', 'no')]] redis.call('get', 'yes')").as_deref(),
+        Some("yes")
+    );
+    // An unfinished comment or string ends the scan.
+    assert_eq!(key("--[[ redis.call('get', 'no')"), None);
+    assert_eq!(key("local s = 'abc\nredis.call('get', 'no')"), None);
+}
+
+#[test]
+fn long_strings_and_escapes_as_lua_reads_them() {
+    assert_eq!(key("redis.call('set', [[k1]], 'v')").as_deref(), Some("k1"));
+    assert_eq!(
+        key("redis.call('set', [==[a]]b]==], 'v')").as_deref(),
+        Some("a]]b")
+    );
+    // The newline right after the opening bracket is not in the string.
+    assert_eq!(key("redis.call('set', [[\nk]], 'v')").as_deref(), Some("k"));
+    assert_eq!(
+        key(r"redis.call('set', 'a\'b', 'v')").as_deref(),
+        Some("a'b")
+    );
+    assert_eq!(
+        key(r#"redis.call('set', "a\"b\\c", 'v')"#).as_deref(),
+        Some("a\"b\\c")
+    );
+    assert_eq!(
+        key(r"redis.call('set', 'a\tb\65\066', 'v')").as_deref(),
+        Some("a\tbAB")
+    );
+    assert_eq!(
+        key(r"redis.call('set', '\123x', 'v')").as_deref(),
+        Some("{x")
+    );
+    // An escape the scanner does not decode: the call is passed over.
+    assert_eq!(
+        key(r"redis.call('set', 'a\xb', 'v') redis.call('get', 'n')").as_deref(),
+        Some("n")
+    );
+    assert_eq!(key(r"redis.call('set', '\300', 'v')"), None);
+    // Numbers before the key, in Lua's forms.
+    assert_eq!(key("redis.call('bitop', 1e+5, 'k')").as_deref(), Some("k"));
+    assert_eq!(key("redis.call('bitop', 0x1F, 'k')").as_deref(), Some("k"));
+}
+
+#[test]
+fn the_scan_is_bounded() {
+    let mut body = "-- ".to_string();
+    body.push_str(&"x".repeat(literal::SCAN_LIMIT));
+    body.push_str("\nredis.call('get', 'late')");
+    assert_eq!(key(&body), None);
+    let mut body = "redis.call('get', 'early') --".to_string();
+    body.push_str(&"x".repeat(2 * literal::SCAN_LIMIT));
+    assert_eq!(key(&body).as_deref(), Some("early"));
+}
+
+fn fkey(code: &str, f: &str) -> Option<String> {
+    literal::function_literal_key(code.as_bytes(), f.as_bytes())
+        .map(|k| String::from_utf8(k).unwrap())
+}
+
+#[test]
+fn a_function_routes_by_its_own_code() {
+    let lib = "#!lua name=lib\n\
+        redis.register_function('f1', function(keys, args)\n\
+          if args[1] then return redis.call('get', 'a') end\n\
+          for i = 1, 3 do redis.call('ping') end\n\
+          return 1\n\
+        end)\n\
+        redis.register_function('f2', function(keys, args) return redis.call('get', 'b') end)\n\
+        local function f3(keys, args) return redis.call('get', 'c') end\n\
+        redis.register_function('f3', f3)\n\
+        local f4 = function(keys, args) return 1 end\n\
+        redis.register_function('f4', f4)\n\
+        redis.register_function{function_name='f5', callback=function() return redis.call('get', 'e') end}";
+    assert_eq!(fkey(lib, "f1").as_deref(), Some("a"));
+    assert_eq!(fkey(lib, "f2").as_deref(), Some("b"));
+    assert_eq!(fkey(lib, "f3").as_deref(), Some("c"));
+    // Its own code names no key: any master, not another function's key.
+    assert_eq!(fkey(lib, "f4"), None);
+    // The table form is not read: the library's first literal key.
+    assert_eq!(fkey(lib, "f5").as_deref(), Some("a"));
+    // A function its code has no trace of: the library's first key.
+    assert_eq!(fkey(lib, "zz").as_deref(), Some("a"));
+    // Nested blocks inside the body do not end it early.
+    let nested = "redis.register_function('g', function()\n\
+          if true then local x = 1 end\n\
+          repeat local y = 2 until true\n\
+          while false do end\n\
+          return redis.call('set', 'deep', 1)\n\
+        end)\n\
+        redis.call('get', 'outside')";
+    assert_eq!(fkey(nested, "g").as_deref(), Some("deep"));
+}
+
+#[test]
+fn the_registry_remembers_where_keyless_calls_go() {
+    let r = Registry::new(1 << 20);
+    let body = b"return redis.call('get', 'foo')";
+    let slot = Some(crate::topology::key_slot(b"foo"));
+    assert_eq!(r.note_keyless_script(body), slot);
+    let sha = sha1::digest(body);
+    assert_eq!(r.script_slot(&sha), Some(slot));
+    // Scanned once: the remembered answer comes back again.
+    assert_eq!(r.script_slot(&sha), Some(slot));
+    let plain = r.note_script(b"return 1");
+    assert_eq!(r.script_slot(&plain), Some(None));
+    assert_eq!(r.script_slot(&sha1::digest(b"unknown")), None);
+    // Not kept (a registry of no budget): scanned each time.
+    let none = Registry::new(0);
+    assert_eq!(none.note_keyless_script(body), slot);
+    assert_eq!(none.script_slot(&sha), None);
+    // Functions: per name, and forgotten with their library.
+    r.insert_library(
+        b"lib",
+        b"#!lua name=lib\nredis.register_function('f', function() return redis.call('get', 'bar') end)",
+    );
+    assert_eq!(
+        r.function_slot(b"f"),
+        Some(crate::topology::key_slot(b"bar"))
+    );
+    assert_eq!(
+        r.function_slot(b"f"),
+        Some(crate::topology::key_slot(b"bar"))
+    );
+    r.insert_library(
+        b"lib",
+        b"#!lua name=lib\nredis.register_function('f', function() return redis.call('get', 'baz') end)",
+    );
+    assert_eq!(
+        r.function_slot(b"f"),
+        Some(crate::topology::key_slot(b"baz"))
+    );
+    r.remove_library(b"lib");
+    assert_eq!(r.function_slot(b"f"), None);
+}

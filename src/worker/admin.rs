@@ -470,16 +470,7 @@ impl Worker {
         frame: Bytes,
         finish: Finish,
     ) {
-        let masters = self.topo.shards.len();
-        let Some(s) = self.sessions.get_mut(key) else {
-            return;
-        };
-        let proto = s.proto;
-        let mut g = Gathering::new(masters, finish);
-        g.request = frame.clone(); // observe: slow log
-        let seq = s.ring.push_gather(g);
-        self.obs.stats.counters.fragments += masters as u64; // observe
-        self.parts_to_masters(cx, key, seq, masters, proto, &frame);
+        self.gather_every_master(cx, key, frame, finish, false);
     }
 }
 

@@ -128,7 +128,7 @@ impl Worker {
         match decision {
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
             Decision::Refuse(r) => self.refuse(key, *r),
-            Decision::AnyMaster => self.forward_any(cx, key, frame),
+            Decision::AnyMaster => self.forward_keyless(cx, key, cmd, ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
             Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
             d => {
@@ -320,6 +320,7 @@ impl Worker {
                 self.client_tracking(cx, key, args);
                 self.slow_local(key, cmd, args); // observe
             }
+            Decision::Local(LocalCmd::Ping) if self.ping_while_busy(cx, key, &frame) => {}
             Decision::Local(which) => {
                 if matches!(cmd.name, "client|id" | "hello") {
                     self.tracking_named(key);
@@ -332,7 +333,7 @@ impl Worker {
             }
             Decision::Refuse(r) => self.refuse(key, *r),
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
-            Decision::AnyMaster => self.forward_any(cx, key, frame),
+            Decision::AnyMaster => self.forward_keyless(cx, key, Some(cmd), args.ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
             Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
         }

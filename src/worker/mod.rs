@@ -170,6 +170,9 @@ pub struct Worker {
     clusterdown_waits: u8,
     commands: u64,
     any_master: usize,
+    /// This worker told the script registry it sees a script call
+    /// unanswered for a tick (`scripts.rs`, `scripts_tick`).
+    script_stalled: bool,
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
@@ -238,6 +241,7 @@ impl Worker {
             ),
             commands: 0,
             any_master: id,
+            script_stalled: false,
             draining: None,
             stop: false,
             tick_armed: false,
@@ -531,6 +535,7 @@ impl Worker {
 
     fn tick(&mut self, cx: &mut Context<'_, Timer>) {
         self.check_timeouts(cx);
+        self.scripts_tick(cx.now);
         self.overload_tick(cx);
         self.cache_tick(cx);
         self.pipes_tick(cx);

@@ -4,10 +4,18 @@
 //!
 //! ```text
 //!   EVAL body ───────────► registry.note_script ──► forwarded as Slot / AnyMaster
+//!   EVAL body 0, EVALSHA sha 0, FCALL f 0 (the router said any master)
+//!        ──► the registry: the slot of the first key the code names
+//!            literally (script::literal, found once) ──► that slot's node,
+//!            else any master
 //!   SCRIPT LOAD|EXISTS|FLUSH, FUNCTION LOAD|DELETE|FLUSH|RESTORE
 //!        ──► every master (a gathering finished by a closure) ──► one reply
-//!   SCRIPT KILL, FUNCTION KILL ──► every master on a lease each (a node
-//!        running a script reads nothing more from the connection that sent it)
+//!   SCRIPT KILL, FUNCTION KILL, FUNCTION STATS ──► every master on a lease
+//!        each (a node running a script reads nothing more from the
+//!        connection that sent it)
+//!   sweep: a script call unanswered for a tick ──► registry.note_stalled
+//!   PING while some worker sees one ──► every master on a lease each
+//!        ──► a master's BUSY, else the first answer
 //!   node: -NOSCRIPT to EVALSHA sha / -ERR Function not found to FCALL f
 //!        ──► registry knows it? ──► on that same connection:
 //!            [SCRIPT LOAD body | FUNCTION LOAD code] (Purpose::Reload), then
@@ -48,7 +56,7 @@
 
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
-use crate::command::{self, Args, Wide};
+use crate::command::{self, flags, Args, Command, Wide};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::resp::value::{self, Value};
@@ -58,6 +66,7 @@ use crate::session::ring::{Finish, Gathering};
 use crate::shared::Shared;
 use bytes::{Bytes, BytesMut};
 use reactor::{Context, Key};
+use std::ops::Range;
 use std::sync::Arc;
 
 const ERR_DISAGREE: &[u8] = b"-ERR mithril: the masters answered differently\r\n";
@@ -151,6 +160,58 @@ fn exists_for_proxy(parts: Vec<Bytes>, n: usize, kept: impl Fn(usize) -> bool) -
         out.extend_from_slice(if exists { b":1\r\n" } else { b":0\r\n" });
     }
     Bytes::from(out)
+}
+
+/// PING while a script seems busy: a master's BUSY if one said it (the
+/// node's answer while a script runs past its busy-reply-threshold), else
+/// the first answer that is not an error, else the first error.
+fn busy_or_first(parts: Vec<Bytes>) -> Bytes {
+    if let Some(b) = parts.iter().find(|p| p.starts_with(b"-BUSY")) {
+        return b.clone();
+    }
+    parts
+        .iter()
+        .find(|p| !is_error(p))
+        .or(parts.first())
+        .cloned()
+        .unwrap_or_else(|| Bytes::from_static(ERR_BAD_REPLY))
+}
+
+/// FUNCTION STATS: the answer of the master running a script (its
+/// `running_script` is not null), else the first; the first error if any.
+fn running_or_first(parts: Vec<Bytes>) -> Bytes {
+    if let Some(e) = first_error(&parts) {
+        return e;
+    }
+    const FIELD: &[u8] = b"running_script\r\n";
+    let running = |p: &Bytes| {
+        let Some(at) = p.windows(FIELD.len()).position(|w| w == FIELD) else {
+            return false;
+        };
+        let next = &p[at + FIELD.len()..];
+        !(next.starts_with(b"$-1") || next.starts_with(b"*-1") || next.starts_with(b"_"))
+    };
+    parts
+        .iter()
+        .find(|p| running(p))
+        .or(parts.first())
+        .cloned()
+        .unwrap_or_else(|| Bytes::from_static(ERR_BAD_REPLY))
+}
+
+/// How many unanswered requests of a stalled connection the sweep looks
+/// at for a script call.
+const STALL_LOOK: usize = 16;
+
+/// A script call (a request unanswered on a stalled connection;
+/// re-scanned, only by the periodic sweep).
+fn is_script_call(req: &Bytes) -> bool {
+    name_and_first(req).is_some_and(|(name, _)| {
+        matches!(
+            name,
+            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
+        )
+    })
 }
 
 /// The body of a bulk string reply (RESP2 and RESP3 alike).
@@ -269,7 +330,9 @@ fn finish_for(shared: Arc<Shared>, wide: Wide, args: &Args) -> Option<Finish> {
 }
 
 impl Worker {
-    /// EVAL / EVAL_RO: remember the body, then route as a keyed command.
+    /// EVAL / EVAL_RO: remember the body, then route as a keyed command;
+    /// without keys, by the first key the body names literally
+    /// (`script::literal`), else to any master.
     pub(super) fn eval(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -279,10 +342,133 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        self.note_eval(args);
+        let slot = match slot {
+            Some(slot) => {
+                self.note_eval(args);
+                Some(slot)
+            }
+            None => args
+                .get(1)
+                .and_then(|body| self.shared.scripts.note_keyless_script(body)),
+        };
         match slot {
-            Some(slot) => self.forward_slot(cx, key, slot, read, frame),
-            None => self.forward_any(cx, key, frame),
+            Some(slot) if !self.topo.shards.is_empty() => {
+                self.forward_slot(cx, key, slot, read, frame)
+            }
+            _ => self.forward_any(cx, key, frame),
+        }
+    }
+
+    /// A call the router sent to any master. EVALSHA / FCALL (and their
+    /// _RO forms) without keys go where the first key their script or
+    /// function names literally is, when the registry keeps its code;
+    /// anything else to any master.
+    pub(super) fn forward_keyless(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        cmd: Option<&'static Command>,
+        ranges: &[Range<usize>],
+        frame: Bytes,
+    ) {
+        let slot = cmd.and_then(|cmd| {
+            let args = Args {
+                buf: &frame,
+                ranges,
+            };
+            let first = args.get(1)?;
+            let scripts = &self.shared.scripts;
+            let slot = match cmd.name {
+                "evalsha" | "evalsha_ro" => scripts.script_slot(&sha1::parse_hex(first)?)?,
+                "function|stats" => return Some(None),
+                "fcall" | "fcall_ro" => scripts.function_slot(first),
+                _ => None,
+            }?;
+            Some(Some((slot, cmd.flags & flags::READONLY != 0)))
+        });
+        match slot {
+            Some(Some((slot, read))) if !self.topo.shards.is_empty() => {
+                self.forward_slot(cx, key, slot, read, frame)
+            }
+            // FUNCTION STATS: every master on a lease each (a busy one
+            // reads nothing more from a connection waiting on its script).
+            Some(None) => {
+                self.gather_every_master(cx, key, frame, Box::new(running_or_first), true)
+            }
+            _ => self.forward_any(cx, key, frame),
+        }
+    }
+
+    /// PING while a script sent through this process seems to be running
+    /// long on some master (`scripts_tick`): the masters are asked, each on
+    /// a lease, and a BUSY from one is the answer, as a server busy with a
+    /// script answers. Not when the session still waits for replies of
+    /// its own (its own script, maybe): a server would run the PING after
+    /// them, so it is answered here, in its turn. Returns whether the PING
+    /// was taken.
+    pub(super) fn ping_while_busy(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        frame: &Bytes,
+    ) -> bool {
+        if !self.shared.scripts.scripts_stalled() || self.topo.shards.is_empty() {
+            return false;
+        }
+        if !self
+            .sessions
+            .get(key)
+            .is_some_and(|s| s.ring.pending() == 0)
+        {
+            return false;
+        }
+        self.gather_every_master(cx, key, frame.clone(), Box::new(busy_or_first), true);
+        true
+    }
+
+    /// `frame` to every master (`on_leases`: on a lease each), their
+    /// replies made into one by `finish`.
+    pub(super) fn gather_every_master(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        frame: Bytes,
+        finish: Finish,
+        on_leases: bool,
+    ) {
+        let masters = self.topo.shards.len();
+        if masters == 0 {
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        }
+        let Some(s) = self.sessions.get_mut(key) else {
+            return;
+        };
+        let proto = s.proto;
+        let mut g = Gathering::new(masters, finish);
+        g.request = frame.clone(); // observe: slow log
+        let seq = s.ring.push_gather(g);
+        self.obs.stats.counters.fragments += masters as u64; // observe
+        match on_leases {
+            true => self.parts_on_leases(cx, key, seq, masters, proto, &frame),
+            false => self.parts_to_masters(cx, key, seq, masters, proto, &frame),
+        }
+    }
+
+    /// The periodic sweep: whether one of this worker's connections has
+    /// had no reply for a whole tick with a script call among its first
+    /// [`STALL_LOOK`] unanswered requests (a script running long on that
+    /// node: it answers nothing on that connection, not even what came
+    /// before the script in the same read), told to the registry for every
+    /// worker's PING to see.
+    pub(super) fn scripts_tick(&mut self, now: std::time::Instant) {
+        let stalled = self.backends.iter_mut().any(|(_, b)| {
+            b.awaiting() > 0
+                && b.stalled_for(now) > std::time::Duration::ZERO
+                && b.sent().take(STALL_LOOK).any(|f| is_script_call(&f.req))
+        });
+        if stalled != self.script_stalled {
+            self.script_stalled = stalled;
+            self.shared.scripts.note_stalled(stalled);
         }
     }
 
@@ -319,6 +505,20 @@ impl Worker {
         // A node running a script reads nothing more from the connection
         // that sent it (maybe this worker's shared one): each kill goes on
         // a lease of its own.
+        self.parts_on_leases(cx, key, seq, masters, proto, &frame);
+    }
+
+    /// Send `frame` to every master on a lease each, as parts of the
+    /// gathering at `seq` (each lease goes back when answered).
+    fn parts_on_leases(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        seq: u64,
+        masters: usize,
+        proto: crate::resp::Proto,
+        frame: &Bytes,
+    ) {
         for shard in 0..masters {
             let part = shard as u32;
             let Some(pool) = self.pools.pool_for_shard(shard, proto) else {
@@ -476,6 +676,36 @@ mod tests {
             exists_for_proxy(vec![b("*1\r\n:1\r\n"), e.clone()], 1, none),
             e
         );
+    }
+
+    #[test]
+    fn ping_and_function_stats_while_a_script_runs() {
+        let pong = b("+PONG\r\n");
+        let busy = b("-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n");
+        let down = b("-CLUSTERDOWN mithril: cannot reach 127.0.0.1:1\r\n");
+        assert_eq!(
+            busy_or_first(vec![pong.clone(), busy.clone(), pong.clone()]),
+            busy
+        );
+        assert_eq!(busy_or_first(vec![down.clone(), pong.clone()]), pong);
+        assert_eq!(busy_or_first(vec![down.clone()]), down);
+        // RESP2 and RESP3 nulls mean no script runs there.
+        let idle2 = b("*4\r\n$14\r\nrunning_script\r\n$-1\r\n$7\r\nengines\r\n*0\r\n");
+        let idle3 = b("%2\r\n$14\r\nrunning_script\r\n_\r\n$7\r\nengines\r\n%0\r\n");
+        let running = b("*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n$7\r\ncommand\r\n*3\r\n$5\r\nfcall\r\n$4\r\nspin\r\n$1\r\n0\r\n$11\r\nduration_ms\r\n:210\r\n$7\r\nengines\r\n*0\r\n");
+        assert_eq!(
+            running_or_first(vec![idle2.clone(), running.clone(), idle2.clone()]),
+            running
+        );
+        assert_eq!(running_or_first(vec![idle3.clone(), idle3.clone()]), idle3);
+        assert_eq!(running_or_first(vec![idle2, down.clone()]), down);
+        assert!(is_script_call(&b(
+            "*3\r\n$5\r\nFCALL\r\n$1\r\nf\r\n$1\r\n0\r\n"
+        )));
+        assert!(is_script_call(&b(
+            "*3\r\n$4\r\neval\r\n$1\r\nx\r\n$1\r\n0\r\n"
+        )));
+        assert!(!is_script_call(&b("*2\r\n$3\r\nGET\r\n$1\r\nk\r\n")));
     }
 
     #[test]

@@ -28,6 +28,11 @@
 #               run, so the counts differ from the plain command's)
 #   --no-debug  pass --tags -needs:debug to runtest (leave out the tests that
 #               need DEBUG)
+#   --no-direct run the units through mithril only (faster iterations; the
+#               direct columns print as -)
+#   --baseport P  pass --baseport P to runtest: its control port is then
+#               looked for from P-32 up instead of near 21079, so two runs on
+#               one machine (each with its own -p and P) do not collide
 #
 # What runs: N masters formed into a cluster with mithril in front, and a
 # separate single redis-server with every slot (the "direct" baseline).
@@ -49,7 +54,8 @@
 # They are counted apart ("design"); the direct runs skip nothing. Neither
 # is on by default: the default mode is the suite as Redis ships it.
 # Everything started is stopped on exit (by PID). One run at a time per
-# machine: runtest's own control port (near 21079) is fixed.
+# machine unless each run has its own -p and --baseport: runtest's own
+# control port is near 21079 otherwise.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,6 +66,8 @@ shim=0
 skip=0
 durable=0
 nodebug=0
+nodirect=0
+rtbase=
 masters=3
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 while [ $# -gt 0 ]; do
@@ -71,6 +79,8 @@ while [ $# -gt 0 ]; do
         --skip) skip=1; shift ;;
         --durable) durable=1; shift ;;
         --no-debug) nodebug=1; shift ;;
+        --no-direct) nodirect=1; shift ;;
+        --baseport) rtbase=$2; shift 2 ;;
         --masters) masters=$2; shift 2 ;;
         -h|--help) usage ;;
         -*) echo "unknown option $1" >&2; usage ;;
@@ -210,6 +220,7 @@ run_unit() { # unit target port -> "passed failed skipped by-design note"
     local extra=()
     [ $durable -eq 0 ] || extra+=(--durable)
     [ $nodebug -eq 0 ] || extra+=(--tags -needs:debug)
+    [ -z "$rtbase" ] || extra+=(--baseport "$rtbase")
     [ "$2" = mithril ] && [ $skip -eq 1 ] && extra+=(--skipfile "$skipfile")
     (
         cd "$work/suite"
@@ -252,6 +263,12 @@ printf '%-26s %6s %6s %7s %6s   %6s %6s %7s\n' unit passed failed skipped design
 for u in "${units[@]}"; do
     start_all "$logdir/$(echo "$u" | tr / _).proxy.log"
     read -r mo me mi ms mnote < <(run_unit "$u" mithril $mithril_port)
+    if [ $nodirect -eq 1 ]; then
+        printf '%-26s %6s %6s %7s %6s   %6s %6s %7s  %s\n' "$u" "$mo" "$me" "$mi" "$ms" - - - \
+            "${mnote:+mithril: $mnote}"
+        stop_all
+        continue
+    fi
     read -r do de di ds dnote < <(run_unit "$u" direct $direct_port)
     # A listed test the direct run skipped by its tags too counts as skipped.
     both=$(overlap "$u")
