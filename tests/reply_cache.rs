@@ -217,6 +217,29 @@ fn a_session_reads_its_own_writes_on_every_master() {
             "by-script",
         ]);
         assert_eq!(c.cmd(&["GET", &a]), bulk("by-script"));
+        // EVALSHA and FCALL write their declared keys too: pipelined with
+        // the read, so that only the dispatch-time invalidation can win.
+        let sha = c.cmd(&[
+            "SCRIPT",
+            "LOAD",
+            "return redis.call('set', KEYS[1], ARGV[1])",
+        ]);
+        let sha = sha.as_str().to_string();
+        c.cmd(&[
+            "FUNCTION",
+            "LOAD",
+            "REPLACE",
+            "#!lua name=rw\nredis.register_function('setk', function(k, a) return redis.call('set', k[1], a[1]) end)",
+        ]);
+        assert_eq!(c.cmd(&["GET", &a]), bulk("by-script"));
+        let r = c.pipeline(&[
+            argv(&["EVALSHA", &sha, "1", &a, "by-sha"]),
+            argv(&["GET", &a]),
+            argv(&["FCALL", "setk", "1", &a, "by-function"]),
+            argv(&["GET", &a]),
+        ]);
+        assert_eq!(r[1], bulk("by-sha"), "GET after EVALSHA");
+        assert_eq!(r[3], bulk("by-function"), "GET after FCALL");
         // A cross-slot write (fan-out).
         c.cmd(&["GET", &keys[0]]);
         c.cmd(&["GET", &keys[1]]);

@@ -635,7 +635,10 @@ impl Worker {
             self.tracking_flush(Some((key, next)));
             return false;
         }
-        let writes = cmd.flags & flags::WRITE != 0 || cmd.route == Route::Eval;
+        // Scripts carry no WRITE flag: EVAL, EVALSHA and FCALL may write
+        // their declared keys (their _RO forms may not).
+        let script = cmd.route == Route::Eval || matches!(cmd.name, "evalsha" | "fcall");
+        let writes = cmd.flags & flags::WRITE != 0 || script;
         if !writes {
             return false;
         }
