@@ -47,6 +47,7 @@ pub enum LocalCmd {
     Reset,
     Select,
     Slowlog,
+    Sync,
     Time,
     Unwatch,
     Watch,
@@ -5986,7 +5987,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Local(L::Sync),
         subcommands: &[],
         doc: Doc {
             summary: "Internal command used for replication",
@@ -7822,7 +7823,7 @@ pub(super) static COMMANDS: [Command; 241] = [
         acl: A::ADMIN | A::SLOW | A::DANGEROUS,
         key_specs: &[],
         legacy_keys: (0, 0, 0),
-        route: Route::Unsupported,
+        route: Route::Local(L::Sync),
         subcommands: &[],
         doc: Doc {
             summary: "Internal command used for replication",

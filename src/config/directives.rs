@@ -312,17 +312,18 @@ pub static DIRECTIVES: &[Directive] = &[
     },
     Directive {
         name: "client-output-buffer-limit",
-        default: "normal 256mb 0 0 pubsub 32mb 8mb 60",
+        default: "normal 256mb 0 0 pubsub 32mb 8mb 60 replica 256mb 64mb 60",
         summary: "CLASS HARD SOFT SECONDS: disconnect a client whose unsent output passes a limit",
         runtime_settable: false,
         kind: Kind::Plain,
-        arity: (4, 8),
+        arity: (4, 12),
         setter: set_output_limits,
         getter: |c| {
             let mut out = Vec::new();
             for (class, l) in [
                 ("normal", c.output_limit_normal),
                 ("pubsub", c.output_limit_pubsub),
+                ("replica", c.output_limit_replica),
             ] {
                 out.push(class.to_string());
                 out.push(l.hard.to_string());

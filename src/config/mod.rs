@@ -328,6 +328,9 @@ pub struct Config {
     pub output_limit_normal: OutputLimit,
     /// `client-output-buffer-limit pubsub ...`: limits for subscribed clients.
     pub output_limit_pubsub: OutputLimit,
+    /// `client-output-buffer-limit replica ...`: limits for replication
+    /// feeds (SYNC / PSYNC through the proxy).
+    pub output_limit_replica: OutputLimit,
     /// `maxmemory`: bytes the proxy may buffer (client input and output,
     /// requests in flight) before write commands get -OOM; 0 = no limit.
     pub maxmemory: u64,
@@ -448,6 +451,11 @@ impl Default for Config {
             output_limit_pubsub: OutputLimit {
                 hard: 32 * 1024 * 1024,
                 soft: 8 * 1024 * 1024,
+                soft_secs: 60,
+            },
+            output_limit_replica: OutputLimit {
+                hard: 256 * 1024 * 1024,
+                soft: 64 * 1024 * 1024,
                 soft_secs: 60,
             },
             maxmemory: 0,

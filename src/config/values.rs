@@ -162,7 +162,8 @@ pub(super) fn set_user(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
 }
 
 /// `client-output-buffer-limit CLASS HARD SOFT SECONDS [CLASS ...]`: one
-/// or two groups of four, classes `normal` and `pubsub`. Every group is
+/// to three groups of four, classes `normal`, `pubsub` and `replica` (or
+/// `slave`, Redis's old name: a SYNC feed's, worker/replfeed.rs). Every group is
 /// checked before any is applied; a class set twice keeps the last.
 pub(super) fn set_output_limits(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
     const NAME: &str = "client-output-buffer-limit";
@@ -173,6 +174,7 @@ pub(super) fn set_output_limits(cfg: &mut Config, args: &[&str]) -> Result<(), S
     }
     let mut normal = cfg.output_limit_normal;
     let mut pubsub = cfg.output_limit_pubsub;
+    let mut replica = cfg.output_limit_replica;
     for group in args.chunks(4) {
         let [class, hard, soft, secs] = group else {
             continue;
@@ -185,15 +187,17 @@ pub(super) fn set_output_limits(cfg: &mut Config, args: &[&str]) -> Result<(), S
         match class.to_ascii_lowercase().as_str() {
             "normal" => normal = limit,
             "pubsub" => pubsub = limit,
+            "replica" | "slave" => replica = limit,
             _ => {
                 return Err(format!(
-                    "{NAME}: unknown client class '{class}' (use normal or pubsub)"
+                    "{NAME}: unknown client class '{class}' (use normal, pubsub or replica)"
                 ))
             }
         }
     }
     cfg.output_limit_normal = normal;
     cfg.output_limit_pubsub = pubsub;
+    cfg.output_limit_replica = replica;
     Ok(())
 }
 

@@ -195,6 +195,7 @@ pub fn execute(
         | LocalCmd::Monitor
         | LocalCmd::Multi
         | LocalCmd::Exec
+        | LocalCmd::Sync
         | LocalCmd::Discard => error(&format!(
             "ERR mithril: internal routing error for '{}'",
             display_name(cmd)

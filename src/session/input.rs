@@ -10,8 +10,9 @@
 //!    ├── blocking command sent ──► Blocked ── answered ──► Open
 //!    │                               │ the client left (EOF)
 //!    │                               ▼
-//!    └── QUIT, protocol error, ───► Closing: closed once its replies are written
-//!        CLIENT KILL of itself
+//!    ├── QUIT, protocol error, ───► Closing: closed once its replies are written
+//!    │   CLIENT KILL of itself
+//!    └── SYNC / PSYNC ────────────► Feed: a replication feed until it closes
 //! ```
 //!
 //! | mode | reads | dispatches | woken by |
@@ -22,6 +23,7 @@
 //! | `AtGate` | yes | not its next request | a gate opening |
 //! | `Blocked` | yes, so a client leaving mid-block is noticed | no | the blocking command's answer |
 //! | `Closing` | no | no; its input is dropped | - |
+//! | `Feed` | yes, so its close is noticed | no; its input (REPLCONF ACK) is dropped | - (its output is the masters' streams, `worker/replfeed.rs`) |
 //!
 //! `Worker::process_input` looks at the mode before each request, in one
 //! `match`: a closing session drops its input, a blocked one waits; in the
@@ -82,6 +84,10 @@ pub enum Input {
     /// CLIENT KILL of itself, a client that left mid-block): nothing more
     /// is read, and what was read is dropped.
     Closing,
+    /// A replication feed (SYNC / PSYNC, `worker/replfeed.rs`): its
+    /// output is what the masters propagate, for as long as it lives;
+    /// what it sends is read (its close must be noticed) and dropped.
+    Feed,
 }
 
 impl Input {
@@ -95,6 +101,11 @@ impl Input {
     #[inline]
     pub fn has_backlog(&self) -> bool {
         matches!(self, Input::Paused { backlog: true, .. } | Input::Backlog)
+    }
+
+    #[inline]
+    pub fn is_feed(&self) -> bool {
+        matches!(self, Input::Feed)
     }
 
     #[inline]
@@ -128,7 +139,7 @@ impl Session {
             Input::AtGate => true,
             Input::Paused { gated, .. } => gated,
             Input::Open | Input::Backlog => false,
-            Input::Blocked { .. } | Input::Closing => {
+            Input::Blocked { .. } | Input::Closing | Input::Feed => {
                 debug_assert!(false, "pausing a session in {:?}", self.input);
                 return;
             }
@@ -189,7 +200,7 @@ impl Session {
                 }
             }
             Input::Open | Input::Backlog | Input::AtGate => self.input = Input::AtGate,
-            Input::Blocked { .. } | Input::Closing => {
+            Input::Blocked { .. } | Input::Closing | Input::Feed => {
                 debug_assert!(false, "a gate wait in {:?}", self.input);
             }
         }
@@ -283,6 +294,14 @@ impl Session {
             "closing a blocked session would lose its lease"
         );
         self.input = Input::Closing;
+    }
+
+    /// SYNC / PSYNC made it a replication feed: it dispatches nothing
+    /// more (`worker/replfeed.rs`).
+    #[cold]
+    pub fn become_feed(&mut self) {
+        debug_assert!(!self.input.is_blocked(), "a blocked session cannot feed");
+        self.input = Input::Feed;
     }
 
     #[inline]

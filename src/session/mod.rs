@@ -762,7 +762,7 @@ impl Session {
                 self.rbuf.is_empty(),
                 "client {id}: closing, and its input was kept"
             ),
-            Input::Open | Input::Backlog | Input::Paused { gated: false, .. } => {}
+            Input::Open | Input::Backlog | Input::Paused { gated: false, .. } | Input::Feed => {}
         }
         // Every gate holder is a merge in the ring, a request under retry
         // whose slot still waits for its reply, or a CLUSTERDOWN wait.

@@ -321,6 +321,9 @@ impl Worker {
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Local(LocalCmd::Ping) if self.ping_while_busy(cx, key, &frame) => {}
+            // SYNC / PSYNC: the session becomes a replication feed
+            // (replfeed.rs).
+            Decision::Local(LocalCmd::Sync) => self.feed_start(cx, key, cmd, args),
             Decision::Local(which) => {
                 if matches!(cmd.name, "client|id" | "hello") {
                     self.tracking_named(key);

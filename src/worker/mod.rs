@@ -49,6 +49,7 @@ mod observe;
 mod overload;
 mod pipes;
 mod pubsub;
+mod replfeed;
 mod reply;
 mod request;
 mod retry;
@@ -188,6 +189,8 @@ pub struct Worker {
     pipes: pipes::PipeState,
     /// MONITOR: this worker's monitors and this turn's lines (monitor.rs).
     monitor: monitor::MonitorState,
+    /// SYNC / PSYNC clients and their links to the masters (replfeed.rs).
+    replfeed: replfeed::FeedState,
     /// Test hook: every TRYAGAIN / CLUSTERDOWN wait lasts this long.
     #[cfg(debug_assertions)]
     test_retry_wait: Option<Duration>,
@@ -250,6 +253,7 @@ impl Worker {
             obs: observe::Observe::new(&shared),
             pipes: pipes::PipeState::new(&shared),
             monitor: Default::default(),
+            replfeed: replfeed::FeedState::default(),
             cache: cache::CacheState::new(&shared, id, {
                 use std::hash::{BuildHasher, Hasher};
                 std::collections::hash_map::RandomState::new()
@@ -334,6 +338,9 @@ impl Worker {
         }
         if s.tracking.is_some() {
             self.tracking_closed(key);
+        }
+        if s.input().is_feed() {
+            self.feed_closed(cx, key);
         }
         if self.pipes.on {
             self.pipe_session_closed(&s);
@@ -491,6 +498,8 @@ impl Worker {
         }
         self.draining =
             Some(cx.now + Duration::from_secs(self.shared.config.shutdown_timeout_secs));
+        // Replication feeds wait for no reply: they close now.
+        self.feeds_close_all(cx);
         for key in self.sessions.keys() {
             if self
                 .sessions
@@ -540,6 +549,9 @@ impl Worker {
         self.cache_tick(cx);
         self.pipes_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
+        if !self.replfeed.is_empty() {
+            self.feeds_tick(cx);
+        }
         if !self.resubscribe.is_empty() {
             self.resubscribe_ticks += 1;
             if self.resubscribe_ticks >= 10 {
@@ -575,6 +587,7 @@ impl Handler for Worker {
                 }
             }
             BACKEND => self.backend_event(cx, key, event),
+            replfeed::FEED => self.feed_event(cx, key, event),
             _ => {}
         }
     }
@@ -615,6 +628,9 @@ impl Handler for Worker {
             for key in list {
                 self.backend_read(cx, key);
             }
+        }
+        if self.replfeed.has_ready() {
+            self.feed_ready(cx);
         }
         if !self.ready_sessions.is_empty() {
             let mut list = std::mem::take(&mut self.ready_sessions);
@@ -663,6 +679,7 @@ impl Handler for Worker {
         self.mail
             || !self.ready_sessions.is_empty()
             || !self.ready_backends.is_empty()
+            || self.replfeed.has_ready()
             || self.pipe_pending()
     }
 

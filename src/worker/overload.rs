@@ -108,6 +108,8 @@ pub struct OverloadState {
     pub high_water: usize,
     pub normal: OutputLimit,
     pub pubsub: OutputLimit,
+    /// A replication feed's (SYNC, replfeed.rs).
+    pub replica: OutputLimit,
     /// `timeout` (None: never).
     pub idle_timeout: Option<Duration>,
     ticks: u32,
@@ -130,6 +132,7 @@ impl OverloadState {
             high_water: cfg.client_output_high_water.min(usize::MAX as u64) as usize,
             normal: cfg.output_limit_normal,
             pubsub: cfg.output_limit_pubsub,
+            replica: cfg.output_limit_replica,
             idle_timeout: (cfg.timeout_secs > 0).then(|| Duration::from_secs(cfg.timeout_secs)),
             ticks: 0,
             quiet: 0,
@@ -166,6 +169,8 @@ fn limit_of(s: &Session, o: &OverloadState) -> OutputLimit {
     // pubsub class bounds it (a node counts monitors as normal clients).
     if s.monitor || s.sub.as_ref().is_some_and(|x| x.count() > 0) {
         o.pubsub
+    } else if s.input().is_feed() {
+        o.replica
     } else {
         o.normal
     }
@@ -415,7 +420,7 @@ impl Worker {
                 continue;
             };
             let idle_for = now.saturating_duration_since(s.last_active);
-            let exempt = s.input().is_blocked() || s.sub.is_some();
+            let exempt = s.input().is_blocked() || s.sub.is_some() || s.input().is_feed();
             if let Some(limit) = self.overload.idle_timeout {
                 if !exempt && idle_for > limit {
                     log::debug!(target: "mithril::worker", "worker {}: closing client {}, idle for {}s (timeout)", self.id, s.id, idle_for.as_secs());

@@ -54,7 +54,9 @@ impl Worker {
         // still reads (a client that leaves mid-block must be noticed); it
         // only stops dispatching, as one at a gate does.
         let reads = match s.input() {
-            Input::Open | Input::Backlog | Input::AtGate | Input::Blocked { .. } => !s.eof,
+            Input::Open | Input::Backlog | Input::AtGate | Input::Blocked { .. } | Input::Feed => {
+                !s.eof
+            }
             Input::Paused { .. } | Input::Closing => false,
         };
         if reads {
@@ -131,7 +133,8 @@ impl Worker {
             // before anything the client sent after it.
             let waving = !self.waves.is_empty() && self.waves.iter().any(|w| w.0 == key);
             match s.input() {
-                Input::Closing => {
+                // A feed's input (a replica's REPLCONF ACK) is dropped.
+                Input::Closing | Input::Feed => {
                     s.rbuf.clear();
                     return;
                 }
