@@ -1239,3 +1239,22 @@ fn validation_of_security_settings() {
         .unwrap_err()
         .contains("requirepass"));
 }
+
+#[test]
+fn output_limits_have_a_replica_class() {
+    let d = Config::default();
+    assert_eq!(d.output_limit_replica.hard, 256 * 1024 * 1024);
+    assert_eq!(d.output_limit_replica.soft, 64 * 1024 * 1024);
+    assert_eq!(d.output_limit_replica.soft_secs, 60);
+    let cfg = parse("client-output-buffer-limit replica 1mb 0 0\n");
+    assert_eq!(cfg.output_limit_replica.hard, 1024 * 1024);
+    assert_eq!(cfg.output_limit_replica.soft, 0);
+    // The other classes keep theirs.
+    assert_eq!(cfg.output_limit_normal, d.output_limit_normal);
+    let cfg = parse("client-output-buffer-limit slave 2mb 1mb 5 pubsub 3mb 0 0\n");
+    assert_eq!(cfg.output_limit_replica.hard, 2 * 1024 * 1024);
+    assert_eq!(cfg.output_limit_replica.soft_secs, 5);
+    assert_eq!(cfg.output_limit_pubsub.hard, 3 * 1024 * 1024);
+    let e = error("client-output-buffer-limit master 1mb 0 0\n");
+    assert!(e.contains("use normal, pubsub or replica"), "{e}");
+}

@@ -25,7 +25,8 @@
 //! the router's decision), `fanout` (per-slot split and merge,
 //! cluster-wide commands), `txn` (MULTI/EXEC), `blocking` (leases),
 //! `watch` (WATCH on a pinned lease),
-//! `pubsub` (subscriber connections), `scripts` (SCRIPT/FUNCTION and the
+//! `pubsub` (subscriber connections), `replfeed` (SYNC / PSYNC: a client
+//! fed the masters' replication streams), `scripts` (SCRIPT/FUNCTION and the
 //! registry's reloads), `retry` (TRYAGAIN, CLUSTERDOWN, gates), `down`
 //! (a pipeline's CLUSTERDOWN waited out in order), `cache` (the reply
 //! cache), `trackers` (its tracker connections), `tracking` (clients'
