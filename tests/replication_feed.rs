@@ -116,6 +116,21 @@ impl Feed {
     }
 }
 
+impl Feed {
+    /// Every command that arrives within `dur`.
+    fn commands_for(&mut self, dur: Duration) -> Vec<Vec<String>> {
+        let end = std::time::Instant::now() + dur;
+        let mut out = Vec::new();
+        loop {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || self.quiet_for(left) {
+                return out;
+            }
+            out.push(self.command());
+        }
+    }
+}
+
 fn cmd(parts: &[&str]) -> Vec<String> {
     parts.iter().map(|s| s.to_string()).collect()
 }
@@ -261,6 +276,30 @@ fn psync_gets_a_full_resync() {
     assert_eq!(feed.command(), cmd(&["select", "0"]));
     assert_eq!(feed.command(), cmd(&["set", k, "1"]));
     assert_eq!(feed.command(), cmd(&["del", k]));
+}
+
+/// The masters' PINGs (their link keepalives) reach the feed when it was
+/// quiet for a second: a replica hears the link is alive, not once per
+/// master.
+#[test]
+fn masters_pings_reach_the_feed_at_most_once_a_second() {
+    let (cluster, m) = cluster_and_mithril("");
+    let (mut feed, _, _) = Feed::attach(&m.addr(), "SYNC");
+    for n in cluster.masters() {
+        assert_eq!(
+            n.conn()
+                .cmd(&["CONFIG", "SET", "repl-ping-replica-period", "1"]),
+            ok()
+        );
+    }
+    let got = feed.commands_for(Duration::from_millis(4500));
+    let pings = got.iter().filter(|c| c[0] == "ping").count();
+    // Three masters ping about 12 times in 4.5 s.
+    assert!((2..=5).contains(&pings), "{pings} pings: {got:?}");
+    assert!(
+        got.iter().all(|c| c[0] == "ping" || c[0] == "select"),
+        "{got:?}"
+    );
 }
 
 /// SYNC needs admin rights: another user gets the NOPERM a node gives.

@@ -22,9 +22,11 @@
 //!
 //! - a SELECT of the database the client's stream already selected is
 //!   dropped (every master starts with `SELECT 0`: the client sees one);
-//! - the masters' PINGs and `REPLCONF GETACK` are dropped: they are the
-//!   master's link keepalive and offset probe, meaningless for the merged
-//!   stream (the links never ACK, so a master's WAIT does not count them);
+//! - a master's PING (its link keepalive, every `repl-ping-replica-period`)
+//!   goes on only when the stream was quiet for a second: a real replica
+//!   still hears one before its `repl-timeout`, and three masters do not
+//!   make three; `REPLCONF GETACK` is dropped (the links never ACK, so a
+//!   master's WAIT does not count them, and the client's ACKs are dropped);
 //! - a master's MULTI ... EXEC is held until its EXEC and passed whole, so
 //!   no other master's command lands inside it;
 //! - what a master streams before the last master's RDB is done waits in
@@ -190,7 +192,8 @@ struct Feed {
     barrier: u64,
     /// The database the client's stream has selected.
     db: Option<Vec<u8>>,
-    last_keepalive: Instant,
+    /// When the client was last given something (a keepalive, a command).
+    last_out: Instant,
     /// The masters it was opened on, and the map's epoch then.
     masters: Vec<SocketAddr>,
     epoch: u64,
@@ -311,7 +314,7 @@ impl Worker {
             loading: n,
             barrier,
             db: None,
-            last_keepalive: cx.now,
+            last_out: cx.now,
             masters,
             epoch: self.topo.epoch,
             _ticket: ticket,
@@ -489,7 +492,7 @@ impl Worker {
             ) else {
                 return;
             };
-            link_step(l, feed, hold, &mut out)
+            link_step(l, feed, hold, cx.now, &mut out)
         };
         self.feed_push(session, out);
         match step {
@@ -577,8 +580,8 @@ impl Worker {
                     }
                 }
             }
-            if now.saturating_duration_since(f.last_keepalive) >= KEEPALIVE {
-                f.last_keepalive = now;
+            if now.saturating_duration_since(f.last_out) >= KEEPALIVE {
+                f.last_out = now;
                 keepalive.push(f.session);
             }
         }
@@ -608,7 +611,13 @@ fn is(frame: &[u8], args: &[std::ops::Range<usize>], i: usize, name: &[u8]) -> b
 
 /// Scan what link `l` holds, as far as its phase allows: the handshake's
 /// lines, the RDB skipped, the stream's commands appended to `out`.
-fn link_step(l: &mut Link, feed: &mut Feed, hold: usize, out: &mut Vec<Bytes>) -> Step {
+fn link_step(
+    l: &mut Link,
+    feed: &mut Feed,
+    hold: usize,
+    now: Instant,
+    out: &mut Vec<Bytes>,
+) -> Step {
     const LIMITS: Limits = Limits {
         max_multibulk_len: i32::MAX as usize,
         max_bulk_len: 1 << 32,
@@ -682,7 +691,11 @@ fn link_step(l: &mut Link, feed: &mut Feed, hold: usize, out: &mut Vec<Bytes>) -
                     // waits in the buffer (bounded by the read's limit).
                     return Step::Wait;
                 }
-                return stream_step(l, feed, hold, out, &LIMITS);
+                let step = stream_step(l, feed, hold, now, out, &LIMITS);
+                if !out.is_empty() {
+                    feed.last_out = now;
+                }
+                return step;
             }
         }
     }
@@ -693,6 +706,7 @@ fn stream_step(
     l: &mut Link,
     feed: &mut Feed,
     hold: usize,
+    now: Instant,
     out: &mut Vec<Bytes>,
     limits: &Limits,
 ) -> Step {
@@ -714,7 +728,15 @@ fn stream_step(
             l.rbuf.split_to(len).freeze()
         };
         let args = l.scanner.args();
-        if is(&frame, args, 0, b"ping") || is(&frame, args, 0, b"replconf") {
+        if is(&frame, args, 0, b"replconf") {
+            continue;
+        }
+        if is(&frame, args, 0, b"ping") {
+            let quiet = out.is_empty() && now.saturating_duration_since(feed.last_out) >= KEEPALIVE;
+            if quiet && l.block.is_none() {
+                feed.last_out = now;
+                out.push(frame);
+            }
             continue;
         }
         if is(&frame, args, 0, b"select") {
