@@ -149,41 +149,109 @@ fn connected_slaves(cluster: &RedisCluster) -> Vec<i64> {
         .collect()
 }
 
+/// A plain (not cluster) redis-server in `dir`, answering PING.
+struct Plain {
+    child: std::process::Child,
+    dir: std::path::PathBuf,
+    addr: String,
+}
+
+impl Plain {
+    fn start(dir: std::path::PathBuf) -> Plain {
+        let port = support::free_port();
+        let mut cmd = std::process::Command::new(support::redis_server_path());
+        cmd.args([
+            "--port",
+            &port.to_string(),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .arg("--dir")
+        .arg(&dir)
+        .args(["--dbfilename", "dump.rdb", "--logfile", "redis.log"]);
+        let child = support::spawn_child(cmd).unwrap();
+        let addr = format!("127.0.0.1:{port}");
+        let mut c = wait_until("the server up", Duration::from_secs(10), || {
+            Conn::try_connect(&addr).ok()
+        });
+        wait_until("PONG", Duration::from_secs(10), || {
+            (c.cmd(&["PING"]).as_str() == "PONG").then_some(())
+        });
+        Plain { child, dir, addr }
+    }
+
+    fn conn(&self) -> Conn {
+        Conn::connect(&self.addr)
+    }
+}
+
+impl Drop for Plain {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        support::remove_temp_dir(&self.dir);
+    }
+}
+
 /// The RDB loads in a real redis-server as an empty data set.
 fn assert_loads_as_empty(rdb: &[u8]) {
     let dir = support::make_temp_dir();
     std::fs::write(dir.join("dump.rdb"), rdb).unwrap();
-    let port = support::free_port();
-    let mut cmd = std::process::Command::new(support::redis_server_path());
-    cmd.args([
-        "--port",
-        &port.to_string(),
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-    ])
-    .arg("--dir")
-    .arg(&dir)
-    .args(["--dbfilename", "dump.rdb"])
-    .stdout(std::process::Stdio::null());
-    let mut child = support::spawn_child(cmd).unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    let mut c = wait_until(
-        "the server loading the RDB",
-        Duration::from_secs(10),
-        || Conn::try_connect(&addr).ok(),
-    );
-    wait_until("PING", Duration::from_secs(10), || {
-        let r = c.cmd(&["PING"]);
-        (r.as_str() == "PONG").then_some(())
-    });
+    let server = Plain::start(dir);
+    let mut c = server.conn();
     assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(0));
-    let info = c.cmd(&["INFO", "persistence"]).as_str().to_string();
-    assert!(info.contains("loading:0"), "{info}");
-    let _ = child.kill();
-    let _ = child.wait();
-    support::remove_temp_dir(&dir);
+    let log = std::fs::read_to_string(server.dir.join("redis.log")).unwrap();
+    assert!(log.contains("DB loaded from disk"), "{log}");
+}
+
+/// A real redis-server made a replica of mithril (REPLICAOF): it takes
+/// the empty RDB, then applies the writes sent to every master.
+#[test]
+fn a_real_replica_follows_every_master_through_mithril() {
+    let (cluster, m) = cluster_and_mithril("");
+    let replica = Plain::start(support::make_temp_dir());
+    let mut r = replica.conn();
+    let addr = m.addr();
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    assert_eq!(r.cmd(&["REPLICAOF", host, port]), ok());
+    wait_until("the replica's link up", Duration::from_secs(20), || {
+        let info = r.cmd(&["INFO", "replication"]).as_str().to_string();
+        info.contains("master_link_status:up").then_some(())
+    });
+    let mut c = m.conn();
+    let keys = cluster.key_per_master("real:");
+    for (i, (k, _)) in keys.iter().enumerate() {
+        assert_eq!(c.cmd(&["SET", k, &i.to_string()]), ok());
+    }
+    let (k0, _) = &keys[0];
+    let counter = format!("{{{k0}}}:n");
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", &counter]).as_str(), "QUEUED");
+    assert_eq!(c.cmd(&["INCR", &counter]).as_str(), "QUEUED");
+    assert_eq!(c.cmd(&["EXEC"]).as_array().len(), 2);
+    wait_until(
+        "every write on the replica",
+        Duration::from_secs(10),
+        || {
+            let all = keys
+                .iter()
+                .enumerate()
+                .all(|(i, (k, _))| r.cmd(&["GET", k]) == support::bulk(&i.to_string()));
+            (all && r.cmd(&["GET", &counter]) == support::bulk("2")).then_some(())
+        },
+    );
+    assert_eq!(r.cmd(&["DBSIZE"]), Reply::Int(4));
+    // A later write follows too.
+    assert_eq!(c.cmd(&["DEL", k0]), Reply::Int(1));
+    wait_until("the DEL on the replica", Duration::from_secs(10), || {
+        (r.cmd(&["EXISTS", k0]) == Reply::Int(0)).then_some(())
+    });
+    assert_eq!(r.cmd(&["REPLICAOF", "NO", "ONE"]), ok());
+    wait_until("the replicas gone", Duration::from_secs(10), || {
+        (connected_slaves(&cluster) == vec![0, 0, 0]).then_some(())
+    });
 }
 
 /// SYNC through mithril: an empty RDB a server loads, then the SETs sent to
