@@ -340,7 +340,8 @@ impl Worker {
         if s.tracking.is_some() {
             self.tracking_closed(key);
         }
-        if s.input().is_feed() {
+        if !self.replfeed.is_empty() {
+            // Its links go with a replication feed (replfeed.rs).
             self.feed_closed(cx, key);
         }
         if self.pipes.on {

@@ -372,7 +372,7 @@ impl Worker {
         }
     }
 
-    /// Session `key`, a feed, is closing: its links go with it.
+    /// Session `key` is closing: if it is a feed, its links go with it.
     pub(super) fn feed_closed(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         let Some(i) = self.replfeed.feeds.iter().position(|f| f.session == key) else {
             return;
@@ -787,6 +787,119 @@ mod tests {
             u64::from_le_bytes(EMPTY_RDB[10..].try_into().unwrap()),
             crc64(EMPTY_RDB, 10)
         );
+    }
+
+    /// A link and its feed over a connected loopback socket (never read
+    /// or written here: the bytes are put into the buffer by hand).
+    fn link_and_feed() -> (Link, Feed, std::net::TcpListener) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        let now = Instant::now();
+        let link = Link {
+            session: Key::NONE,
+            addr,
+            stream: TcpStream::from_std(s),
+            rbuf: BytesMut::new(),
+            out: Vec::new(),
+            phase: Phase::Handshake { auth: true },
+            scanner: RequestScanner::new(),
+            heard: now,
+            block: None,
+        };
+        let feed = Feed {
+            session: Key::NONE,
+            links: Vec::new(),
+            loading: 1,
+            barrier: 0,
+            db: None,
+            last_out: now,
+            masters: Vec::new(),
+            epoch: 0,
+            _ticket: Ticket::take().unwrap(),
+        };
+        (link, feed, l)
+    }
+
+    fn req(args: &[&[u8]]) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::resp::encode::request(&mut out, args);
+        out
+    }
+
+    /// Feed `input` one byte at a time (every split) and collect what the
+    /// client would get; the RDB's end is taken as the feed's.
+    fn run(input: &[u8]) -> (Vec<Vec<u8>>, Step) {
+        let (mut l, mut f, _keep) = link_and_feed();
+        let mut out = Vec::new();
+        let mut last = Step::Wait;
+        for &b in input {
+            l.rbuf.extend_from_slice(&[b]);
+            loop {
+                match link_step(&mut l, &mut f, 1 << 20, Instant::now(), &mut out) {
+                    Step::RdbDone => f.loading = 0,
+                    Step::Wait => break,
+                    fail @ Step::Fail(_) => {
+                        last = fail;
+                        break;
+                    }
+                }
+            }
+            if matches!(last, Step::Fail(_)) {
+                break;
+            }
+        }
+        (out.iter().map(|b| b.to_vec()).collect(), last)
+    }
+
+    #[test]
+    fn a_link_skips_the_rdb_and_merges_its_stream() {
+        let stream = [
+            req(&[b"SELECT", b"0"]),
+            req(&[b"SET", b"a", b"1"]),
+            req(&[b"PING"]),
+            req(&[b"REPLCONF", b"GETACK", b"*"]),
+            req(&[b"SELECT", b"0"]),
+            req(&[b"MULTI"]),
+            req(&[b"SET", b"b", b"2"]),
+            req(&[b"EXEC"]),
+        ]
+        .concat();
+        let want = vec![
+            req(&[b"SELECT", b"0"]),
+            req(&[b"SET", b"a", b"1"]),
+            req(&[b"MULTI"]),
+            req(&[b"SET", b"b", b"2"]),
+            req(&[b"EXEC"]),
+        ];
+        // Disk-based, after AUTH's +OK and keepalives.
+        let mut input = b"+OK\r\n\n\n$7\r\nREDIS\r\n".to_vec();
+        input.extend_from_slice(&stream);
+        let (got, last) = run(&input);
+        assert!(matches!(last, Step::Wait));
+        assert_eq!(got, want);
+        // Diskless, the mark split over reads, the RDB holding a near miss.
+        let mark = [b'x'; 40];
+        let mut input = b"+OK\r\n$EOF:".to_vec();
+        input.extend_from_slice(&mark);
+        input.extend_from_slice(b"\r\nREDIS0010");
+        input.extend_from_slice(&[b'x'; 39]);
+        input.push(b'y');
+        input.extend_from_slice(&mark);
+        input.extend_from_slice(&stream);
+        let (got, _) = run(&input);
+        assert_eq!(got, want);
+        // A refusal fails the feed, naming the credentials.
+        let (_, last) = run(b"-WRONGPASS invalid username-password pair\r\n");
+        let Step::Fail(why) = last else {
+            panic!("not failed")
+        };
+        assert!(why.contains("backend-password"), "{why}");
+    }
+
+    #[test]
+    fn the_cap_error_names_the_cap() {
+        assert!(ERR_TOO_MANY.contains(&format!("at most {MAX_FEEDS})")));
     }
 
     #[test]
