@@ -486,3 +486,27 @@ fn a_feed_that_never_reads_is_cut_at_its_limit() {
     let mut rest = Vec::new();
     let _ = feed.stream.read_to_end(&mut rest);
 }
+
+/// Toward a password-protected cluster the links authenticate with
+/// `backend-password`, as mithril's other connections do.
+#[test]
+fn the_links_authenticate_with_backend_password() {
+    const PW: &str = "feed-s3cret";
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    // The harness reads the slot map over connections without AUTH.
+    let keys = cluster.key_per_master("pw:");
+    for n in &cluster.nodes {
+        assert_eq!(n.conn().cmd(&["CONFIG", "SET", "requirepass", PW]), ok());
+    }
+    let m = Mithril::start(bin(), &cluster.seeds(), &format!("backend-password {PW}\n"));
+    let (mut feed, _, rdb) = Feed::attach(&m.addr(), "SYNC");
+    assert_eq!(&rdb[..9], b"REDIS0010");
+    let mut c = m.conn();
+    for (k, _) in &keys {
+        assert_eq!(c.cmd(&["SET", k, "1"]), ok());
+    }
+    assert_eq!(feed.command(), cmd(&["select", "0"]));
+    for (k, _) in &keys {
+        assert_eq!(feed.command(), cmd(&["set", k, "1"]));
+    }
+}

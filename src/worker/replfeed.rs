@@ -6,7 +6,7 @@
 //!                      │ then $<len> + an empty RDB, then the merged stream
 //!                      │ (pushes behind the SYNC's ring slot)
 //!   link ×1 per master ┘
-//!     connect ─► AUTH (backend-password) + SYNC ─► skip "\n" keepalives
+//!     connect ─► AUTH (backend-password), +OK ─► SYNC ─► skip "\n" keepalives
 //!     ─► skip the master's RDB ($<len> or $EOF:<mark>) ─► scan its stream
 //! ```
 //!
@@ -69,6 +69,8 @@ use std::time::{Duration, Instant};
 
 /// The reactor kind of a feed's link to a master.
 pub const FEED: Kind = Kind(3);
+
+const SYNC: &[u8] = b"SYNC\r\n";
 
 /// Feeds open at once in the process, all workers together.
 pub const MAX_FEEDS: usize = 16;
@@ -346,11 +348,13 @@ impl Worker {
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(|e| format!("cannot register a connection to {addr} ({e})"))?;
-        let mut out = Vec::with_capacity(64);
-        if let Some(a) = crate::backend::auth::frame(&self.shared.config) {
-            out.extend_from_slice(&a);
-        }
-        out.extend_from_slice(b"SYNC\r\n");
+        // AUTH first, alone: a node refuses SYNC while a reply to the same
+        // client is still unsent ("SYNC and PSYNC are invalid with pending
+        // output"), so SYNC follows AUTH's +OK (`link_step`).
+        let out = match crate::backend::auth::frame(&self.shared.config) {
+            Some(a) => a.to_vec(),
+            None => SYNC.to_vec(),
+        };
         let now = cx.now;
         self.replfeed.links.insert_with(|_| Link {
             session,
@@ -414,15 +418,9 @@ impl Worker {
                     auth: !self.shared.config.backend_password.is_empty(),
                 };
             }
-            match l.stream.write(&l.out) {
-                Ok(n) => {
-                    l.out.drain(..n);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                Err(e) => {
-                    let why = format!("write to {} failed ({e})", l.addr);
-                    return self.feed_fail(cx, session, &why);
-                }
+            if let Err(e) = link_write(l) {
+                let why = format!("write to {} failed ({e})", l.addr);
+                return self.feed_fail(cx, session, &why);
             }
         }
         if event.is_readable() || event.is_read_closed() || event.is_error() {
@@ -600,6 +598,23 @@ impl Worker {
     }
 }
 
+/// Write what the handshake has left to send, as far as the socket takes
+/// it (the rest goes at its next writable edge).
+fn link_write(l: &mut Link) -> std::io::Result<()> {
+    while !l.out.is_empty() {
+        match l.stream.write(&l.out) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                l.out.drain(..n);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// A frame's command name is `name` (ASCII case ignored).
 fn is(frame: &[u8], args: &[std::ops::Range<usize>], i: usize, name: &[u8]) -> bool {
     args.get(i)
@@ -646,7 +661,13 @@ fn link_step(
                         };
                         return Step::Fail(format!("{} refused SYNC: {why}", l.addr));
                     }
-                    b'+' if auth => l.phase = Phase::Handshake { auth: false },
+                    b'+' if auth => {
+                        l.phase = Phase::Handshake { auth: false };
+                        l.out.extend_from_slice(SYNC);
+                        if let Err(e) = link_write(l) {
+                            return Step::Fail(format!("write to {} failed ({e})", l.addr));
+                        }
+                    }
                     b'$' if text.starts_with(b"$EOF:") && text.len() == 45 => {
                         let mut mark = [0u8; 40];
                         mark.copy_from_slice(&text[5..]);
