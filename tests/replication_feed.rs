@@ -510,3 +510,37 @@ fn the_links_authenticate_with_backend_password() {
         assert_eq!(feed.command(), cmd(&["set", k, "1"]));
     }
 }
+
+/// A master that refuses the link's SYNC (here its user may not run it):
+/// the client gets an error where the RDB's header would be, then the
+/// close, and the other masters' links go too.
+#[test]
+fn a_master_refusing_sync_ends_the_feed_with_its_reason() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let setuser = "ACL SETUSER feeder on >f-pw ~* &* +@all -sync -psync";
+    let setuser: Vec<&str> = setuser.split(' ').collect();
+    for n in &cluster.nodes {
+        assert_eq!(n.conn().cmd(&setuser), ok());
+    }
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "backend-user feeder\nbackend-password f-pw\n",
+    );
+    assert_eq!(m.conn().cmd(&["SET", "k", "v"]), ok());
+    let mut c = Conn::connect(&m.addr());
+    c.write_raw(b"SYNC\r\n").unwrap();
+    let got =
+        String::from_utf8_lossy(&c.read_raw_until_closed(Duration::from_secs(10))).into_owned();
+    let got = got.trim_start_matches('\n');
+    assert!(got.starts_with("-ERR mithril: "), "{got:?}");
+    assert!(got.contains("refused SYNC: NOPERM"), "{got:?}");
+    assert!(
+        got.ends_with("\r\n") && got.matches("\r\n").count() == 1,
+        "{got:?}"
+    );
+    wait_until("the replicas gone", Duration::from_secs(10), || {
+        (connected_slaves(&cluster) == vec![0, 0, 0]).then_some(())
+    });
+    assert_eq!(m.conn().cmd(&["GET", "k"]), support::bulk("v"));
+}

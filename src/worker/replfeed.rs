@@ -39,7 +39,8 @@
 //! MULTI block are bounded by the same hard limit (the feed closes).
 //!
 //! The feed ends (the client's connection is closed, as a master drops a
-//! replica that must resynchronise) when a link fails or closes, when a
+//! replica that must resynchronise; before the RDB, after an error line
+//! saying why) when a link fails or closes, when a
 //! master stays silent [`LOAD_TIMEOUT`] before its RDB, when the set of
 //! masters changes (a failover, a new master), at SIGTERM, and when the
 //! client closes. Closing the client closes every link, so the masters'
@@ -392,11 +393,30 @@ impl Worker {
     }
 
     /// End the feed of `session`: the client is closed, as a master drops
-    /// a replica that must resynchronise.
+    /// a replica that must resynchronise. Before its RDB it is told why
+    /// first, with an error where the RDB's header would be (what a master
+    /// that cannot serve a SYNC sends; a replica logs it).
     fn feed_fail(&mut self, cx: &mut Context<'_, Timer>, session: Key, why: &str) {
         let id = self.sessions.get(session).map_or(0, |s| s.id);
         log::info!(target: "mithril::replfeed", "worker {}: closing replication feed of client {id}: {why}", self.id);
-        self.close_session(cx, session);
+        let loading = self.replfeed.feed_mut(session).and_then(|f| {
+            (f.loading > 0 && !self.sessions.get(session)?.pressure.over_hard).then_some(f.barrier)
+        });
+        let Some(barrier) = loading else {
+            return self.close_session(cx, session);
+        };
+        // The links go now; the client once the error is written.
+        self.feed_closed(cx, session);
+        let Some(s) = self.sessions.get_mut(session) else {
+            return;
+        };
+        let line = why.replace(['\r', '\n'], " ");
+        s.push_oob(barrier, Bytes::from(format!("-ERR mithril: {line}\r\n")));
+        s.close_after_flush();
+        if !s.dirty {
+            s.dirty = true;
+            self.dirty_sessions.push(session);
+        }
     }
 
     /// Readiness on a link.
