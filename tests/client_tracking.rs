@@ -484,3 +484,266 @@ fn trackinginfo_getredir_and_the_errors_are_redis_s() {
         });
     }
 }
+
+fn invalidate_keys(keys: &[&str]) -> Reply {
+    Reply::Push(vec![
+        bulk("invalidate"),
+        Reply::Array(Some(keys.iter().map(|k| bulk(k)).collect())),
+    ])
+}
+
+/// The keys of an invalidation: a RESP3 push, or (`resp2`) a message
+/// on `__redis__:invalidate`.
+fn pushed_keys(p: &Reply, resp2: bool) -> Option<&Reply> {
+    match p {
+        Reply::Push(v) if !resp2 => v.get(1),
+        Reply::Array(Some(v)) if resp2 => v.get(2),
+        _ => None,
+    }
+}
+
+/// Until a write of `mark` (by `w`) is heard by each of `listeners`
+/// (`true`: a RESP2 subscriber): their BCAST is on at every node. What
+/// came before is dropped (up to a write of another key, `mark` +
+/// ":sync", heard by all).
+fn wait_bcast(w: &mut Conn, listeners: &mut [(&mut Conn, bool)], mark: &str) {
+    let alone = Reply::Array(Some(vec![bulk(mark)]));
+    for (c, resp2) in listeners.iter_mut() {
+        wait_until("BCAST to be on", WAIT, || {
+            w.cmd(&["SET", mark, "x"]);
+            loop {
+                match c.try_read_reply(Duration::from_millis(200)) {
+                    Ok(p) if pushed_keys(&p, *resp2) == Some(&alone) => return Some(()),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        });
+    }
+    let sync = format!("{mark}:sync");
+    assert_eq!(w.cmd(&["SET", &sync, "x"]), ok());
+    for (c, resp2) in listeners.iter_mut() {
+        pushes_until(c, &sync, *resp2);
+    }
+}
+
+#[test]
+fn bcast_after_default_reads_hears_each_write_once() {
+    // M2 of the suite's findings (unit/tracking, "The connection gets
+    // invalidation messages about all the keys"): keys read in the default
+    // mode are tracked by the node for the shared connection, toward the
+    // tracker. Once the client is in BCAST, a write of them must come as
+    // the node's BCAST batch alone: mithril's BCAST shared the tracker
+    // with those table invalidations and pushed `[a]` first, then `[a b
+    // c]`, and the client was one message behind from then on.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    let keys = ["m2:a{t}", "m2:b{t}", "m2:c{t}"];
+    let mut mget = vec!["MGET"];
+    mget.extend(keys);
+    assert_eq!(c.cmd(&mget).as_array().len(), 3);
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON", "BCAST"]), ok());
+    wait_bcast(&mut w, &mut [(&mut c, false)], "m2:mark{t}");
+    let mut mset = vec!["MSET"];
+    for k in keys {
+        mset.extend([k, "1"]);
+    }
+    assert_eq!(w.cmd(&mset), ok());
+    assert_eq!(next_push(&mut c), invalidate_keys(&keys));
+    assert_eq!(w.cmd(&["SET", "m2:d{t}", "1"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("m2:d{t}"));
+    no_push(&mut c);
+    // Back to the default mode: a read is pushed once, not twice (the
+    // BCAST tracker, if still open, speaks to BCAST clients only).
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    let mut d = tracking_conn(&m, &[]);
+    assert_eq!(d.cmd(&["GET", "m2:e{t}"]), Reply::Null);
+    assert_eq!(w.cmd(&["SET", "m2:e{t}", "1"]), ok());
+    assert_eq!(next_push(&mut d), invalidate("m2:e{t}"));
+    no_push(&mut d);
+}
+
+/// Every push `c` gets until the one of `mark` (included).
+fn pushes_until(c: &mut Conn, mark: &str, resp2: bool) -> Vec<Reply> {
+    let mut got = Vec::new();
+    loop {
+        let p = next_push(c);
+        let done = pushed_keys(&p, resp2)
+            .is_some_and(|k| matches!(k, Reply::Array(Some(v)) if v.contains(&bulk(mark))));
+        got.push(p);
+        if done {
+            return got;
+        }
+    }
+}
+
+/// BCAST listeners with prefixes, NOLOOP and a REDIRECT to a RESP2
+/// subscriber, then writes of several keys per command: what each
+/// listener got after each step (`server` is mithril or a node).
+fn bcast_script(conn: &dyn Fn() -> Conn) -> Vec<Vec<Reply>> {
+    let mark = "z:mark{t}";
+    let mut w = conn();
+    let mut c = conn();
+    c.cmd(&["HELLO", "3"]);
+    // c read, in the default mode, keys the steps write (as the suite's
+    // MGET before BCAST): not news to it once in BCAST.
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    wait_ready(&mut c);
+    let read = [
+        "MGET", "a:1{t}", "a:2{t}", "b:1{t}", "b:2{t}", "c:1{t}", "a:own{t}",
+    ];
+    assert_eq!(c.cmd(&read).as_array().len(), 6);
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    let on = ["CLIENT", "TRACKING", "ON", "BCAST"];
+    let with = |more: &[&'static str]| [&on[..], more].concat();
+    assert_eq!(
+        c.cmd(&with(&["PREFIX", "b:", "PREFIX", "a:", "PREFIX", "z:"])),
+        ok()
+    );
+    let mut n = conn();
+    n.cmd(&["HELLO", "3"]);
+    assert_eq!(
+        n.cmd(&with(&["NOLOOP", "PREFIX", "a:", "PREFIX", "z:"])),
+        ok()
+    );
+    let mut e = conn();
+    e.cmd(&["HELLO", "3"]);
+    assert_eq!(e.cmd(&on), ok());
+    let mut s = conn();
+    let id = s.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    assert_eq!(
+        s.cmd(&["SUBSCRIBE", "__redis__:invalidate"])
+            .as_array()
+            .len(),
+        3
+    );
+    let mut q = conn();
+    let redirect = [
+        "CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", &id, "PREFIX", "a:", "PREFIX", "z:",
+    ];
+    assert_eq!(q.cmd(&redirect), ok());
+    wait_bcast(
+        &mut w,
+        &mut [
+            (&mut c, false),
+            (&mut n, false),
+            (&mut e, false),
+            (&mut s, true),
+        ],
+        mark,
+    );
+    let k = |s: &str| format!("{s}{{t}}");
+    type Step<'a> = (bool, Vec<Vec<String>>);
+    let steps: Vec<Step> = vec![
+        // (by the NOLOOP client, commands)
+        (
+            false,
+            vec![vec![
+                "MSET".into(),
+                k("c:1"),
+                "1".into(),
+                k("b:2"),
+                "1".into(),
+                k("a:2"),
+                "1".into(),
+                k("a:1"),
+                "1".into(),
+                k("x:1"),
+                "1".into(),
+                k("b:1"),
+                "1".into(),
+            ]],
+        ),
+        (
+            false,
+            vec![vec![
+                "MSET".into(),
+                k("a:1"),
+                "1".into(),
+                k("a:1"),
+                "2".into(),
+            ]],
+        ),
+        (false, vec![vec!["DEL".into(), k("a:1"), k("b:1"), k("zz")]]),
+        (true, vec![vec!["SET".into(), k("a:own"), "1".into()]]),
+        (false, vec![vec!["SET".into(), k("a:oth"), "1".into()]]),
+        (
+            true,
+            vec![vec![
+                "MSET".into(),
+                k("a:own"),
+                "2".into(),
+                k("a:x"),
+                "2".into(),
+            ]],
+        ),
+        (
+            false,
+            vec![
+                vec!["MULTI".into()],
+                vec!["SET".into(), k("a:m"), "1".into()],
+                vec!["SET".into(), k("a:own"), "3".into()],
+                vec!["EXEC".into()],
+            ],
+        ),
+        (
+            true,
+            vec![
+                vec!["MULTI".into()],
+                vec!["SET".into(), k("a:m"), "2".into()],
+                vec!["SET".into(), k("a:own"), "4".into()],
+                vec!["EXEC".into()],
+            ],
+        ),
+        (
+            false,
+            vec![
+                vec!["MULTI".into()],
+                vec!["INCR".into(), k("b:9")],
+                vec!["INCR".into(), k("a:9")],
+                vec!["INCR".into(), k("c:9")],
+                vec!["EXEC".into()],
+            ],
+        ),
+    ];
+    let mut out = Vec::new();
+    for (by_noloop, cmds) in &steps {
+        let who = if *by_noloop { &mut n } else { &mut w };
+        for a in cmds {
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            let r = who.cmd(&a);
+            assert!(
+                !matches!(r, Reply::Error(_) | Reply::Push(_)),
+                "{a:?}: {r:?}"
+            );
+        }
+        assert_eq!(w.cmd(&["SET", mark, "x"]), ok());
+        out.push(pushes_until(&mut c, mark, false));
+        out.push(pushes_until(&mut n, mark, false));
+        out.push(pushes_until(&mut e, mark, false));
+        out.push(pushes_until(&mut s, mark, true));
+    }
+    out
+}
+
+#[test]
+fn bcast_batches_are_the_node_s_with_one_master() {
+    // One master: through mithril, every BCAST listener gets exactly the
+    // messages the node gives its own clients (one per prefix, its keys
+    // sorted, the prefixes in order; NOLOOP leaving out the listener's own
+    // writes), whatever the command wrote.
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 2");
+    let node = cluster.masters()[0];
+    let want = bcast_script(&|| node.conn());
+    let got = bcast_script(&|| m.conn());
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "step {}, listener {}", i / 4, i % 4);
+    }
+}

@@ -48,14 +48,24 @@ const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\
 pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
 
-/// One master's tracker connection.
+/// One master's tracker connection: the redirect target of the shared
+/// connections' opt-in tracking.
 pub struct Tracker {
     pub addr: SocketAddr,
     pub conn: Key,
     /// Its client id, once CLIENT ID answered (0 before).
     pub id: u64,
-    /// CLIENT TRACKING ON BCAST was sent on it (for BCAST clients).
-    pub bcast: bool,
+}
+
+/// One master's BCAST tracker (for BCAST clients): a connection of its own
+/// in `CLIENT TRACKING ON BCAST` (every key), redirected nowhere and
+/// named by no redirect, so what it hears is exactly the node's BCAST
+/// batches (`trackers.rs`).
+pub struct BcastTracker {
+    pub addr: SocketAddr,
+    pub conn: Key,
+    /// The node acknowledged its BCAST: every write from then on is heard.
+    pub on: bool,
 }
 
 /// The worker's cache state.
@@ -63,6 +73,14 @@ pub struct CacheState {
     pub on: bool,
     pub cache: ReplyCache,
     pub trackers: Vec<Tracker>,
+    /// The BCAST trackers: opened while BCAST clients exist, closed
+    /// `BCAST_LINGER` after the last one went (`bcast_idle` since when).
+    pub bcast_trackers: Vec<BcastTracker>,
+    pub bcast_idle: Option<std::time::Instant>,
+    /// BCAST clients' `OK`s (session, ring slot, since when) held until
+    /// every master's BCAST tracker is on (at most `BCAST_WAIT`): one per
+    /// pending ring slot, so bounded by the rings.
+    pub bcast_waiting: Vec<(Key, u64, std::time::Instant)>,
     /// The masters the trackers were opened for (a change flushes).
     pub masters: Vec<SocketAddr>,
     /// Where an MGET's reply is built from its hits (reused).
@@ -82,7 +100,7 @@ pub struct CacheState {
     /// mailbox refused, retried each tick (at most `OUTBOX_MOST`).
     pub outbox: Vec<(usize, crate::shared::WorkerMsg)>,
     /// Keys a BCAST NOLOOP client wrote, by that client, until the
-    /// tracker hears of them (`worker/tracking.rs`).
+    /// BCAST tracker hears of them (`worker/tracking.rs`).
     pub loop_writes: std::collections::HashMap<Bytes, Key>,
 }
 
@@ -98,6 +116,9 @@ impl CacheState {
             on: false,
             cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
             trackers: Vec::new(),
+            bcast_trackers: Vec::new(),
+            bcast_idle: None,
+            bcast_waiting: Vec::new(),
             masters: Vec::new(),
             scratch: Vec::new(),
             hooked: false,
@@ -580,14 +601,8 @@ impl Worker {
             .get(bkey)
             .is_some_and(|b| b.role == Role::Tracker)
         {
-            // A tracker's CLIENT TRACKING ON BCAST: from now on the node
-            // reports every key to it. What a BCAST client read before
-            // may have changed unheard: it starts over (once, if it sent
-            // nothing since).
-            if head != b'-' {
-                self.tracking_flush_bcast();
-            }
-            return;
+            // A BCAST tracker's CLIENT TRACKING ON BCAST (`trackers.rs`).
+            return self.bcast_tracker_on(bkey, head != b'-');
         }
         if head != b'-' {
             return;

@@ -7,8 +7,8 @@
 //!                              connection (its OPTIN tracking → tracker)
 //!   tracker ◄── >invalidate [k] ─► table.take(k) ─► each session: push
 //!   SET k through this worker ──► table.take(k) ─► push (NOLOOP: not the writer)
-//!   BCAST client ─► the trackers turn BCAST on; every key they hear of is
-//!                   matched against the client's prefixes
+//!   BCAST client ─► BCAST trackers (one per master, ON BCAST); the keys of
+//!                   each batch they hear, per prefix of the client
 //!   tracker lost, FLUSHALL, masters changed ─► every tracking client: null
 //! ```
 //!
@@ -32,7 +32,7 @@
 //! invalidation, as a write made directly on a node.
 
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
+use crate::backend::Purpose;
 use crate::cache::tracking::{self, Request};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::resp::Proto;
@@ -41,7 +41,6 @@ use crate::shared::{Invalidation, WorkerMsg};
 use bytes::Bytes;
 use reactor::{Context, Key};
 
-const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
 const OK: &[u8] = b"+OK\r\n";
 /// Most keys remembered as written by a BCAST NOLOOP client, until the
 /// node's invalidation of each comes back (past it they are forgotten:
@@ -124,8 +123,15 @@ impl Worker {
                 }
                 self.update_hooked();
                 self.cache_masters(cx);
-                if bcast {
-                    self.trackers_bcast();
+                if bcast && !self.bcast_ready() {
+                    // The OK waits for every master's BCAST tracker to be
+                    // on (at most BCAST_WAIT), so a write the client sends
+                    // once it has its OK is heard (`trackers.rs`).
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        let seq = s.ring.push_pending();
+                        self.cache.bcast_waiting.push((key, seq, cx.now));
+                    }
+                    return;
                 }
             }
             Request::Off => self.tracking_off(key),
@@ -151,30 +157,6 @@ impl Worker {
         self.cache.clients -= 1;
         self.cache.bcast.retain(|&k| k != key);
         self.update_hooked();
-    }
-
-    /// Turn BCAST on at every tracker that has not (while BCAST clients
-    /// exist; it stays on until the tracker closes).
-    pub(super) fn trackers_bcast(&mut self) {
-        if self.cache.bcast.is_empty() {
-            return;
-        }
-        for i in 0..self.cache.trackers.len() {
-            if self.cache.trackers[i].bcast {
-                continue;
-            }
-            let conn = self.cache.trackers[i].conn;
-            if let Some(b) = self.backends.get_mut(conn) {
-                b.enqueue(InFlight::new(
-                    Key::NONE,
-                    0,
-                    Bytes::from_static(BCAST_ON),
-                    Purpose::Tracking,
-                ));
-                self.cache.trackers[i].bcast = true;
-                self.mark_backend_dirty(conn);
-            }
-        }
     }
 
     /// Before a tracking session's command is applied: what its read
@@ -325,9 +307,7 @@ impl Worker {
     }
 
     /// Keys a tracker heard of in one push: every session that read one is
-    /// told of it, and every BCAST session of the ones under its prefixes,
-    /// one push per prefix with all of them (as Redis batches BCAST
-    /// invalidations).
+    /// told of it.
     pub(super) fn tracking_changed(&mut self, keys: &[&[u8]]) {
         for k in keys {
             if let Some(sessions) = self.cache.table.take(k) {
@@ -338,9 +318,14 @@ impl Worker {
                 }
             }
         }
-        if self.cache.bcast.is_empty() {
-            return;
-        }
+    }
+
+    /// Keys a BCAST tracker heard of in one push (the node's batch):
+    /// every BCAST session is told of the ones under its prefixes, one
+    /// push per prefix with all of them, as Redis batches BCAST
+    /// invalidations (the batch is sorted and the prefixes cannot overlap,
+    /// so the pushes come in the prefixes' order, as from Redis).
+    pub(super) fn tracking_bcast(&mut self, keys: &[&[u8]]) {
         let looped: Vec<Option<Key>> = keys
             .iter()
             .map(|k| {
@@ -394,15 +379,34 @@ impl Worker {
         }
     }
 
+    /// Only the sessions tracking in the default mode forget everything
+    /// (a tracker or a tracked connection lost, a node's null on a
+    /// tracker): what BCAST sessions hear comes from the BCAST trackers.
+    pub(super) fn tracking_flush_reads(&mut self) {
+        self.cache.table.clear();
+        if self.cache.clients == self.cache.bcast.len() {
+            return;
+        }
+        let keys: Vec<Key> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.tracking.as_ref().is_some_and(|t| !t.bcast))
+            .map(|(k, _)| k)
+            .collect();
+        for k in keys {
+            self.track_push(k, None, None);
+        }
+    }
+
     /// A shared connection whose reads the node tracked closed: the node
     /// forgot what it tracked for it (its invalidations went to the
-    /// tracker under its id), so the cache and the tracking clients start
-    /// over.
+    /// tracker under its id), so the cache and the tracking clients in
+    /// the default mode start over.
     pub(super) fn tracked_conn_lost(&mut self) {
         if !self.cache.cache.is_empty() {
             self.cache.cache.flush();
         }
-        self.tracking_flush(None);
+        self.tracking_flush_reads();
     }
 
     /// Only the BCAST sessions forget everything (a tracker came up: what
