@@ -697,6 +697,20 @@ fn bcast_script(conn: &dyn Fn() -> Conn) -> Vec<Vec<Reply>> {
                 vec!["EXEC".into()],
             ],
         ),
+        // The suite's "lazy expired keys": the NOLOOP client's own key
+        // expires at its own read, in the batch of its write; the node
+        // sends that deletion (nobody's write) to it.
+        (
+            true,
+            vec![
+                vec!["MULTI".into()],
+                vec!["SET".into(), k("a:e"), "1".into(), "PX".into(), "1".into()],
+                vec!["SET".into(), k("a:e2"), "1".into()],
+                vec!["DEBUG".into(), "SLEEP".into(), "0.1".into()],
+                vec!["GET".into(), k("a:e")],
+                vec!["EXEC".into()],
+            ],
+        ),
         (
             false,
             vec![
@@ -736,6 +750,7 @@ fn bcast_batches_are_the_node_s_with_one_master() {
     // writes), whatever the command wrote.
     let cluster = RedisCluster::start(ClusterSpec {
         masters: 1,
+        extra_redis_conf: vec!["enable-debug-command yes".into()],
         ..ClusterSpec::default()
     });
     let m = Mithril::start(bin(), &cluster.seeds(), "threads 2");
@@ -746,4 +761,117 @@ fn bcast_batches_are_the_node_s_with_one_master() {
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g, w, "step {}, listener {}", i / 4, i % 4);
     }
+}
+
+#[test]
+fn a_script_s_keys_are_tracked_only_if_it_reads() {
+    // unit/tracking's "Tracking only occurs for scripts when a command
+    // calls a read-only command": the node tracks a script's declared
+    // keys if the script calls a read command. mithril sent scripts
+    // without the opt-in, so nothing came and the unit waited for ever.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    let mset = ["MSET", "s:2{t}", "2", "s:1{t}", "2"];
+    let keys = ["2", "s:1{t}", "s:2{t}"];
+    let run = |c: &mut Conn, how: &str, body: &str| {
+        let mut a = vec![how, body];
+        a.extend(keys);
+        let r = c.cmd(&a);
+        assert!(!r.is_error(), "{a:?}: {r:?}");
+    };
+    run(&mut c, "EVAL", "redis.call('set', 's:3{t}', 'bar')");
+    assert_eq!(w.cmd(&mset), ok());
+    no_push(&mut c);
+    run(&mut c, "EVAL", "redis.call('get', 's:3{t}')");
+    assert_eq!(w.cmd(&mset), ok());
+    assert_eq!(next_push(&mut c), invalidate("s:2{t}"));
+    assert_eq!(next_push(&mut c), invalidate("s:1{t}"));
+    run(&mut c, "EVAL_RO", "redis.call('ping')");
+    assert_eq!(w.cmd(&mset), ok());
+    no_push(&mut c);
+    run(&mut c, "EVAL_RO", "redis.call('get', 's:1{t}')");
+    assert_eq!(w.cmd(&mset), ok());
+    assert_eq!(next_push(&mut c), invalidate("s:2{t}"));
+    assert_eq!(next_push(&mut c), invalidate("s:1{t}"));
+    // EVALSHA too (its body loaded through mithril).
+    let sha = c.cmd(&["SCRIPT", "LOAD", "return redis.call('get', KEYS[1])"]);
+    let sha = sha.as_str().to_string();
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "s:1{t}"]), bulk("2"));
+    assert_eq!(w.cmd(&["SET", "s:1{t}", "3"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("s:1{t}"));
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
+
+#[test]
+fn bcast_after_default_mode_hears_a_write_before_the_next_reply() {
+    // unit/tracking's "After switching from normal tracking to BCAST
+    // mode, no invalidation message is produced for pre-BCAST keys": the
+    // push of another client's write comes before the PONG of a PING sent
+    // once that write was answered.
+    let (_cluster, m) = cluster_and_mithril("");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    for i in 0..5 {
+        let k = format!("pb:{i}");
+        assert_eq!(w.cmd(&["SET", &k, "1"]), ok());
+        c.cmd(&["GET", &k]);
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on", "BCAST"]), ok());
+        assert_eq!(w.cmd(&["INCR", &k]), Reply::Int(2));
+        c.send(&[b"PING"]);
+        assert_eq!(c.read_reply(), invalidate(&k), "round {i}");
+        assert_eq!(c.read_reply(), Reply::Simple("PONG".into()), "round {i}");
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), ok());
+    }
+}
+
+#[test]
+fn tracking_off_and_on_again_reads_with_the_trackers_up() {
+    // unit/tracking's "Tracking invalidation message is not interleaved
+    // with transaction response" turns tracking off and on, then reads: the
+    // trackers closed at the first tick without a tracking client, so that
+    // read went before they were up again and was invalidated at once (a
+    // push Redis never sends), which shifted the client's replies.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut c = tracking_conn(&m, &[]);
+    for i in 0..3 {
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+        // Ticks (every 100 ms) pass with no tracking client.
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), ok());
+        let k = format!("ct:again:{i}");
+        c.send(&[b"GET", k.as_bytes()]);
+        c.send(&[b"PING"]);
+        assert_eq!(c.read_reply(), Reply::Null, "round {i}");
+        assert_eq!(c.read_reply(), Reply::Simple("PONG".into()), "round {i}");
+    }
+}
+
+#[test]
+fn a_write_queued_in_multi_is_told_after_exec() {
+    // unit/tracking's "Tracking invalidation message is not interleaved
+    // with transaction response": the client's own INCR of a key it read,
+    // queued in MULTI, is told behind EXEC's reply (it runs then), not
+    // behind its QUEUED.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut c = tracking_conn(&m, &[]);
+    assert_eq!(c.cmd(&["MSET", "tx:a{t}", "1", "tx:b{t}", "2"]), ok());
+    assert_eq!(c.cmd(&["GET", "tx:a{t}"]), bulk("1"));
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", "tx:a{t}"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["GET", "tx:b{t}"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        Reply::Array(Some(vec![Reply::Int(2), bulk("2")]))
+    );
+    assert_eq!(next_push(&mut c), invalidate("tx:a{t}"));
+    // DISCARD: told behind DISCARD's OK.
+    assert_eq!(c.cmd(&["GET", "tx:a{t}"]), bulk("2"));
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", "tx:a{t}"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["DISCARD"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("tx:a{t}"));
+    no_push(&mut c);
 }

@@ -77,6 +77,9 @@ pub struct CacheState {
     /// `BCAST_LINGER` after the last one went (`bcast_idle` since when).
     pub bcast_trackers: Vec<BcastTracker>,
     pub bcast_idle: Option<std::time::Instant>,
+    /// Since when the trackers are not needed (closed `TRACKER_LINGER`
+    /// later, `trackers.rs`).
+    pub unhooked: Option<std::time::Instant>,
     /// BCAST clients' `OK`s (session, ring slot, since when) held until
     /// every master's BCAST tracker is on (at most `BCAST_WAIT`): one per
     /// pending ring slot, so bounded by the rings.
@@ -93,15 +96,24 @@ pub struct CacheState {
     pub bcast: Vec<Key>,
     /// Keys read by tracking sessions (`worker/tracking.rs`).
     pub table: TrackingTable<Key>,
+    /// Keys declared by tracking sessions' scripts: the node tracks them
+    /// only if the script read something, so only the node's
+    /// invalidations (not writes through this worker) reach them.
+    pub script_table: TrackingTable<Key>,
     /// The request being dispatched is a tracking client's read: it goes
     /// with the opt-in.
     pub tracked_read: bool,
     /// Invalidations for REDIRECT targets of other workers that a full
     /// mailbox refused, retried each tick (at most `OUTBOX_MOST`).
     pub outbox: Vec<(usize, crate::shared::WorkerMsg)>,
-    /// Keys a BCAST NOLOOP client wrote, by that client, until the
-    /// BCAST tracker hears of them (`worker/tracking.rs`).
-    pub loop_writes: std::collections::HashMap<Bytes, Key>,
+    /// Keys a BCAST NOLOOP client wrote, by that client (and whether the
+    /// write gave the key a time to live), until the BCAST tracker hears
+    /// of them (`worker/tracking.rs`).
+    pub loop_writes: std::collections::HashMap<Bytes, (Key, bool)>,
+    /// Keys a NOLOOP client in the default mode wrote while scripts' keys
+    /// were remembered, by that client, until a tracker hears of them (at
+    /// most `LOOP_WRITES_MOST`, `worker/tracking.rs`).
+    pub script_loop: std::collections::HashMap<Bytes, Key>,
 }
 
 impl CacheState {
@@ -118,6 +130,7 @@ impl CacheState {
             trackers: Vec::new(),
             bcast_trackers: Vec::new(),
             bcast_idle: None,
+            unhooked: None,
             bcast_waiting: Vec::new(),
             masters: Vec::new(),
             scratch: Vec::new(),
@@ -125,9 +138,11 @@ impl CacheState {
             clients: 0,
             bcast: Vec::new(),
             table: TrackingTable::new(max_keys, seed ^ 0x5851_F42D_4C95_7F2D),
+            script_table: TrackingTable::new(max_keys, seed ^ 0x2545_F491_4F6C_DD1D),
             tracked_read: false,
             outbox: Vec::new(),
             loop_writes: std::collections::HashMap::new(),
+            script_loop: std::collections::HashMap::new(),
         }
     }
 
@@ -655,9 +670,10 @@ impl Worker {
             return false;
         }
         if self.cache.clients > 0 {
+            let expires = crate::cache::tracking::sets_expiry(cmd.name, args);
             for i in command::keys(cmd, args) {
                 if let Some(k) = args.get(i) {
-                    self.tracking_written(k, key, next);
+                    self.tracking_written(k, key, (next, queued), expires);
                 }
             }
         }

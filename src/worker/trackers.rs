@@ -35,6 +35,9 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
+/// How long the trackers stay once neither the cache nor any client's
+/// tracking needs them.
+const TRACKER_LINGER: Duration = Duration::from_secs(5);
 /// How long the BCAST trackers stay once the worker's last BCAST client
 /// went: a client switching modes (OFF, then ON BCAST with other
 /// prefixes) finds them still on, so nothing it writes next goes unheard;
@@ -63,12 +66,20 @@ impl Worker {
         // Trackers exist while the cache or some client's tracking needs
         // them.
         if self.cache.hooked {
+            self.cache.unhooked = None;
             self.cache_masters(cx);
         } else if !self.cache.trackers.is_empty() {
-            for t in std::mem::take(&mut self.cache.trackers) {
-                self.drop_backend(cx, t.conn);
+            // Kept TRACKER_LINGER more: a client that turns tracking off
+            // and on again reads with trackers that are up (a read before
+            // they are is invalidated at once, a push Redis never sends).
+            let since = *self.cache.unhooked.get_or_insert(cx.now);
+            if cx.now.saturating_duration_since(since) >= TRACKER_LINGER {
+                for t in std::mem::take(&mut self.cache.trackers) {
+                    self.drop_backend(cx, t.conn);
+                }
+                self.cache.masters.clear();
+                self.cache.unhooked = None;
             }
-            self.cache.masters.clear();
         }
         self.bcast_tick(cx);
         self.cache.update_open();
@@ -165,21 +176,23 @@ impl Worker {
                 log::debug!(target: "mithril::cache", "worker {}: masters changed: cache flushed", self.id);
             }
             // Trackers of nodes that are no longer masters go.
-            let (keep, gone): (Vec<Tracker>, Vec<Tracker>) =
-                std::mem::take(&mut self.cache.trackers)
-                    .into_iter()
-                    .partition(|t| masters.contains(&t.addr));
-            self.cache.trackers = keep;
-            for t in gone {
-                self.drop_backend(cx, t.conn);
-            }
-            let (keep, gone): (Vec<BcastTracker>, Vec<BcastTracker>) =
-                std::mem::take(&mut self.cache.bcast_trackers)
-                    .into_iter()
-                    .partition(|t| masters.contains(&t.addr));
-            self.cache.bcast_trackers = keep;
-            for t in gone {
-                self.drop_backend(cx, t.conn);
+            let mut gone: Vec<Key> = Vec::new();
+            self.cache.trackers.retain(|t| {
+                let keep = masters.contains(&t.addr);
+                if !keep {
+                    gone.push(t.conn);
+                }
+                keep
+            });
+            self.cache.bcast_trackers.retain(|t| {
+                let keep = masters.contains(&t.addr);
+                if !keep {
+                    gone.push(t.conn);
+                }
+                keep
+            });
+            for conn in gone {
+                self.drop_backend(cx, conn);
             }
             self.cache.masters = masters;
         }
@@ -188,22 +201,8 @@ impl Worker {
             if self.cache.trackers.iter().any(|t| t.addr == addr) {
                 continue;
             }
-            match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
-                Ok(conn) => {
-                    if let Some(b) = self.backends.get_mut(conn) {
-                        b.enqueue(InFlight::new(
-                            Key::NONE,
-                            0,
-                            Bytes::from_static(CLIENT_ID),
-                            Purpose::TrackerId,
-                        ));
-                    }
-                    self.mark_backend_dirty(conn);
-                    self.cache.trackers.push(Tracker { addr, conn, id: 0 });
-                }
-                Err(e) => {
-                    log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
-                }
+            if let Some(conn) = self.open_tracker(cx, addr, CLIENT_ID, Purpose::TrackerId) {
+                self.cache.trackers.push(Tracker { addr, conn, id: 0 });
             }
         }
         self.bcast_trackers_open(cx);
@@ -221,26 +220,40 @@ impl Worker {
             if self.cache.bcast_trackers.iter().any(|t| t.addr == addr) {
                 continue;
             }
-            match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
-                Ok(conn) => {
-                    if let Some(b) = self.backends.get_mut(conn) {
-                        b.enqueue(InFlight::new(
-                            Key::NONE,
-                            0,
-                            Bytes::from_static(BCAST_ON),
-                            Purpose::Tracking,
-                        ));
-                    }
-                    self.mark_backend_dirty(conn);
-                    self.cache.bcast_trackers.push(BcastTracker {
-                        addr,
-                        conn,
-                        on: false,
-                    });
+            if let Some(conn) = self.open_tracker(cx, addr, BCAST_ON, Purpose::Tracking) {
+                self.cache.bcast_trackers.push(BcastTracker {
+                    addr,
+                    conn,
+                    on: false,
+                });
+            }
+        }
+    }
+
+    /// A tracker connection to `addr` (either kind), `first` queued on it.
+    fn open_tracker(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        first: &'static [u8],
+        purpose: Purpose,
+    ) -> Option<Key> {
+        match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
+            Ok(conn) => {
+                if let Some(b) = self.backends.get_mut(conn) {
+                    b.enqueue(InFlight::new(
+                        Key::NONE,
+                        0,
+                        Bytes::from_static(first),
+                        purpose,
+                    ));
                 }
-                Err(e) => {
-                    log::debug!(target: "mithril::cache", "worker {}: no BCAST tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
-                }
+                self.mark_backend_dirty(conn);
+                Some(conn)
+            }
+            Err(e) => {
+                log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
+                None
             }
         }
     }
