@@ -875,3 +875,34 @@ fn a_write_queued_in_multi_is_told_after_exec() {
     assert_eq!(next_push(&mut c), invalidate("tx:a{t}"));
     no_push(&mut c);
 }
+
+#[test]
+fn config_set_changes_the_table_bound() {
+    // unit/tracking's clean_all sets tracking-table-max-keys with CONFIG
+    // SET: mithril refused it (immutable), and every test after failed.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut a = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    for k in ["cb:1", "cb:2", "cb:3"] {
+        c.cmd(&["GET", k]);
+    }
+    assert_eq!(
+        a.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "2"]),
+        ok()
+    );
+    assert_eq!(
+        a.cmd(&["CONFIG", "GET", "tracking-table-max-keys"]),
+        Reply::Array(Some(vec![bulk("tracking-table-max-keys"), bulk("2")]))
+    );
+    // The table held the probe and three keys: the two oldest go (at the
+    // next tick), their clients told.
+    let first = next_push(&mut c);
+    let probe = first.as_array()[1].as_array()[0].as_str().to_string();
+    assert!(probe.starts_with("probe:"), "{first:?}");
+    assert_eq!(next_push(&mut c), invalidate("cb:1"));
+    no_push(&mut c);
+    // Reads past the new bound evict the oldest.
+    c.send(&[b"GET", b"cb:4"]);
+    assert_eq!(c.read_reply(), invalidate("cb:2"));
+    assert_eq!(c.read_reply(), Reply::Null);
+}

@@ -302,7 +302,7 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
 
     /// `session` read `key`. Keys evicted to stay within the bound are
     /// handed to `evict` with their sessions.
-    pub fn remember(&mut self, key: &[u8], session: S, mut evict: impl FnMut(Bytes, Vec<S>)) {
+    pub fn remember(&mut self, key: &[u8], session: S, evict: impl FnMut(Bytes, Vec<S>)) {
         if let Some(i) = self.keys.get_mut(key) {
             if !i.sessions.contains(&session) {
                 i.sessions.push(session);
@@ -320,6 +320,17 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
                 sessions: vec![session],
             },
         );
+        self.trim(evict);
+    }
+
+    /// A new bound (CONFIG SET): the oldest keys past it are handed to
+    /// `evict` with their sessions.
+    pub fn set_max(&mut self, max_keys: usize, evict: impl FnMut(Bytes, Vec<S>)) {
+        self.max_keys = max_keys;
+        self.trim(evict);
+    }
+
+    fn trim(&mut self, mut evict: impl FnMut(Bytes, Vec<S>)) {
         while self.max_keys > 0 && self.keys.len() > self.max_keys {
             let Some((k, b)) = self.order.pop_front() else {
                 break;

@@ -119,11 +119,7 @@ pub struct CacheState {
 impl CacheState {
     pub fn new(shared: &crate::shared::Shared, worker: usize, seed: u64) -> CacheState {
         let (budget, age) = limits(shared);
-        let workers = shared.workers.len().max(1) as u64;
-        let max_keys = match shared.config.tracking_table_max_keys {
-            0 => 0,
-            n => (n / workers).max(1) as usize,
-        };
+        let max_keys = table_share(shared);
         CacheState {
             on: false,
             cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
@@ -161,6 +157,15 @@ impl CacheState {
                 .masters
                 .iter()
                 .all(|m| self.trackers.iter().any(|t| t.addr == *m && t.id != 0));
+    }
+}
+
+/// This worker's share of `tracking-table-max-keys` (0: no bound).
+pub(super) fn table_share(shared: &crate::shared::Shared) -> usize {
+    let workers = shared.workers.len().max(1) as u64;
+    match shared.live.tracking_table_max_keys.load(Relaxed) {
+        0 => 0,
+        n => (n / workers).max(1) as usize,
     }
 }
 

@@ -63,6 +63,7 @@ impl Worker {
             log::info!(target: "mithril::cache", "worker {}: reply cache {}", self.id, if on { "on" } else { "off" });
         }
         self.tracking_outbox();
+        self.tracking_bound();
         // Trackers exist while the cache or some client's tracking needs
         // them.
         if self.cache.hooked {

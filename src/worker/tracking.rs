@@ -239,12 +239,32 @@ impl Worker {
                 }
             }
         }
+        self.tracking_evicted(evicted);
+        how
+    }
+
+    /// Keys the table's bound evicted: their sessions are told.
+    pub(super) fn tracking_evicted(&mut self, evicted: Vec<(Bytes, Vec<Key>)>) {
         for (k, sessions) in evicted {
             for s in sessions {
                 self.track_push(s, Some(&[&k]), None);
             }
         }
-        how
+    }
+
+    /// CONFIG SET tracking-table-max-keys (seen at a tick): both tables
+    /// take the worker's new share, the oldest keys past it invalidated.
+    pub(super) fn tracking_bound(&mut self) {
+        let share = super::cache::table_share(&self.shared);
+        if share == self.cache.table.max_keys {
+            return;
+        }
+        let mut evicted = Vec::new();
+        self.cache.table.set_max(share, |k, s| evicted.push((k, s)));
+        self.cache
+            .script_table
+            .set_max(share, |k, s| evicted.push((k, s)));
+        self.tracking_evicted(evicted);
     }
 
     /// After the command: an uncached read's keys are invalidated behind
@@ -401,11 +421,7 @@ impl Worker {
                         self.cache
                             .script_table
                             .remember(k, s, |k, s| evicted.push((k, s)));
-                        for (k, sessions) in evicted {
-                            for s in sessions {
-                                self.track_push(s, Some(&[&k]), None);
-                            }
-                        }
+                        self.tracking_evicted(evicted);
                     } else if !sessions.contains(&s) {
                         sessions.push(s);
                     }
