@@ -906,3 +906,52 @@ fn config_set_changes_the_table_bound() {
     assert_eq!(c.read_reply(), invalidate("cb:2"));
     assert_eq!(c.read_reply(), Reply::Null);
 }
+
+#[test]
+fn bcast_follows_a_failover_to_the_new_master() {
+    // The BCAST trackers follow the masters like the default ones: after a
+    // failover, a write on the new master is heard by a BCAST client.
+    let mut cluster = RedisCluster::start(ClusterSpec {
+        replicas_per_master: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 1\ntopology-refresh-secs 1",
+    );
+    let mut w = m.conn();
+    let mut c = m.conn();
+    c.cmd(&["HELLO", "3"]);
+    assert_eq!(
+        c.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "fo:"]),
+        ok()
+    );
+    for (slot, _, _) in cluster.slot_map() {
+        wait_bcast(
+            &mut w,
+            &mut [(&mut c, false)],
+            &key_for_slot(slot, "fo:mark:"),
+        );
+    }
+    let key = "fo:key";
+    cluster.fail_over(key_slot(key.as_bytes()));
+    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    // Once mithril's BCAST tracker is on the new master, its writes are
+    // heard (a null may come as it comes up).
+    wait_until(
+        "the new master's writes to be heard",
+        Duration::from_secs(20),
+        || {
+            assert_eq!(node.cmd(&["SET", key, "x"]), ok());
+            loop {
+                match c.try_read_reply(Duration::from_millis(200)) {
+                    Ok(p) if p == invalidate(key) => return Some(()),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        },
+    );
+}
