@@ -484,3 +484,474 @@ fn trackinginfo_getredir_and_the_errors_are_redis_s() {
         });
     }
 }
+
+fn invalidate_keys(keys: &[&str]) -> Reply {
+    Reply::Push(vec![
+        bulk("invalidate"),
+        Reply::Array(Some(keys.iter().map(|k| bulk(k)).collect())),
+    ])
+}
+
+/// The keys of an invalidation: a RESP3 push, or (`resp2`) a message
+/// on `__redis__:invalidate`.
+fn pushed_keys(p: &Reply, resp2: bool) -> Option<&Reply> {
+    match p {
+        Reply::Push(v) if !resp2 => v.get(1),
+        Reply::Array(Some(v)) if resp2 => v.get(2),
+        _ => None,
+    }
+}
+
+/// Until a write of `mark` (by `w`) is heard by each of `listeners`
+/// (`true`: a RESP2 subscriber): their BCAST is on at every node. What
+/// came before is dropped (up to a write of another key, `mark` +
+/// ":sync", heard by all).
+fn wait_bcast(w: &mut Conn, listeners: &mut [(&mut Conn, bool)], mark: &str) {
+    let alone = Reply::Array(Some(vec![bulk(mark)]));
+    for (c, resp2) in listeners.iter_mut() {
+        wait_until("BCAST to be on", WAIT, || {
+            w.cmd(&["SET", mark, "x"]);
+            loop {
+                match c.try_read_reply(Duration::from_millis(200)) {
+                    Ok(p) if pushed_keys(&p, *resp2) == Some(&alone) => return Some(()),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        });
+    }
+    let sync = format!("{mark}:sync");
+    assert_eq!(w.cmd(&["SET", &sync, "x"]), ok());
+    for (c, resp2) in listeners.iter_mut() {
+        pushes_until(c, &sync, *resp2);
+    }
+}
+
+#[test]
+fn bcast_after_default_reads_hears_each_write_once() {
+    // M2 of the suite's findings (unit/tracking, "The connection gets
+    // invalidation messages about all the keys"): keys read in the default
+    // mode are tracked by the node for the shared connection, toward the
+    // tracker. Once the client is in BCAST, a write of them must come as
+    // the node's BCAST batch alone: mithril's BCAST shared the tracker
+    // with those table invalidations and pushed `[a]` first, then `[a b
+    // c]`, and the client was one message behind from then on.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    let keys = ["m2:a{t}", "m2:b{t}", "m2:c{t}"];
+    let mut mget = vec!["MGET"];
+    mget.extend(keys);
+    assert_eq!(c.cmd(&mget).as_array().len(), 3);
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON", "BCAST"]), ok());
+    wait_bcast(&mut w, &mut [(&mut c, false)], "m2:mark{t}");
+    let mut mset = vec!["MSET"];
+    for k in keys {
+        mset.extend([k, "1"]);
+    }
+    assert_eq!(w.cmd(&mset), ok());
+    assert_eq!(next_push(&mut c), invalidate_keys(&keys));
+    assert_eq!(w.cmd(&["SET", "m2:d{t}", "1"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("m2:d{t}"));
+    no_push(&mut c);
+    // Back to the default mode: a read is pushed once, not twice (the
+    // BCAST tracker, if still open, speaks to BCAST clients only).
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    let mut d = tracking_conn(&m, &[]);
+    assert_eq!(d.cmd(&["GET", "m2:e{t}"]), Reply::Null);
+    assert_eq!(w.cmd(&["SET", "m2:e{t}", "1"]), ok());
+    assert_eq!(next_push(&mut d), invalidate("m2:e{t}"));
+    no_push(&mut d);
+}
+
+/// Every push `c` gets until the one of `mark` (included).
+fn pushes_until(c: &mut Conn, mark: &str, resp2: bool) -> Vec<Reply> {
+    let mut got = Vec::new();
+    loop {
+        let p = next_push(c);
+        let done = pushed_keys(&p, resp2)
+            .is_some_and(|k| matches!(k, Reply::Array(Some(v)) if v.contains(&bulk(mark))));
+        got.push(p);
+        if done {
+            return got;
+        }
+    }
+}
+
+/// BCAST listeners with prefixes, NOLOOP and a REDIRECT to a RESP2
+/// subscriber, then writes of several keys per command: what each
+/// listener got after each step (`server` is mithril or a node).
+fn bcast_script(conn: &dyn Fn() -> Conn) -> Vec<Vec<Reply>> {
+    let mark = "z:mark{t}";
+    let mut w = conn();
+    let mut c = conn();
+    c.cmd(&["HELLO", "3"]);
+    // c read, in the default mode, keys the steps write (as the suite's
+    // MGET before BCAST): not news to it once in BCAST.
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    wait_ready(&mut c);
+    let read = [
+        "MGET", "a:1{t}", "a:2{t}", "b:1{t}", "b:2{t}", "c:1{t}", "a:own{t}",
+    ];
+    assert_eq!(c.cmd(&read).as_array().len(), 6);
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "OFF"]), ok());
+    let on = ["CLIENT", "TRACKING", "ON", "BCAST"];
+    let with = |more: &[&'static str]| [&on[..], more].concat();
+    assert_eq!(
+        c.cmd(&with(&["PREFIX", "b:", "PREFIX", "a:", "PREFIX", "z:"])),
+        ok()
+    );
+    let mut n = conn();
+    n.cmd(&["HELLO", "3"]);
+    assert_eq!(
+        n.cmd(&with(&["NOLOOP", "PREFIX", "a:", "PREFIX", "z:"])),
+        ok()
+    );
+    let mut e = conn();
+    e.cmd(&["HELLO", "3"]);
+    assert_eq!(e.cmd(&on), ok());
+    let mut s = conn();
+    let id = s.cmd(&["CLIENT", "ID"]).as_int().to_string();
+    assert_eq!(
+        s.cmd(&["SUBSCRIBE", "__redis__:invalidate"])
+            .as_array()
+            .len(),
+        3
+    );
+    let mut q = conn();
+    let redirect = [
+        "CLIENT", "TRACKING", "ON", "BCAST", "REDIRECT", &id, "PREFIX", "a:", "PREFIX", "z:",
+    ];
+    assert_eq!(q.cmd(&redirect), ok());
+    wait_bcast(
+        &mut w,
+        &mut [
+            (&mut c, false),
+            (&mut n, false),
+            (&mut e, false),
+            (&mut s, true),
+        ],
+        mark,
+    );
+    let k = |s: &str| format!("{s}{{t}}");
+    type Step<'a> = (bool, Vec<Vec<String>>);
+    let steps: Vec<Step> = vec![
+        // (by the NOLOOP client, commands)
+        (
+            false,
+            vec![vec![
+                "MSET".into(),
+                k("c:1"),
+                "1".into(),
+                k("b:2"),
+                "1".into(),
+                k("a:2"),
+                "1".into(),
+                k("a:1"),
+                "1".into(),
+                k("x:1"),
+                "1".into(),
+                k("b:1"),
+                "1".into(),
+            ]],
+        ),
+        (
+            false,
+            vec![vec![
+                "MSET".into(),
+                k("a:1"),
+                "1".into(),
+                k("a:1"),
+                "2".into(),
+            ]],
+        ),
+        (false, vec![vec!["DEL".into(), k("a:1"), k("b:1"), k("zz")]]),
+        (true, vec![vec!["SET".into(), k("a:own"), "1".into()]]),
+        (false, vec![vec!["SET".into(), k("a:oth"), "1".into()]]),
+        (
+            true,
+            vec![vec![
+                "MSET".into(),
+                k("a:own"),
+                "2".into(),
+                k("a:x"),
+                "2".into(),
+            ]],
+        ),
+        (
+            false,
+            vec![
+                vec!["MULTI".into()],
+                vec!["SET".into(), k("a:m"), "1".into()],
+                vec!["SET".into(), k("a:own"), "3".into()],
+                vec!["EXEC".into()],
+            ],
+        ),
+        (
+            true,
+            vec![
+                vec!["MULTI".into()],
+                vec!["SET".into(), k("a:m"), "2".into()],
+                vec!["SET".into(), k("a:own"), "4".into()],
+                vec!["EXEC".into()],
+            ],
+        ),
+        // The suite's "lazy expired keys": the NOLOOP client's own key
+        // expires at its own read, in the batch of its write; the node
+        // sends that deletion (nobody's write) to it.
+        (
+            true,
+            vec![
+                vec!["MULTI".into()],
+                vec!["SET".into(), k("a:e"), "1".into(), "PX".into(), "1".into()],
+                vec!["SET".into(), k("a:e2"), "1".into()],
+                vec!["DEBUG".into(), "SLEEP".into(), "0.1".into()],
+                vec!["GET".into(), k("a:e")],
+                vec!["EXEC".into()],
+            ],
+        ),
+        (
+            false,
+            vec![
+                vec!["MULTI".into()],
+                vec!["INCR".into(), k("b:9")],
+                vec!["INCR".into(), k("a:9")],
+                vec!["INCR".into(), k("c:9")],
+                vec!["EXEC".into()],
+            ],
+        ),
+    ];
+    let mut out = Vec::new();
+    for (by_noloop, cmds) in &steps {
+        let who = if *by_noloop { &mut n } else { &mut w };
+        for a in cmds {
+            let a: Vec<&str> = a.iter().map(String::as_str).collect();
+            let r = who.cmd(&a);
+            assert!(
+                !matches!(r, Reply::Error(_) | Reply::Push(_)),
+                "{a:?}: {r:?}"
+            );
+        }
+        assert_eq!(w.cmd(&["SET", mark, "x"]), ok());
+        out.push(pushes_until(&mut c, mark, false));
+        out.push(pushes_until(&mut n, mark, false));
+        out.push(pushes_until(&mut e, mark, false));
+        out.push(pushes_until(&mut s, mark, true));
+    }
+    out
+}
+
+#[test]
+fn bcast_batches_are_the_node_s_with_one_master() {
+    // One master: through mithril, every BCAST listener gets exactly the
+    // messages the node gives its own clients (one per prefix, its keys
+    // sorted, the prefixes in order; NOLOOP leaving out the listener's own
+    // writes), whatever the command wrote.
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        extra_redis_conf: vec!["enable-debug-command yes".into()],
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 2");
+    let node = cluster.masters()[0];
+    let want = bcast_script(&|| node.conn());
+    let got = bcast_script(&|| m.conn());
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g, w, "step {}, listener {}", i / 4, i % 4);
+    }
+}
+
+#[test]
+fn a_script_s_keys_are_tracked_only_if_it_reads() {
+    // unit/tracking's "Tracking only occurs for scripts when a command
+    // calls a read-only command": the node tracks a script's declared
+    // keys if the script calls a read command. mithril sent scripts
+    // without the opt-in, so nothing came and the unit waited for ever.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    let mset = ["MSET", "s:2{t}", "2", "s:1{t}", "2"];
+    let keys = ["2", "s:1{t}", "s:2{t}"];
+    let run = |c: &mut Conn, how: &str, body: &str| {
+        let mut a = vec![how, body];
+        a.extend(keys);
+        let r = c.cmd(&a);
+        assert!(!r.is_error(), "{a:?}: {r:?}");
+    };
+    run(&mut c, "EVAL", "redis.call('set', 's:3{t}', 'bar')");
+    assert_eq!(w.cmd(&mset), ok());
+    no_push(&mut c);
+    run(&mut c, "EVAL", "redis.call('get', 's:3{t}')");
+    assert_eq!(w.cmd(&mset), ok());
+    assert_eq!(next_push(&mut c), invalidate("s:2{t}"));
+    assert_eq!(next_push(&mut c), invalidate("s:1{t}"));
+    run(&mut c, "EVAL_RO", "redis.call('ping')");
+    assert_eq!(w.cmd(&mset), ok());
+    no_push(&mut c);
+    run(&mut c, "EVAL_RO", "redis.call('get', 's:1{t}')");
+    assert_eq!(w.cmd(&mset), ok());
+    assert_eq!(next_push(&mut c), invalidate("s:2{t}"));
+    assert_eq!(next_push(&mut c), invalidate("s:1{t}"));
+    // EVALSHA too (its body loaded through mithril).
+    let sha = c.cmd(&["SCRIPT", "LOAD", "return redis.call('get', KEYS[1])"]);
+    let sha = sha.as_str().to_string();
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "1", "s:1{t}"]), bulk("2"));
+    assert_eq!(w.cmd(&["SET", "s:1{t}", "3"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("s:1{t}"));
+    assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
+
+#[test]
+fn bcast_after_default_mode_hears_a_write_before_the_next_reply() {
+    // unit/tracking's "After switching from normal tracking to BCAST
+    // mode, no invalidation message is produced for pre-BCAST keys": the
+    // push of another client's write comes before the PONG of a PING sent
+    // once that write was answered.
+    let (_cluster, m) = cluster_and_mithril("");
+    let mut w = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    for i in 0..5 {
+        let k = format!("pb:{i}");
+        assert_eq!(w.cmd(&["SET", &k, "1"]), ok());
+        c.cmd(&["GET", &k]);
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on", "BCAST"]), ok());
+        assert_eq!(w.cmd(&["INCR", &k]), Reply::Int(2));
+        c.send(&[b"PING"]);
+        assert_eq!(c.read_reply(), invalidate(&k), "round {i}");
+        assert_eq!(c.read_reply(), Reply::Simple("PONG".into()), "round {i}");
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), ok());
+    }
+}
+
+#[test]
+fn tracking_off_and_on_again_reads_with_the_trackers_up() {
+    // unit/tracking's "Tracking invalidation message is not interleaved
+    // with transaction response" turns tracking off and on, then reads: the
+    // trackers closed at the first tick without a tracking client, so that
+    // read went before they were up again and was invalidated at once (a
+    // push Redis never sends), which shifted the client's replies.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut c = tracking_conn(&m, &[]);
+    for i in 0..3 {
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+        // Ticks (every 100 ms) pass with no tracking client.
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(c.cmd(&["CLIENT", "TRACKING", "on"]), ok());
+        let k = format!("ct:again:{i}");
+        c.send(&[b"GET", k.as_bytes()]);
+        c.send(&[b"PING"]);
+        assert_eq!(c.read_reply(), Reply::Null, "round {i}");
+        assert_eq!(c.read_reply(), Reply::Simple("PONG".into()), "round {i}");
+    }
+}
+
+#[test]
+fn a_write_queued_in_multi_is_told_after_exec() {
+    // unit/tracking's "Tracking invalidation message is not interleaved
+    // with transaction response": the client's own INCR of a key it read,
+    // queued in MULTI, is told behind EXEC's reply (it runs then), not
+    // behind its QUEUED.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut c = tracking_conn(&m, &[]);
+    assert_eq!(c.cmd(&["MSET", "tx:a{t}", "1", "tx:b{t}", "2"]), ok());
+    assert_eq!(c.cmd(&["GET", "tx:a{t}"]), bulk("1"));
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", "tx:a{t}"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["GET", "tx:b{t}"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        Reply::Array(Some(vec![Reply::Int(2), bulk("2")]))
+    );
+    assert_eq!(next_push(&mut c), invalidate("tx:a{t}"));
+    // DISCARD: told behind DISCARD's OK.
+    assert_eq!(c.cmd(&["GET", "tx:a{t}"]), bulk("2"));
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", "tx:a{t}"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["DISCARD"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("tx:a{t}"));
+    no_push(&mut c);
+}
+
+#[test]
+fn config_set_changes_the_table_bound() {
+    // unit/tracking's clean_all sets tracking-table-max-keys with CONFIG
+    // SET: mithril refused it (immutable), and every test after failed.
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut a = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    for k in ["cb:1", "cb:2", "cb:3"] {
+        c.cmd(&["GET", k]);
+    }
+    assert_eq!(
+        a.cmd(&["CONFIG", "SET", "tracking-table-max-keys", "2"]),
+        ok()
+    );
+    assert_eq!(
+        a.cmd(&["CONFIG", "GET", "tracking-table-max-keys"]),
+        Reply::Array(Some(vec![bulk("tracking-table-max-keys"), bulk("2")]))
+    );
+    // The table held the probe and three keys: the two oldest go (at the
+    // next tick), their clients told.
+    let first = next_push(&mut c);
+    let probe = first.as_array()[1].as_array()[0].as_str().to_string();
+    assert!(probe.starts_with("probe:"), "{first:?}");
+    assert_eq!(next_push(&mut c), invalidate("cb:1"));
+    no_push(&mut c);
+    // Reads past the new bound evict the oldest.
+    c.send(&[b"GET", b"cb:4"]);
+    assert_eq!(c.read_reply(), invalidate("cb:2"));
+    assert_eq!(c.read_reply(), Reply::Null);
+}
+
+#[test]
+fn bcast_follows_a_failover_to_the_new_master() {
+    // The BCAST trackers follow the masters like the default ones: after a
+    // failover, a write on the new master is heard by a BCAST client.
+    let mut cluster = RedisCluster::start(ClusterSpec {
+        replicas_per_master: 1,
+        ..ClusterSpec::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        "threads 1\ntopology-refresh-secs 1",
+    );
+    let mut w = m.conn();
+    let mut c = m.conn();
+    c.cmd(&["HELLO", "3"]);
+    assert_eq!(
+        c.cmd(&["CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "fo:"]),
+        ok()
+    );
+    for (slot, _, _) in cluster.slot_map() {
+        wait_bcast(
+            &mut w,
+            &mut [(&mut c, false)],
+            &key_for_slot(slot, "fo:mark:"),
+        );
+    }
+    let key = "fo:key";
+    cluster.fail_over(key_slot(key.as_bytes()));
+    let port = cluster.port_for_slot(key_slot(key.as_bytes()));
+    let mut node = Conn::connect(&format!("127.0.0.1:{port}"));
+    // Once mithril's BCAST tracker is on the new master, its writes are
+    // heard (a null may come as it comes up).
+    wait_until(
+        "the new master's writes to be heard",
+        Duration::from_secs(20),
+        || {
+            assert_eq!(node.cmd(&["SET", key, "x"]), ok());
+            loop {
+                match c.try_read_reply(Duration::from_millis(200)) {
+                    Ok(p) if p == invalidate(key) => return Some(()),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+        },
+    );
+}

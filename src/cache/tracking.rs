@@ -34,6 +34,9 @@ pub struct ClientTracking {
     /// Reads were remembered inside the open transaction: its EXEC goes
     /// with the opt-in.
     pub txn_reads: bool,
+    /// Keys it read and writes inside the open transaction: told behind
+    /// EXEC's reply (the writes run then), not behind QUEUED.
+    pub txn_own: Vec<Bytes>,
     /// BCAST prefixes, sorted ("" when BCAST named none: every key).
     pub prefixes: Vec<Vec<u8>>,
     /// No command since the last flush (null invalidation) it was sent: a
@@ -226,6 +229,35 @@ pub fn frame(resp3: bool, keys: Option<&[&[u8]]>, null: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// Whether a command (by its table name) runs a script or a function:
+/// its declared keys are tracked by a node only if it calls a read
+/// command.
+pub fn is_script(name: &str) -> bool {
+    matches!(
+        name,
+        "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
+    )
+}
+
+/// Whether a write command (by its table name) gives its key a time to
+/// live: SETEX, PSETEX, the EXPIRE family, SET or GETEX with EX / PX /
+/// EXAT / PXAT.
+pub fn sets_expiry(name: &str, args: &crate::command::Args) -> bool {
+    let options = match name {
+        "setex" | "psetex" | "expire" | "pexpire" | "expireat" | "pexpireat" => return true,
+        "set" => 3,
+        "getex" => 2,
+        _ => return false,
+    };
+    (options..args.len()).any(|i| {
+        args.get(i).is_some_and(|a| {
+            [&b"ex"[..], b"px", b"exat", b"pxat"]
+                .iter()
+                .any(|o| a.eq_ignore_ascii_case(o))
+        })
+    })
+}
+
 /// The push telling a RESP3 client its redirect target is gone.
 pub fn redir_broken(id: u64) -> Bytes {
     Bytes::from(format!(">2\r\n$21\r\ntracking-redir-broken\r\n:{id}\r\n"))
@@ -270,7 +302,7 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
 
     /// `session` read `key`. Keys evicted to stay within the bound are
     /// handed to `evict` with their sessions.
-    pub fn remember(&mut self, key: &[u8], session: S, mut evict: impl FnMut(Bytes, Vec<S>)) {
+    pub fn remember(&mut self, key: &[u8], session: S, evict: impl FnMut(Bytes, Vec<S>)) {
         if let Some(i) = self.keys.get_mut(key) {
             if !i.sessions.contains(&session) {
                 i.sessions.push(session);
@@ -288,6 +320,17 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
                 sessions: vec![session],
             },
         );
+        self.trim(evict);
+    }
+
+    /// A new bound (CONFIG SET): the oldest keys past it are handed to
+    /// `evict` with their sessions.
+    pub fn set_max(&mut self, max_keys: usize, evict: impl FnMut(Bytes, Vec<S>)) {
+        self.max_keys = max_keys;
+        self.trim(evict);
+    }
+
+    fn trim(&mut self, mut evict: impl FnMut(Bytes, Vec<S>)) {
         while self.max_keys > 0 && self.keys.len() > self.max_keys {
             let Some((k, b)) = self.order.pop_front() else {
                 break;

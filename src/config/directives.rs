@@ -402,7 +402,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "tracking-table-max-keys",
         default: "1000000",
         summary: "keys remembered for clients' CLIENT TRACKING, for the whole process (each worker its share); past it the oldest are invalidated; 0 is no limit",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {

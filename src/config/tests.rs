@@ -130,6 +130,7 @@ fn table_names_are_lower_case_unique_and_runtime_ones_are_those_config_set_appli
             "reply-cache",
             "reply-cache-size",
             "reply-cache-max-age",
+            "tracking-table-max-keys",
             "timeout",
             "loglevel",
             "slowlog-log-slower-than",

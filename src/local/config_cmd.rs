@@ -1,7 +1,7 @@
 //! CONFIG: read mithril's own settings, change those that may change at
 //! run time (`loglevel`, `maxclients`, `maxmemory`, `timeout`,
 //! `slowlog-log-slower-than`, `slowlog-max-len`, `reply-cache`,
-//! `reply-cache-size`, `reply-cache-max-age`).
+//! `reply-cache-size`, `reply-cache-max-age`, `tracking-table-max-keys`).
 //!
 //! CONFIG GET reads the startup `Config` through the directive table, with
 //! live exceptions: the settable directives show their current values
@@ -40,7 +40,7 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
                 "SET <directive> <value> [<directive> <value> ...]",
                 "    Change a directive while mithril runs: loglevel, maxclients, maxmemory,",
                 "    timeout, slowlog-log-slower-than, slowlog-max-len, reply-cache,",
-                "    reply-cache-size, reply-cache-max-age.",
+                "    reply-cache-size, reply-cache-max-age, tracking-table-max-keys.",
                 "RESETSTAT",
                 "    Reset the statistics of INFO (stats, commandstats, latencystats) on every worker.",
                 "REWRITE",
@@ -78,6 +78,13 @@ fn shown_value(shared: &Shared, d: &Directive) -> Option<String> {
             shared
                 .live
                 .reply_cache_max_age_secs
+                .load(Relaxed)
+                .to_string(),
+        ),
+        "tracking-table-max-keys" => Some(
+            shared
+                .live
+                .tracking_table_max_keys
                 .load(Relaxed)
                 .to_string(),
         ),
@@ -212,7 +219,8 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
             | "timeout"
             | "reply-cache"
             | "reply-cache-size"
-            | "reply-cache-max-age" => {
+            | "reply-cache-max-age"
+            | "tracking-table-max-keys" => {
                 if let Err(why) = d.set(&mut scratch, &[value.unwrap_or("")]) {
                     return set_failed(d.name.as_bytes(), &why);
                 }
@@ -258,6 +266,10 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
                 .live
                 .reply_cache_max_age_secs
                 .store(scratch.reply_cache_max_age_secs, Relaxed),
+            "tracking-table-max-keys" => shared
+                .live
+                .tracking_table_max_keys
+                .store(scratch.tracking_table_max_keys, Relaxed),
             _ => continue,
         }
         if let Some(v) = d.value(&scratch) {

@@ -172,6 +172,9 @@ pub struct Live {
     pub reply_cache: AtomicBool,
     pub reply_cache_size: AtomicU64,
     pub reply_cache_max_age_secs: AtomicU64,
+    /// `tracking-table-max-keys` (whole process; 0: no bound): workers
+    /// take it at each tick.
+    pub tracking_table_max_keys: AtomicU64,
 }
 
 impl Live {
@@ -183,6 +186,7 @@ impl Live {
             reply_cache: AtomicBool::new(cfg.reply_cache),
             reply_cache_size: AtomicU64::new(cfg.reply_cache_size),
             reply_cache_max_age_secs: AtomicU64::new(cfg.reply_cache_max_age_secs),
+            tracking_table_max_keys: AtomicU64::new(cfg.tracking_table_max_keys),
         }
     }
 }

@@ -48,14 +48,24 @@ const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\
 pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
 
-/// One master's tracker connection.
+/// One master's tracker connection: the redirect target of the shared
+/// connections' opt-in tracking.
 pub struct Tracker {
     pub addr: SocketAddr,
     pub conn: Key,
     /// Its client id, once CLIENT ID answered (0 before).
     pub id: u64,
-    /// CLIENT TRACKING ON BCAST was sent on it (for BCAST clients).
-    pub bcast: bool,
+}
+
+/// One master's BCAST tracker (for BCAST clients): a connection of its own
+/// in `CLIENT TRACKING ON BCAST` (every key), redirected nowhere and
+/// named by no redirect, so what it hears is exactly the node's BCAST
+/// batches (`trackers.rs`).
+pub struct BcastTracker {
+    pub addr: SocketAddr,
+    pub conn: Key,
+    /// The node acknowledged its BCAST: every write from then on is heard.
+    pub on: bool,
 }
 
 /// The worker's cache state.
@@ -63,6 +73,17 @@ pub struct CacheState {
     pub on: bool,
     pub cache: ReplyCache,
     pub trackers: Vec<Tracker>,
+    /// The BCAST trackers: opened while BCAST clients exist, closed
+    /// `BCAST_LINGER` after the last one went (`bcast_idle` since when).
+    pub bcast_trackers: Vec<BcastTracker>,
+    pub bcast_idle: Option<std::time::Instant>,
+    /// Since when the trackers are not needed (closed `TRACKER_LINGER`
+    /// later, `trackers.rs`).
+    pub unhooked: Option<std::time::Instant>,
+    /// BCAST clients' `OK`s (session, ring slot, since when) held until
+    /// every master's BCAST tracker is on (at most `BCAST_WAIT`): one per
+    /// pending ring slot, so bounded by the rings.
+    pub bcast_waiting: Vec<(Key, u64, std::time::Instant)>,
     /// The masters the trackers were opened for (a change flushes).
     pub masters: Vec<SocketAddr>,
     /// Where an MGET's reply is built from its hits (reused).
@@ -75,38 +96,49 @@ pub struct CacheState {
     pub bcast: Vec<Key>,
     /// Keys read by tracking sessions (`worker/tracking.rs`).
     pub table: TrackingTable<Key>,
+    /// Keys declared by tracking sessions' scripts: the node tracks them
+    /// only if the script read something, so only the node's
+    /// invalidations (not writes through this worker) reach them.
+    pub script_table: TrackingTable<Key>,
     /// The request being dispatched is a tracking client's read: it goes
     /// with the opt-in.
     pub tracked_read: bool,
     /// Invalidations for REDIRECT targets of other workers that a full
     /// mailbox refused, retried each tick (at most `OUTBOX_MOST`).
     pub outbox: Vec<(usize, crate::shared::WorkerMsg)>,
-    /// Keys a BCAST NOLOOP client wrote, by that client, until the
-    /// tracker hears of them (`worker/tracking.rs`).
-    pub loop_writes: std::collections::HashMap<Bytes, Key>,
+    /// Keys a BCAST NOLOOP client wrote, by that client (and whether the
+    /// write gave the key a time to live), until the BCAST tracker hears
+    /// of them (`worker/tracking.rs`).
+    pub loop_writes: std::collections::HashMap<Bytes, (Key, bool)>,
+    /// Keys a NOLOOP client in the default mode wrote while scripts' keys
+    /// were remembered, by that client, until a tracker hears of them (at
+    /// most `LOOP_WRITES_MOST`, `worker/tracking.rs`).
+    pub script_loop: std::collections::HashMap<Bytes, Key>,
 }
 
 impl CacheState {
     pub fn new(shared: &crate::shared::Shared, worker: usize, seed: u64) -> CacheState {
         let (budget, age) = limits(shared);
-        let workers = shared.workers.len().max(1) as u64;
-        let max_keys = match shared.config.tracking_table_max_keys {
-            0 => 0,
-            n => (n / workers).max(1) as usize,
-        };
+        let max_keys = table_share(shared);
         CacheState {
             on: false,
             cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
             trackers: Vec::new(),
+            bcast_trackers: Vec::new(),
+            bcast_idle: None,
+            unhooked: None,
+            bcast_waiting: Vec::new(),
             masters: Vec::new(),
             scratch: Vec::new(),
             hooked: false,
             clients: 0,
             bcast: Vec::new(),
             table: TrackingTable::new(max_keys, seed ^ 0x5851_F42D_4C95_7F2D),
+            script_table: TrackingTable::new(max_keys, seed ^ 0x2545_F491_4F6C_DD1D),
             tracked_read: false,
             outbox: Vec::new(),
             loop_writes: std::collections::HashMap::new(),
+            script_loop: std::collections::HashMap::new(),
         }
     }
 
@@ -125,6 +157,15 @@ impl CacheState {
                 .masters
                 .iter()
                 .all(|m| self.trackers.iter().any(|t| t.addr == *m && t.id != 0));
+    }
+}
+
+/// This worker's share of `tracking-table-max-keys` (0: no bound).
+pub(super) fn table_share(shared: &crate::shared::Shared) -> usize {
+    let workers = shared.workers.len().max(1) as u64;
+    match shared.live.tracking_table_max_keys.load(Relaxed) {
+        0 => 0,
+        n => (n / workers).max(1) as usize,
     }
 }
 
@@ -580,14 +621,8 @@ impl Worker {
             .get(bkey)
             .is_some_and(|b| b.role == Role::Tracker)
         {
-            // A tracker's CLIENT TRACKING ON BCAST: from now on the node
-            // reports every key to it. What a BCAST client read before
-            // may have changed unheard: it starts over (once, if it sent
-            // nothing since).
-            if head != b'-' {
-                self.tracking_flush_bcast();
-            }
-            return;
+            // A BCAST tracker's CLIENT TRACKING ON BCAST (`trackers.rs`).
+            return self.bcast_tracker_on(bkey, head != b'-');
         }
         if head != b'-' {
             return;
@@ -643,9 +678,10 @@ impl Worker {
             return false;
         }
         if self.cache.clients > 0 {
+            let expires = crate::cache::tracking::sets_expiry(cmd.name, args);
             for i in command::keys(cmd, args) {
                 if let Some(k) = args.get(i) {
-                    self.tracking_written(k, key, next);
+                    self.tracking_written(k, key, (next, queued), expires);
                 }
             }
         }

@@ -190,6 +190,21 @@ impl Worker {
         let exec = self.tracking_exec(key, &decision);
         self.cache.tracked_read = exec || matches!(read, super::tracking::Read::OptIn);
         match decision {
+            // A tracking client's script (a write too): with the opt-in, to
+            // the slot's master as it would go otherwise.
+            Decision::Slot { slot, .. }
+            | Decision::Eval {
+                slot: Some(slot), ..
+            } if self.cache.tracked_read && crate::cache::tracking::is_script(cmd.name) => {
+                let holds = self.cache_write(key, cmd, &args, false);
+                if cmd.route == crate::command::Route::Eval {
+                    self.note_eval(&args);
+                }
+                self.tracked_slot(cx, key, slot, frame);
+                if holds {
+                    self.cache_settle(key, seq);
+                }
+            }
             Decision::Slot { slot, .. }
                 if self.cache.tracked_read && !(self.cache_on() && cmd.name == "get") =>
             {
@@ -236,10 +251,12 @@ impl Worker {
             }
             Decision::Txn(TxnOp::Exec) => {
                 self.cache_txn_end(key, Some(seq));
+                self.tracking_txn_end(key, seq);
                 true
             }
             Decision::Txn(TxnOp::Discard) | Decision::Reset => {
                 self.cache_txn_end(key, None);
+                self.tracking_txn_end(key, seq);
                 false
             }
             _ => false,

@@ -6,8 +6,24 @@
 //! or a null after a flush on the node). Losing one, or a change of the
 //! masters, empties the cache, and fills wait until every master has a
 //! tracker with a known id again (see `cache.rs`).
+//!
+//! BCAST clients have trackers of their own (`Role::Tracker` too, one per
+//! master per worker, in `CacheState::bcast_trackers`): a connection in
+//! `CLIENT TRACKING ON BCAST` that nothing redirects to, so its pushes are
+//! exactly the node's BCAST batches (every key a command or event loop
+//! turn changed, sorted, in one message), which `tracking.rs` splits per
+//! prefix for each BCAST client. Were BCAST on the tracker above, a key
+//! some shared connection had read with the opt-in would come twice: once
+//! alone at the write (the node's table), once in the batch.
+//!
+//! ```text
+//!   first BCAST client ─► open a BCAST tracker per master ─► ON BCAST
+//!        its OK waits until every master's is acknowledged (≤ BCAST_WAIT)
+//!   BCAST tracker ◄── >invalidate [k1 k2 ...] ─► BCAST clients, per prefix
+//!   last BCAST client gone ─► the BCAST trackers close BCAST_LINGER later
+//! ```
 
-use super::cache::{limits, Tracker, CLIENT_ID};
+use super::cache::{limits, BcastTracker, Tracker, CLIENT_ID};
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
 use crate::resp::value::{self, Value};
@@ -16,6 +32,22 @@ use bytes::Bytes;
 use reactor::{Context, Key};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
+/// How long the trackers stay once neither the cache nor any client's
+/// tracking needs them.
+const TRACKER_LINGER: Duration = Duration::from_secs(5);
+/// How long the BCAST trackers stay once the worker's last BCAST client
+/// went: a client switching modes (OFF, then ON BCAST with other
+/// prefixes) finds them still on, so nothing it writes next goes unheard;
+/// past it the nodes stop sending every change to this worker.
+const BCAST_LINGER: Duration = Duration::from_secs(5);
+/// Most time a BCAST client's `OK` waits for the BCAST trackers (a master
+/// that cannot be reached): it is then given, and what changes on that
+/// master meanwhile is not heard (the client is told to start over when
+/// its tracker comes up, if it read since).
+const BCAST_WAIT: Duration = Duration::from_secs(1);
 
 impl Worker {
     /// At every tick: take CONFIG SET's values, open what trackers are
@@ -31,17 +63,96 @@ impl Worker {
             log::info!(target: "mithril::cache", "worker {}: reply cache {}", self.id, if on { "on" } else { "off" });
         }
         self.tracking_outbox();
+        self.tracking_bound();
         // Trackers exist while the cache or some client's tracking needs
         // them.
         if self.cache.hooked {
+            self.cache.unhooked = None;
             self.cache_masters(cx);
         } else if !self.cache.trackers.is_empty() {
-            for t in std::mem::take(&mut self.cache.trackers) {
-                self.drop_backend(cx, t.conn);
+            // Kept TRACKER_LINGER more: a client that turns tracking off
+            // and on again reads with trackers that are up (a read before
+            // they are is invalidated at once, a push Redis never sends).
+            let since = *self.cache.unhooked.get_or_insert(cx.now);
+            if cx.now.saturating_duration_since(since) >= TRACKER_LINGER {
+                for t in std::mem::take(&mut self.cache.trackers) {
+                    self.drop_backend(cx, t.conn);
+                }
+                self.cache.masters.clear();
+                self.cache.unhooked = None;
             }
-            self.cache.masters.clear();
         }
+        self.bcast_tick(cx);
         self.cache.update_open();
+    }
+
+    /// The BCAST trackers close `BCAST_LINGER` after the last BCAST
+    /// client went; `OK`s held past `BCAST_WAIT` are given.
+    fn bcast_tick(&mut self, cx: &mut Context<'_, Timer>) {
+        let now = cx.now;
+        if !self.cache.bcast.is_empty() {
+            self.cache.bcast_idle = None;
+        } else if !self.cache.bcast_trackers.is_empty() {
+            let since = *self.cache.bcast_idle.get_or_insert(now);
+            if now.saturating_duration_since(since) >= BCAST_LINGER {
+                for t in std::mem::take(&mut self.cache.bcast_trackers) {
+                    self.drop_backend(cx, t.conn);
+                }
+                self.cache.bcast_idle = None;
+                log::debug!(target: "mithril::cache", "worker {}: no BCAST client left: BCAST trackers closed", self.id);
+            }
+        }
+        let late = |w: &(Key, u64, Instant)| now.saturating_duration_since(w.2) >= BCAST_WAIT;
+        if self.cache.bcast_waiting.iter().any(late) {
+            let (give, keep) = std::mem::take(&mut self.cache.bcast_waiting)
+                .into_iter()
+                .partition(late);
+            self.cache.bcast_waiting = keep;
+            self.bcast_answer(give);
+        }
+    }
+
+    /// Every master has a BCAST tracker whose BCAST is on.
+    pub(super) fn bcast_ready(&self) -> bool {
+        let c = &self.cache;
+        !c.masters.is_empty()
+            && c.masters
+                .iter()
+                .all(|m| c.bcast_trackers.iter().any(|t| t.addr == *m && t.on))
+    }
+
+    /// The held `OK`s of CLIENT TRACKING ON BCAST.
+    fn bcast_answer(&mut self, waiting: Vec<(Key, u64, Instant)>) {
+        for (session, seq, _) in waiting {
+            self.deliver(session, seq, Bytes::from_static(b"+OK\r\n"), b"");
+        }
+    }
+
+    /// A BCAST tracker's CLIENT TRACKING ON BCAST was answered.
+    pub(super) fn bcast_tracker_on(&mut self, conn: Key, ok: bool) {
+        let Some(t) = self
+            .cache
+            .bcast_trackers
+            .iter_mut()
+            .find(|t| t.conn == conn)
+        else {
+            return;
+        };
+        if !ok {
+            // Not on: the held OKs are given at BCAST_WAIT; nothing is
+            // heard from this master (logged once per connection).
+            log::warn!(target: "mithril::cache", "worker {}: {} refused CLIENT TRACKING ON BCAST: BCAST clients hear nothing of it", self.id, t.addr);
+            return;
+        }
+        t.on = true;
+        // From now on the node reports every key to it. What a BCAST
+        // client read before may have changed unheard: it starts over
+        // (once, if it read since).
+        self.tracking_flush_bcast();
+        if self.bcast_ready() && !self.cache.bcast_waiting.is_empty() {
+            let waiting = std::mem::take(&mut self.cache.bcast_waiting);
+            self.bcast_answer(waiting);
+        }
     }
 
     /// Compare the masters with the map's; open a tracker for each that
@@ -66,13 +177,23 @@ impl Worker {
                 log::debug!(target: "mithril::cache", "worker {}: masters changed: cache flushed", self.id);
             }
             // Trackers of nodes that are no longer masters go.
-            let (keep, gone): (Vec<Tracker>, Vec<Tracker>) =
-                std::mem::take(&mut self.cache.trackers)
-                    .into_iter()
-                    .partition(|t| masters.contains(&t.addr));
-            self.cache.trackers = keep;
-            for t in gone {
-                self.drop_backend(cx, t.conn);
+            let mut gone: Vec<Key> = Vec::new();
+            self.cache.trackers.retain(|t| {
+                let keep = masters.contains(&t.addr);
+                if !keep {
+                    gone.push(t.conn);
+                }
+                keep
+            });
+            self.cache.bcast_trackers.retain(|t| {
+                let keep = masters.contains(&t.addr);
+                if !keep {
+                    gone.push(t.conn);
+                }
+                keep
+            });
+            for conn in gone {
+                self.drop_backend(cx, conn);
             }
             self.cache.masters = masters;
         }
@@ -81,31 +202,61 @@ impl Worker {
             if self.cache.trackers.iter().any(|t| t.addr == addr) {
                 continue;
             }
-            match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
-                Ok(conn) => {
-                    if let Some(b) = self.backends.get_mut(conn) {
-                        b.enqueue(InFlight::new(
-                            Key::NONE,
-                            0,
-                            Bytes::from_static(CLIENT_ID),
-                            Purpose::TrackerId,
-                        ));
-                    }
-                    self.mark_backend_dirty(conn);
-                    self.cache.trackers.push(Tracker {
-                        addr,
-                        conn,
-                        id: 0,
-                        bcast: false,
-                    });
-                }
-                Err(e) => {
-                    log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
-                }
+            if let Some(conn) = self.open_tracker(cx, addr, CLIENT_ID, Purpose::TrackerId) {
+                self.cache.trackers.push(Tracker { addr, conn, id: 0 });
             }
         }
-        self.trackers_bcast();
+        self.bcast_trackers_open(cx);
         self.cache.update_open();
+    }
+
+    /// While BCAST clients exist: a BCAST tracker for each master that
+    /// lacks one.
+    pub(super) fn bcast_trackers_open(&mut self, cx: &mut Context<'_, Timer>) {
+        if self.cache.bcast.is_empty() {
+            return;
+        }
+        for i in 0..self.cache.masters.len() {
+            let addr = self.cache.masters[i];
+            if self.cache.bcast_trackers.iter().any(|t| t.addr == addr) {
+                continue;
+            }
+            if let Some(conn) = self.open_tracker(cx, addr, BCAST_ON, Purpose::Tracking) {
+                self.cache.bcast_trackers.push(BcastTracker {
+                    addr,
+                    conn,
+                    on: false,
+                });
+            }
+        }
+    }
+
+    /// A tracker connection to `addr` (either kind), `first` queued on it.
+    fn open_tracker(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        addr: SocketAddr,
+        first: &'static [u8],
+        purpose: Purpose,
+    ) -> Option<Key> {
+        match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
+            Ok(conn) => {
+                if let Some(b) = self.backends.get_mut(conn) {
+                    b.enqueue(InFlight::new(
+                        Key::NONE,
+                        0,
+                        Bytes::from_static(first),
+                        purpose,
+                    ));
+                }
+                self.mark_backend_dirty(conn);
+                Some(conn)
+            }
+            Err(e) => {
+                log::debug!(target: "mithril::cache", "worker {}: no tracker to {addr}: {}", self.id, String::from_utf8_lossy(&e).trim_end());
+                None
+            }
+        }
     }
 
     /// A tracker connection closed or failed: its invalidations may be
@@ -113,6 +264,22 @@ impl Worker {
     /// at the next tick). Its id is forgotten first: no connection is told
     /// to redirect at it any more.
     pub(super) fn tracker_lost(&mut self, conn: Key) {
+        if let Some(i) = self
+            .cache
+            .bcast_trackers
+            .iter()
+            .position(|t| t.conn == conn)
+        {
+            // A BCAST tracker: what its master changes is not heard until
+            // the next tick opens another, whose BCAST starts the BCAST
+            // clients over; so does this loss, for what they read.
+            let t = self.cache.bcast_trackers.swap_remove(i);
+            if t.on {
+                self.tracking_flush_bcast();
+                log::debug!(target: "mithril::cache", "worker {}: BCAST tracker to {} lost", self.id, t.addr);
+            }
+            return;
+        }
         let Some(i) = self.cache.trackers.iter().position(|t| t.conn == conn) else {
             return;
         };
@@ -121,7 +288,7 @@ impl Worker {
         // the cache depended on it.
         if t.id != 0 {
             self.cache.cache.flush();
-            self.tracking_flush(None);
+            self.tracking_flush_reads();
             self.pipe_tracker(t.addr, 0);
             log::debug!(target: "mithril::cache", "worker {}: tracker to {} lost: cache flushed", self.id, t.addr);
         }
@@ -141,14 +308,14 @@ impl Worker {
             self.pipe_tracker(addr, id as u64);
         }
         self.cache.update_open();
-        // What BCAST clients would have heard while the tracker was not
-        // there is lost: they start over.
-        self.tracking_flush_bcast();
     }
 
     /// A push on a tracker connection: `invalidate [keys]`, or
     /// `invalidate` with a null (the node was flushed).
     pub(super) fn tracker_push(&mut self, conn: Key, frame: &[u8]) {
+        if self.cache.bcast_trackers.iter().any(|t| t.conn == conn) {
+            return self.bcast_tracker_push(frame);
+        }
         // The tracker of a pipe this worker owns speaks for every worker
         // that read through the pipe.
         let addr = self
@@ -158,13 +325,10 @@ impl Worker {
             .find(|t| t.conn == conn)
             .map(|t| t.addr);
         let shared = self.pipes.on && addr.is_some_and(|a| self.owns_pipe(a));
-        let Ok(Some((Value::Push(items), _))) = value::parse(frame) else {
+        let Some(keys) = invalidated(frame) else {
             return;
         };
-        if items.first().and_then(Value::as_bytes) != Some(&b"invalidate"[..]) {
-            return;
-        }
-        match items.get(1).and_then(Value::as_array) {
+        match keys {
             Some(keys) => {
                 let keys: Vec<&[u8]> = keys.iter().filter_map(Value::as_bytes).collect();
                 for k in &keys {
@@ -183,8 +347,45 @@ impl Worker {
                     self.pipe_invalidate(None);
                 }
                 self.cache.cache.flush();
-                self.tracking_flush(None);
+                self.tracking_flush_reads();
             }
         }
     }
+
+    /// A push on a BCAST tracker: the node's batch, for the BCAST
+    /// clients (a null: the node was flushed, they forget everything).
+    fn bcast_tracker_push(&mut self, frame: &[u8]) {
+        if self.cache.bcast.is_empty() {
+            return;
+        }
+        match invalidated(frame) {
+            Some(Some(keys)) => {
+                let keys: Vec<&[u8]> = keys.iter().filter_map(Value::as_bytes).collect();
+                self.tracking_bcast(&keys);
+            }
+            Some(None) => {
+                for i in 0..self.cache.bcast.len() {
+                    let s = self.cache.bcast[i];
+                    self.track_push(s, None, None);
+                }
+            }
+            None => {}
+        }
+    }
+}
+
+/// The keys of an `invalidate` push (`Some(None)`: the null of a flush);
+/// `None` for any other frame.
+fn invalidated(frame: &[u8]) -> Option<Option<Vec<Value>>> {
+    let Ok(Some((Value::Push(items), _))) = value::parse(frame) else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    if items.next().as_ref().and_then(Value::as_bytes) != Some(&b"invalidate"[..]) {
+        return None;
+    }
+    Some(match items.next() {
+        Some(Value::Array(keys) | Value::Set(keys) | Value::Push(keys)) => Some(keys),
+        _ => None,
+    })
 }
