@@ -59,6 +59,21 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// The masters that serve slots, sorted and each once (a failed master
+    /// the map still lists, with no slots left, is not among them).
+    pub fn serving_masters(&self) -> Vec<SocketAddr> {
+        let mut masters: Vec<SocketAddr> = self
+            .shards
+            .iter()
+            .filter(|s| !s.ranges.is_empty())
+            .filter_map(|s| self.nodes.get(s.master))
+            .map(|n| n.addr)
+            .collect();
+        masters.sort_unstable();
+        masters.dedup();
+        masters
+    }
+
     /// The map before anything was discovered: no slot is served.
     pub fn empty() -> Topology {
         Topology {

@@ -54,7 +54,6 @@ use super::{Timer, Worker};
 use crate::command::{Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
-use crate::topology::Topology;
 use bytes::{Bytes, BytesMut};
 use mio::event::Event;
 use mio::net::TcpStream;
@@ -243,21 +242,6 @@ enum Step {
     Fail(String),
 }
 
-/// The masters that serve slots, sorted: a feed's links (a failed master
-/// the map still lists, with no slots left, has nothing to stream).
-fn serving_masters(topo: &Topology) -> Vec<SocketAddr> {
-    let mut masters: Vec<SocketAddr> = topo
-        .shards
-        .iter()
-        .filter(|s| !s.ranges.is_empty())
-        .filter_map(|s| topo.nodes.get(s.master))
-        .map(|n| n.addr)
-        .collect();
-    masters.sort_unstable();
-    masters.dedup();
-    masters
-}
-
 /// The replication id a PSYNC client is given: 40 hex digits, new each time.
 fn new_replid() -> String {
     use std::hash::{BuildHasher, Hasher};
@@ -286,7 +270,7 @@ impl Worker {
         if s.sub.is_some() || s.pin.is_some() || s.tracking.is_some() || s.monitor {
             return self.reply_static(key, ERR_BUSY_SESSION);
         }
-        let masters = serving_masters(&self.topo);
+        let masters = self.topo.serving_masters();
         if masters.is_empty() {
             return self.reply_static(key, crate::router::ERR_NO_TOPOLOGY);
         }
@@ -575,7 +559,7 @@ impl Worker {
         let topo = &self.topo;
         for f in self.replfeed.feeds.iter_mut() {
             if f.epoch != topo.epoch {
-                if serving_masters(topo) != f.masters {
+                if topo.serving_masters() != f.masters {
                     fail.push((f.session, "the cluster's masters changed".to_string()));
                     continue;
                 }

@@ -160,16 +160,7 @@ impl Worker {
     pub(super) fn cache_masters(&mut self, cx: &mut Context<'_, Timer>) {
         // Masters serving slots: a failed master the map still lists
         // (with no slots left) needs no tracker.
-        let topo = &self.topo;
-        let mut masters: Vec<SocketAddr> = topo
-            .shards
-            .iter()
-            .filter(|s| !s.ranges.is_empty())
-            .filter_map(|s| topo.nodes.get(s.master))
-            .map(|n| n.addr)
-            .collect();
-        masters.sort_unstable();
-        masters.dedup();
+        let masters = self.topo.serving_masters();
         if masters != self.cache.masters {
             if !self.cache.masters.is_empty() {
                 self.cache.cache.flush();
