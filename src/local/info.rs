@@ -191,7 +191,7 @@ pub fn wants(asked: &[&[u8]], name: &str) -> bool {
 
 /// The INFO text for the requested section names (none: the defaults),
 /// the masters' parts made of their replies to `INFO keyspace persistence
-/// stats memory` (`masters`; empty: none).
+/// stats memory replication clients` (`masters`; empty: none).
 pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String {
     let snaps = shared.stats.load_all();
     let keyspace = keyspace_sum(masters);

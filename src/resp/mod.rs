@@ -43,7 +43,7 @@ pub use encode::{Encoder, Proto};
 pub use error::{ProtoError, ReplyError};
 pub use limits::Limits;
 /// Redis's strict integer reading (`string2ll`), for key counts too.
-pub(crate) use num::parse_i64;
+pub(crate) use num::{int_reply, parse_i64};
 pub use reply::{ReplyScan, ReplyScanner};
 pub use request::{RequestScanner, Scan};
 pub use value::Value;

@@ -4,6 +4,12 @@
 //! Owns: nothing stateful. Invariant: none of these allocate or panic, for
 //! any input. Never: no scanner state lives here.
 
+/// The value of an integer reply frame, `:<n>\r\n` (None for any other
+/// frame).
+pub(crate) fn int_reply(frame: &[u8]) -> Option<i64> {
+    parse_i64(frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?)
+}
+
 /// Parses a decimal integer exactly as Redis's `string2ll` accepts it: an
 /// optional `-`, then `0` alone or a digit 1-9 followed by digits; no `+`, no
 /// spaces, no leading zeros, no `-0`, at most 20 characters, within `i64`.

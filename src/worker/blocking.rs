@@ -222,11 +222,7 @@ impl Worker {
 
     /// A lease's CLIENT ID was answered: what CLIENT UNBLOCK names.
     pub(super) fn lease_id(&mut self, lease: Key, frame: &[u8]) {
-        let id = frame
-            .strip_prefix(b":")
-            .and_then(|r| r.strip_suffix(b"\r\n"))
-            .and_then(crate::resp::parse_i64)
-            .and_then(|n| u64::try_from(n).ok());
+        let id = crate::resp::int_reply(frame).and_then(|n| u64::try_from(n).ok());
         if let Some(b) = self.backends.get_mut(lease) {
             b.node_id = id;
         }

@@ -29,6 +29,7 @@ use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Wide};
 use crate::resp::encode::{array_into, bulk_into, Proto};
+use crate::resp::int_reply;
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::router;
 use crate::session::ring::{Fold, Merge};
@@ -53,13 +54,6 @@ fn is_nil(frame: &[u8]) -> bool {
     frame == NIL_RESP2 || frame == b"_\r\n"
 }
 
-/// Parse `:<n>\r\n`.
-fn int_reply(frame: &[u8]) -> Option<i64> {
-    let body = frame.strip_prefix(b":")?.strip_suffix(b"\r\n")?;
-    std::str::from_utf8(body).ok()?.parse().ok()
-}
-
-/// Split an array reply into its items (zero-copy slices of `frame`).
 /// A master's replication offset from its ROLE reply
 /// (`["master", offset, [replicas]]`); None for anything else.
 fn role_offset(frame: &Bytes) -> Option<i64> {
@@ -71,6 +65,7 @@ fn role_offset(frame: &Bytes) -> Option<i64> {
     int_reply(items.get(1)?)
 }
 
+/// Split an array reply into its items (zero-copy slices of `frame`).
 fn array_items(frame: &Bytes) -> Option<Vec<Bytes>> {
     let line_end = frame.windows(2).position(|w| w == b"\r\n")?;
     if frame.first() != Some(&b'*') {

@@ -208,11 +208,8 @@ fn first_error(parts: &[Bytes]) -> Option<Bytes> {
 
 /// Parse `:<n>\r\n`.
 fn int_of(frame: &[u8]) -> u64 {
-    frame
-        .strip_prefix(b":")
-        .and_then(|b| b.strip_suffix(b"\r\n"))
-        .and_then(|b| std::str::from_utf8(b).ok())
-        .and_then(|b| b.parse().ok())
+    crate::resp::int_reply(frame)
+        .and_then(|n| u64::try_from(n).ok())
         .unwrap_or(0)
 }
 

@@ -288,11 +288,7 @@ impl Worker {
 
     /// The reply to a tracker's CLIENT ID.
     pub(super) fn tracker_id(&mut self, conn: Key, frame: &[u8]) {
-        let id = frame
-            .strip_prefix(b":")
-            .and_then(|r| r.strip_suffix(b"\r\n"))
-            .and_then(crate::resp::parse_i64)
-            .filter(|&n| n > 0);
+        let id = crate::resp::int_reply(frame).filter(|&n| n > 0);
         if let (Some(id), Some(t)) = (id, self.cache.trackers.iter_mut().find(|t| t.conn == conn)) {
             t.id = id as u64;
             let addr = t.addr;
