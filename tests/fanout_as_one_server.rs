@@ -446,30 +446,33 @@ fn save_bgsave_and_lastsave_cover_every_master() {
         }
     }
     // LASTSAVE: the oldest of the masters' (all data saved since then).
-    let times: Vec<i64> = masters
-        .iter()
-        .map(|n| persistence(n, "rdb_last_save_time"))
-        .collect();
-    let newest = *times.iter().max().unwrap();
-    wait_until(
-        "a second past the last save",
-        Duration::from_secs(5),
-        || {
-            let t = masters[0].conn().cmd(&["TIME"]);
-            let secs: i64 = std::str::from_utf8(t.as_array()[0].as_bulk().unwrap())
-                .unwrap()
-                .parse()
-                .unwrap();
-            (secs > newest).then_some(())
-        },
-    );
-    assert_eq!(masters[0].conn().cmd(&["SAVE"]), ok());
-    let oldest = masters[1..]
-        .iter()
-        .map(|n| persistence(n, "rdb_last_save_time"))
-        .min()
-        .unwrap();
-    assert!(persistence(masters[0], "rdb_last_save_time") > oldest);
+    // masters[0] saves again a second later, so that its time is not the
+    // oldest; the others' times are read after that save (a background
+    // save of theirs finishing late moves them on), and the step is tried
+    // again while masters[0] is not alone at the newest.
+    let save_time = |n: &RedisNode| persistence(n, "rdb_last_save_time");
+    let mut last = String::new();
+    let oldest = poll_until(Duration::from_secs(30), || {
+        let newest = masters.iter().map(|n| save_time(n)).max().unwrap();
+        wait_until(
+            "a second past the last save",
+            Duration::from_secs(5),
+            || {
+                let t = masters[0].conn().cmd(&["TIME"]);
+                let secs: i64 = std::str::from_utf8(t.as_array()[0].as_bulk().unwrap())
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+                (secs > newest).then_some(())
+            },
+        );
+        assert_eq!(masters[0].conn().cmd(&["SAVE"]), ok());
+        let first = save_time(masters[0]);
+        let oldest = masters[1..].iter().map(|n| save_time(n)).min().unwrap();
+        last = format!("masters[0] saved at {first}, the others' oldest is {oldest}");
+        (first > oldest).then_some(oldest)
+    })
+    .unwrap_or_else(|| panic!("masters[0] never saved after the others: {last}"));
     assert_eq!(c.cmd(&["LASTSAVE"]), Reply::Int(oldest));
     // Administration: a user without admin rights gets Redis's NOPERM.
     let mut w = m.conn();
