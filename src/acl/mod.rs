@@ -11,7 +11,8 @@
 //!                                       then every channel ──► NOPERM reply
 //! ```
 //!
-//! What it owns: [`Acl`] (the users, built once at start and never changed),
+//! What it owns: [`Acl`] (the users: built at start from the configuration,
+//! edited by `ACL SETUSER` / `DELUSER`, each edit a new generation),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
 //! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, and
 //! the failure counters `INFO stats` shows. (The credentials mithril sends
@@ -24,6 +25,11 @@
 //! - A session whose user may run everything (`User::unrestricted`) never
 //!   reaches the slow path: the routed hot path pays one test of a bool in
 //!   the session.
+//! - A session holds its user as it was when it looked; each edit bumps
+//!   [`Acl::generation`], and the dispatch path (one relaxed load per
+//!   command) looks again when the number moved: an edited user's sessions
+//!   run under the new rules from their next command, a deleted user's
+//!   sessions are closed.
 //! - Key patterns are checked against every key the command table finds
 //!   (every key of a multi-key command, hence every part of a fan-out) and
 //!   against each command queued in a transaction, when it is queued.
@@ -36,8 +42,12 @@ use crate::config::sha256;
 use crate::config::user::{KeyPattern, Mode, Password, UserSpec};
 use crate::config::{glob_match, Config};
 use bytes::Bytes;
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+
+/// At most this many users (the configuration's and `ACL SETUSER`'s).
+pub const MAX_USERS: usize = 10_000;
 
 /// Reply to a command the user's mode does not include (`%s` is the
 /// command's full name, `client|kill`), as Redis 7.0 words it.
@@ -58,6 +68,8 @@ pub struct SessionStart {
     pub authenticated: bool,
     /// `default` may not run everything: the permission check runs.
     pub restricted: bool,
+    /// The [`Acl::generation`] these were read at.
+    pub generation: u64,
 }
 
 /// A user as the running proxy knows it.
@@ -68,6 +80,9 @@ pub struct User {
     pub nopass: bool,
     digests: Vec<[u8; 32]>,
     pub mode: Mode,
+    /// With command rules (`+get`, `-@admin`): the full names of the
+    /// commands the mode and the rules allow (`None`: the mode decides).
+    allowed: Option<HashSet<&'static str>>,
     /// Patterns keys of read-only commands must match (`None`: any key).
     read_keys: Option<Vec<Vec<u8>>>,
     /// Patterns keys of other commands must match (`None`: any key).
@@ -78,6 +93,9 @@ pub struct User {
     pub unrestricted: bool,
     /// The line `ACL LIST` shows (after `user `): no clear password.
     pub canonical: String,
+    /// What the user was made from, passwords as digests (what `ACL
+    /// SETUSER` edits).
+    pub spec: UserSpec,
 }
 
 impl User {
@@ -99,13 +117,21 @@ impl User {
                 .as_ref()
                 .map(|c| c.iter().map(|c| c.as_bytes().to_vec()).collect()),
         );
+        let allowed = (!s.commands.is_empty())
+            .then(|| allowed_commands(s.mode, &s.commands))
+            .filter(|set| set.len() < leaves().count());
+        let every_command = match &allowed {
+            Some(_) => false,
+            None => s.mode == Mode::Admin || !s.commands.is_empty(),
+        };
         User {
             name: s.name.clone(),
             enabled: s.enabled,
             nopass: s.nopass,
             digests: s.passwords.iter().map(Password::digest).collect(),
-            mode: s.mode,
-            unrestricted: s.mode == Mode::Admin
+            mode: if every_command { Mode::Admin } else { s.mode },
+            allowed,
+            unrestricted: every_command
                 && read_keys.is_none()
                 && write_keys.is_none()
                 && channels.is_none(),
@@ -113,6 +139,16 @@ impl User {
             write_keys,
             channels,
             canonical: s.canonical(),
+            spec: s.hashed(),
+        }
+    }
+
+    /// Whether the user's own rules let it run `cmd` (keys and channels
+    /// aside).
+    fn may_run(&self, cmd: &Command) -> bool {
+        match &self.allowed {
+            Some(set) => set.contains(cmd.name),
+            None => required_mode(cmd) <= self.mode,
         }
     }
 
@@ -163,8 +199,19 @@ pub struct Counters {
 /// Every user of this proxy; `default` first.
 #[derive(Debug)]
 pub struct Acl {
-    users: Vec<Arc<User>>,
+    users: RwLock<Vec<Arc<User>>>,
+    /// Bumped (after the edit is in `users`) by every `ACL SETUSER` and
+    /// `DELUSER`.
+    generation: AtomicU64,
     pub denied: Counters,
+}
+
+/// What happened to a session's user since the session last looked.
+pub enum Refreshed {
+    /// The user as it is now (`None`: `default`, which cannot be deleted).
+    User(Option<Arc<User>>, SessionStart),
+    /// The user was deleted: Redis closes its connections.
+    Deleted,
 }
 
 impl Acl {
@@ -192,26 +239,120 @@ impl Acl {
                 .map(|u| Arc::new(User::from_spec(u))),
         );
         Acl {
-            users,
+            users: RwLock::new(users),
+            generation: AtomicU64::new(0),
             denied: Counters::default(),
         }
     }
 
-    /// What a new session starts as (the `default` user's standing).
-    pub fn session_start(&self) -> SessionStart {
-        SessionStart {
-            authenticated: !self.password_required(),
-            restricted: !self.default_user().unrestricted,
+    /// The number of edits so far: a session that read its user at an
+    /// older number looks again ([`Acl::refresh`]).
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<User>>> {
+        self.users.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The user named `name` as it is now.
+    pub fn user(&self, name: &[u8]) -> Option<Arc<User>> {
+        self.read()
+            .iter()
+            .find(|u| u.name.as_bytes() == name)
+            .cloned()
+    }
+
+    /// A session that holds `user` (`None`: `default`) looks again.
+    pub fn refresh(&self, user: Option<&Arc<User>>) -> Refreshed {
+        let start = self.session_start();
+        match user {
+            None => Refreshed::User(None, start),
+            Some(u) => match self.user(u.name.as_bytes()) {
+                Some(now) => Refreshed::User(Some(now), start),
+                None => Refreshed::Deleted,
+            },
         }
     }
 
-    pub fn default_user(&self) -> &Arc<User> {
-        // `from_config` always puts `default` first.
-        &self.users[0]
+    /// `ACL SETUSER name rules...`: the rules are applied in order to the
+    /// user (a new one starts as Redis's do); all of them or none. The
+    /// error is the reply's text, without `-`.
+    pub fn set_user(&self, name: &[u8], rules: &[&[u8]]) -> Result<(), String> {
+        let name = std::str::from_utf8(name)
+            .ok()
+            .filter(|n| {
+                !n.is_empty()
+                    && !n
+                        .bytes()
+                        .any(|b| b == b' ' || b == 0 || !b.is_ascii_graphic())
+            })
+            .ok_or_else(|| "ERR Usernames can't contain spaces or null characters".to_string())?;
+        let mut users = self.users.write().unwrap_or_else(|e| e.into_inner());
+        let at = users.iter().position(|u| u.name == name);
+        let mut spec = match at {
+            Some(i) => users[i].spec.clone(),
+            None if users.len() >= MAX_USERS => {
+                return Err(format!("ERR mithril: at most {MAX_USERS} users"));
+            }
+            None => UserSpec::for_setuser(name),
+        };
+        for rule in rules {
+            spec.apply_setuser(rule).map_err(|e| {
+                format!(
+                    "ERR Error in ACL SETUSER modifier '{}': {}",
+                    String::from_utf8_lossy(rule),
+                    e.text()
+                )
+            })?;
+        }
+        spec.rules = Vec::new();
+        let user = Arc::new(User::from_spec(&spec));
+        match at {
+            Some(i) => users[i] = user,
+            None => users.push(user),
+        }
+        drop(users);
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
     }
 
-    pub fn users(&self) -> &[Arc<User>] {
-        &self.users
+    /// `ACL DELUSER names...`: how many existed. `default` cannot go.
+    pub fn del_users(&self, names: &[&[u8]]) -> Result<usize, &'static str> {
+        if names.iter().any(|n| *n == b"default") {
+            return Err("ERR The 'default' user cannot be removed");
+        }
+        let mut users = self.users.write().unwrap_or_else(|e| e.into_inner());
+        let before = users.len();
+        users.retain(|u| !names.contains(&u.name.as_bytes()));
+        let gone = before - users.len();
+        drop(users);
+        if gone > 0 {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        Ok(gone)
+    }
+
+    /// What a new session starts as (the `default` user's standing).
+    pub fn session_start(&self) -> SessionStart {
+        let generation = self.generation();
+        let d = self.default_user();
+        SessionStart {
+            authenticated: d.enabled && d.nopass,
+            restricted: !d.unrestricted,
+            generation,
+        }
+    }
+
+    pub fn default_user(&self) -> Arc<User> {
+        // `from_config` puts `default` first, and it cannot be deleted.
+        self.read()[0].clone()
+    }
+
+    /// The users as they are now.
+    pub fn users(&self) -> Vec<Arc<User>> {
+        self.read().clone()
     }
 
     /// Whether a new session must authenticate before running commands:
@@ -234,9 +375,9 @@ impl Acl {
     /// working). A failure is counted.
     pub fn authenticate(&self, name: Option<&[u8]>, pass: &[u8]) -> Result<Arc<User>, AuthError> {
         let digest = sha256::digest(pass);
+        let users = self.read();
         let outcome = match name {
-            Some(name) => self
-                .users
+            Some(name) => users
                 .iter()
                 .find(|u| u.name.as_bytes() == name)
                 .filter(|u| u.enabled && (u.nopass || u.has_digest(&digest)))
@@ -245,12 +386,12 @@ impl Acl {
             None => {
                 // Compare with every digest of every user before deciding.
                 let mut found: Option<&Arc<User>> = None;
-                for u in &self.users {
+                for u in users.iter() {
                     if u.has_digest(&digest) && u.enabled && found.is_none() {
                         found = Some(u);
                     }
                 }
-                let d = self.default_user();
+                let d = &users[0];
                 match found {
                     Some(u) => Ok(u.clone()),
                     None if d.enabled && d.nopass => Err(AuthError::NoDefaultPassword),
@@ -258,6 +399,7 @@ impl Acl {
                 }
             }
         };
+        drop(users);
         if matches!(outcome, Err(AuthError::WrongPass)) {
             self.denied.auth.fetch_add(1, Ordering::Relaxed);
         }
@@ -331,6 +473,51 @@ fn scripting_mode(name: &str) -> Option<Mode> {
     })
 }
 
+/// Every command a client can run: the top-level commands without
+/// subcommands, and every subcommand (`config|get`).
+fn leaves() -> impl Iterator<Item = &'static Command> {
+    command::all().iter().flat_map(|c| {
+        if c.subcommands.is_empty() {
+            std::slice::from_ref(c)
+        } else {
+            c.subcommands
+        }
+    })
+}
+
+/// The commands `mode` and then `rules` (checked when they were parsed:
+/// see `config::user`) allow.
+fn allowed_commands(mode: Mode, rules: &[String]) -> HashSet<&'static str> {
+    let mut set: HashSet<&'static str> = leaves()
+        .filter(|c| required_mode(c) <= mode)
+        .map(|c| c.name)
+        .collect();
+    for rule in rules {
+        let (sign, what) = rule.split_at(1.min(rule.len()));
+        let add = sign == "+";
+        let mut apply = |c: &'static Command| {
+            if add {
+                set.insert(c.name);
+            } else {
+                set.remove(c.name);
+            }
+        };
+        if what == "@all" {
+            leaves().for_each(&mut apply);
+        } else if let Some(cat) = what.strip_prefix('@') {
+            let bit = command::acl::bit(cat).unwrap_or(0);
+            leaves().filter(|c| c.acl & bit != 0).for_each(&mut apply);
+        } else if let Some(c) = command::lookup_full(what.as_bytes()) {
+            if c.subcommands.is_empty() {
+                apply(c);
+            } else {
+                c.subcommands.iter().for_each(&mut apply);
+            }
+        }
+    }
+    set
+}
+
 fn matches_any(patterns: &[Vec<u8>], subject: &[u8]) -> bool {
     patterns
         .iter()
@@ -339,12 +526,15 @@ fn matches_any(patterns: &[Vec<u8>], subject: &[u8]) -> bool {
 
 fn check(user: &User, cmd: &'static Command, args: &Args) -> Result<(), Denial> {
     let mode = required_mode(cmd);
-    if mode > user.mode {
+    if !user.may_run(cmd) {
         return Err(Denial::Command);
     }
     // A script may reach keys it does not declare: with limited keys, the
-    // proxy cannot vouch for it.
-    if user.keys_limited() && is_script_call(cmd) {
+    // proxy cannot vouch for it. A user whose command rules grant scripts
+    // (`+@scripting`, `+eval`: Redis's words, so the choice was made
+    // knowingly) runs them with its declared keys checked; what the script
+    // then does on the node is not checked again (mithril(8), ACL).
+    if user.keys_limited() && is_script_call(cmd) && user.allowed.is_none() {
         return Err(Denial::Command);
     }
     let patterns = if mode == Mode::Read {

@@ -11,15 +11,15 @@ fn acl(conf: &str) -> Acl {
     Acl::from_config(&cfg)
 }
 
-fn user<'a>(acl: &'a Acl, name: &str) -> &'a User {
-    acl.users().iter().find(|u| u.name == name).unwrap()
+fn user(acl: &Acl, name: &str) -> Arc<User> {
+    acl.user(name.as_bytes()).unwrap()
 }
 
 fn run(acl: &Acl, name: &str, line: &str) -> Result<(), Denial> {
     let r = Call::line(line);
     let args = r.args();
     let cmd = resolve(&args).unwrap_or_else(|e| panic!("{line}: {e:?}"));
-    acl.check(user(acl, name), cmd, &args)
+    acl.check(&user(acl, name), cmd, &args)
 }
 
 fn mode_of(line: &str) -> Mode {
@@ -280,22 +280,160 @@ fn a_new_session_starts_as_the_default_user_stands() {
         start(""),
         SessionStart {
             authenticated: true,
-            restricted: false
+            restricted: false,
+            generation: 0
         }
     );
     assert_eq!(
         start("requirepass pw\n"),
         SessionStart {
             authenticated: false,
-            restricted: false
+            restricted: false,
+            generation: 0
         }
     );
     assert_eq!(
         start("user default on nopass mode read ~pub:*\n"),
         SessionStart {
             authenticated: true,
-            restricted: true
+            restricted: true,
+            generation: 0
         }
     );
     assert!(!start("user default off\nuser app on >pw mode write\n").authenticated);
+}
+
+/// `ACL SETUSER` with its words split like a request's.
+fn setuser(a: &Acl, line: &str) -> Result<(), String> {
+    let words: Vec<&[u8]> = line.split_whitespace().map(str::as_bytes).collect();
+    a.set_user(words[0], &words[1..])
+}
+
+#[test]
+fn command_rules_add_to_and_take_from_the_mode() {
+    let a = acl("user r on nopass mode read +set -get\n\
+         user c on nopass -@all +@scripting +config|get ~*\n\
+         user all on nopass mode read +@all\n");
+    assert_eq!(run(&a, "r", "SET k v"), Ok(()));
+    assert_eq!(run(&a, "r", "GET k"), Err(Denial::Command));
+    assert_eq!(run(&a, "r", "MGET k"), Ok(()));
+    assert_eq!(run(&a, "r", "DEL k"), Err(Denial::Command));
+    assert_eq!(run(&a, "c", "EVAL x 0"), Ok(()));
+    assert_eq!(run(&a, "c", "CONFIG GET port"), Ok(()));
+    assert_eq!(run(&a, "c", "CONFIG SET port 1"), Err(Denial::Command));
+    assert_eq!(run(&a, "c", "PING"), Err(Denial::Command));
+    // +@all after a mode: every command, so the fast path.
+    assert!(user(&a, "all").unrestricted);
+    assert!(!user(&a, "c").unrestricted);
+    // The line ACL LIST shows parses back to the same rights.
+    let canon = user(&a, "c").canonical.clone();
+    assert_eq!(canon, "c on nopass ~* &* -@all +@scripting +config|get");
+    assert_eq!(
+        user(&a, "r").canonical,
+        "r on nopass ~* &* mode read +set -get"
+    );
+}
+
+#[test]
+fn setuser_edits_users_as_redis_does() {
+    let a = acl("");
+    assert_eq!(a.generation(), 0);
+    // A new user is off and may do nothing until told.
+    setuser(&a, "bob").unwrap();
+    assert_eq!(a.generation(), 1);
+    assert_eq!(
+        user(&a, "bob").canonical,
+        "bob off resetkeys resetchannels -@all"
+    );
+    assert_eq!(
+        a.authenticate(Some(b"bob"), b"123").map(|_| ()),
+        Err(AuthError::WrongPass)
+    );
+    setuser(&a, "bob on >123 +@scripting +set ~x*").unwrap();
+    let bob = a.authenticate(Some(b"bob"), b"123").unwrap();
+    assert!(!bob.canonical.contains("123 "), "{}", bob.canonical);
+    assert_eq!(run(&a, "bob", "SET xa 1"), Ok(()));
+    assert_eq!(run(&a, "bob", "SET ya 1"), Err(Denial::Key));
+    assert_eq!(run(&a, "bob", "HSET xa f 1"), Err(Denial::Command));
+    // Granted by its rules, a script runs with its declared keys checked.
+    assert_eq!(run(&a, "bob", "EVAL x 1 xa"), Ok(()));
+    assert_eq!(run(&a, "bob", "EVAL x 1 ya"), Err(Denial::Key));
+    assert_eq!(run(&a, "bob", "SUBSCRIBE ch"), Err(Denial::Command));
+    // Edits apply in order to what is there; the old password goes with <.
+    setuser(&a, "bob >456 <123 allchannels +subscribe").unwrap();
+    assert!(a.authenticate(Some(b"bob"), b"123").is_err());
+    assert!(a.authenticate(Some(b"bob"), b"456").is_ok());
+    assert_eq!(run(&a, "bob", "SUBSCRIBE ch"), Ok(()));
+    // One bad rule: nothing changes, and Redis's text says which.
+    let before = user(&a, "bob").canonical.clone();
+    let gen = a.generation();
+    for (line, want) in [
+        (
+            "bob off +nosuch",
+            "ERR Error in ACL SETUSER modifier '+nosuch': Unknown command or category name in ACL",
+        ),
+        (
+            "bob ~a* bogus",
+            "ERR Error in ACL SETUSER modifier 'bogus': Syntax error",
+        ),
+        (
+            "bob <nope",
+            "The password you are trying to remove from the user does not exist",
+        ),
+        (
+            "bob #abc",
+            "The password hash must be exactly 64 characters",
+        ),
+        ("bob allkeys ~x", "Try 'resetkeys'"),
+        ("bob &x", "Try 'resetchannels'"),
+        ("bob %X~k", "Syntax error"),
+        ("bob (+get ~k)", "selectors"),
+    ] {
+        let e = setuser(&a, line).unwrap_err();
+        assert!(e.starts_with("ERR ") && e.contains(want), "{line}: {e}");
+    }
+    assert_eq!(user(&a, "bob").canonical, before);
+    assert_eq!(a.generation(), gen);
+    assert!(setuser(&a, "bad\u{0}name on").is_err());
+    // reset: back to a new user's standing.
+    setuser(&a, "bob reset").unwrap();
+    assert_eq!(
+        user(&a, "bob").canonical,
+        "bob off resetkeys resetchannels -@all"
+    );
+    // default can be edited, never deleted; others can.
+    setuser(&a, "default >pw").unwrap();
+    assert!(!a.session_start().authenticated || a.default_user().nopass);
+    assert_eq!(
+        a.del_users(&[b"default"]),
+        Err("ERR The 'default' user cannot be removed")
+    );
+    assert_eq!(a.del_users(&[b"bob", b"nobody"]), Ok(1));
+    assert!(a.user(b"bob").is_none());
+    assert!(matches!(a.refresh(Some(&bob)), Refreshed::Deleted));
+}
+
+#[test]
+fn setuser_rules_parse_like_acl_list_prints_them() {
+    let a = acl("");
+    setuser(
+        &a,
+        "u on >pw %R~r:* %W~w:* ~rw:* &news.* -@all +@read -keys +client|id",
+    )
+    .unwrap();
+    // (In a file, a word starting with '#' would need quotes.)
+    let canon = user(&a, "u").canonical.clone();
+    let words: Vec<&str> = canon.split_whitespace().collect();
+    let mut cfg = crate::config::Config::default();
+    cfg.users
+        .push(crate::config::user::UserSpec::parse(&words).unwrap());
+    let back = Acl::from_config(&cfg);
+    let u = user(&back, "u");
+    assert_eq!(u.canonical, user(&a, "u").canonical);
+    assert_eq!(run(&back, "u", "GET r:1"), Ok(()));
+    assert_eq!(run(&back, "u", "GET w:1"), Err(Denial::Key));
+    assert_eq!(run(&back, "u", "KEYS *"), Err(Denial::Command));
+    assert_eq!(run(&back, "u", "CLIENT ID"), Ok(()));
+    assert_eq!(run(&back, "u", "CLIENT KILL ID 1"), Err(Denial::Command));
+    assert!(back.authenticate(Some(b"u"), b"pw").is_ok());
 }

@@ -170,6 +170,19 @@ pub mod acl {
         "scripting",
     ];
 
+    /// Every category name, in `ACL CAT`'s order.
+    pub fn names() -> &'static [&'static str] {
+        &NAMES
+    }
+
+    /// The bit of the category named `name` (any case, without '@').
+    pub fn bit(name: &str) -> Option<u64> {
+        NAMES
+            .iter()
+            .position(|n| n.eq_ignore_ascii_case(name))
+            .map(|i| 1u64 << i)
+    }
+
     /// The category's name as `ACL CAT` prints it (`COMMAND INFO` prefixes
     /// it with '@'); "" for anything that is not exactly one known bit.
     pub fn name(bit: u64) -> &'static str {

@@ -5,6 +5,8 @@
 //!             [mode read|write|admin]
 //!             [~pattern | %R~pattern | %W~pattern | %RW~pattern | allkeys | resetkeys ...]
 //!             [&pattern | allchannels | resetchannels ...]
+//!             [+command | -command | +command|sub | +@category | -@category
+//!              | allcommands | nocommands ...]
 //! ```
 //!
 //! Owns [`UserSpec`] (the parsed line, which also keeps the words as given
@@ -13,11 +15,19 @@
 //! by `ACL LIST`, `CONFIG GET user` and for what the running proxy keeps)
 //! and [`UserSpec::hashed`].
 //!
-//! Rules follow Redis's ACL words where Redis has one; commands are granted
-//! by `mode` (predixy's read / write / admin) instead of `+`/`-` rules. A
-//! line without any key rule allows every key, and one without any channel
-//! rule every channel (Redis would allow none): a user line is about who
-//! may do what, and the common case is "everything, within a mode".
+//! Rules follow Redis's ACL words where Redis has one. Commands are granted
+//! by `mode` (predixy's read / write / admin), then Redis's `+`/`-` command
+//! rules, if any, add to and take from what the mode gave, in order (`+@all`
+//! and `-@all` start over). A line without any key rule allows every key,
+//! and one without any channel rule every channel (Redis would allow none):
+//! a user line is about who may do what, and the common case is
+//! "everything, within a mode".
+//!
+//! `ACL SETUSER` edits a user with Redis's own dialect of the same words
+//! ([`UserSpec::for_setuser`], [`UserSpec::apply_setuser`]): a new user
+//! starts as Redis's does (off, no password, no command, no key, no
+//! channel), `<password` and `!digest` remove a password, and errors are
+//! Redis's texts ([`RuleError`]).
 //!
 //! Never: show a `>password` in a `Debug` output or an error message.
 
@@ -88,6 +98,15 @@ pub struct KeyPattern {
 }
 
 impl KeyPattern {
+    /// `~*`: every key, read and written.
+    fn all() -> KeyPattern {
+        KeyPattern {
+            pattern: "*".to_string(),
+            read: true,
+            write: true,
+        }
+    }
+
     fn word(&self) -> String {
         let prefix = match (self.read, self.write) {
             (true, false) => "%R~",
@@ -113,6 +132,10 @@ pub struct UserSpec {
     pub keys: Option<Vec<KeyPattern>>,
     /// `None`: no channel rule was given, every channel is allowed.
     pub channels: Option<Vec<String>>,
+    /// Redis's command rules applied after the mode, in order, lower case
+    /// (`+get`, `-@write`, `+config|get`); a `+@all` or `-@all` drops the
+    /// rules before it, which it overrides.
+    pub commands: Vec<String>,
     /// The words after the name, as written.
     pub rules: Vec<String>,
 }
@@ -141,6 +164,7 @@ impl UserSpec {
             mode: Mode::Admin,
             keys: None,
             channels: None,
+            commands: Vec::new(),
             rules: vec!["on".into(), "nopass".into(), "mode".into(), "admin".into()],
         }
     }
@@ -164,6 +188,7 @@ impl UserSpec {
             mode: Mode::Read,
             keys: None,
             channels: None,
+            commands: Vec::new(),
             rules: rules.iter().map(|r| r.to_string()).collect(),
         };
         let fail = |m: String| Err(format!("user {name}: {m}"));
@@ -207,16 +232,7 @@ impl UserSpec {
                 u.channels.get_or_insert_with(Vec::new).push(p.to_string());
             } else {
                 match lower.as_str() {
-                    "on" => u.enabled = true,
-                    "off" => u.enabled = false,
-                    "nopass" => {
-                        u.nopass = true;
-                        u.passwords.clear();
-                    }
-                    "resetpass" => {
-                        u.nopass = false;
-                        u.passwords.clear();
-                    }
+                    _ if u.login_rule(&lower) => {}
                     "mode" => {
                         let Some(m) = rules.get(i).and_then(|m| Mode::parse(m)) else {
                             return fail("mode must be followed by read, write or admin".into());
@@ -228,11 +244,10 @@ impl UserSpec {
                     "resetkeys" => u.keys = Some(Vec::new()),
                     "allchannels" => u.channels.get_or_insert_with(Vec::new).push("*".into()),
                     "resetchannels" => u.channels = Some(Vec::new()),
-                    _ if rule.starts_with('+') || rule.starts_with('-') => {
-                        return fail(format!(
-                            "'{rule}': commands are granted by mode (mode read, write or \
-                             admin), not by +/- rules"
-                        ))
+                    _ if is_command_rule(&lower) => {
+                        if let Err(e) = u.add_command_rule(&lower) {
+                            return fail(format!("'{rule}': {}", e.text()));
+                        }
                     }
                     _ if rule.starts_with('<') || rule.starts_with('!') => {
                         return fail(
@@ -245,7 +260,8 @@ impl UserSpec {
                         return fail(
                             "unknown rule (expected on, off, >password, #digest, nopass, \
                              resetpass, mode, ~pattern, %R~pattern, %W~pattern, allkeys, \
-                             resetkeys, &pattern, allchannels or resetchannels)"
+                             resetkeys, &pattern, allchannels, resetchannels, +command, \
+                             -command, +@category, -@category, allcommands or nocommands)"
                                 .to_string(),
                         )
                     }
@@ -253,6 +269,161 @@ impl UserSpec {
             }
         }
         Ok(u)
+    }
+
+    /// Appends one command rule (`lower`, already lower case) after
+    /// checking that it names a known command or category.
+    fn add_command_rule(&mut self, lower: &str) -> Result<(), RuleError> {
+        let rule = command_rule(lower)?;
+        if rule == "+@all" || rule == "-@all" {
+            self.commands.clear();
+        }
+        self.commands.push(rule);
+        Ok(())
+    }
+
+    /// A user `ACL SETUSER` has not seen before, as Redis creates one: off,
+    /// no password, no command, no key and no channel.
+    pub fn for_setuser(name: &str) -> UserSpec {
+        UserSpec {
+            name: name.to_string(),
+            enabled: false,
+            nopass: false,
+            passwords: Vec::new(),
+            mode: Mode::Read,
+            keys: Some(Vec::new()),
+            channels: Some(Vec::new()),
+            commands: vec!["-@all".to_string()],
+            rules: Vec::new(),
+        }
+    }
+
+    /// Applies one `ACL SETUSER` rule, in Redis's dialect (no `mode`; `<`
+    /// and `!` remove a password; a password may be any bytes). A clear
+    /// password is hashed at once and never kept.
+    pub fn apply_setuser(&mut self, rule: &[u8]) -> Result<(), RuleError> {
+        if rule.is_empty() {
+            return Ok(());
+        }
+        match rule.first() {
+            Some(b'>') | Some(b'<') => {
+                let digest = sha256::digest(rule.get(1..).unwrap_or_default());
+                return self.password_rule(rule[0] == b'>', digest);
+            }
+            Some(b'#') | Some(b'!') => {
+                let hex = std::str::from_utf8(rule.get(1..).unwrap_or_default())
+                    .ok()
+                    .filter(|h| !h.bytes().any(|b| b.is_ascii_uppercase()))
+                    .and_then(sha256::parse_hex)
+                    .ok_or(RuleError::BadHash)?;
+                return self.password_rule(rule[0] == b'#', hex);
+            }
+            _ => {}
+        }
+        let rule = std::str::from_utf8(rule).map_err(|_| RuleError::Syntax)?;
+        let lower = rule.to_ascii_lowercase();
+        let all_keys = |u: &UserSpec| {
+            u.keys
+                .as_ref()
+                .is_some_and(|k| k.iter().any(|p| p.pattern == "*" && p.read && p.write))
+        };
+        let all_channels = |u: &UserSpec| {
+            u.channels
+                .as_ref()
+                .is_some_and(|c| c.iter().any(|c| c == "*"))
+        };
+        match lower.as_str() {
+            _ if self.login_rule(&lower) => {}
+            "sanitize-payload" | "skip-sanitize-payload" | "clearselectors" => {}
+            "reset" => {
+                *self = UserSpec::for_setuser(&self.name);
+            }
+            "allkeys" | "~*" => self.keys = Some(vec![KeyPattern::all()]),
+            "resetkeys" => self.keys = Some(Vec::new()),
+            "allchannels" | "&*" => self.channels = Some(vec!["*".to_string()]),
+            "resetchannels" => self.channels = Some(Vec::new()),
+            _ if lower.starts_with('(') => return Err(RuleError::Selectors),
+            _ if lower.starts_with('~') || lower.starts_with('%') => {
+                if all_keys(self) {
+                    return Err(RuleError::AfterAllKeys);
+                }
+                let (read, write, pattern) = if let Some(p) = rule.strip_prefix('~') {
+                    (true, true, p)
+                } else {
+                    let (perm, _) = lower[1..].split_once('~').ok_or(RuleError::Syntax)?;
+                    let (read, write) = match perm {
+                        "r" => (true, false),
+                        "w" => (false, true),
+                        "rw" | "wr" => (true, true),
+                        _ => return Err(RuleError::Syntax),
+                    };
+                    (read, write, &rule[perm.len() + 2..])
+                };
+                if pattern.bytes().any(|b| b == b' ' || b == 0) {
+                    return Err(RuleError::Syntax);
+                }
+                let keys = self.keys.get_or_insert_with(Vec::new);
+                match keys.iter_mut().find(|k| k.pattern == pattern) {
+                    Some(k) => {
+                        k.read |= read;
+                        k.write |= write;
+                    }
+                    None => keys.push(KeyPattern {
+                        pattern: pattern.to_string(),
+                        read,
+                        write,
+                    }),
+                }
+            }
+            _ if lower.starts_with('&') => {
+                if all_channels(self) {
+                    return Err(RuleError::AfterAllChannels);
+                }
+                let pattern = &rule[1..];
+                if pattern.bytes().any(|b| b == b' ' || b == 0) {
+                    return Err(RuleError::Syntax);
+                }
+                let channels = self.channels.get_or_insert_with(Vec::new);
+                if !channels.iter().any(|c| c == pattern) {
+                    channels.push(pattern.to_string());
+                }
+            }
+            _ if is_command_rule(&lower) => self.add_command_rule(&lower)?,
+            _ => return Err(RuleError::Syntax),
+        }
+        Ok(())
+    }
+
+    /// `on`, `off`, `nopass` or `resetpass` (both dialects): `false` for
+    /// any other word.
+    fn login_rule(&mut self, lower: &str) -> bool {
+        match lower {
+            "on" => self.enabled = true,
+            "off" => self.enabled = false,
+            "nopass" | "resetpass" => {
+                self.nopass = lower == "nopass";
+                self.passwords.clear();
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `>`/`#` (`add`) or `<`/`!` (remove) of one digest.
+    fn password_rule(&mut self, add: bool, digest: [u8; 32]) -> Result<(), RuleError> {
+        let at = self.passwords.iter().position(|p| p.digest() == digest);
+        match (add, at) {
+            (true, None) => self.passwords.push(Password::Hash(digest)),
+            (true, Some(_)) => {}
+            (false, Some(i)) => {
+                self.passwords.remove(i);
+            }
+            (false, None) => return Err(RuleError::NoSuchPassword),
+        }
+        if add {
+            self.nopass = false;
+        }
+        Ok(())
     }
 
     fn add_key(&mut self, pattern: &str, read: bool, write: bool) {
@@ -265,7 +436,7 @@ impl UserSpec {
 
     /// The words of a rule list that names no password in clear: `>pw`
     /// became `#<sha256>`; everything else in a fixed order.
-    fn canonical_rules(&self) -> Vec<String> {
+    pub fn canonical_words(&self) -> Vec<String> {
         let mut w = vec![if self.enabled { "on" } else { "off" }.to_string()];
         if self.nopass {
             w.push("nopass".into());
@@ -283,8 +454,16 @@ impl UserSpec {
             Some(c) if c.is_empty() => w.push("resetchannels".into()),
             Some(c) => w.extend(c.iter().map(|c| format!("&{c}"))),
         }
-        w.push("mode".into());
-        w.push(self.mode.name().into());
+        // After a leading +@all or -@all the mode no longer matters.
+        if !self
+            .commands
+            .first()
+            .is_some_and(|c| c == "+@all" || c == "-@all")
+        {
+            w.push("mode".into());
+            w.push(self.mode.name().into());
+        }
+        w.extend(self.commands.iter().cloned());
         w
     }
 
@@ -292,7 +471,7 @@ impl UserSpec {
     /// password, as `ACL LIST` shows it (after `user `).
     pub fn canonical(&self) -> String {
         let mut s = self.name.clone();
-        for w in self.canonical_rules() {
+        for w in self.canonical_words() {
             s.push(' ');
             s.push_str(&w);
         }
@@ -308,9 +487,102 @@ impl UserSpec {
             .iter()
             .map(|p| Password::Hash(p.digest()))
             .collect();
-        u.rules = u.canonical_rules();
+        u.rules = u.canonical_words();
         u
     }
+}
+
+/// Why a rule was refused. [`RuleError::text`] is Redis 7.0's wording
+/// where Redis has one (`ACL SETUSER` puts it after "Error in ACL SETUSER
+/// modifier '<rule>': ").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuleError {
+    Syntax,
+    UnknownCommand,
+    AfterAllKeys,
+    AfterAllChannels,
+    NoSuchPassword,
+    BadHash,
+    /// `+command|arg` of a command without subcommands (Redis's deprecated
+    /// first-argument rule).
+    FirstArg,
+    /// `(...)`: Redis 7's selectors.
+    Selectors,
+}
+
+impl RuleError {
+    pub fn text(self) -> &'static str {
+        match self {
+            RuleError::Syntax => "Syntax error",
+            RuleError::UnknownCommand => "Unknown command or category name in ACL",
+            RuleError::AfterAllKeys => {
+                "Adding a pattern after the * pattern (or the 'allkeys' flag) is not valid and \
+                 does not have any effect. Try 'resetkeys' to start with an empty list of patterns"
+            }
+            RuleError::AfterAllChannels => {
+                "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid \
+                 and does not have any effect. Try 'resetchannels' to start with an empty list \
+                 of channels"
+            }
+            RuleError::NoSuchPassword => {
+                "The password you are trying to remove from the user does not exist"
+            }
+            RuleError::BadHash => {
+                "The password hash must be exactly 64 characters and contain only lowercase \
+                 hexadecimal characters"
+            }
+            RuleError::FirstArg => {
+                "mithril does not allow one first argument of a command without subcommands \
+                 (allow the whole command, or a subcommand of a container command)"
+            }
+            RuleError::Selectors => "mithril does not support ACL selectors",
+        }
+    }
+}
+
+/// Whether `lower` is a command rule: `+...`, `-...`, `allcommands` or
+/// `nocommands`.
+fn is_command_rule(lower: &str) -> bool {
+    lower.starts_with('+')
+        || lower.starts_with('-')
+        || lower == "allcommands"
+        || lower == "nocommands"
+}
+
+/// The rule in the form kept (`allcommands` is `+@all`, `nocommands`
+/// `-@all`), once its command or category is known to exist.
+fn command_rule(lower: &str) -> Result<String, RuleError> {
+    use crate::command;
+    let lower = match lower {
+        "allcommands" => "+@all",
+        "nocommands" => "-@all",
+        l => l,
+    };
+    let (sign, what) = lower.split_at(1);
+    if !matches!(sign, "+" | "-") || what.is_empty() {
+        return Err(RuleError::Syntax);
+    }
+    if let Some(cat) = what.strip_prefix('@') {
+        if cat != "all" && command::acl::bit(cat).is_none() {
+            return Err(RuleError::UnknownCommand);
+        }
+    } else if let Some((parent, sub)) = what.rsplit_once('|') {
+        let cmd = command::lookup(parent.as_bytes()).ok_or(RuleError::UnknownCommand)?;
+        if sub.is_empty() {
+            return Err(RuleError::Syntax);
+        }
+        if cmd.subcommands.is_empty() {
+            return Err(if sign == "+" {
+                RuleError::FirstArg
+            } else {
+                RuleError::UnknownCommand
+            });
+        }
+        command::lookup_sub(cmd, sub.as_bytes()).ok_or(RuleError::UnknownCommand)?;
+    } else {
+        command::lookup(what.as_bytes()).ok_or(RuleError::UnknownCommand)?;
+    }
+    Ok(lower.to_string())
 }
 
 /// `prefix` as a glob that matches exactly the strings starting with it
@@ -395,8 +667,11 @@ mod tests {
             ("bad\u{7f}name", "not a valid user name"),
             ("u mode", "mode must be followed"),
             ("u mode root", "mode must be followed"),
-            ("u +@all", "granted by mode"),
-            ("u -get", "granted by mode"),
+            ("u +nosuch", "Unknown command or category"),
+            ("u -@nosuch", "Unknown command or category"),
+            ("u +get|x", "one first argument"),
+            ("u +config|nosuch", "Unknown command or category"),
+            ("u +config|", "Syntax error"),
             ("u #abc", "64 hex digits"),
             ("u %X~k", "R, W or RW"),
             ("u %R", "%R~pattern"),

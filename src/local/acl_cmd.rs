@@ -1,9 +1,11 @@
-//! ACL: the read-only side of Redis's ACL command over mithril's users.
+//! ACL: Redis's ACL command over mithril's users.
 //!
-//! `ACL WHOAMI` (any user), `ACL USERS` and `ACL LIST` (admin mode: the
-//! mode check runs before this), `ACL HELP`. Users come from the
-//! configuration file and never change while the proxy runs, so SETUSER,
-//! DELUSER, LOAD, SAVE and the rest are refused with that reason.
+//! `ACL WHOAMI` (any user); in admin mode (the mode check runs before
+//! this): `USERS`, `LIST`, `GETUSER`, `SETUSER`, `DELUSER`, `CAT`,
+//! `GENPASS`, `HELP`. Users come from the configuration file at start;
+//! `SETUSER` and `DELUSER` change them until the process ends (nothing is
+//! written back: `ACL LIST` prints lines to paste into the file). LOAD,
+//! SAVE, LOG and DRYRUN are refused with that reason.
 //!
 //! `ACL LIST` writes each user as a `user` line of mithril's own syntax,
 //! passwords as `#<sha256>`: pasted into a configuration file, it defines
@@ -11,20 +13,26 @@
 
 use super::{built, display_name, error, help, Outcome};
 use crate::acl::User;
-use crate::command::Command;
+use crate::command::{self, Args, Command};
 use crate::session::Session;
 use crate::shared::Shared;
 use std::sync::Arc;
 
+/// ACL GENPASS's largest argument, as Redis's.
+const GENPASS_MAX_BITS: i64 = 4096;
+
 /// The user a session runs as (`default` until it authenticates).
-fn session_user<'a>(shared: &'a Shared, s: &'a Session) -> &'a Arc<User> {
+fn session_user(shared: &Shared, s: &Session) -> Arc<User> {
     s.user
-        .as_ref()
+        .clone()
         .unwrap_or_else(|| shared.admin.acl.default_user())
 }
 
-pub fn acl(shared: &Shared, s: &Session, cmd: &Command) -> Outcome {
-    let mut users: Vec<_> = shared.admin.acl.users().iter().collect();
+pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome {
+    let acl = &shared.admin.acl;
+    let arg = |i: usize| args.get(i).unwrap_or_default();
+    let rest = |from: usize| (from..args.len()).map(arg).collect::<Vec<&[u8]>>();
+    let mut users = acl.users();
     users.sort_by(|a, b| a.name.cmp(&b.name));
     match cmd.name {
         "acl|whoami" => {
@@ -54,25 +62,186 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command) -> Outcome {
             },
             s,
         ),
+        "acl|setuser" => match acl.set_user(arg(2), &rest(3)) {
+            Ok(()) => Outcome::Reply(bytes::Bytes::from_static(b"+OK\r\n")),
+            Err(e) => error(&e),
+        },
+        "acl|deluser" => match acl.del_users(&rest(2)) {
+            Ok(n) => built(
+                |e| {
+                    e.int(n as i64);
+                },
+                s,
+            ),
+            Err(e) => error(e),
+        },
+        "acl|getuser" => match acl.user(arg(2)) {
+            None => built(
+                |e| {
+                    e.null();
+                },
+                s,
+            ),
+            Some(u) => built(|e| describe(e, &u), s),
+        },
+        "acl|cat" => cat(s, args),
+        "acl|genpass" => genpass(s, args),
         "acl|help" => help(
             s,
             &[
                 "ACL <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-                "WHOAMI",
-                "    Return the name of the user of this connection.",
-                "USERS",
-                "    List the names of the users (admin mode).",
+                "CAT [<category>]",
+                "    List all commands that belong to <category>, or all command categories",
+                "    when no category is specified.",
+                "DELUSER <username> [<username> ...]",
+                "    Delete a list of users (admin mode).",
+                "GETUSER <username>",
+                "    Get the user's details (admin mode).",
+                "GENPASS [<bits>]",
+                "    Generate a secure 256-bit user password. The optional `bits` argument can",
+                "    be used to specify a different size.",
                 "LIST",
                 "    List the users as configuration lines, passwords as SHA-256 digests (admin mode).",
+                "SETUSER <username> <attribute> [<attribute> ...]",
+                "    Create or modify a user with the specified attributes (admin mode; until",
+                "    mithril restarts: copy ACL LIST's lines into the configuration to keep them).",
+                "USERS",
+                "    List the names of the users (admin mode).",
+                "WHOAMI",
+                "    Return the name of the user of this connection.",
                 "HELP",
                 "    Print this help.",
-                "mithril's users are 'user' lines (and requirepass) in the configuration file.",
             ],
         ),
         _ => error(&format!(
-            "ERR mithril: {} is not supported: users are defined with 'user' lines (and \
-             requirepass) in the configuration file and do not change while mithril runs",
+            "ERR mithril: {} is not supported: users are the configuration file's 'user' lines \
+             (and requirepass), changed while mithril runs only by ACL SETUSER and DELUSER",
             display_name(cmd)
         )),
     }
+}
+
+/// ACL GETUSER's map, in Redis 7.0's order: flags, passwords (digests),
+/// commands, keys, channels, selectors (always none).
+fn describe(e: &mut crate::resp::encode::Encoder<'_>, u: &User) {
+    let spec = &u.spec;
+    e.map(6);
+    e.bulk(b"flags");
+    let mut flags = vec![if spec.enabled { "on" } else { "off" }];
+    if spec.nopass {
+        flags.push("nopass");
+    }
+    e.set(flags.len());
+    for f in flags {
+        e.bulk(f.as_bytes());
+    }
+    e.bulk(b"passwords");
+    e.array(spec.passwords.len());
+    for p in &spec.passwords {
+        e.bulk(crate::config::sha256::hex(&p.digest()).as_bytes());
+    }
+    let words = spec.canonical_words();
+    let pick = |f: fn(&str) -> bool| {
+        words
+            .iter()
+            .filter(|w| f(w))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    e.bulk(b"commands");
+    e.bulk(pick(|w| w.starts_with(['+', '-']) || w.starts_with("mode")).as_bytes());
+    e.bulk(b"keys");
+    let keys = pick(|w| w.starts_with(['~', '%']));
+    e.bulk(keys.as_bytes());
+    e.bulk(b"channels");
+    e.bulk(pick(|w| w.starts_with('&')).as_bytes());
+    e.bulk(b"selectors");
+    e.array(0);
+}
+
+/// ACL CAT [category].
+fn cat(s: &Session, args: &Args) -> Outcome {
+    let names = command::acl::names();
+    let Some(which) = args.get(2) else {
+        return built(
+            |e| {
+                e.array(names.len());
+                for n in names {
+                    e.bulk(n.as_bytes());
+                }
+            },
+            s,
+        );
+    };
+    let bit = std::str::from_utf8(which).ok().and_then(command::acl::bit);
+    let Some(bit) = bit else {
+        let shown = &which[..which.len().min(128)];
+        return error(&format!(
+            "ERR Unknown category '{}'",
+            String::from_utf8_lossy(shown)
+        ));
+    };
+    let mut found: Vec<&str> = Vec::new();
+    for c in command::all() {
+        if c.subcommands.is_empty() {
+            if c.acl & bit != 0 {
+                found.push(c.name);
+            }
+        } else {
+            found.extend(
+                c.subcommands
+                    .iter()
+                    .filter(|sc| sc.acl & bit != 0)
+                    .map(|sc| sc.name),
+            );
+        }
+    }
+    built(
+        |e| {
+            e.array(found.len());
+            for n in &found {
+                e.bulk(n.as_bytes());
+            }
+        },
+        s,
+    )
+}
+
+/// ACL GENPASS [bits]: `bits` random bits as hex digits (rounded up to a
+/// whole digit).
+fn genpass(s: &Session, args: &Args) -> Outcome {
+    let bits = match args.get(2) {
+        None => 256,
+        Some(b) => match std::str::from_utf8(b)
+            .ok()
+            .and_then(|b| b.parse::<i64>().ok())
+        {
+            Some(n) => n,
+            None => return error("ERR value is not an integer or out of range"),
+        },
+    };
+    if bits <= 0 || bits > GENPASS_MAX_BITS {
+        return error(&format!(
+            "ERR ACL GENPASS argument must be the number of bits for the output password, a \
+             positive number up to {GENPASS_MAX_BITS}"
+        ));
+    }
+    let chars = ((bits + 3) / 4) as usize;
+    let mut raw = vec![0u8; chars.div_ceil(2)];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| {
+        use std::io::Read;
+        f.read_exact(&mut raw)
+    });
+    if random.is_err() {
+        return error("ERR mithril: cannot read /dev/urandom");
+    }
+    let mut hex: String = raw.iter().map(|b| format!("{b:02x}")).collect();
+    hex.truncate(chars);
+    built(
+        |e| {
+            e.bulk(hex.as_bytes());
+        },
+        s,
+    )
 }

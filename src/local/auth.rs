@@ -159,6 +159,7 @@ pub fn reset_session(s: &mut Session, start: SessionStart) {
     s.authenticated = start.authenticated;
     s.user = None;
     s.restricted = start.restricted;
+    s.acl_gen = start.generation;
     s.reply_mode = Default::default();
 }
 

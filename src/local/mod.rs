@@ -15,7 +15,7 @@
 //!                             ▼
 //!   execute(shared, session, which, cmd, args) ──► Outcome (one frame)
 //!      ├─ auth        AUTH HELLO RESET
-//!      ├─ acl_cmd     ACL WHOAMI USERS LIST
+//!      ├─ acl_cmd     ACL WHOAMI USERS LIST GETUSER SETUSER DELUSER CAT GENPASS
 //!      ├─ client      CLIENT ...          (+ client_info_line)
 //!      ├─ config_cmd  CONFIG ...
 //!      ├─ cluster     CLUSTER ...         (one master, all slots)
@@ -178,7 +178,7 @@ pub fn execute(
         LocalCmd::Auth => auth::auth(shared, s, args),
         LocalCmd::Hello => auth::hello(shared, s, args),
         LocalCmd::Reset => auth::reset(shared, s),
-        LocalCmd::Acl => acl_cmd::acl(shared, s, cmd),
+        LocalCmd::Acl => acl_cmd::acl(shared, s, cmd, args),
         LocalCmd::Client => client::client(shared, s, cmd, args),
         LocalCmd::Config => config_cmd::config(shared, s, cmd, args),
         LocalCmd::Cluster => cluster::cluster(shared, s, cmd, args),

@@ -289,6 +289,8 @@ pub struct Session {
     /// That user may not run everything: the permission check runs (the
     /// hot path tests only this).
     pub restricted: bool,
+    /// The `Acl::generation` `user` and `restricted` were read at.
+    pub acl_gen: u64,
     /// Dispatch window and overload bookkeeping (see `pressure`).
     pub pressure: Pressure,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
@@ -434,6 +436,7 @@ impl Session {
             authenticated: start.authenticated,
             user: None,
             restricted: start.restricted,
+            acl_gen: start.generation,
             pressure: Pressure::default(),
             lib_name: None,
             lib_ver: None,

@@ -9,6 +9,7 @@ use crate::command::{flags, Args, Command, LocalCmd, Route};
 use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
 use crate::router::{self, Decision, Refusal, TxnOp, View};
+use crate::session::Session;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::ops::Range;
@@ -83,6 +84,12 @@ impl Worker {
                 s.ring.stamp = self.obs.stats.stamp(cmd);
                 s.last_cmd = cmd.name;
                 let acl = &self.shared.admin.acl;
+                let generation = acl.generation();
+                if s.acl_gen != generation && refresh_user(s, acl) {
+                    // Its user was deleted: Redis closes the connection.
+                    s.close_after_flush();
+                }
+                let default_user = (s.restricted && s.user.is_none()).then(|| acl.default_user());
                 // A pin whose connection was lost routes nothing more
                 // (its EXEC answers nil: watch.rs).
                 let pin = match s.pin {
@@ -96,12 +103,14 @@ impl Worker {
                     txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
                     subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
                     over_memory,
-                    acl: s.restricted.then(|| {
-                        (
-                            acl,
-                            &**s.user.as_ref().unwrap_or_else(|| acl.default_user()),
-                        )
-                    }),
+                    acl: if s.restricted {
+                        s.user
+                            .as_deref()
+                            .or(default_user.as_deref())
+                            .map(|u| (acl, u))
+                    } else {
+                        None
+                    },
                     pin,
                 };
                 let decision = router::decide_command(&view, cmd, &args, &self.topo);
@@ -473,5 +482,32 @@ impl Worker {
             key,
             Some(b"-ERR mithril: subscription cancelled by RESET\r\n"),
         );
+    }
+}
+
+/// A session whose user was edited or deleted since it looked (`ACL
+/// SETUSER`, `DELUSER`) takes the user as it is now; `true` when the user
+/// is gone (the session is then logged out, and should be closed).
+#[cold]
+#[inline(never)]
+fn refresh_user(s: &mut Session, acl: &crate::acl::Acl) -> bool {
+    match acl.refresh(s.user.as_ref()) {
+        crate::acl::Refreshed::User(user, start) => {
+            s.restricted = match &user {
+                Some(u) => !u.unrestricted,
+                None => start.restricted,
+            };
+            s.user = user;
+            s.acl_gen = start.generation;
+            false
+        }
+        crate::acl::Refreshed::Deleted => {
+            let start = acl.session_start();
+            s.user = None;
+            s.authenticated = false;
+            s.restricted = start.restricted;
+            s.acl_gen = start.generation;
+            true
+        }
     }
 }
