@@ -30,6 +30,8 @@ use bytes::Bytes;
 
 /// `maxmemory` refusal (Redis's text).
 pub const ERR_OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+/// Over `maxmemory`, to a script whose shebang does not allow it.
+const ERR_OOM_SCRIPT: &[u8] = b"-OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'\r\n";
 /// The reply to any command but AUTH, HELLO, QUIT and RESET while a client
 /// has not authenticated.
 pub const ERR_NOAUTH: &[u8] = b"-NOAUTH Authentication required.\r\n";
@@ -207,7 +209,8 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 /// 2. Not authenticated and the command is not `no-auth`: `Refuse` with
 ///    NOAUTH (a rejection).
 /// 3. Over `maxmemory` and the command may grow memory (or EXEC of a
-///    transaction that would run one): `Refuse` with OOM (dooms MULTI).
+///    transaction that would run one, or a script that may write: see
+///    `script_oom`): `Refuse` with OOM (dooms MULTI).
 /// 4. A restricted user without the right to this command, key or
 ///    channel: `Refuse` with NOPERM (dooms MULTI).
 /// 5. Outside MULTI, not subscribed and not watching, a single-slot command that does
@@ -286,8 +289,13 @@ pub fn decide_command(
         }));
     }
     // 3. Memory.
-    if v.over_memory && (cmd.flags & flags::DENYOOM != 0 || (cmd.name == "exec" && v.txn_denyoom)) {
-        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_OOM), true)));
+    if v.over_memory {
+        if cmd.flags & flags::DENYOOM != 0 || (cmd.name == "exec" && v.txn_denyoom) {
+            return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_OOM), true)));
+        }
+        if let Some(reply) = script_oom(cmd, args) {
+            return Decision::Refuse(Box::new(refusal(Bytes::from_static(reply), true)));
+        }
     }
     // 4. Permissions.
     if let Some((acl, user)) = v.acl {
@@ -578,3 +586,31 @@ pub fn not_allowed_reply(cmd: &Command) -> Bytes {
 
 #[cfg(test)]
 mod tests;
+
+/// Over `maxmemory`: the refusal of a script that may write, as a node
+/// over its own budget refuses it. A node checks each command the script
+/// runs; mithril cannot, so EVAL without a shebang (and EVALSHA, whose body
+/// it does not see) is refused whole, with the text a write inside it
+/// would get; EVAL with a shebang runs only with `no-writes` or
+/// `allow-oom` among its flags. FCALL goes on: the node knows the
+/// function's flags.
+#[cold]
+fn script_oom(cmd: &Command, args: &Args<'_>) -> Option<&'static [u8]> {
+    match cmd.name {
+        "evalsha" => Some(ERR_OOM),
+        "eval" => {
+            let body = args.get(1).unwrap_or_default();
+            let Some(rest) = body.strip_prefix(b"#!") else {
+                return Some(ERR_OOM);
+            };
+            let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+            let allowed = line
+                .split(|&b| b == b' ')
+                .filter_map(|w| w.strip_prefix(b"flags="))
+                .flat_map(|f| f.split(|&b| b == b','))
+                .any(|f| f == b"no-writes" || f == b"allow-oom");
+            (!allowed).then_some(ERR_OOM_SCRIPT)
+        }
+        _ => None,
+    }
+}

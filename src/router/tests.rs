@@ -118,6 +118,44 @@ fn over_memory_refuses_denyoom_commands_and_exec_of_such_a_transaction() {
 }
 
 #[test]
+fn over_memory_refuses_scripts_that_may_write() {
+    let v = View {
+        over_memory: true,
+        ..plain()
+    };
+    // No shebang: the node would refuse the first write inside it.
+    let (text, _) = refused(&v, &["eval", "redis.call('set','x',1)", "0"]);
+    assert_eq!(text.as_bytes(), ERR_OOM);
+    assert_eq!(refused(&v, &["evalsha", "abc", "0"]).0.as_bytes(), ERR_OOM);
+    let (text, _) = refused(&v, &["eval", "#!lua\nreturn 1", "0"]);
+    assert!(text.starts_with("-OOM allow-oom flag is not set"), "{text}");
+    for body in [
+        "#!lua flags=no-writes\nreturn 1",
+        "#!lua flags=allow-oom\nreturn 1",
+        "#!lua flags=no-cluster,allow-oom\nreturn 1",
+    ] {
+        assert!(
+            !matches!(decision(&v, &["eval", body, "0"]), Decision::Refuse(_)),
+            "{body}"
+        );
+    }
+    // Read-only forms and FCALL (the node knows the function's flags) run.
+    assert!(!matches!(
+        decision(&v, &["eval_ro", "return 1", "0"]),
+        Decision::Refuse(_)
+    ));
+    assert!(!matches!(
+        decision(&v, &["fcall", "f", "0"]),
+        Decision::Refuse(_)
+    ));
+    // Under the budget nothing changes.
+    assert!(!matches!(
+        decision(&plain(), &["eval", "return 1", "0"]),
+        Decision::Refuse(_)
+    ));
+}
+
+#[test]
 fn restricted_users_are_checked_against_their_rights() {
     let cfg = crate::config::parse_str("user reader on >r mode read ~app:*\n", "test")
         .unwrap_or_else(|e| panic!("{e}"));
