@@ -652,3 +652,81 @@ fn setuser_scripting_grant_checks_declared_keys() {
     let mut w = login(&m, "writer", "w-pw");
     assert_eq!(w.cmd(&["EVAL", set, "1", "app:1", "1"]), noperm_cmd("eval"));
 }
+
+/// ACL LOG through mithril against a node that saw the same refusals:
+/// the same entries (reason, context, object, user, count), newest first,
+/// grouped alike, a count argument, RESET.
+#[test]
+fn acl_log_matches_a_node_that_saw_the_same_refusals() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = start(&cluster);
+    let mut a = login(&m, "admin", "a-pw");
+    let mut node = cluster.nodes[0].conn();
+    let rules = [
+        "ACL",
+        "SETUSER",
+        "bob",
+        "on",
+        ">b-pw",
+        "~app:*",
+        "resetchannels",
+        "&news.*",
+        "-@all",
+        "+get",
+        "+set",
+        "+publish",
+        "+multi",
+        "+exec",
+        "+discard",
+    ];
+    assert_eq!(a.cmd(&rules), ok());
+    assert_eq!(node.cmd(&rules), ok());
+    assert_eq!(node.cmd(&["ACL", "LOG", "RESET"]), ok());
+    assert_eq!(a.cmd(&["ACL", "LOG"]), Reply::Array(Some(vec![])));
+    let mut ours = login(&m, "bob", "b-pw");
+    let mut live = cluster.nodes[0].conn();
+    assert_eq!(live.cmd(&["AUTH", "bob", "b-pw"]), ok());
+    for c in [&mut ours, &mut live] {
+        for cmd in [
+            &["GET", "other"][..],
+            &["GET", "other"],
+            &["HSET", "app:h", "f", "v"],
+            &["PUBLISH", "elsewhere", "m"],
+            &["AUTH", "bob", "wrong"],
+            &["MULTI"],
+            &["SET", "secret", "v"],
+            &["DISCARD"],
+        ] {
+            c.cmd(cmd);
+        }
+    }
+    // Fields but the age and the client's line.
+    let entries = |c: &mut Conn, args: &[&str]| -> Vec<Vec<Reply>> {
+        c.cmd(args)
+            .as_array()
+            .iter()
+            .map(|e| {
+                let f = e.as_array();
+                assert_eq!(f[10], bulk("age-seconds"));
+                assert_eq!(f[12], bulk("client-info"));
+                assert!(f[13].as_str().contains("user="), "{f:?}");
+                f[..10].to_vec()
+            })
+            .collect()
+    };
+    let ours_log = entries(&mut a, &["ACL", "LOG"]);
+    assert_eq!(ours_log, entries(&mut node, &["ACL", "LOG"]));
+    assert_eq!(ours_log.len(), 5, "{ours_log:?}");
+    // Newest first: the key refused inside MULTI; the two GETs grouped.
+    assert_eq!(ours_log[0][5], bulk("multi"));
+    assert_eq!(ours_log[0][7], bulk("secret"));
+    assert_eq!(ours_log[4][1], Reply::Int(2));
+    assert_eq!(entries(&mut a, &["ACL", "LOG", "2"]).len(), 2);
+    assert_eq!(entries(&mut a, &["ACL", "LOG", "0"]).len(), 0);
+    assert!(a.cmd(&["ACL", "LOG", "x"]).is_error());
+    assert_eq!(a.cmd(&["ACL", "LOG", "RESET"]), ok());
+    assert_eq!(a.cmd(&["ACL", "LOG"]), Reply::Array(Some(vec![])));
+}

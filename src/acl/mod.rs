@@ -14,8 +14,8 @@
 //! What it owns: [`Acl`] (the users: built at start from the configuration,
 //! edited by `ACL SETUSER` / `DELUSER`, each edit a new generation),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
-//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, and
-//! the failure counters `INFO stats` shows. (The credentials mithril sends
+//! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, the
+//! failure counters `INFO stats` shows, and ACL LOG ([`LogEntry`]). (The credentials mithril sends
 //! to the cluster belong to the backend: `backend::auth`.)
 //!
 //! Invariants:
@@ -42,12 +42,37 @@ use crate::config::sha256;
 use crate::config::user::{KeyPattern, Mode, Password, UserSpec};
 use crate::config::{glob_match, Config};
 use bytes::Bytes;
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 /// At most this many users (the configuration's and `ACL SETUSER`'s).
 pub const MAX_USERS: usize = 10_000;
+
+/// ACL LOG keeps this many entries, the newest (Redis's default
+/// `acllog-max-len`).
+pub const LOG_MAX: usize = 128;
+
+/// A denial like the newest entry's within this time adds to its count.
+const LOG_GROUPING: Duration = Duration::from_secs(60);
+
+/// One ACL LOG entry: a refused command, key, channel or login.
+#[derive(Debug, Clone)]
+pub struct LogEntry {
+    pub count: u64,
+    /// `command`, `key`, `channel` or `auth`.
+    pub reason: &'static str,
+    /// `toplevel`, or `multi` when refused while queued in a transaction.
+    pub context: &'static str,
+    /// The command's full name, the key, the channel, or `AUTH`.
+    pub object: Vec<u8>,
+    pub username: String,
+    /// When it last happened.
+    pub at: Instant,
+    /// The client's CLIENT INFO line, as of that time.
+    pub client_info: String,
+}
 
 /// Reply to a command the user's mode does not include (`%s` is the
 /// command's full name, `client|kill`), as Redis 7.0 words it.
@@ -147,6 +172,8 @@ impl User {
     /// aside).
     fn may_run(&self, cmd: &Command) -> bool {
         match &self.allowed {
+            // As in Redis, AUTH, HELLO and the like pass any command rule.
+            Some(_) if cmd.flags & flags::NO_AUTH != 0 => true,
             Some(set) => set.contains(cmd.name),
             None => required_mode(cmd) <= self.mode,
         }
@@ -204,6 +231,8 @@ pub struct Acl {
     /// `DELUSER`.
     generation: AtomicU64,
     pub denied: Counters,
+    /// ACL LOG, newest first, at most [`LOG_MAX`].
+    log: Mutex<VecDeque<LogEntry>>,
 }
 
 /// What happened to a session's user since the session last looked.
@@ -242,7 +271,40 @@ impl Acl {
             users: RwLock::new(users),
             generation: AtomicU64::new(0),
             denied: Counters::default(),
+            log: Mutex::new(VecDeque::new()),
         }
+    }
+
+    /// Records a denial in ACL LOG: one like the newest matching entry of
+    /// the last minute (same reason, context, object and user) adds to its
+    /// count and moves it first, as Redis groups them.
+    pub fn log(&self, mut e: LogEntry) {
+        let mut log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let same = log.iter().position(|o| {
+            o.reason == e.reason
+                && o.context == e.context
+                && o.object == e.object
+                && o.username == e.username
+                && e.at.saturating_duration_since(o.at) <= LOG_GROUPING
+        });
+        if let Some(i) = same {
+            if let Some(old) = log.remove(i) {
+                e.count = old.count + 1;
+            }
+        }
+        log.push_front(e);
+        log.truncate(LOG_MAX);
+    }
+
+    /// The newest `count` entries of ACL LOG.
+    pub fn log_entries(&self, count: usize) -> Vec<LogEntry> {
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        log.iter().take(count).cloned().collect()
+    }
+
+    /// ACL LOG RESET.
+    pub fn log_reset(&self) {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// The number of edits so far: a session that read its user at an
@@ -525,9 +587,19 @@ fn matches_any(patterns: &[Vec<u8>], subject: &[u8]) -> bool {
 }
 
 fn check(user: &User, cmd: &'static Command, args: &Args) -> Result<(), Denial> {
+    check_at(user, cmd, args).map_err(|(d, _)| d)
+}
+
+/// [`check`], with the argument that was refused (the key or channel;
+/// `None` for the command itself).
+fn check_at(
+    user: &User,
+    cmd: &'static Command,
+    args: &Args,
+) -> Result<(), (Denial, Option<usize>)> {
     let mode = required_mode(cmd);
     if !user.may_run(cmd) {
-        return Err(Denial::Command);
+        return Err((Denial::Command, None));
     }
     // A script may reach keys it does not declare: with limited keys, the
     // proxy cannot vouch for it. A user whose command rules grant scripts
@@ -535,7 +607,7 @@ fn check(user: &User, cmd: &'static Command, args: &Args) -> Result<(), Denial> 
     // knowingly) runs them with its declared keys checked; what the script
     // then does on the node is not checked again (mithril(8), ACL).
     if user.keys_limited() && is_script_call(cmd) && user.allowed.is_none() {
-        return Err(Denial::Command);
+        return Err((Denial::Command, None));
     }
     let patterns = if mode == Mode::Read {
         &user.read_keys
@@ -545,7 +617,7 @@ fn check(user: &User, cmd: &'static Command, args: &Args) -> Result<(), Denial> 
     if let Some(p) = patterns {
         for i in command::keys(cmd, args) {
             if !args.get(i).is_some_and(|k| matches_any(p, k)) {
-                return Err(Denial::Key);
+                return Err((Denial::Key, Some(i)));
             }
         }
     }
@@ -561,7 +633,7 @@ fn check(user: &User, cmd: &'static Command, args: &Args) -> Result<(), Denial> 
                         .get(i)
                         .is_some_and(|c| p.iter().any(|q| q.as_slice() == c || q == b"*"))
                     {
-                        return Err(Denial::Channel);
+                        return Err((Denial::Channel, Some(i)));
                     }
                 }
                 0..0
@@ -570,7 +642,7 @@ fn check(user: &User, cmd: &'static Command, args: &Args) -> Result<(), Denial> 
         };
         for i in channels {
             if !args.get(i).is_some_and(|c| matches_any(p, c)) {
-                return Err(Denial::Channel);
+                return Err((Denial::Channel, Some(i)));
             }
         }
     }
@@ -583,6 +655,24 @@ fn is_script_call(cmd: &Command) -> bool {
         cmd.name,
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
     )
+}
+
+/// What a refusal refused, for ACL LOG: the reason and the object (the
+/// command's full name, or the key or channel refused). `None` when
+/// `user` may run the command.
+#[cold]
+pub fn explain(user: &User, cmd: &'static Command, args: &Args) -> Option<(&'static str, Vec<u8>)> {
+    let (d, at) = check_at(user, cmd, args).err()?;
+    let object = match at.and_then(|i| args.get(i)) {
+        Some(arg) => arg.to_vec(),
+        None => cmd.name.as_bytes().to_vec(),
+    };
+    let reason = match d {
+        Denial::Command => "command",
+        Denial::Key => "key",
+        Denial::Channel => "channel",
+    };
+    Some((reason, object))
 }
 
 /// The permission check of the dispatch path, for a restricted user

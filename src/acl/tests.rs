@@ -437,3 +437,35 @@ fn setuser_rules_parse_like_acl_list_prints_them() {
     assert_eq!(run(&back, "u", "CLIENT KILL ID 1"), Err(Denial::Command));
     assert!(back.authenticate(Some(b"u"), b"pw").is_ok());
 }
+
+#[test]
+fn the_log_groups_like_redis_and_keeps_the_newest() {
+    let a = acl("");
+    let t0 = std::time::Instant::now();
+    let entry = |object: &str, at: std::time::Instant| LogEntry {
+        count: 1,
+        reason: "key",
+        context: "toplevel",
+        object: object.as_bytes().to_vec(),
+        username: "u".into(),
+        at,
+        client_info: String::new(),
+    };
+    a.log(entry("k", t0));
+    a.log(entry("other", t0));
+    // The same denial within a minute adds to the older entry's count and
+    // moves it first; a minute later it is a new entry.
+    a.log(entry("k", t0 + Duration::from_secs(30)));
+    let l = a.log_entries(10);
+    assert_eq!((l.len(), l[0].count, &l[0].object[..]), (2, 2, &b"k"[..]));
+    a.log(entry("k", t0 + Duration::from_secs(200)));
+    assert_eq!(a.log_entries(10).len(), 3);
+    for i in 0..(LOG_MAX + 5) {
+        a.log(entry(&format!("n{i}"), t0));
+    }
+    let l = a.log_entries(usize::MAX);
+    assert_eq!(l.len(), LOG_MAX);
+    assert_eq!(l[0].object, format!("n{}", LOG_MAX + 4).into_bytes());
+    a.log_reset();
+    assert!(a.log_entries(10).is_empty());
+}

@@ -4,8 +4,9 @@
 //! this): `USERS`, `LIST`, `GETUSER`, `SETUSER`, `DELUSER`, `CAT`,
 //! `GENPASS`, `HELP`. Users come from the configuration file at start;
 //! `SETUSER` and `DELUSER` change them until the process ends (nothing is
-//! written back: `ACL LIST` prints lines to paste into the file). LOAD,
-//! SAVE, LOG and DRYRUN are refused with that reason.
+//! written back: `ACL LIST` prints lines to paste into the file). `LOG`
+//! shows the refusals mithril made (`acl::LogEntry`). LOAD, SAVE and
+//! DRYRUN are refused.
 //!
 //! `ACL LIST` writes each user as a `user` line of mithril's own syntax,
 //! passwords as `#<sha256>`: pasted into a configuration file, it defines
@@ -84,6 +85,7 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
             ),
             Some(u) => built(|e| describe(e, &u), s),
         },
+        "acl|log" => log(shared, s, args),
         "acl|cat" => cat(s, args),
         "acl|genpass" => genpass(s, args),
         "acl|help" => help(
@@ -97,6 +99,8 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
                 "    Delete a list of users (admin mode).",
                 "GETUSER <username>",
                 "    Get the user's details (admin mode).",
+                "LOG [<count> | RESET]",
+                "    Show the ACL log entries (admin mode).",
                 "GENPASS [<bits>]",
                 "    Generate a secure 256-bit user password. The optional `bits` argument can",
                 "    be used to specify a different size.",
@@ -158,6 +162,45 @@ fn describe(e: &mut crate::resp::encode::Encoder<'_>, u: &User) {
     e.bulk(pick(|w| w.starts_with('&')).as_bytes());
     e.bulk(b"selectors");
     e.array(0);
+}
+
+/// ACL LOG [count | RESET]: the newest entries first (10 by default).
+fn log(shared: &Shared, s: &Session, args: &Args) -> Outcome {
+    let acl = &shared.admin.acl;
+    let count = match args.get(2) {
+        None => 10,
+        Some(a) if a.eq_ignore_ascii_case(b"reset") => {
+            acl.log_reset();
+            return Outcome::Reply(bytes::Bytes::from_static(b"+OK\r\n"));
+        }
+        Some(a) => match std::str::from_utf8(a)
+            .ok()
+            .and_then(|a| a.parse::<i64>().ok())
+        {
+            // As Redis: a count below 1 shows nothing.
+            Some(n) => n.max(0) as usize,
+            None => return error("ERR value is not an integer or out of range"),
+        },
+    };
+    let entries = acl.log_entries(count);
+    let now = std::time::Instant::now();
+    built(
+        |e| {
+            e.array(entries.len());
+            for l in &entries {
+                e.map(7);
+                e.bulk(b"count").int(l.count as i64);
+                e.bulk(b"reason").bulk(l.reason.as_bytes());
+                e.bulk(b"context").bulk(l.context.as_bytes());
+                e.bulk(b"object").bulk(&l.object);
+                e.bulk(b"username").bulk(l.username.as_bytes());
+                e.bulk(b"age-seconds")
+                    .double(now.saturating_duration_since(l.at).as_secs_f64());
+                e.bulk(b"client-info").bulk(l.client_info.as_bytes());
+            }
+        },
+        s,
+    )
 }
 
 /// ACL CAT [category].

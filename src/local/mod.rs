@@ -15,7 +15,7 @@
 //!                             ▼
 //!   execute(shared, session, which, cmd, args) ──► Outcome (one frame)
 //!      ├─ auth        AUTH HELLO RESET
-//!      ├─ acl_cmd     ACL WHOAMI USERS LIST GETUSER SETUSER DELUSER CAT GENPASS
+//!      ├─ acl_cmd     ACL WHOAMI USERS LIST GETUSER SETUSER DELUSER CAT GENPASS LOG
 //!      ├─ client      CLIENT ...          (+ client_info_line)
 //!      ├─ config_cmd  CONFIG ...
 //!      ├─ cluster     CLUSTER ...         (one master, all slots)

@@ -114,6 +114,11 @@ impl Worker {
                     pin,
                 };
                 let decision = router::decide_command(&view, cmd, &args, &self.topo);
+                if s.restricted
+                    && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM"))
+                {
+                    log_denial(acl, s, cmd, &args, self.id, cx.now);
+                }
                 if cmd.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
                     || matches!(decision, Decision::Txn(TxnOp::Exec))
                 {
@@ -456,7 +461,13 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        match local::execute(&self.shared, s, which, cmd, args) {
+        let outcome = local::execute(&self.shared, s, which, cmd, args);
+        if matches!(which, LocalCmd::Auth | LocalCmd::Hello)
+            && matches!(&outcome, Outcome::Reply(r) if r.starts_with(b"-WRONGPASS"))
+        {
+            log_failed_login(&self.shared.admin.acl, s, args, self.id);
+        }
+        match outcome {
             Outcome::Reply(r) => self.reply(key, r),
             Outcome::ReplyAndClose(r) => {
                 self.reply(key, r);
@@ -510,4 +521,61 @@ fn refresh_user(s: &mut Session, acl: &crate::acl::Acl) -> bool {
             true
         }
     }
+}
+
+/// ACL LOG: a restricted user's command refused with NOPERM.
+#[cold]
+#[inline(never)]
+fn log_denial(
+    acl: &crate::acl::Acl,
+    s: &Session,
+    cmd: &'static Command,
+    args: &Args,
+    worker: usize,
+    now: std::time::Instant,
+) {
+    let user = s.user.clone().unwrap_or_else(|| acl.default_user());
+    let Some((reason, object)) = crate::acl::explain(&user, cmd, args) else {
+        return;
+    };
+    acl.log(crate::acl::LogEntry {
+        count: 1,
+        reason,
+        context: if s.txn.is_some() { "multi" } else { "toplevel" },
+        object,
+        username: user.name.clone(),
+        at: now,
+        client_info: local::client::client_info_line(s, worker, now),
+    });
+}
+
+/// ACL LOG: an AUTH (or HELLO ... AUTH) that named a wrong user or
+/// password; the object is the command's name as sent, as in Redis.
+#[cold]
+#[inline(never)]
+fn log_failed_login(acl: &crate::acl::Acl, s: &Session, args: &Args, worker: usize) {
+    let arg = |i: usize| args.get(i).unwrap_or_default();
+    let name = arg(0);
+    let user: &[u8] = if name.eq_ignore_ascii_case(b"auth") {
+        if args.len() >= 3 {
+            arg(1)
+        } else {
+            b"default"
+        }
+    } else {
+        // HELLO protover AUTH user pass [...]
+        (2..args.len())
+            .find(|&i| arg(i).eq_ignore_ascii_case(b"auth"))
+            .map_or(&b"default"[..], |i| arg(i + 1))
+    };
+    let now = std::time::Instant::now();
+    acl.log(crate::acl::LogEntry {
+        count: 1,
+        reason: "auth",
+        context: if s.txn.is_some() { "multi" } else { "toplevel" },
+        object: name.to_vec(),
+        username: String::from_utf8_lossy(user).into_owned(),
+        at: now,
+        client_info: local::client::client_info_line(s, worker, now),
+    });
 }
