@@ -456,17 +456,24 @@ user admin on >a-pw mode admin
     assert_eq!(a.cmd(&["FUNCTION", "DELETE", "acl"]), ok());
 }
 
+/// A one-master cluster (its node is the one to compare with) and mithril
+/// with USERS in front of it.
+fn one_master() -> (RedisCluster, Mithril) {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let m = start(&cluster);
+    (cluster, m)
+}
+
 /// ACL SETUSER through mithril against a Redis node given the same rules:
 /// the same replies to the same commands, GETUSER alike, Redis's error
 /// texts, an edit seen by a session already logged in, and DELUSER
 /// closing the deleted user's connections, as on the node.
 #[test]
 fn setuser_through_mithril_matches_a_node_with_the_same_rules() {
-    let cluster = RedisCluster::start(ClusterSpec {
-        masters: 1,
-        ..ClusterSpec::default()
-    });
-    let m = start(&cluster);
+    let (cluster, m) = one_master();
     let mut a = login(&m, "admin", "a-pw");
     let mut node = cluster.nodes[0].conn();
     let both = |a: &mut Conn, node: &mut Conn, cmd: &[&str]| {
@@ -623,11 +630,7 @@ fn setuser_through_mithril_matches_a_node_with_the_same_rules() {
 /// still refused them.
 #[test]
 fn setuser_scripting_grant_checks_declared_keys() {
-    let cluster = RedisCluster::start(ClusterSpec {
-        masters: 1,
-        ..ClusterSpec::default()
-    });
-    let m = start(&cluster);
+    let (_cluster, m) = one_master();
     let mut a = login(&m, "admin", "a-pw");
     assert_eq!(
         a.cmd(&[
@@ -658,11 +661,7 @@ fn setuser_scripting_grant_checks_declared_keys() {
 /// grouped alike, a count argument, RESET.
 #[test]
 fn acl_log_matches_a_node_that_saw_the_same_refusals() {
-    let cluster = RedisCluster::start(ClusterSpec {
-        masters: 1,
-        ..ClusterSpec::default()
-    });
-    let m = start(&cluster);
+    let (cluster, m) = one_master();
     let mut a = login(&m, "admin", "a-pw");
     let mut node = cluster.nodes[0].conn();
     let rules = [
