@@ -384,6 +384,59 @@ fn flushall_sends_the_null_invalidation() {
     );
 }
 
+/// FLUSHALL / FLUSHDB inside MULTI: every master is emptied (the
+/// transaction's node in it, the others just before), EXEC answers as a
+/// node does, the null invalidation comes after EXEC's reply (Redis's
+/// suite checks that), and the writer reads nothing of the old keys.
+/// Under WATCH (whose nil could not undo the other masters') it is refused.
+#[test]
+fn a_flush_inside_multi_empties_every_master_and_invalidates_after_exec() {
+    let (cluster, m) = cluster_and_mithril("threads 2");
+    let mut c = tracking_conn(&m, &[]);
+    let keys: Vec<String> = (0..30).map(|i| format!("ct:m{i}")).collect();
+    for k in &keys {
+        assert_eq!(c.cmd(&["SET", k, "v"]), ok());
+    }
+    for n in cluster.masters() {
+        assert!(
+            n.conn().cmd(&["DBSIZE"]).as_int() > 0,
+            "keys on every master"
+        );
+    }
+    for flush in [&["FLUSHDB"][..], &["FLUSHALL", "ASYNC"]] {
+        assert_eq!(c.cmd(&["SET", "ct:a{t}", "1"]), ok());
+        assert_eq!(c.cmd(&["GET", "ct:a{t}"]), bulk("1"));
+        assert_eq!(c.cmd(&["MULTI"]), ok());
+        assert_eq!(
+            c.cmd(&["SET", "ct:b{t}", "2"]),
+            Reply::Simple("QUEUED".into())
+        );
+        assert_eq!(c.cmd(flush), Reply::Simple("QUEUED".into()));
+        c.send(&[b"EXEC"]);
+        assert_eq!(c.read_reply(), Reply::Array(Some(vec![ok(), ok()])));
+        assert_eq!(
+            c.read_reply(),
+            Reply::Push(vec![bulk("invalidate"), Reply::Null])
+        );
+        for k in &keys {
+            assert_eq!(c.cmd(&["GET", k]), Reply::Null, "{k}");
+        }
+        wait_until("every master empty", WAIT, || {
+            cluster
+                .masters()
+                .iter()
+                .all(|n| n.conn().cmd(&["DBSIZE"]).as_int() == 0)
+                .then_some(())
+        });
+    }
+    let mut w = m.conn();
+    assert_eq!(w.cmd(&["WATCH", "ct:w"]), ok());
+    assert_eq!(w.cmd(&["MULTI"]), ok());
+    let e = w.cmd(&["FLUSHALL"]);
+    assert!(e.as_error().contains("inside MULTI"), "{e:?}");
+    assert!(w.cmd(&["EXEC"]).as_error().starts_with("EXECABORT"));
+}
+
 #[test]
 fn the_table_bound_invalidates_the_oldest_keys() {
     // One worker's share of the bound: 3 keys. The last probe of

@@ -317,6 +317,11 @@ pub fn decide_command(
     }
     // 7. Inside MULTI.
     if v.in_txn && !runs_immediately(cmd) {
+        // FLUSHALL/FLUSHDB also reach the other masters at EXEC, which a
+        // WATCH's nil would have to undo: not while watching.
+        if v.pin.is_some() && cmd.route == Route::ClusterWide(Wide::Flushall) {
+            return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_IN_MULTI), true)));
+        }
         return queue_in_txn(cmd, args);
     }
     // 8. A WATCH in force.
@@ -534,6 +539,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         // Inside a transaction a node answers WAIT at once, with what it
         // has: it runs there with the rest.
         Route::ClusterWide(Wide::Wait) => Decision::Queue,
+        // FLUSHALL / FLUSHDB: in the transaction on its node, and on the
+        // other masters just before EXEC is sent (worker/txn.rs).
+        Route::ClusterWide(Wide::Flushall) => Decision::Queue,
         // DEBUG too (the suite's DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): it
         // runs on the transaction's node, as in a transaction on a node.
         Route::ClusterWide(Wide::Debug) if !debug_refused(args) => Decision::Queue,

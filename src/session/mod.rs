@@ -92,6 +92,9 @@ pub struct Txn {
     /// A queued command may grow memory (denyoom): EXEC is refused while
     /// over `maxmemory`.
     pub denyoom: bool,
+    /// The first FLUSHALL / FLUSHDB queued: EXEC sends it to the masters
+    /// other than the transaction's first.
+    pub flush: Option<Bytes>,
 }
 
 /// A session's WATCH: the exclusive connection (a lease) to the master of

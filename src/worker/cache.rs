@@ -667,7 +667,10 @@ impl Worker {
         };
         if cmd.route == Route::ClusterWide(command::Wide::Flushall) {
             self.cache.cache.flush();
-            self.tracking_flush(Some((key, next)));
+            // Queued: tracking clients hear of it after EXEC's reply.
+            if !queued {
+                self.tracking_flush(Some((key, next)));
+            }
             return false;
         }
         // Scripts carry no WRITE flag: EVAL, EVALSHA and FCALL may write

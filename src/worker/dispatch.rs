@@ -266,6 +266,17 @@ impl Worker {
             Decision::Txn(TxnOp::Exec) => {
                 self.cache_txn_end(key, Some(seq));
                 self.tracking_txn_end(key, seq);
+                let flushes = self
+                    .sessions
+                    .get(key)
+                    .and_then(|s| s.txn.as_ref())
+                    .is_some_and(|t| t.flush.is_some() && !t.failed);
+                if flushes {
+                    // FLUSHALL/FLUSHDB queued: what was filled since goes
+                    // too, and tracking clients hear of it after EXEC.
+                    self.cache.cache.flush();
+                    self.tracking_flush(Some((key, seq)));
+                }
                 true
             }
             Decision::Txn(TxnOp::Discard) | Decision::Reset => {

@@ -14,11 +14,15 @@
 //! after the waits of `retry.rs`; EXEC's EXECABORT is the answer only once
 //! they are spent.
 //!
+//! FLUSHALL / FLUSHDB run in the transaction on its node and, sent just
+//! before EXEC, on every other master (replies dropped); refused while
+//! watching (the router), whose nil could not take them back.
+//!
 //! The queue is bounded by `query-buffer-limit` bytes.
 
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Release};
-use crate::command::{self, Args, Command};
+use crate::command::{self, Args, Command, Route, Wide};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::router;
@@ -71,6 +75,35 @@ pub(super) fn replies_of(f: &InFlight) -> u32 {
 }
 
 impl Worker {
+    /// A transaction holding FLUSHALL/FLUSHDB: the same command to every
+    /// master but the transaction's own (`shard`), queued ahead of anything
+    /// the session sends them later on this worker's connections, so the
+    /// session reads nothing of theirs from before the flush. Their replies
+    /// are dropped: the node that runs the transaction answers for it.
+    fn flush_other_masters(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        shard: Option<usize>,
+        flush: Bytes,
+    ) {
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        let (proto, sticky) = (s.proto, s.conn_choice());
+        for other in (0..self.topo.shards.len()).filter(|&i| Some(i) != shard) {
+            let Some(pool) = self.pools.pool_for_shard(other, proto) else {
+                continue;
+            };
+            if let Ok(bkey) = self.backend_for(cx, pool, sticky) {
+                self.send_on(
+                    bkey,
+                    InFlight::new(Key::NONE, 0, flush.clone(), Purpose::Reload),
+                );
+            }
+        }
+    }
+
     /// Mark the session's transaction (if any) as doomed.
     pub(super) fn txn_flag(&mut self, key: Key) {
         if let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) {
@@ -130,6 +163,9 @@ impl Worker {
         t.bytes += frame.len();
         // EXEC is refused over maxmemory when it would run a denyoom command.
         t.denyoom |= cmd.flags & command::flags::DENYOOM != 0;
+        if cmd.route == Route::ClusterWide(Wide::Flushall) && t.flush.is_none() {
+            t.flush = Some(frame.clone());
+        }
         t.queued.push(frame);
         self.reply_static(key, QUEUED);
     }
@@ -151,25 +187,32 @@ impl Worker {
             return self.reply_static(key, b"*0\r\n");
         }
         let req = frame_of(&t);
-        let Txn { queued, slot, .. } = *t;
+        let Txn {
+            queued,
+            slot,
+            flush,
+            ..
+        } = *t;
         let proto = s.proto;
         let expect = queued.len() as u32 + 2;
-        let pool = match slot {
-            Some(slot) => {
-                if self.topo.is_empty() {
-                    return self.reply_static(key, router::ERR_NO_TOPOLOGY);
-                }
-                self.pools.pool_for_slot(&self.topo, slot, proto)
-            }
+        let n = self.topo.shards.len();
+        if n == 0 {
+            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        }
+        let (pool, shard) = match slot {
+            Some(slot) => (
+                self.pools.pool_for_slot(&self.topo, slot, proto),
+                self.topo.shard_of(slot),
+            ),
             None => {
-                let n = self.topo.shards.len();
-                if n == 0 {
-                    return self.reply_static(key, router::ERR_NO_TOPOLOGY);
-                }
                 self.any_master = self.any_master.wrapping_add(1);
-                self.pools.pool_for_shard(self.any_master % n, proto)
+                let shard = self.any_master % n;
+                (self.pools.pool_for_shard(shard, proto), Some(shard))
             }
         };
+        if let (Some(flush), Some(_)) = (flush, pool) {
+            self.flush_other_masters(cx, key, shard, flush);
+        }
         match pool {
             // Reads of a tracking client inside: the node tracks them.
             Some(pool) if self.cache.tracked_read => {
