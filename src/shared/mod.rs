@@ -166,8 +166,11 @@ pub struct Shared {
 /// configuration keeps the start-up values.
 pub struct Live {
     pub maxclients: AtomicUsize,
-    /// Bytes; 0: no budget.
-    pub maxmemory: AtomicU64,
+    /// Bytes; 0: no budget. On a cache line of its own: every worker
+    /// loads it at each command, and a write to a field beside it (the
+    /// acceptor counts connections in `Shared`) must not make that load
+    /// miss.
+    pub maxmemory: Padded<AtomicU64>,
     /// Seconds; 0: never.
     pub timeout_secs: AtomicU64,
     /// `reply-cache`, `reply-cache-size` (bytes, whole process) and
@@ -184,7 +187,7 @@ impl Live {
     pub fn new(cfg: &crate::config::Config) -> Live {
         Live {
             maxclients: AtomicUsize::new(cfg.maxclients),
-            maxmemory: AtomicU64::new(cfg.maxmemory),
+            maxmemory: Padded(AtomicU64::new(cfg.maxmemory)),
             timeout_secs: AtomicU64::new(cfg.timeout_secs),
             reply_cache: AtomicBool::new(cfg.reply_cache),
             reply_cache_size: AtomicU64::new(cfg.reply_cache_size),
