@@ -555,8 +555,13 @@ fn clients(t: &mut String, cx: &Ctx) {
 fn memory(t: &mut String, cx: &Ctx) {
     let c = &cx.totals.clients;
     let rss = rss_bytes();
-    // What the maxmemory check compares (every buffer the workers count,
-    // summed each tick), and the budget itself.
+    // What the maxmemory check compares (every buffer the workers count
+    // and each connection's fixed cost, summed each tick and as sessions
+    // open and close), and the budget itself. Nothing in it is left out
+    // of the comparison: mem_not_counted_for_evict is 0 (a node leaves
+    // its replicas' output and AOF buffers out; mithril's replication
+    // feeds and monitors are sessions whose output counts as any
+    // client's).
     let used = cx.shared.overload.used_memory.load(Ordering::Relaxed);
     let maxmemory: u64 = cx.shared.live.maxmemory.load(Ordering::Relaxed);
     let _ = write!(
@@ -568,6 +573,7 @@ fn memory(t: &mut String, cx: &Ctx) {
          maxmemory:{maxmemory}\r\n\
          maxmemory_human:{}\r\n\
          maxmemory_policy:noeviction\r\n\
+         mem_not_counted_for_evict:0\r\n\
          mem_clients_normal:{used}\r\n\
          client_query_buffers:{}\r\n\
          client_output_buffers:{}\r\n\

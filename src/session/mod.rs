@@ -55,9 +55,23 @@ use std::time::Instant;
 /// Read buffer growth: 16 KiB steps whenever less than 4 KiB is free.
 const GROWTH: Growth = Growth {
     min_spare: 4 * 1024,
-    chunk: 16 * 1024,
+    chunk: READ_CHUNK,
     double: false,
 };
+
+/// The read buffer's step, and so the buffer a session takes at its
+/// first read.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// What one open connection costs in `maxmemory`'s figure besides the
+/// bytes it buffers ([`Session::buffered`]): the session itself (its
+/// slab entry) and the 16 KiB read buffer it takes at its first read,
+/// counted from the accept to the close whatever its buffers' capacity
+/// is at the moment. A Redis client's figure in `used_memory` is its
+/// struct and its 16 KiB reply buffer in the same way, so with a client
+/// connected the process is never at zero (`maxmemory 1` refuses
+/// writes, as on a node).
+pub const FIXED_COST: usize = std::mem::size_of::<Session>() + READ_CHUNK;
 
 pub enum ReadOutcome {
     /// Read until the socket would block.

@@ -101,9 +101,11 @@ pub struct WorkerSlot {
     pub commands: Padded<AtomicU64>,
     /// Sessions currently open on this worker.
     pub sessions: Padded<AtomicUsize>,
-    /// Bytes this worker buffers for its clients (input, requests in
-    /// flight, unsent output), stored once per loop turn; summed into
-    /// [`Overload::used_memory`] at each tick.
+    /// This worker's memory figure: the bytes it buffers for its clients
+    /// (input, requests in flight, unsent output) plus each open
+    /// session's fixed cost (`session::FIXED_COST`), stored at each tick
+    /// and when a session opens or closes; summed into
+    /// [`Overload::used_memory`] then.
     pub buffered: Padded<AtomicU64>,
     /// observe: the last handoff request this worker made (0: none); the
     /// acceptor answers each with [`WorkerMsg::HandedOver`].
@@ -159,12 +161,16 @@ pub struct Shared {
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every
 /// thread can read them: the acceptor loads `maxclients` at each accept,
-/// workers copy `maxmemory` and `timeout` at every tick (100 ms). The
+/// workers load `maxmemory` at each command they dispatch (the gate) and
+/// copy `timeout` at every tick (100 ms). The
 /// configuration keeps the start-up values.
 pub struct Live {
     pub maxclients: AtomicUsize,
-    /// Bytes; 0: no budget.
-    pub maxmemory: AtomicU64,
+    /// Bytes; 0: no budget. On a cache line of its own: every worker
+    /// loads it at each command, and a write to a field beside it (the
+    /// acceptor counts connections in `Shared`) must not make that load
+    /// miss.
+    pub maxmemory: Padded<AtomicU64>,
     /// Seconds; 0: never.
     pub timeout_secs: AtomicU64,
     /// `reply-cache`, `reply-cache-size` (bytes, whole process) and
@@ -181,7 +187,7 @@ impl Live {
     pub fn new(cfg: &crate::config::Config) -> Live {
         Live {
             maxclients: AtomicUsize::new(cfg.maxclients),
-            maxmemory: AtomicU64::new(cfg.maxmemory),
+            maxmemory: Padded(AtomicU64::new(cfg.maxmemory)),
             timeout_secs: AtomicU64::new(cfg.timeout_secs),
             reply_cache: AtomicBool::new(cfg.reply_cache),
             reply_cache_size: AtomicU64::new(cfg.reply_cache_size),
@@ -191,13 +197,14 @@ impl Live {
     }
 }
 
-/// Process-wide overload state: the buffered-bytes total the `maxmemory`
+/// Process-wide overload state: the memory total the `maxmemory`
 /// check reads, and counts of clients closed by a limit (for INFO). All
 /// relaxed: none of them orders anything.
 #[derive(Default)]
 pub struct Overload {
     /// Sum of every worker's [`WorkerSlot::buffered`], refreshed by each
-    /// worker's tick. The one value the `maxmemory` check loads.
+    /// worker's tick and when a session opens or closes. What the
+    /// `maxmemory` check compares, and INFO's `used_memory`.
     pub used_memory: Padded<AtomicU64>,
     /// Clients closed by `client-output-buffer-limit` (or the output cap
     /// before authentication).

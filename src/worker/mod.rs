@@ -296,6 +296,7 @@ impl Worker {
         self.shared.workers[self.id]
             .sessions
             .fetch_add(1, Ordering::Relaxed);
+        self.publish_sessions();
         log::debug!(target: "mithril::worker", "worker {}: client {id} connected from {}", self.id, a.peer);
     }
 
@@ -309,6 +310,7 @@ impl Worker {
         self.shared.workers[self.id]
             .sessions
             .fetch_sub(1, Ordering::Relaxed);
+        self.publish_sessions();
         // A client that leaves mid-block: close its lease so the node
         // cancels the block. Its subscriber connection goes too.
         if let Some(lease) = s.input().lease() {

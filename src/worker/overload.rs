@@ -9,7 +9,8 @@
 //!   appended                              (before it writes), counted
 //!   flush ─► output held ── hard / soft+seconds limit, or 17 KiB
 //!                           before AUTH ─► close, counted
-//!   tick  ─► publish buffered bytes, sum them (maxmemory's total);
+//!   tick  ─► publish buffered bytes + sessions' fixed cost, sum them
+//!            (maxmemory's total; also as a session opens or closes);
 //!            once a second: idle timeout, soft limits of silent
 //!            sessions, give back idle sessions' buffers
 //! ```
@@ -29,10 +30,16 @@
 //! last contributed (`accounted`), so a correction is a difference, and
 //! nothing is counted per request. Its backends (a few per node) are
 //! summed at each tick instead: request bytes in their FIFOs and partial
-//! replies. At each tick the worker publishes the sum to its padded slot
-//! and adds up every worker's slot into the process total; the
-//! `maxmemory` check reads that total with one relaxed load, and only
-//! when `maxmemory` is set.
+//! replies. Each open session also costs a fixed
+//! [`FIXED_COST`](crate::session::FIXED_COST) (its struct and its first
+//! read buffer), so the figure is never 0 while a client is connected,
+//! as a node's `used_memory` never is. The worker's figure is buffered
+//! bytes + backend bytes + sessions x fixed cost; it publishes it to its
+//! padded slot and adds up every worker's slot into the process total
+//! (`used_memory`) at each tick, and at once when a session opens or
+//! closes. The `maxmemory` check loads the live budget (CONFIG SET's,
+//! whichever worker ran it) with one relaxed load, and the total with a
+//! second only when a budget is set; INFO's `used_memory` is that total.
 //!
 //! Never: block, allocate per request, or close a session in the middle
 //! of another session's handling (closures happen at flush or tick time,
@@ -102,8 +109,6 @@ pub struct OverloadState {
     /// The most `buffered` (plus `backend_bytes`) seen since the last
     /// sweep, at the accounting points and ticks.
     peak: usize,
-    /// `maxmemory` (0: no budget).
-    pub maxmemory: u64,
     /// `client-output-high-water`.
     pub high_water: usize,
     pub normal: OutputLimit,
@@ -128,7 +133,6 @@ impl OverloadState {
             buffered: 0,
             backend_bytes: 0,
             peak: 0,
-            maxmemory: cfg.maxmemory,
             high_water: cfg.client_output_high_water.min(usize::MAX as u64) as usize,
             normal: cfg.output_limit_normal,
             pubsub: cfg.output_limit_pubsub,
@@ -263,24 +267,46 @@ impl Worker {
     }
 
     /// The `maxmemory` gate's input: the process-wide total is over the
-    /// budget (one compare while no budget is set). The router refuses
-    /// commands that may grow memory, and EXEC of a transaction holding
-    /// one, while this holds.
+    /// budget. The budget is read live at each command, not copied at
+    /// ticks, so a CONFIG SET on another worker holds from the next
+    /// command on (one relaxed load while no budget is set). The router
+    /// refuses commands that may grow memory, and EXEC of a transaction
+    /// holding one, while this holds.
     #[inline]
     pub(super) fn over_memory(&self) -> bool {
-        self.overload.maxmemory != 0
-            && self.shared.overload.used_memory.load(Ordering::Relaxed) > self.overload.maxmemory
+        let budget = self.shared.live.maxmemory.load(Ordering::Relaxed);
+        budget != 0 && self.shared.overload.used_memory.load(Ordering::Relaxed) > budget
+    }
+
+    /// This worker's part of `used_memory`: what its sessions buffer (as
+    /// accounted), what its backends buffered at the last tick, and each
+    /// open session's fixed cost.
+    fn memory_figure(&self) -> u64 {
+        let fixed = self.sessions.len() * crate::session::FIXED_COST;
+        (self.overload.buffered + self.overload.backend_bytes + fixed) as u64
     }
 
     /// At each tick: publish this worker's figure (its backends summed
     /// now, its sessions as accounted).
     pub(super) fn publish_buffered(&mut self) {
         self.overload.backend_bytes = self.backends.iter().map(|(_, b)| b.buffered()).sum();
-        let total = self.overload.buffered + self.overload.backend_bytes;
-        self.overload.peak = self.overload.peak.max(total);
+        let buffered = self.overload.buffered + self.overload.backend_bytes;
+        self.overload.peak = self.overload.peak.max(buffered);
+        self.store_figure();
+    }
+
+    /// A session opened or closed: its fixed cost counts in the process
+    /// total at once, not from the next tick (a client that connects and
+    /// writes at once meets the budget as a node's client would).
+    pub(super) fn publish_sessions(&self) {
+        self.store_figure();
+        self.shared.overload.sum(&self.shared.workers);
+    }
+
+    fn store_figure(&self) {
         self.shared.workers[self.id]
             .buffered
-            .store(total as u64, Ordering::Relaxed);
+            .store(self.memory_figure(), Ordering::Relaxed);
     }
 
     pub(super) fn output_limit_close(&mut self, cx: &mut Context<'_, Timer>, key: Key, cut: Cut) {
@@ -401,10 +427,9 @@ impl Worker {
     /// sessions (idle timeout, soft limits of sessions that stopped
     /// flushing, buffers of idle sessions).
     pub(super) fn overload_tick(&mut self, cx: &mut Context<'_, Timer>) {
-        // The settings as CONFIG SET last left them.
-        let live = &self.shared.live;
-        self.overload.maxmemory = live.maxmemory.load(Ordering::Relaxed);
-        let secs = live.timeout_secs.load(Ordering::Relaxed);
+        // The settings as CONFIG SET last left them (maxmemory is read
+        // live by the gate).
+        let secs = self.shared.live.timeout_secs.load(Ordering::Relaxed);
         self.overload.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
         self.publish_buffered();
         self.shared.overload.sum(&self.shared.workers);
