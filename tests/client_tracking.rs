@@ -437,6 +437,51 @@ fn a_flush_inside_multi_empties_every_master_and_invalidates_after_exec() {
     assert!(w.cmd(&["EXEC"]).as_error().starts_with("EXECABORT"));
 }
 
+/// `tracking_total_keys`, `_items` and `_prefixes` in INFO stats, as
+/// Redis's suite reads them.
+#[test]
+fn info_counts_tracked_keys_items_and_prefixes() {
+    let (_cluster, m) = cluster_and_mithril("threads 2");
+    let stat = |c: &mut Conn, name: &str| -> i64 {
+        let text = c.cmd(&["INFO", "stats"]).as_str().to_string();
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let mut admin = m.conn();
+    let mut a = tracking_conn(&m, &[]);
+    let mut b = tracking_conn(&m, &[]);
+    assert_eq!(admin.cmd(&["FLUSHALL"]), ok());
+    let _ = (next_push(&mut a), next_push(&mut b));
+    assert_eq!(stat(&mut admin, "tracking_total_keys"), 0);
+    assert_eq!(stat(&mut admin, "tracking_total_items"), 0);
+    for k in ["ct:i1", "ct:i2"] {
+        a.cmd(&["GET", k]);
+    }
+    b.cmd(&["GET", "ct:i1"]);
+    let (keys, items) = (
+        stat(&mut admin, "tracking_total_keys"),
+        stat(&mut admin, "tracking_total_items"),
+    );
+    // Sessions on two workers count a key once each.
+    assert!((2..=3).contains(&keys), "{keys}");
+    assert_eq!(items, 3);
+    assert_eq!(stat(&mut admin, "tracking_total_prefixes"), 0);
+    let mut p = tracking_conn(&m, &["BCAST", "PREFIX", "ct:p:", "PREFIX", "ct:q:"]);
+    assert_eq!(stat(&mut admin, "tracking_total_prefixes"), 2);
+    assert_eq!(p.cmd(&["CLIENT", "TRACKING", "off"]), ok());
+    assert_eq!(stat(&mut admin, "tracking_total_prefixes"), 0);
+    // A change takes the key's pairs out.
+    assert_eq!(admin.cmd(&["SET", "ct:i1", "x"]), ok());
+    assert_eq!(next_push(&mut a), invalidate("ct:i1"));
+    assert_eq!(next_push(&mut b), invalidate("ct:i1"));
+    assert_eq!(stat(&mut admin, "tracking_total_items"), 1);
+    assert_eq!(stat(&mut admin, "tracking_total_keys"), 1);
+}
+
 #[test]
 fn the_table_bound_invalidates_the_oldest_keys() {
     // One worker's share of the bound: 3 keys. The last probe of

@@ -279,6 +279,8 @@ pub struct TrackingTable<S> {
     pub max_keys: usize,
     /// Keys evicted to stay within the bound (INFO).
     pub evicted: u64,
+    /// (key, session) pairs held: INFO's `tracking_total_items`.
+    items: usize,
 }
 
 impl<S: Copy + PartialEq> TrackingTable<S> {
@@ -289,7 +291,13 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
             next: 0,
             max_keys,
             evicted: 0,
+            items: 0,
         }
+    }
+
+    /// How many (key, session) pairs the table holds.
+    pub fn items(&self) -> usize {
+        self.items
     }
 
     pub fn len(&self) -> usize {
@@ -306,9 +314,11 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
         if let Some(i) = self.keys.get_mut(key) {
             if !i.sessions.contains(&session) {
                 i.sessions.push(session);
+                self.items += 1;
             }
             return;
         }
+        self.items += 1;
         let k = Bytes::copy_from_slice(key);
         let born = self.next;
         self.next += 1;
@@ -338,6 +348,7 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
             if self.keys.get(&k).is_some_and(|i| i.born == b) {
                 if let Some(i) = self.keys.remove(&k) {
                     self.evicted += 1;
+                    self.items -= i.sessions.len();
                     evict(k, i.sessions);
                 }
             }
@@ -353,13 +364,16 @@ impl<S: Copy + PartialEq> TrackingTable<S> {
 
     /// `key` changed: the sessions that read it, who read it no more.
     pub fn take(&mut self, key: &[u8]) -> Option<Vec<S>> {
-        self.keys.remove(key).map(|i| i.sessions)
+        let i = self.keys.remove(key)?;
+        self.items -= i.sessions.len();
+        Some(i.sessions)
     }
 
     /// Forget everything (every session was sent the null invalidation).
     pub fn clear(&mut self) {
         self.keys.clear();
         self.order.clear();
+        self.items = 0;
     }
 }
 

@@ -648,7 +648,10 @@ fn stats(t: &mut String, cx: &Ctx) {
          backend_reconnects:{reconnects}\r\n\
          forward_errors:{}\r\n\
          slowlog_entries_written:{}\r\n\
-         slowlog_entries_skipped:{}\r\n",
+         slowlog_entries_skipped:{}\r\n\
+         tracking_total_keys:{}\r\n\
+         tracking_total_items:{}\r\n\
+         tracking_total_prefixes:{}\r\n",
         cx.shared.total_connections.load(Ordering::Relaxed),
         tt.commands,
         tt.ops_per_sec.round() as u64,
@@ -674,6 +677,10 @@ fn stats(t: &mut String, cx: &Ctx) {
         k.forward_errors,
         k.slow_entries,
         k.slow_skipped,
+        // Per worker, summed (a key read on two workers counts twice).
+        tt.clients.tracking_keys,
+        tt.clients.tracking_items,
+        tt.clients.tracking_prefixes,
     );
     let denied = &cx.shared.admin.acl.denied;
     let _ = write!(

@@ -262,6 +262,11 @@ pub struct ClientsSnap {
     pub pubsub: u64,
     /// Sessions with CLIENT TRACKING on.
     pub tracking: u64,
+    /// Keys in the worker's tracking table, (key, client) pairs in it,
+    /// and the distinct BCAST prefixes of its clients.
+    pub tracking_keys: u64,
+    pub tracking_items: u64,
+    pub tracking_prefixes: u64,
     pub qbuf: u64,
     pub qbuf_max: u64,
     pub out: u64,
@@ -432,6 +437,9 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
         c.watching += s.clients.watching;
         c.pubsub += s.clients.pubsub;
         c.tracking += s.clients.tracking;
+        c.tracking_keys += s.clients.tracking_keys;
+        c.tracking_items += s.clients.tracking_items;
+        c.tracking_prefixes += s.clients.tracking_prefixes;
         c.qbuf += s.clients.qbuf;
         c.qbuf_max = c.qbuf_max.max(s.clients.qbuf_max);
         c.out += s.clients.out;

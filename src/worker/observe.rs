@@ -757,6 +757,21 @@ impl Worker {
             net_in += s.net_in;
             net_out += s.net_out;
         }
+        clients.tracking_keys = self.cache.table.len() as u64;
+        clients.tracking_items = self.cache.table.items() as u64;
+        if !self.cache.bcast.is_empty() {
+            let mut prefixes: Vec<&[u8]> = self
+                .cache
+                .bcast
+                .iter()
+                .filter_map(|k| self.sessions.get(*k))
+                .filter_map(|s| s.tracking.as_ref())
+                .flat_map(|t| t.prefixes.iter().map(Vec::as_slice))
+                .collect();
+            prefixes.sort_unstable();
+            prefixes.dedup();
+            clients.tracking_prefixes = prefixes.len() as u64;
+        }
         let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
         let blank = |addr| NodeSnap {
             addr,
