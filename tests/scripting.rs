@@ -714,3 +714,44 @@ print("redis-py ok")
         assert!(v.as_bulk().is_some(), "{k}: {v:?}");
     }
 }
+
+/// Over maxmemory, scripts are refused as a node over its own budget
+/// refuses them: EVAL without a shebang and EVALSHA, EVAL whose shebang
+/// lacks no-writes and allow-oom, FCALL of a function registered without
+/// them; read-only forms and flagged scripts run (Redis's suite checks
+/// these with `maxmemory 1`).
+#[test]
+fn scripts_that_may_write_are_refused_over_maxmemory() {
+    let (_cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let lib = "#!lua name=oomlib\n\
+        redis.register_function('plain', function(k, a) return redis.call('set', k[1], '1') end)\n\
+        redis.register_function{function_name='ro', callback=function() return 'hello' end, flags={'no-writes'}}\n\
+        redis.register_function{function_name='oom', callback=function(k, a) return redis.call('set', k[1], '2') end, flags={'allow-oom'}}";
+    assert_eq!(c.cmd(&["FUNCTION", "LOAD", "REPLACE", lib]), bulk("oomlib"));
+    let sha = c.cmd(&["SCRIPT", "LOAD", "return 1"]).as_str().to_string();
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "1"]), ok());
+    let oom = "OOM command not allowed when used memory > 'maxmemory'.";
+    assert_eq!(c.cmd(&["FCALL", "plain", "1", "k1"]), err(oom));
+    assert_eq!(
+        c.cmd(&["EVAL", "redis.call('set','k1','1')", "0"]),
+        err(oom)
+    );
+    assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), err(oom));
+    let e = c.cmd(&["EVAL", "#!lua\nreturn 1", "0"]);
+    assert!(
+        e.as_error().starts_with("OOM allow-oom flag is not set"),
+        "{e:?}"
+    );
+    assert_eq!(c.cmd(&["FCALL", "ro", "1", "k1"]), bulk("hello"));
+    assert_eq!(c.cmd(&["FCALL_RO", "ro", "1", "k1"]), bulk("hello"));
+    assert_eq!(c.cmd(&["FCALL", "oom", "1", "k1"]), ok());
+    assert_eq!(
+        c.cmd(&["EVAL", "#!lua flags=no-writes\nreturn 7", "0"]),
+        Reply::Int(7)
+    );
+    assert_eq!(c.cmd(&["EVAL_RO", "return 8", "0"]), Reply::Int(8));
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "0"]), ok());
+    assert_eq!(c.cmd(&["GET", "k1"]), bulk("2"));
+    assert_eq!(c.cmd(&["FCALL", "plain", "1", "k1"]), ok());
+}

@@ -72,6 +72,9 @@ pub struct View<'a> {
     pub subscribed: usize,
     /// The process is over `maxmemory` (false when no budget is set).
     pub over_memory: bool,
+    /// Over `maxmemory`, an FCALL of a function the script registry knows
+    /// without `no-writes` or `allow-oom` (the worker looks it up then).
+    pub fcall_writes: bool,
     /// The ACL store and the session's user, when that user is restricted
     /// (None: the user may run everything, the common case).
     pub acl: Option<(&'a Acl, &'a User)>,
@@ -293,7 +296,7 @@ pub fn decide_command(
         if cmd.flags & flags::DENYOOM != 0 || (cmd.name == "exec" && v.txn_denyoom) {
             return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_OOM), true)));
         }
-        if let Some(reply) = script_oom(cmd, args) {
+        if let Some(reply) = script_oom(cmd, args, v.fcall_writes) {
             return Decision::Refuse(Box::new(refusal(Bytes::from_static(reply), true)));
         }
     }
@@ -600,12 +603,14 @@ mod tests;
 /// runs; mithril cannot, so EVAL without a shebang (and EVALSHA, whose body
 /// it does not see) is refused whole, with the text a write inside it
 /// would get; EVAL with a shebang runs only with `no-writes` or
-/// `allow-oom` among its flags. FCALL goes on: the node knows the
-/// function's flags.
+/// `allow-oom` among its flags. FCALL is refused when the registry's copy
+/// of its library registers it without either flag (`fcall_writes`), as a
+/// node refuses it; a function the registry does not know goes on.
 #[cold]
-fn script_oom(cmd: &Command, args: &Args<'_>) -> Option<&'static [u8]> {
+fn script_oom(cmd: &Command, args: &Args<'_>, fcall_writes: bool) -> Option<&'static [u8]> {
     match cmd.name {
         "evalsha" => Some(ERR_OOM),
+        "fcall" => fcall_writes.then_some(ERR_OOM),
         "eval" => {
             let body = args.get(1).unwrap_or_default();
             let Some(rest) = body.strip_prefix(b"#!") else {

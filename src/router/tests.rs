@@ -37,6 +37,7 @@ fn plain() -> View<'static> {
         txn_denyoom: false,
         subscribed: 0,
         over_memory: false,
+        fcall_writes: false,
         acl: None,
         pin: None,
     }
@@ -139,13 +140,23 @@ fn over_memory_refuses_scripts_that_may_write() {
             "{body}"
         );
     }
-    // Read-only forms and FCALL (the node knows the function's flags) run.
+    // Read-only forms run, and FCALL unless the registry knows the
+    // function writes.
     assert!(!matches!(
         decision(&v, &["eval_ro", "return 1", "0"]),
         Decision::Refuse(_)
     ));
     assert!(!matches!(
         decision(&v, &["fcall", "f", "0"]),
+        Decision::Refuse(_)
+    ));
+    let writes = View {
+        fcall_writes: true,
+        ..v
+    };
+    assert_eq!(refused(&writes, &["fcall", "f", "0"]).0.as_bytes(), ERR_OOM);
+    assert!(!matches!(
+        decision(&writes, &["fcall_ro", "f", "0"]),
         Decision::Refuse(_)
     ));
     // Under the budget nothing changes.

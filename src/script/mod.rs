@@ -467,6 +467,99 @@ pub fn function_names(code: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// Whether `function`, as `code` registers it, may run while a node is
+/// over `maxmemory`: its flags name `no-writes` or `allow-oom`. `None` when
+/// the code does not register it in a form this reads (the literal name
+/// in `register_function('f', ...)` or in the table form's
+/// `function_name`, the flags as a table of string literals).
+pub fn runs_over_memory(code: &[u8], function: &[u8]) -> Option<bool> {
+    const CALL: &[u8] = b"register_function";
+    const FIELD: &[u8] = b"function_name";
+    let mut at = 0;
+    while let Some(pos) = find(code, CALL, at) {
+        at = pos + CALL.len();
+        let mut i = skip_ws(code, at);
+        if code.get(i) == Some(&b'(') {
+            i = skip_ws(code, i + 1);
+        }
+        if code.get(i) != Some(&b'{') {
+            // The positional form takes no flags.
+            if string_literal(code, i).as_deref() == Some(function) {
+                return Some(false);
+            }
+            continue;
+        }
+        let end = table_end(code, i)?;
+        let table = &code[i..end];
+        let name = find(table, FIELD, 0).and_then(|f| {
+            let j = skip_ws(table, f + FIELD.len());
+            (table.get(j) == Some(&b'=')).then(|| string_literal(table, skip_ws(table, j + 1)))?
+        });
+        if name.as_deref() != Some(function) {
+            continue;
+        }
+        let allowed = find_flags(table).is_some_and(|flags| {
+            [
+                &b"'no-writes'"[..],
+                b"\"no-writes\"",
+                b"'allow-oom'",
+                b"\"allow-oom\"",
+            ]
+            .iter()
+            .any(|f| find(flags, f, 0).is_some())
+        });
+        return Some(allowed);
+    }
+    None
+}
+
+/// The `{...}` of a table form's `flags = {...}` (nested tables of the
+/// callback are skipped by brace depth).
+fn find_flags(table: &[u8]) -> Option<&[u8]> {
+    let mut from = 0;
+    while let Some(f) = find(table, b"flags", from) {
+        from = f + 5;
+        let j = skip_ws(table, from);
+        if table.get(j) != Some(&b'=') {
+            continue;
+        }
+        let k = skip_ws(table, j + 1);
+        if table.get(k) == Some(&b'{') {
+            let end = table_end(table, k)?;
+            return table.get(k..end);
+        }
+    }
+    None
+}
+
+/// Where the table opened at `open` ends (one past its `}`), counting
+/// braces outside string literals.
+fn table_end(code: &[u8], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = open;
+    while let Some(&b) = code.get(i) {
+        match b {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b'\'' | b'"' => {
+                let close = code
+                    .get(i + 1..)?
+                    .iter()
+                    .position(|&c| c == b || c == b'\n')?;
+                i += close + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 fn find(hay: &[u8], needle: &[u8], from: usize) -> Option<usize> {
     hay.get(from..)?
         .windows(needle.len())

@@ -356,3 +356,19 @@ fn the_registry_remembers_where_keyless_calls_go() {
     r.remove_library(b"lib");
     assert_eq!(r.function_slot(b"f"), None);
 }
+
+#[test]
+fn function_flags_say_whether_it_runs_over_maxmemory() {
+    let code = b"#!lua name=lib\n\
+        redis.register_function('plain', function(k, a) return redis.call('set', k[1], '{') end)\n\
+        redis.register_function{function_name='ro', callback=function() local t = {1, {2}} return 'x' end, flags={'no-writes'}}\n\
+        redis.register_function{\n  function_name = \"oom\",\n  callback = function() return 1 end,\n  flags = { \"allow-oom\", 'no-cluster' }\n}\n\
+        redis.register_function{function_name='other', callback=function() return 1 end, flags={'no-cluster'}}\n\
+        redis.register_function{function_name='none', callback=function() return 1 end}";
+    assert_eq!(runs_over_memory(code, b"plain"), Some(false));
+    assert_eq!(runs_over_memory(code, b"ro"), Some(true));
+    assert_eq!(runs_over_memory(code, b"oom"), Some(true));
+    assert_eq!(runs_over_memory(code, b"other"), Some(false));
+    assert_eq!(runs_over_memory(code, b"none"), Some(false));
+    assert_eq!(runs_over_memory(code, b"missing"), None);
+}

@@ -103,6 +103,9 @@ impl Worker {
                     txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
                     subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
                     over_memory,
+                    fcall_writes: over_memory
+                        && cmd.name == "fcall"
+                        && fcall_writes(&self.shared, &args),
                     acl: if s.restricted {
                         s.user
                             .as_deref()
@@ -589,4 +592,20 @@ fn log_failed_login(acl: &crate::acl::Acl, s: &Session, args: &Args, worker: usi
         at: now,
         client_info: local::client::client_info_line(s, worker, now),
     });
+}
+
+/// Over `maxmemory`: whether the FCALL in `args` calls a function that
+/// the script registry's copy of its library registers without
+/// `no-writes` or `allow-oom` (a node would refuse it).
+#[cold]
+#[inline(never)]
+fn fcall_writes(shared: &crate::shared::Shared, args: &Args) -> bool {
+    let Some(f) = args.get(1) else {
+        return false;
+    };
+    shared
+        .scripts
+        .library_of(f)
+        .and_then(|(_, code)| crate::script::runs_over_memory(&code, f))
+        == Some(false)
 }
