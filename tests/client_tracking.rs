@@ -437,6 +437,21 @@ fn a_flush_inside_multi_empties_every_master_and_invalidates_after_exec() {
     assert!(w.cmd(&["EXEC"]).as_error().starts_with("EXECABORT"));
 }
 
+/// The first client to turn tracking on, in a mithril with no tracker up
+/// yet, gets its OK once the trackers are: its very first read is tracked
+/// (not invalidated at once), as on a node.
+#[test]
+fn the_first_read_after_tracking_on_is_tracked() {
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut c = m.conn();
+    assert!(matches!(c.cmd(&["HELLO", "3"]), Reply::Map(_)));
+    assert_eq!(c.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(c.cmd(&["GET", "ct:first"]), Reply::Null);
+    no_push(&mut c);
+    assert_eq!(m.conn().cmd(&["SET", "ct:first", "1"]), ok());
+    assert_eq!(next_push(&mut c), invalidate("ct:first"));
+}
+
 /// `tracking_total_keys`, `_items` and `_prefixes` in INFO stats, as
 /// Redis's suite reads them.
 #[test]

@@ -84,6 +84,10 @@ pub struct CacheState {
     /// every master's BCAST tracker is on (at most `BCAST_WAIT`): one per
     /// pending ring slot, so bounded by the rings.
     pub bcast_waiting: Vec<(Key, u64, std::time::Instant)>,
+    /// The same for CLIENT TRACKING ON in the other modes, until every
+    /// master has a tracker with a known id (reads before that could not
+    /// be tracked).
+    pub track_waiting: Vec<(Key, u64, std::time::Instant)>,
     /// The masters the trackers were opened for (a change flushes).
     pub masters: Vec<SocketAddr>,
     /// Where an MGET's reply is built from its hits (reused).
@@ -128,6 +132,7 @@ impl CacheState {
             bcast_idle: None,
             unhooked: None,
             bcast_waiting: Vec::new(),
+            track_waiting: Vec::new(),
             masters: Vec::new(),
             scratch: Vec::new(),
             hooked: false,

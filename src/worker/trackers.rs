@@ -110,6 +110,13 @@ impl Worker {
             self.cache.bcast_waiting = keep;
             self.bcast_answer(give);
         }
+        if self.cache.track_waiting.iter().any(late) {
+            let (give, keep) = std::mem::take(&mut self.cache.track_waiting)
+                .into_iter()
+                .partition(late);
+            self.cache.track_waiting = keep;
+            self.bcast_answer(give);
+        }
     }
 
     /// Every master has a BCAST tracker whose BCAST is on.
@@ -121,7 +128,7 @@ impl Worker {
                 .all(|m| c.bcast_trackers.iter().any(|t| t.addr == *m && t.on))
     }
 
-    /// The held `OK`s of CLIENT TRACKING ON BCAST.
+    /// The held `OK`s of CLIENT TRACKING ON (BCAST or not).
     fn bcast_answer(&mut self, waiting: Vec<(Key, u64, Instant)>) {
         for (session, seq, _) in waiting {
             self.deliver(session, seq, Bytes::from_static(b"+OK\r\n"), b"");
@@ -295,6 +302,10 @@ impl Worker {
             self.pipe_tracker(addr, id as u64);
         }
         self.cache.update_open();
+        if !self.cache.track_waiting.is_empty() && self.trackers_ready() {
+            let waiting = std::mem::take(&mut self.cache.track_waiting);
+            self.bcast_answer(waiting);
+        }
     }
 
     /// A push on a tracker connection: `invalidate [keys]`, or

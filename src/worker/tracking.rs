@@ -71,7 +71,7 @@ impl Worker {
     }
 
     /// Every master has a tracker whose id is known.
-    fn trackers_ready(&self) -> bool {
+    pub(super) fn trackers_ready(&self) -> bool {
         let c = &self.cache;
         !c.masters.is_empty()
             && c.masters
@@ -132,6 +132,15 @@ impl Worker {
                     if let Some(s) = self.sessions.get_mut(key) {
                         let seq = s.ring.push_pending();
                         self.cache.bcast_waiting.push((key, seq, cx.now));
+                    }
+                    return;
+                }
+                if !bcast && !self.trackers_ready() {
+                    // Likewise until every master has a tracker with a
+                    // known id: a read sent before could not be tracked.
+                    if let Some(s) = self.sessions.get_mut(key) {
+                        let seq = s.ring.push_pending();
+                        self.cache.track_waiting.push((key, seq, cx.now));
                     }
                     return;
                 }
