@@ -135,6 +135,14 @@ impl Worker {
             if self.shared.monitors.on() {
                 self.monitor_dispatch(key, cmd, &args, &mut decision);
             }
+            if cmd.acl & crate::command::acl::SCRIPTING != 0
+                && matches!(
+                    cmd.name,
+                    "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
+                )
+            {
+                self.arm_script_watch(cx);
+            }
         }
         if self.cache_hooked() {
             if let Some(cmd) = cmd {

@@ -127,6 +127,9 @@ pub enum Timer {
     /// A CLUSTERDOWN wait of this session's requests on this slot is over
     /// (`downs`).
     Down(Key, u16),
+    /// Look for a script running long sooner than the tick would
+    /// (`scripts.rs`, armed while script calls are in flight).
+    ScriptWatch,
 }
 
 pub struct Worker {
@@ -175,6 +178,8 @@ pub struct Worker {
     /// This worker told the script registry it sees a script call
     /// unanswered for a tick (`scripts.rs`, `scripts_tick`).
     script_stalled: bool,
+    /// A `Timer::ScriptWatch` is pending.
+    script_watch: bool,
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
@@ -246,6 +251,7 @@ impl Worker {
             commands: 0,
             any_master: id,
             script_stalled: false,
+            script_watch: false,
             draining: None,
             stop: false,
             tick_armed: false,
@@ -652,6 +658,7 @@ impl Handler for Worker {
                 cx.schedule_in(TICK, Timer::Tick);
                 self.tick(cx);
             }
+            Timer::ScriptWatch => self.script_watch(cx),
             Timer::Retry(key) => self.retry_now(cx, key),
             Timer::Down(session, slot) => self.down_timer(cx, id, session, slot),
             Timer::ConnectTimeout(key) => {

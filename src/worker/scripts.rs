@@ -13,7 +13,8 @@
 //!   SCRIPT KILL, FUNCTION KILL, FUNCTION STATS ──► every master on a lease
 //!        each (a node running a script reads nothing more from the
 //!        connection that sent it)
-//!   sweep: a script call unanswered for a tick ──► registry.note_stalled
+//!   sweep (every 25 ms while script calls are in flight, and each tick):
+//!        a script call unanswered between two sweeps ──► registry.note_stalled
 //!   PING while some worker sees one ──► every master on a lease each
 //!        ──► a master's BUSY, else the first answer
 //!   node: -NOSCRIPT to EVALSHA sha / -ERR Function not found to FCALL f
@@ -198,6 +199,9 @@ fn running_or_first(parts: Vec<Bytes>) -> Bytes {
         .cloned()
         .unwrap_or_else(|| Bytes::from_static(ERR_BAD_REPLY))
 }
+
+/// The sweep's period while script calls are in flight.
+const SCRIPT_WATCH: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// How many unanswered requests of a stalled connection the sweep looks
 /// at for a script call.
@@ -454,21 +458,44 @@ impl Worker {
         }
     }
 
-    /// The periodic sweep: whether one of this worker's connections has
-    /// had no reply for a whole tick with a script call among its first
+    /// The sweep: whether one of this worker's connections has had no
+    /// reply since the previous sweep with a script call among its first
     /// [`STALL_LOOK`] unanswered requests (a script running long on that
     /// node: it answers nothing on that connection, not even what came
     /// before the script in the same read), told to the registry for every
-    /// worker's PING to see.
-    pub(super) fn scripts_tick(&mut self, now: std::time::Instant) {
-        let stalled = self.backends.iter_mut().any(|(_, b)| {
-            b.awaiting() > 0
-                && b.stalled_for(now) > std::time::Duration::ZERO
-                && b.sent().take(STALL_LOOK).any(|f| is_script_call(&f.req))
+    /// worker's PING to see. Returns whether any connection has a script
+    /// call in flight (the watch goes on then).
+    pub(super) fn scripts_tick(&mut self, now: std::time::Instant) -> bool {
+        let mut scripts = false;
+        let stalled = self.backends.iter_mut().fold(false, |stalled, (_, b)| {
+            let call =
+                b.awaiting() > 0 && b.sent().take(STALL_LOOK).any(|f| is_script_call(&f.req));
+            scripts |= call;
+            // (stalled_for samples the connection: call it for each.)
+            (call && b.stalled_for(now) > std::time::Duration::ZERO) || stalled
         });
         if stalled != self.script_stalled {
             self.script_stalled = stalled;
             self.shared.scripts.note_stalled(stalled);
+        }
+        scripts
+    }
+
+    /// A script call was dispatched: the sweep runs every `SCRIPT_WATCH`
+    /// while script calls are in flight, so one running long is seen
+    /// within about two of them (a tick alone took up to two ticks, and
+    /// a PING sent 200 ms after the script could still get PONG).
+    pub(super) fn arm_script_watch(&mut self, cx: &mut Context<'_, Timer>) {
+        if !self.script_watch {
+            self.script_watch = true;
+            cx.schedule_in(SCRIPT_WATCH, Timer::ScriptWatch);
+        }
+    }
+
+    pub(super) fn script_watch(&mut self, cx: &mut Context<'_, Timer>) {
+        self.script_watch = false;
+        if self.scripts_tick(cx.now) {
+            self.arm_script_watch(cx);
         }
     }
 
