@@ -454,6 +454,61 @@ fn ping_answers_busy_while_a_script_runs_long() {
     assert_eq!(busy.read_reply(), Reply::Simple("PONG".into()));
 }
 
+/// While a script runs long, a transaction is refused as a busy server
+/// refuses it: a command queued then gets BUSY (and dooms it), EXEC gets
+/// EXECABORT with the BUSY reason and ends it; MULTI and DISCARD pass.
+#[test]
+fn a_transaction_meets_busy_while_a_script_runs_long() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        extra_redis_conf: vec!["busy-reply-threshold 50".into()],
+        ..Default::default()
+    });
+    let m = Mithril::start(bin(), &cluster.seeds(), "threads 2");
+    let mut c = m.conn();
+    let mut t = m.conn();
+    assert_eq!(t.cmd(&["SET", "xx", "1"]), ok());
+    assert_eq!(t.cmd(&["MULTI"]), ok());
+    assert_eq!(t.cmd(&["INCR", "xx"]), Reply::Simple("QUEUED".into()));
+    let mut busy = m.conn();
+    busy.send(&[b"EVAL", b"while true do end", b"0"]);
+    wait_until("PING says BUSY", Duration::from_secs(10), || {
+        c.cmd(&["PING"]).is_error().then_some(())
+    });
+    let busy_text =
+        "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.";
+    assert_eq!(
+        t.cmd(&["EXEC"]),
+        err(&format!(
+            "EXECABORT Transaction discarded because of: {busy_text}"
+        ))
+    );
+    assert_eq!(t.cmd(&["MULTI"]), ok());
+    assert_eq!(t.cmd(&["INCR", "xx"]), err(busy_text));
+    assert_eq!(t.cmd(&["DISCARD"]), ok());
+    assert_eq!(t.cmd(&["MULTI"]), ok());
+    assert_eq!(t.cmd(&["INCR", "xx"]), err(busy_text));
+    assert_eq!(c.cmd(&["SCRIPT", "KILL"]), ok());
+    assert!(busy.read_reply().as_error().contains("killed by user"));
+    // Its EXEC aborts (BUSY still, or the earlier BUSY doomed it).
+    let e = t.cmd(&["EXEC"]);
+    assert!(e.as_error().starts_with("EXECABORT"), "{e:?}");
+    assert_eq!(t.cmd(&["GET", "xx"]), bulk("1"), "nothing of it ran");
+    // Once the proxy has seen the script end, transactions run again.
+    wait_until(
+        "a transaction to queue again",
+        Duration::from_secs(10),
+        || {
+            assert_eq!(t.cmd(&["MULTI"]), ok());
+            let queued = t.cmd(&["INCR", "xx"]) == Reply::Simple("QUEUED".into());
+            assert_eq!(t.cmd(&["DISCARD"]), ok());
+            queued.then_some(())
+        },
+    );
+    assert_eq!(t.cmd(&["MULTI"]), ok());
+    assert_eq!(t.cmd(&["INCR", "xx"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(t.cmd(&["EXEC"]), Reply::Array(Some(vec![Reply::Int(2)])));
+}
+
 #[test]
 fn the_registry_budget_forgets_the_least_recently_used() {
     let cluster = RedisCluster::start(ClusterSpec::default());

@@ -30,6 +30,9 @@ use bytes::Bytes;
 
 /// `maxmemory` refusal (Redis's text).
 pub const ERR_OOM: &[u8] = b"-OOM command not allowed when used memory > 'maxmemory'.\r\n";
+/// A command a busy server refuses while a script runs.
+const ERR_BUSY_SCRIPT: &[u8] =
+    b"-BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.\r\n";
 /// Over `maxmemory`, to a script whose shebang does not allow it.
 const ERR_OOM_SCRIPT: &[u8] = b"-OOM allow-oom flag is not set on the script, can not run it when used memory > 'maxmemory'\r\n";
 /// The reply to any command but AUTH, HELLO, QUIT and RESET while a client
@@ -72,6 +75,9 @@ pub struct View<'a> {
     pub subscribed: usize,
     /// The process is over `maxmemory` (false when no budget is set).
     pub over_memory: bool,
+    /// In MULTI while a script sent through the proxy runs long on some
+    /// master (the registry's stall flag; false outside MULTI).
+    pub scripts_busy: bool,
     /// Over `maxmemory`, an FCALL of a function the script registry knows
     /// without `no-writes` or `allow-oom` (the worker looks it up then).
     pub fcall_writes: bool,
@@ -221,7 +227,9 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///    has no key (EVALSHA with numkeys 0). This is the hot path.
 /// 6. A RESP2 subscribed session and a command that context does not
 ///    allow: `Refuse` with Redis's "only (P|S)SUBSCRIBE ..." error.
-/// 7. Inside MULTI, any command but EXEC, DISCARD, MULTI, QUIT, RESET
+/// 7. Inside MULTI while a script runs long (`View::scripts_busy`), any
+///    command but those flagged allow-busy, EXEC included: `Refuse` with
+///    BUSY. Then any command but EXEC, DISCARD, MULTI, QUIT, RESET
 ///    and WATCH: `Queue`, or `Refuse` (dooming the transaction)
 ///    for an unknown command or one that cannot run inside a transaction
 ///    through the proxy.
@@ -318,7 +326,11 @@ pub fn decide_command(
     if v.proto == Proto::Resp2 && v.subscribed > 0 && !allowed_when_subscribed(cmd) {
         return Decision::Refuse(Box::new(refusal(not_allowed_reply(cmd), false)));
     }
-    // 7. Inside MULTI.
+    // 7. Inside MULTI. While a script runs long, a server would refuse
+    // what is queued (dooming the transaction) and EXEC itself.
+    if v.in_txn && v.scripts_busy && cmd.flags & flags::ALLOW_BUSY == 0 {
+        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_BUSY_SCRIPT), true)));
+    }
     if v.in_txn && !runs_immediately(cmd) {
         // FLUSHALL/FLUSHDB also reach the other masters at EXEC, which a
         // WATCH's nil would have to undo: not while watching.

@@ -38,6 +38,7 @@ fn plain() -> View<'static> {
         subscribed: 0,
         over_memory: false,
         fcall_writes: false,
+        scripts_busy: false,
         acl: None,
         pin: None,
     }

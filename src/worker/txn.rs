@@ -18,6 +18,10 @@
 //! before EXEC, on every other master (replies dropped); refused while
 //! watching (the router), whose nil could not take them back.
 //!
+//! An EXEC the router refuses (OOM, NOPERM, BUSY while a script runs long)
+//! ends the transaction with EXECABORT and the reason (`dispatch.rs`,
+//! `refuse_exec`).
+//!
 //! The queue is bounded by `query-buffer-limit` bytes.
 
 use super::{Timer, Worker};
