@@ -232,6 +232,9 @@ impl Worker {
         if queued {
             t.txn_reads = true;
         }
+        // A CONFIG SET of tracking-table-max-keys counts from the next
+        // read, not from the next tick.
+        self.tracking_bound();
         let mut evicted = Vec::new();
         let table = if script {
             &mut self.cache.script_table
