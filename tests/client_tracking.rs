@@ -497,6 +497,43 @@ fn info_counts_tracked_keys_items_and_prefixes() {
     assert_eq!(stat(&mut admin, "tracking_total_keys"), 1);
 }
 
+/// A CONFIG SET of tracking-table-max-keys holds from the very next read.
+#[test]
+fn a_new_table_bound_holds_from_the_next_read() {
+    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let mut admin = m.conn();
+    let mut c = tracking_conn(&m, &[]);
+    let keys = |a: &mut Conn| -> i64 {
+        let text = a.cmd(&["INFO", "stats"]).as_str().to_string();
+        text.lines()
+            .find_map(|l| l.strip_prefix("tracking_total_keys:"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    let set = |a: &mut Conn, n: &str| {
+        assert_eq!(
+            a.cmd(&["CONFIG", "SET", "tracking-table-max-keys", n]),
+            ok()
+        );
+    };
+    set(&mut admin, "1");
+    c.cmd(&["GET", "ct:b1"]);
+    c.cmd(&["GET", "ct:b2"]);
+    // (Each eviction is pushed to the client.)
+    assert_eq!(keys(&mut admin), 1);
+    set(&mut admin, "1000");
+    c.send(&[b"GET", b"ct:b3"]);
+    c.send(&[b"GET", b"ct:b4"]);
+    c.send(&[b"PING"]);
+    let mut replies = Vec::new();
+    while replies.last() != Some(&Reply::Simple("PONG".into())) {
+        replies.push(c.read_reply());
+    }
+    assert_eq!(keys(&mut admin), 3, "{replies:?}");
+}
+
 #[test]
 fn the_table_bound_invalidates_the_oldest_keys() {
     // One worker's share of the bound: 3 keys. The last probe of
