@@ -180,6 +180,8 @@ pub struct Worker {
     script_stalled: bool,
     /// A `Timer::ScriptWatch` is pending.
     script_watch: bool,
+    /// Sweeps in a row that saw no stall while one was reported.
+    script_unstall: u8,
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
@@ -252,6 +254,7 @@ impl Worker {
             any_master: id,
             script_stalled: false,
             script_watch: false,
+            script_unstall: 0,
             draining: None,
             stop: false,
             tick_armed: false,

@@ -464,7 +464,8 @@ impl Worker {
     /// node: it answers nothing on that connection, not even what came
     /// before the script in the same read), told to the registry for every
     /// worker's PING to see. Returns whether any connection has a script
-    /// call in flight (the watch goes on then).
+    /// call in flight or a stall is still reported (the watch goes on
+    /// then).
     pub(super) fn scripts_tick(&mut self, now: std::time::Instant) -> bool {
         let mut scripts = false;
         let stalled = self.backends.iter_mut().fold(false, |stalled, (_, b)| {
@@ -474,11 +475,24 @@ impl Worker {
             // (stalled_for samples the connection: call it for each.)
             (call && b.stalled_for(now) > std::time::Duration::ZERO) || stalled
         });
+        // Cleared only by two sweeps in a row that see no stall: a new
+        // script call's first sample on a connection says "no stall yet"
+        // even while another script of the same connection had just run
+        // long, and a PING must not flip from BUSY back to PONG then.
+        let stalled = if stalled {
+            self.script_unstall = 0;
+            true
+        } else if self.script_stalled {
+            self.script_unstall += 1;
+            self.script_unstall < 2
+        } else {
+            false
+        };
         if stalled != self.script_stalled {
             self.script_stalled = stalled;
             self.shared.scripts.note_stalled(stalled);
         }
-        scripts
+        scripts || stalled
     }
 
     /// A script call was dispatched: the sweep runs every `SCRIPT_WATCH`
