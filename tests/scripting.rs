@@ -771,10 +771,11 @@ print("redis-py ok")
 }
 
 /// Over maxmemory, scripts are refused as a node over its own budget
-/// refuses them: EVAL without a shebang and EVALSHA, EVAL whose shebang
-/// lacks no-writes and allow-oom, FCALL of a function registered without
-/// them; read-only forms and flagged scripts run (Redis's suite checks
-/// these with `maxmemory 1`).
+/// refuses them: EVAL and EVALSHA without a shebang that call a command
+/// that may grow memory, EVAL whose shebang lacks no-writes and allow-oom,
+/// FCALL of a function registered without them; scripts that only read,
+/// read-only forms and flagged scripts run (Redis's suite checks these
+/// with `maxmemory 1`).
 #[test]
 fn scripts_that_may_write_are_refused_over_maxmemory() {
     let (_cluster, m) = cluster_and_mithril("");
@@ -784,7 +785,9 @@ fn scripts_that_may_write_are_refused_over_maxmemory() {
         redis.register_function{function_name='ro', callback=function() return 'hello' end, flags={'no-writes'}}\n\
         redis.register_function{function_name='oom', callback=function(k, a) return redis.call('set', k[1], '2') end, flags={'allow-oom'}}";
     assert_eq!(c.cmd(&["FUNCTION", "LOAD", "REPLACE", lib]), bulk("oomlib"));
-    let sha = c.cmd(&["SCRIPT", "LOAD", "return 1"]).as_str().to_string();
+    let sha_ro = c.cmd(&["SCRIPT", "LOAD", "return 1"]).as_str().to_string();
+    let set = "return redis.call('SET', KEYS[1], 'e')";
+    let sha_rw = c.cmd(&["SCRIPT", "LOAD", set]).as_str().to_string();
     assert_eq!(c.cmd(&["CONFIG", "SET", "maxmemory", "1"]), ok());
     let oom = "OOM command not allowed when used memory > 'maxmemory'.";
     assert_eq!(c.cmd(&["FCALL", "plain", "1", "k1"]), err(oom));
@@ -792,7 +795,13 @@ fn scripts_that_may_write_are_refused_over_maxmemory() {
         c.cmd(&["EVAL", "redis.call('set','k1','1')", "0"]),
         err(oom)
     );
-    assert_eq!(c.cmd(&["EVALSHA", &sha, "0"]), err(oom));
+    assert_eq!(c.cmd(&["EVALSHA", &sha_rw, "1", "k1"]), err(oom));
+    // Without a shebang a script that only reads runs, as on a node.
+    assert_eq!(c.cmd(&["EVALSHA", &sha_ro, "0"]), Reply::Int(1));
+    assert_eq!(
+        c.cmd(&["EVAL", "return redis.call('get', KEYS[1])", "1", "k1"]),
+        Reply::Bulk(None)
+    );
     let e = c.cmd(&["EVAL", "#!lua\nreturn 1", "0"]);
     assert!(
         e.as_error().starts_with("OOM allow-oom flag is not set"),

@@ -78,9 +78,10 @@ pub struct View<'a> {
     /// In MULTI while a script sent through the proxy runs long on some
     /// master (the registry's stall flag; false outside MULTI).
     pub scripts_busy: bool,
-    /// Over `maxmemory`, an FCALL of a function the script registry knows
-    /// without `no-writes` or `allow-oom` (the worker looks it up then).
-    pub fcall_writes: bool,
+    /// Over `maxmemory`, an EVALSHA or FCALL the script registry knows to
+    /// write: a script without `no-writes` or `allow-oom` (the worker looks
+    /// it up then; see `script_oom`).
+    pub script_writes: bool,
     /// The ACL store and the session's user, when that user is restricted
     /// (None: the user may run everything, the common case).
     pub acl: Option<(&'a Acl, &'a User)>,
@@ -304,7 +305,7 @@ pub fn decide_command(
         if cmd.flags & flags::DENYOOM != 0 || (cmd.name == "exec" && v.txn_denyoom) {
             return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_OOM), true)));
         }
-        if let Some(reply) = script_oom(cmd, args, v.fcall_writes) {
+        if let Some(reply) = script_oom(cmd, args, v.script_writes) {
             return Decision::Refuse(Box::new(refusal(Bytes::from_static(reply), true)));
         }
     }
@@ -611,30 +612,27 @@ pub fn not_allowed_reply(cmd: &Command) -> Bytes {
 mod tests;
 
 /// Over `maxmemory`: the refusal of a script that may write, as a node
-/// over its own budget refuses it. A node checks each command the script
-/// runs; mithril cannot, so EVAL without a shebang (and EVALSHA, whose body
-/// it does not see) is refused whole, with the text a write inside it
-/// would get; EVAL with a shebang runs only with `no-writes` or
-/// `allow-oom` among its flags. FCALL is refused when the registry's copy
-/// of its library registers it without either flag (`fcall_writes`), as a
-/// node refuses it; a function the registry does not know goes on.
+/// over its own budget refuses it. EVAL's body is looked at
+/// (`script::over_memory`): with a shebang it runs only with `no-writes`
+/// or `allow-oom` among its flags (else Redis's allow-oom error); without,
+/// it is refused with the error a write inside it would get when it calls
+/// a command that may grow memory by its literal name (a node checks each
+/// call; mithril reads the code). EVALSHA and FCALL were looked up by the
+/// worker in the script registry (`script_writes`); what the registry does
+/// not know goes on to the node.
 #[cold]
-fn script_oom(cmd: &Command, args: &Args<'_>, fcall_writes: bool) -> Option<&'static [u8]> {
+fn script_oom(cmd: &Command, args: &Args<'_>, script_writes: bool) -> Option<&'static [u8]> {
     match cmd.name {
-        "evalsha" => Some(ERR_OOM),
-        "fcall" => fcall_writes.then_some(ERR_OOM),
+        "evalsha" | "fcall" => script_writes.then_some(ERR_OOM),
         "eval" => {
             let body = args.get(1).unwrap_or_default();
-            let Some(rest) = body.strip_prefix(b"#!") else {
-                return Some(ERR_OOM);
-            };
-            let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
-            let allowed = line
-                .split(|&b| b == b' ')
-                .filter_map(|w| w.strip_prefix(b"flags="))
-                .flat_map(|f| f.split(|&b| b == b','))
-                .any(|f| f == b"no-writes" || f == b"allow-oom");
-            (!allowed).then_some(ERR_OOM_SCRIPT)
+            match crate::script::over_memory(body) {
+                crate::script::OverMemory::Runs => None,
+                crate::script::OverMemory::Refused if body.starts_with(b"#!") => {
+                    Some(ERR_OOM_SCRIPT)
+                }
+                crate::script::OverMemory::Refused => Some(ERR_OOM),
+            }
         }
         _ => None,
     }

@@ -467,6 +467,60 @@ pub fn function_names(code: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// What a node over `maxmemory` does with a script body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverMemory {
+    Runs,
+    Refused,
+}
+
+/// Over `maxmemory`, whether a node would run `body`: with a shebang, only
+/// when its flags name `no-writes` or `allow-oom`; without one (Redis's
+/// compatibility mode, where each call is checked as it runs), unless it
+/// calls a command that may grow memory (`denyoom`) by a literal name:
+/// `redis.call('set', ...)`, `redis.pcall("LPUSH", ...)`. A name computed
+/// at run time is not seen (the node decides then).
+pub fn over_memory(body: &[u8]) -> OverMemory {
+    if let Some(rest) = body.strip_prefix(b"#!") {
+        let line = rest.split(|&b| b == b'\n').next().unwrap_or_default();
+        let allowed = line
+            .split(|&b| b == b' ')
+            .filter_map(|w| w.strip_prefix(b"flags="))
+            .flat_map(|f| f.split(|&b| b == b','))
+            .any(|f| f == b"no-writes" || f == b"allow-oom");
+        return if allowed {
+            OverMemory::Runs
+        } else {
+            OverMemory::Refused
+        };
+    }
+    let mut at = 0;
+    while let Some(pos) = find(body, b"redis.", at) {
+        at = pos + 6;
+        let rest = &body[at..];
+        let call = if rest.starts_with(b"call") {
+            4
+        } else if rest.starts_with(b"pcall") {
+            5
+        } else {
+            continue;
+        };
+        let mut i = skip_ws(body, at + call);
+        if body.get(i) != Some(&b'(') {
+            continue;
+        }
+        i = skip_ws(body, i + 1);
+        if let Some(name) = string_literal(body, i) {
+            let grows = crate::command::lookup(&name)
+                .is_some_and(|c| c.flags & crate::command::flags::DENYOOM != 0);
+            if grows {
+                return OverMemory::Refused;
+            }
+        }
+    }
+    OverMemory::Runs
+}
+
 /// Whether `function`, as `code` registers it, may run while a node is
 /// over `maxmemory`: its flags name `no-writes` or `allow-oom`. `None` when
 /// the code does not register it in a form this reads (the literal name

@@ -372,3 +372,25 @@ fn function_flags_say_whether_it_runs_over_maxmemory() {
     assert_eq!(runs_over_memory(code, b"none"), Some(false));
     assert_eq!(runs_over_memory(code, b"missing"), None);
 }
+
+#[test]
+fn a_body_over_maxmemory_runs_as_a_node_would_run_it() {
+    use OverMemory::{Refused, Runs};
+    for (body, want) in [
+        ("redis.call('set', KEYS[1], 1) return 1", Refused),
+        ("return redis.pcall(\"LPUSH\", 'l', 'a')", Refused),
+        ("return redis.call('get', KEYS[1])", Runs),
+        ("return redis.call ( 'incr', 'n' )", Refused),
+        ("local c = 'set' return redis.call(c, 'x', 1)", Runs),
+        ("return 1", Runs),
+        ("#!lua\nreturn 1", Refused),
+        ("#!lua flags=no-writes\nreturn redis.call('get', 'x')", Runs),
+        (
+            "#!lua flags=no-cluster,allow-oom\nredis.call('set', 'x', 1)",
+            Runs,
+        ),
+        ("#!lua flags=\nreturn 1", Refused),
+    ] {
+        assert_eq!(over_memory(body.as_bytes()), want, "{body}");
+    }
+}

@@ -104,9 +104,9 @@ impl Worker {
                     subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
                     over_memory,
                     scripts_busy: s.txn.is_some() && self.shared.scripts.scripts_stalled(),
-                    fcall_writes: over_memory
-                        && cmd.name == "fcall"
-                        && fcall_writes(&self.shared, &args),
+                    script_writes: over_memory
+                        && matches!(cmd.name, "fcall" | "evalsha")
+                        && script_writes(&self.shared, cmd, &args),
                     acl: if s.restricted {
                         s.user
                             .as_deref()
@@ -630,18 +630,26 @@ fn log_failed_login(acl: &crate::acl::Acl, s: &Session, args: &Args, worker: usi
     });
 }
 
-/// Over `maxmemory`: whether the FCALL in `args` calls a function that
-/// the script registry's copy of its library registers without
-/// `no-writes` or `allow-oom` (a node would refuse it).
+/// Over `maxmemory`: whether the EVALSHA or FCALL in `args` runs a
+/// script the registry knows and that may write (an EVALSHA's body as
+/// `script::over_memory` reads it; a function its library registers
+/// without `no-writes` or `allow-oom`), as a node would refuse it.
 #[cold]
 #[inline(never)]
-fn fcall_writes(shared: &crate::shared::Shared, args: &Args) -> bool {
-    let Some(f) = args.get(1) else {
+fn script_writes(shared: &crate::shared::Shared, cmd: &Command, args: &Args) -> bool {
+    let Some(name) = args.get(1) else {
         return false;
     };
-    shared
-        .scripts
-        .library_of(f)
-        .and_then(|(_, code)| crate::script::runs_over_memory(&code, f))
+    let scripts = &shared.scripts;
+    if cmd.name == "evalsha" {
+        return crate::script::sha1::parse_hex(name)
+            .and_then(|sha| scripts.script(&sha))
+            .is_some_and(|body| {
+                crate::script::over_memory(&body) == crate::script::OverMemory::Refused
+            });
+    }
+    scripts
+        .library_of(name)
+        .and_then(|(_, code)| crate::script::runs_over_memory(&code, name))
         == Some(false)
 }
