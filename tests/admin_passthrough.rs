@@ -575,3 +575,35 @@ fn client_pause_and_unpause_reach_every_master() {
         assert_eq!(c.cmd(args), node.cmd(args), "{args:?}");
     }
 }
+
+/// A node that refuses a command of the transaction as EXEC brings it
+/// (here NOREPLICAS, after CONFIG SET min-replicas-to-write through the
+/// proxy): the client, which saw QUEUED, gets EXECABORT with the node's
+/// reason, as from a server whose state changed after queueing; nothing
+/// ran.
+#[test]
+fn exec_names_what_the_node_refused_in_the_transaction() {
+    let (_cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SET", "xx", "1"]), ok());
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", "xx"]), Reply::Simple("QUEUED".into()));
+    let mut admin = m.conn();
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "min-replicas-to-write", "2"]),
+        ok()
+    );
+    assert_eq!(
+        c.cmd(&["EXEC"]),
+        err("EXECABORT Transaction discarded because of: NOREPLICAS Not enough good replicas to write.")
+    );
+    assert_eq!(
+        admin.cmd(&["CONFIG", "SET", "min-replicas-to-write", "0"]),
+        ok()
+    );
+    assert_eq!(c.cmd(&["GET", "xx"]), bulk("1"));
+    // The next transaction is not told of the old refusal.
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["INCR", "xx"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["EXEC"]), Reply::Array(Some(vec![Reply::Int(2)])));
+}

@@ -282,6 +282,9 @@ pub struct Backend {
     /// A TRYAGAIN or CLUSTERDOWN a queued command of that transaction got
     /// (its EXEC then aborts: nothing of it ran).
     pub txn_retry: Option<Bytes>,
+    /// The first other error a queued command of the transaction got (the
+    /// node refused it as it was queued: NOREPLICAS, OOM, ...).
+    pub txn_error: Option<Bytes>,
     /// None for a link (below): nothing to read or write.
     stream: Option<TcpStream>,
     fd: RawFd,
@@ -367,6 +370,7 @@ impl Backend {
             state: State::Connected,
             txn_redirect: None,
             txn_retry: None,
+            txn_error: None,
             stream: None,
             fd: -1,
             link: None,

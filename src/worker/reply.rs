@@ -102,6 +102,8 @@ impl Worker {
                             && retry::is_retryable(&frame)
                         {
                             b.txn_retry = Some(frame);
+                        } else if b.txn_redirect.is_none() && b.txn_error.is_none() {
+                            b.txn_error = Some(frame);
                         }
                     }
                 }
@@ -156,13 +158,32 @@ impl Worker {
         }
         // What the transaction's queued commands got before EXEC's reply:
         // taken now, whatever EXEC's reply says.
-        let (txn_redirect, txn_retry) = match f.purpose {
+        let (txn_redirect, txn_retry, txn_error) = match f.purpose {
             Purpose::Txn => self
                 .backends
                 .get_mut(bkey)
-                .map(|b| (b.txn_redirect.take(), b.txn_retry.take()))
+                .map(|b| {
+                    (
+                        b.txn_redirect.take(),
+                        b.txn_retry.take(),
+                        b.txn_error.take(),
+                    )
+                })
                 .unwrap_or_default(),
-            _ => (None, None),
+            _ => (None, None, None),
+        };
+        // The client saw +QUEUED for every command (the proxy queued them):
+        // a node that refused one as the transaction reached it says why
+        // in EXEC's abort, as a server whose state changed after queueing.
+        let frame = match txn_error {
+            Some(e)
+                if frame.starts_with(txn::EXECABORT.strip_suffix(b"\r\n").unwrap_or_default()) =>
+            {
+                let mut r = b"-EXECABORT Transaction discarded because of: ".to_vec();
+                r.extend_from_slice(e.strip_prefix(b"-").unwrap_or(&e));
+                Bytes::from(r)
+            }
+            _ => frame,
         };
         if head == b'-' {
             if let Some(r) = router::parse_redirect(&frame, via, &self.topo) {

@@ -268,7 +268,12 @@ impl Worker {
                 let (inside, retry) = self
                     .backends
                     .get_mut(bkey)
-                    .map(|b| (b.txn_redirect.take(), b.txn_retry.take()))
+                    .map(|b| {
+                        // (A queued command's refusal is not named here:
+                        // the pin's EXEC answers as the node did.)
+                        b.txn_error = None;
+                        (b.txn_redirect.take(), b.txn_retry.take())
+                    })
                     .unwrap_or_default();
                 let redirect = inside.or(redirect);
                 let aborted =
