@@ -819,3 +819,34 @@ fn scripts_that_may_write_are_refused_over_maxmemory() {
     assert_eq!(c.cmd(&["GET", "k1"]), bulk("2"));
     assert_eq!(c.cmd(&["FCALL", "plain", "1", "k1"]), ok());
 }
+
+/// SCRIPT LOAD inside MULTI: the transaction's node answers it in EXEC's
+/// reply, and every master has the script afterwards.
+#[test]
+fn script_load_inside_multi_reaches_every_master() {
+    let (cluster, m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let body = "return redis.call('set', KEYS[1], 'in-multi')";
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["SCRIPT", "LOAD", body]),
+        Reply::Simple("QUEUED".into())
+    );
+    assert_eq!(
+        c.cmd(&["SET", "foo", "bar"]),
+        Reply::Simple("QUEUED".into())
+    );
+    let r = c.cmd(&["EXEC"]);
+    let items = r.as_array();
+    assert_eq!(items[1], ok(), "{r:?}");
+    let sha = items[0].as_str().to_string();
+    assert_eq!(sha.len(), 40, "{r:?}");
+    for n in cluster.masters() {
+        wait_until("the script on every master", Duration::from_secs(5), || {
+            (n.conn().cmd(&["SCRIPT", "EXISTS", &sha]) == array(vec![int(1)])).then_some(())
+        });
+    }
+    for k in ["a", "b", "c", "d", "e"] {
+        assert_eq!(c.cmd(&["EVALSHA", &sha, "1", k]), ok());
+    }
+}

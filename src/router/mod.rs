@@ -555,9 +555,9 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         // Inside a transaction a node answers WAIT at once, with what it
         // has: it runs there with the rest.
         Route::ClusterWide(Wide::Wait) => Decision::Queue,
-        // FLUSHALL / FLUSHDB: in the transaction on its node, and on the
-        // other masters just before EXEC is sent (worker/txn.rs).
-        Route::ClusterWide(Wide::Flushall) => Decision::Queue,
+        // FLUSHALL / FLUSHDB, SCRIPT LOAD: in the transaction on its node,
+        // and on the other masters just before EXEC is sent (worker/txn.rs).
+        Route::ClusterWide(Wide::Flushall | Wide::ScriptLoad) => Decision::Queue,
         // DEBUG too (the suite's DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): it
         // runs on the transaction's node, as in a transaction on a node.
         Route::ClusterWide(Wide::Debug) if !debug_refused(args) => Decision::Queue,

@@ -356,7 +356,7 @@ fn script_and_function_management_involves_every_master() {
 }
 
 #[test]
-fn inside_multi_script_calls_queue_and_management_is_refused() {
+fn inside_multi_script_calls_and_loads_queue_and_management_is_refused() {
     let v = View {
         in_txn: true,
         ..plain()
@@ -368,10 +368,12 @@ fn inside_multi_script_calls_queue_and_management_is_refused() {
         &["fcall", "f", "1", "k"],
         &["fcall_ro", "f", "0"],
         &["function", "list"],
+        // Also sent to the other masters at EXEC (worker/txn.rs).
+        &["script", "load", "return 1"],
     ] {
         assert_eq!(decision(&v, words), Decision::Queue, "{words:?}");
     }
-    let (text, r) = refused(&v, &["script", "load", "return 1"]);
+    let (text, r) = refused(&v, &["script", "flush"]);
     assert!(text.contains("cannot be used inside MULTI"), "{text}");
     assert!(r.dooms_txn);
 }

@@ -106,9 +106,11 @@ pub struct Txn {
     /// A queued command may grow memory (denyoom): EXEC is refused while
     /// over `maxmemory`.
     pub denyoom: bool,
-    /// The first FLUSHALL / FLUSHDB queued: EXEC sends it to the masters
-    /// other than the transaction's first.
-    pub flush: Option<Bytes>,
+    /// FLUSHALL / FLUSHDB (the first one) and SCRIPT LOAD queued: EXEC
+    /// sends them to the masters other than the transaction's first.
+    pub everywhere: Vec<Bytes>,
+    /// A FLUSHALL / FLUSHDB is queued.
+    pub flushes: bool,
 }
 
 /// A session's WATCH: the exclusive connection (a lease) to the master of

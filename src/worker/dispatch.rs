@@ -285,7 +285,7 @@ impl Worker {
                     .sessions
                     .get(key)
                     .and_then(|s| s.txn.as_ref())
-                    .is_some_and(|t| t.flush.is_some() && !t.failed);
+                    .is_some_and(|t| t.flushes && !t.failed);
                 if flushes {
                     // FLUSHALL/FLUSHDB queued: what was filled since goes
                     // too, and tracking clients hear of it after EXEC.

@@ -14,9 +14,10 @@
 //! after the waits of `retry.rs`; EXEC's EXECABORT is the answer only once
 //! they are spent.
 //!
-//! FLUSHALL / FLUSHDB run in the transaction on its node and, sent just
-//! before EXEC, on every other master (replies dropped); refused while
-//! watching (the router), whose nil could not take them back.
+//! FLUSHALL / FLUSHDB and SCRIPT LOAD run in the transaction on its node
+//! and, sent just before EXEC, on every other master (replies dropped);
+//! FLUSHALL / FLUSHDB are refused while watching (the router), whose nil
+//! could not take them back.
 //!
 //! An EXEC the router refuses (OOM, NOPERM, BUSY while a script runs long)
 //! ends the transaction with EXECABORT and the reason (`dispatch.rs`,
@@ -79,17 +80,18 @@ pub(super) fn replies_of(f: &InFlight) -> u32 {
 }
 
 impl Worker {
-    /// A transaction holding FLUSHALL/FLUSHDB: the same command to every
-    /// master but the transaction's own (`shard`), queued ahead of anything
-    /// the session sends them later on this worker's connections, so the
-    /// session reads nothing of theirs from before the flush. Their replies
-    /// are dropped: the node that runs the transaction answers for it.
-    fn flush_other_masters(
+    /// A transaction holding FLUSHALL/FLUSHDB or SCRIPT LOAD: those
+    /// commands to every master but the transaction's own (`shard`), queued
+    /// ahead of anything the session sends them later on this worker's
+    /// connections, so the session reads nothing of theirs from before the
+    /// flush and finds the script everywhere. Their replies are dropped:
+    /// the node that runs the transaction answers for it.
+    fn send_to_other_masters(
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
         shard: Option<usize>,
-        flush: Bytes,
+        frames: Vec<Bytes>,
     ) {
         let Some(s) = self.sessions.get(key) else {
             return;
@@ -100,10 +102,12 @@ impl Worker {
                 continue;
             };
             if let Ok(bkey) = self.backend_for(cx, pool, sticky) {
-                self.send_on(
-                    bkey,
-                    InFlight::new(Key::NONE, 0, flush.clone(), Purpose::Reload),
-                );
+                for f in &frames {
+                    self.send_on(
+                        bkey,
+                        InFlight::new(Key::NONE, 0, f.clone(), Purpose::Reload),
+                    );
+                }
             }
         }
     }
@@ -167,8 +171,18 @@ impl Worker {
         t.bytes += frame.len();
         // EXEC is refused over maxmemory when it would run a denyoom command.
         t.denyoom |= cmd.flags & command::flags::DENYOOM != 0;
-        if cmd.route == Route::ClusterWide(Wide::Flushall) && t.flush.is_none() {
-            t.flush = Some(frame.clone());
+        match cmd.route {
+            Route::ClusterWide(Wide::Flushall) if !t.flushes => {
+                t.flushes = true;
+                t.everywhere.push(frame.clone());
+            }
+            Route::ClusterWide(Wide::ScriptLoad) => {
+                if let Some(body) = args.get(2) {
+                    self.shared.scripts.note_script(body);
+                }
+                t.everywhere.push(frame.clone());
+            }
+            _ => {}
         }
         t.queued.push(frame);
         self.reply_static(key, QUEUED);
@@ -194,7 +208,7 @@ impl Worker {
         let Txn {
             queued,
             slot,
-            flush,
+            everywhere,
             ..
         } = *t;
         let proto = s.proto;
@@ -214,8 +228,8 @@ impl Worker {
                 (self.pools.pool_for_shard(shard, proto), Some(shard))
             }
         };
-        if let (Some(flush), Some(_)) = (flush, pool) {
-            self.flush_other_masters(cx, key, shard, flush);
+        if pool.is_some() && !everywhere.is_empty() {
+            self.send_to_other_masters(cx, key, shard, everywhere);
         }
         match pool {
             // Reads of a tracking client inside: the node tracks them.
