@@ -820,8 +820,9 @@ fn scripts_that_may_write_are_refused_over_maxmemory() {
     assert_eq!(c.cmd(&["FCALL", "plain", "1", "k1"]), ok());
 }
 
-/// SCRIPT LOAD inside MULTI: the transaction's node answers it in EXEC's
-/// reply, and every master has the script afterwards.
+/// SCRIPT LOAD and SCRIPT FLUSH inside MULTI: the transaction's node
+/// answers them in EXEC's reply, and every master has the script (then
+/// none) afterwards.
 #[test]
 fn script_load_inside_multi_reaches_every_master() {
     let (cluster, m) = cluster_and_mithril("");
@@ -849,4 +850,22 @@ fn script_load_inside_multi_reaches_every_master() {
     for k in ["a", "b", "c", "d", "e"] {
         assert_eq!(c.cmd(&["EVALSHA", &sha, "1", k]), ok());
     }
+    // SCRIPT FLUSH inside MULTI empties every master's cache.
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(c.cmd(&["SCRIPT", "FLUSH"]), Reply::Simple("QUEUED".into()));
+    assert_eq!(c.cmd(&["EXEC"]), array(vec![ok()]));
+    for n in cluster.masters() {
+        wait_until(
+            "the script gone from every master",
+            Duration::from_secs(5),
+            || (n.conn().cmd(&["SCRIPT", "EXISTS", &sha]) == array(vec![int(0)])).then_some(()),
+        );
+    }
+    // SAVE is refused as Redis refuses it there.
+    assert_eq!(c.cmd(&["MULTI"]), ok());
+    assert_eq!(
+        c.cmd(&["SAVE"]),
+        err("ERR Command not allowed inside a transaction")
+    );
+    assert!(c.cmd(&["EXEC"]).as_error().starts_with("EXECABORT"));
 }

@@ -52,6 +52,7 @@ pub const DEBUG_REFUSED: &[&str] = &[
 ];
 
 const ERR_BAD_SLOT: &[u8] = b"-ERR Invalid or out of range slot\r\n";
+const ERR_NO_MULTI: &[u8] = b"-ERR Command not allowed inside a transaction\r\n";
 const ERR_IN_MULTI: &[u8] =
     b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n";
 /// Keys of several slots in one WATCH, or a command naming a slot other
@@ -538,6 +539,10 @@ fn debug_refused(args: &Args<'_>) -> bool {
 }
 
 fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
+    if cmd.flags & flags::NO_MULTI != 0 {
+        // SAVE, SHUTDOWN, SYNC, PSYNC: Redis's own refusal.
+        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_NO_MULTI), true)));
+    }
     match cmd.route {
         Route::Slot
         | Route::SlotPairs
@@ -555,9 +560,11 @@ fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
         // Inside a transaction a node answers WAIT at once, with what it
         // has: it runs there with the rest.
         Route::ClusterWide(Wide::Wait) => Decision::Queue,
-        // FLUSHALL / FLUSHDB, SCRIPT LOAD: in the transaction on its node,
+        // FLUSHALL / FLUSHDB, SCRIPT LOAD / FLUSH: in the transaction on its node,
         // and on the other masters just before EXEC is sent (worker/txn.rs).
-        Route::ClusterWide(Wide::Flushall | Wide::ScriptLoad) => Decision::Queue,
+        Route::ClusterWide(Wide::Flushall | Wide::ScriptLoad | Wide::ScriptFlush) => {
+            Decision::Queue
+        }
         // DEBUG too (the suite's DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): it
         // runs on the transaction's node, as in a transaction on a node.
         Route::ClusterWide(Wide::Debug) if !debug_refused(args) => Decision::Queue,

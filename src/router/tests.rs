@@ -370,12 +370,19 @@ fn inside_multi_script_calls_and_loads_queue_and_management_is_refused() {
         &["function", "list"],
         // Also sent to the other masters at EXEC (worker/txn.rs).
         &["script", "load", "return 1"],
+        &["script", "flush"],
     ] {
         assert_eq!(decision(&v, words), Decision::Queue, "{words:?}");
     }
-    let (text, r) = refused(&v, &["script", "flush"]);
+    let (text, r) = refused(&v, &["script", "kill"]);
     assert!(text.contains("cannot be used inside MULTI"), "{text}");
     assert!(r.dooms_txn);
+    // Redis's own refusal for what it flags no-multi.
+    for words in [&["save"][..], &["shutdown"]] {
+        let (text, r) = refused(&v, words);
+        assert_eq!(text, "-ERR Command not allowed inside a transaction\r\n");
+        assert!(r.dooms_txn);
+    }
 }
 
 #[test]

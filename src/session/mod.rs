@@ -106,11 +106,13 @@ pub struct Txn {
     /// A queued command may grow memory (denyoom): EXEC is refused while
     /// over `maxmemory`.
     pub denyoom: bool,
-    /// FLUSHALL / FLUSHDB (the first one) and SCRIPT LOAD queued: EXEC
+    /// FLUSHALL / FLUSHDB (the first one), SCRIPT LOAD and FLUSH queued: EXEC
     /// sends them to the masters other than the transaction's first.
     pub everywhere: Vec<Bytes>,
     /// A FLUSHALL / FLUSHDB is queued.
     pub flushes: bool,
+    /// A SCRIPT FLUSH is queued: the registry forgets its scripts at EXEC.
+    pub flushes_scripts: bool,
 }
 
 /// A session's WATCH: the exclusive connection (a lease) to the master of

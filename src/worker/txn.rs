@@ -14,7 +14,7 @@
 //! after the waits of `retry.rs`; EXEC's EXECABORT is the answer only once
 //! they are spent.
 //!
-//! FLUSHALL / FLUSHDB and SCRIPT LOAD run in the transaction on its node
+//! FLUSHALL / FLUSHDB and SCRIPT LOAD / FLUSH run in the transaction on its node
 //! and, sent just before EXEC, on every other master (replies dropped);
 //! FLUSHALL / FLUSHDB are refused while watching (the router), whose nil
 //! could not take them back.
@@ -176,6 +176,10 @@ impl Worker {
                 t.flushes = true;
                 t.everywhere.push(frame.clone());
             }
+            Route::ClusterWide(Wide::ScriptFlush) => {
+                t.flushes_scripts = true;
+                t.everywhere.push(frame.clone());
+            }
             Route::ClusterWide(Wide::ScriptLoad) => {
                 if let Some(body) = args.get(2) {
                     self.shared.scripts.note_script(body);
@@ -209,6 +213,7 @@ impl Worker {
             queued,
             slot,
             everywhere,
+            flushes_scripts,
             ..
         } = *t;
         let proto = s.proto;
@@ -228,6 +233,9 @@ impl Worker {
                 (self.pools.pool_for_shard(shard, proto), Some(shard))
             }
         };
+        if pool.is_some() && flushes_scripts {
+            self.shared.scripts.clear_scripts();
+        }
         if pool.is_some() && !everywhere.is_empty() {
             self.send_to_other_masters(cx, key, shard, everywhere);
         }
