@@ -535,16 +535,12 @@ fn scripting_mode(name: &str) -> Option<Mode> {
     })
 }
 
-/// Every command a client can run: the top-level commands without
-/// subcommands, and every subcommand (`config|get`).
+/// Every command a client can run: the top-level commands (a container
+/// too: `COMMAND` alone runs), and every subcommand (`config|get`).
 fn leaves() -> impl Iterator<Item = &'static Command> {
-    command::all().iter().flat_map(|c| {
-        if c.subcommands.is_empty() {
-            std::slice::from_ref(c)
-        } else {
-            c.subcommands
-        }
-    })
+    command::all()
+        .iter()
+        .flat_map(|c| std::iter::once(c).chain(c.subcommands.iter()))
 }
 
 /// The commands `mode` and then `rules` (checked when they were parsed:
@@ -570,11 +566,9 @@ fn allowed_commands(mode: Mode, rules: &[String]) -> HashSet<&'static str> {
             let bit = command::acl::bit(cat).unwrap_or(0);
             leaves().filter(|c| c.acl & bit != 0).for_each(&mut apply);
         } else if let Some(c) = command::lookup_full(what.as_bytes()) {
-            if c.subcommands.is_empty() {
-                apply(c);
-            } else {
-                c.subcommands.iter().for_each(&mut apply);
-            }
+            // A container stands for itself and all its subcommands.
+            apply(c);
+            c.subcommands.iter().for_each(&mut apply);
         }
     }
     set

@@ -434,6 +434,12 @@ fn setuser_rules_parse_like_acl_list_prints_them() {
     assert_eq!(run(&back, "u", "GET w:1"), Err(Denial::Key));
     assert_eq!(run(&back, "u", "KEYS *"), Err(Denial::Command));
     assert_eq!(run(&back, "u", "CLIENT ID"), Ok(()));
+    // A container named whole: itself (COMMAND alone runs) and its
+    // subcommands (redis-py's cluster client sends a bare COMMAND).
+    setuser(&a, "v on nopass -@all +command").unwrap();
+    assert_eq!(run(&a, "v", "COMMAND"), Ok(()));
+    assert_eq!(run(&a, "v", "COMMAND COUNT"), Ok(()));
+    assert_eq!(run(&a, "v", "GET k"), Err(Denial::Command));
     assert_eq!(run(&back, "u", "CLIENT KILL ID 1"), Err(Denial::Command));
     assert!(back.authenticate(Some(b"u"), b"pw").is_ok());
 }
