@@ -33,8 +33,11 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
     let acl = &shared.admin.acl;
     let arg = |i: usize| args.get(i).unwrap_or_default();
     let rest = |from: usize| (from..args.len()).map(arg).collect::<Vec<&[u8]>>();
-    let mut users = acl.users();
-    users.sort_by(|a, b| a.name.cmp(&b.name));
+    let sorted_users = || {
+        let mut users = acl.users();
+        users.sort_by(|a, b| a.name.cmp(&b.name));
+        users
+    };
     match cmd.name {
         "acl|whoami" => {
             let me = session_user(shared, s);
@@ -45,7 +48,9 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
                 s,
             )
         }
-        "acl|users" => built(
+        "acl|users" => {
+            let users = sorted_users();
+            built(
             |e| {
                 e.array(users.len());
                 for u in &users {
@@ -53,8 +58,11 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
                 }
             },
             s,
-        ),
-        "acl|list" => built(
+        )
+        }
+        "acl|list" => {
+            let users = sorted_users();
+            built(
             |e| {
                 e.array(users.len());
                 for u in &users {
@@ -62,7 +70,8 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
                 }
             },
             s,
-        ),
+        )
+        }
         "acl|setuser" => match acl.set_user(arg(2), &rest(3)) {
             Ok(()) => Outcome::Reply(bytes::Bytes::from_static(b"+OK\r\n")),
             Err(e) => error(&e),

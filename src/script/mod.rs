@@ -438,22 +438,11 @@ impl Registry {
 /// the library gets the node's error. Names are what Redis allows
 /// (letters, digits, underscores).
 pub fn function_names(code: &[u8]) -> Vec<Vec<u8>> {
-    const CALL: &[u8] = b"register_function";
-    const FIELD: &[u8] = b"function_name";
     let mut out: Vec<Vec<u8>> = Vec::new();
-    let mut at = 0;
-    while let Some(pos) = find(code, CALL, at) {
-        at = pos + CALL.len();
-        let mut i = skip_ws(code, at);
-        if code.get(i) == Some(&b'(') {
-            i = skip_ws(code, i + 1);
-        }
+    for i in registrations(code) {
         let name = if code.get(i) == Some(&b'{') {
             // The table form: the first `function_name = literal` after it.
-            find(code, FIELD, i).and_then(|f| {
-                let j = skip_ws(code, f + FIELD.len());
-                (code.get(j) == Some(&b'=')).then(|| string_literal(code, skip_ws(code, j + 1)))?
-            })
+            name_field(code, i)
         } else {
             string_literal(code, i)
         };
@@ -527,15 +516,7 @@ pub fn over_memory(body: &[u8]) -> OverMemory {
 /// in `register_function('f', ...)` or in the table form's
 /// `function_name`, the flags as a table of string literals).
 pub fn runs_over_memory(code: &[u8], function: &[u8]) -> Option<bool> {
-    const CALL: &[u8] = b"register_function";
-    const FIELD: &[u8] = b"function_name";
-    let mut at = 0;
-    while let Some(pos) = find(code, CALL, at) {
-        at = pos + CALL.len();
-        let mut i = skip_ws(code, at);
-        if code.get(i) == Some(&b'(') {
-            i = skip_ws(code, i + 1);
-        }
+    for i in registrations(code) {
         if code.get(i) != Some(&b'{') {
             // The positional form takes no flags.
             if string_literal(code, i).as_deref() == Some(function) {
@@ -545,11 +526,7 @@ pub fn runs_over_memory(code: &[u8], function: &[u8]) -> Option<bool> {
         }
         let end = table_end(code, i)?;
         let table = &code[i..end];
-        let name = find(table, FIELD, 0).and_then(|f| {
-            let j = skip_ws(table, f + FIELD.len());
-            (table.get(j) == Some(&b'=')).then(|| string_literal(table, skip_ws(table, j + 1)))?
-        });
-        if name.as_deref() != Some(function) {
+        if name_field(table, 0).as_deref() != Some(function) {
             continue;
         }
         let allowed = find_flags(table).is_some_and(|flags| {
@@ -565,6 +542,30 @@ pub fn runs_over_memory(code: &[u8], function: &[u8]) -> Option<bool> {
         return Some(allowed);
     }
     None
+}
+
+/// Where the argument of each `register_function` call in `code` starts
+/// (after the `(`, if any): a name literal, or the table form's `{`.
+fn registrations(code: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    const CALL: &[u8] = b"register_function";
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let pos = find(code, CALL, at)?;
+        at = pos + CALL.len();
+        let i = skip_ws(code, at);
+        Some(match code.get(i) {
+            Some(&b'(') => skip_ws(code, i + 1),
+            _ => i,
+        })
+    })
+}
+
+/// The literal of the first `function_name = '...'` in `code` from `from`.
+fn name_field(code: &[u8], from: usize) -> Option<Vec<u8>> {
+    const FIELD: &[u8] = b"function_name";
+    let f = find(code, FIELD, from)?;
+    let j = skip_ws(code, f + FIELD.len());
+    (code.get(j) == Some(&b'=')).then(|| string_literal(code, skip_ws(code, j + 1)))?
 }
 
 /// The `{...}` of a table form's `flags = {...}` (nested tables of the
