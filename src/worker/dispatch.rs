@@ -153,10 +153,7 @@ impl Worker {
         }
         match decision {
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
-            Decision::Refuse(r) if cmd.is_some_and(|c| c.name == "exec") => {
-                self.refuse_exec(key, *r)
-            }
-            Decision::Refuse(r) => self.refuse(key, *r),
+            Decision::Refuse(r) => self.refuse(key, cmd, *r),
             Decision::AnyMaster => self.forward_keyless(cx, key, cmd, ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
             Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
@@ -391,8 +388,7 @@ impl Worker {
                 }
                 self.slow_local(key, cmd, args); // observe
             }
-            Decision::Refuse(r) if cmd.name == "exec" => self.refuse_exec(key, *r),
-            Decision::Refuse(r) => self.refuse(key, *r),
+            Decision::Refuse(r) => self.refuse(key, Some(cmd), *r),
             Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
             Decision::AnyMaster => self.forward_keyless(cx, key, Some(cmd), args.ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
@@ -400,34 +396,30 @@ impl Worker {
         }
     }
 
-    /// An error answer before the request ran.
-    /// EXEC refused before it runs (NOAUTH, OOM, NOPERM, BUSY): as Redis,
-    /// the transaction is discarded and the answer is EXECABORT with the
-    /// reason (a watching session's pin is left, its answer Redis's plain
-    /// EXECABORT).
-    fn refuse_exec(&mut self, key: Key, r: Refusal) {
-        let Some(s) = self.sessions.get_mut(key) else {
-            return;
-        };
-        if s.txn.take().is_none() {
-            return self.refuse(key, r);
-        }
-        if let Some(known) = r.rejected {
-            self.observe_rejected(key, known); // observe
-        }
-        if self.release_pin(key, Release::ExecAbort) {
-            return;
-        }
-        let why = r.reply.strip_prefix(b"-").unwrap_or(&r.reply);
-        let mut reply = b"-EXECABORT Transaction discarded because of: ".to_vec();
-        reply.extend_from_slice(why);
-        self.reply(key, Bytes::from(reply))
-    }
-
-    fn refuse(&mut self, key: Key, r: Refusal) {
+    /// An error answer before the request ran. An EXEC refused so (NOAUTH,
+    /// OOM, NOPERM, BUSY) ends its transaction, as in Redis: EXECABORT with
+    /// the reason (a watching session's pin is left, its answer Redis's
+    /// plain EXECABORT).
+    fn refuse(&mut self, key: Key, cmd: Option<&Command>, r: Refusal) {
         if let Some(known) = r.rejected {
             // observe: refused before running; the error is no call.
             self.observe_rejected(key, known);
+        }
+        let exec = cmd.is_some_and(|c| c.name == "exec");
+        if exec
+            && self
+                .sessions
+                .get_mut(key)
+                .and_then(|s| s.txn.take())
+                .is_some()
+        {
+            if self.release_pin(key, Release::ExecAbort) {
+                return;
+            }
+            let why = r.reply.strip_prefix(b"-").unwrap_or(&r.reply);
+            let mut reply = b"-EXECABORT Transaction discarded because of: ".to_vec();
+            reply.extend_from_slice(why);
+            return self.reply(key, Bytes::from(reply));
         }
         if r.dooms_txn {
             self.txn_flag(key);
