@@ -305,11 +305,11 @@ pub struct Backend {
     /// A readiness event said the node closed: read through to the EOF.
     pub hup: bool,
     pub since: Instant,
-    /// Replies received so far (the timeout sweep watches it move).
+    /// Replies received so far.
     pub replies: u64,
-    /// The sweep's view: `replies` when it last looked, and since when the
-    /// connection has had requests waiting without any reply arriving.
-    pub seen_replies: u64,
+    /// The sweep's view: `obs.bytes_in` when it last looked, and since when
+    /// the connection has had requests waiting without a byte arriving.
+    seen_bytes: u64,
     pub stalled_since: Option<Instant>,
     /// Request bytes in the FIFO (queued or awaiting their reply), for the
     /// `maxmemory` accounting (summed by the worker at each tick).
@@ -383,7 +383,7 @@ impl Backend {
             hup: false,
             since: now,
             replies: 0,
-            seen_replies: 0,
+            seen_bytes: 0,
             stalled_since: None,
             queued_bytes: 0,
             large_end: 0,
@@ -486,11 +486,13 @@ impl Backend {
     }
 
     /// Called by the periodic sweep: how long requests have been waiting
-    /// on this connection with no reply at all (zero while replies flow or
-    /// nothing waits). Costs the request path one counter increment.
+    /// on this connection with nothing at all arriving (zero while bytes
+    /// flow or nothing waits). A large reply that takes long to stream in
+    /// is progress, not a stall: only a silent node is one. Costs the
+    /// request path nothing beyond the byte count reads keep anyway.
     pub fn stalled_for(&mut self, now: Instant) -> std::time::Duration {
-        if self.awaiting() == 0 || self.replies != self.seen_replies {
-            self.seen_replies = self.replies;
+        if self.awaiting() == 0 || self.obs.bytes_in != self.seen_bytes {
+            self.seen_bytes = self.obs.bytes_in;
             self.stalled_since = None;
             return std::time::Duration::ZERO;
         }
@@ -887,6 +889,37 @@ mod tests {
         assert_eq!(b.large_end, 0);
         assert!(b.rbuf.capacity() < 1 << 20, "{}", b.rbuf.capacity());
         let _node = writer.join().unwrap();
+    }
+
+    #[test]
+    fn a_large_reply_still_streaming_in_is_not_a_stall() {
+        let (mut b, mut node) = pair();
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+            Purpose::Client,
+        ));
+        b.flush().unwrap();
+        let s = std::time::Duration::from_secs;
+        let t0 = Instant::now();
+        assert_eq!(b.stalled_for(t0), s(0));
+        assert_eq!(b.stalled_for(t0 + s(6)), s(6), "a silent node stalls");
+        // A part of a reply arrives: no reply is complete, but the node
+        // is answering.
+        node.write_all(b"$3000000\r\n").unwrap();
+        node.write_all(&vec![b'v'; 1 << 20]).unwrap();
+        let end = Instant::now() + s(5);
+        while b.obs.bytes_in < 1 << 20 {
+            assert!(Instant::now() < end, "nothing read");
+            let _ = b.read(1 << 20, false);
+        }
+        assert!(matches!(b.next_reply(), Read::Empty));
+        assert_eq!(b.stalled_for(t0 + s(12)), s(0), "bytes are progress");
+        // Silent again from there: the clock starts at the first sweep
+        // that sees no new byte.
+        assert_eq!(b.stalled_for(t0 + s(18)), s(0));
+        assert_eq!(b.stalled_for(t0 + s(24)), s(6));
     }
 
     #[test]
