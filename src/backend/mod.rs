@@ -795,6 +795,17 @@ mod tests {
         }
     }
 
+    /// A GET written whole to the node, awaiting its reply.
+    fn send_get(b: &mut Backend) {
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
+            Purpose::Client,
+        ));
+        b.flush().unwrap();
+    }
+
     #[test]
     fn an_in_flight_request_fits_a_cache_line() {
         // Every request is moved into and out of a FIFO by value.
@@ -850,13 +861,7 @@ mod tests {
     #[test]
     fn a_large_reply_is_read_into_a_buffer_of_its_exact_size() {
         let (mut b, mut node) = pair();
-        b.enqueue(InFlight::new(
-            Key::NONE,
-            0,
-            Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
-            Purpose::Client,
-        ));
-        b.flush().unwrap();
+        send_get(&mut b);
         let value = vec![b'v'; 3 << 20];
         let head = format!("${}\r\n", value.len());
         let need = head.len() + value.len() + 2;
@@ -894,13 +899,7 @@ mod tests {
     #[test]
     fn a_large_reply_still_streaming_in_is_not_a_stall() {
         let (mut b, mut node) = pair();
-        b.enqueue(InFlight::new(
-            Key::NONE,
-            0,
-            Bytes::from_static(b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"),
-            Purpose::Client,
-        ));
-        b.flush().unwrap();
+        send_get(&mut b);
         let s = std::time::Duration::from_secs;
         let t0 = Instant::now();
         assert_eq!(b.stalled_for(t0), s(0));
