@@ -25,6 +25,13 @@ fn lookup_ignores_case() {
     for name in [&b"get"[..], b"GET", b"Get", b"gEt"] {
         assert_eq!(lookup(name).map(|c| c.name), Some("get"));
     }
+    for name in [&b"set"[..], b"SET", b"sEt"] {
+        assert_eq!(lookup(name).map(|c| c.name), Some("set"));
+    }
+    // Near misses of the three-letter shortcut are no command.
+    for name in [&b"g\x05t"[..], b"\x07et", b"se\x14", b"ge\x00", b"gex"] {
+        assert!(lookup(name).is_none(), "{name:?}");
+    }
     assert_eq!(
         lookup(b"GEORADIUSBYMEMBER_RO").map(|c| c.name),
         Some("georadiusbymember_ro")
