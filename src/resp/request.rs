@@ -122,6 +122,14 @@ impl Default for RequestScanner {
 #[inline]
 fn plain_number(buf: &[u8], at: usize) -> Option<(u64, usize)> {
     let digits = buf.get(at..)?;
+    // The counts and lengths of ordinary requests have one or two digits.
+    match *digits {
+        [d, b'\r', b'\n', ..] if d.is_ascii_digit() => return Some((u64::from(d - b'0'), at + 3)),
+        [t @ b'1'..=b'9', d, b'\r', b'\n', ..] if d.is_ascii_digit() => {
+            return Some((u64::from(t - b'0') * 10 + u64::from(d - b'0'), at + 4))
+        }
+        _ => {}
+    }
     let mut v: u64 = 0;
     let mut n = 0;
     while let Some(&b) = digits.get(n) {
@@ -626,6 +634,25 @@ fn split_inline(line: &[u8], out: &mut Vec<u8>, args: &mut Vec<Range<usize>>) ->
 pub(crate) mod tests {
     use super::*;
     use crate::resp::testutil::XorShift;
+
+    #[test]
+    fn plain_numbers_of_every_width_read_alike() {
+        let ok = |s: &str| plain_number(s.as_bytes(), 1);
+        assert_eq!(ok("$0\r\n"), Some((0, 4)));
+        assert_eq!(ok("$7\r\nx"), Some((7, 4)));
+        assert_eq!(ok("$10\r\n"), Some((10, 5)));
+        assert_eq!(ok("$99\r\n"), Some((99, 5)));
+        assert_eq!(ok("$100\r\n"), Some((100, 6)));
+        for bad in [
+            "$05\r\n", "$00\r\n", "$-1\r\n", "$1x\r\n", "$7\r", "$", "$12\n\r",
+        ] {
+            assert_eq!(ok(bad), None, "{bad:?}");
+        }
+        for n in 0..1000u64 {
+            let s = format!("*{n}\r\n");
+            assert_eq!(ok(&s), Some((n, s.len())));
+        }
+    }
 
     /// A scan result with its arguments copied out, comparable across runs.
     #[derive(Debug, Clone, PartialEq, Eq)]
