@@ -418,9 +418,21 @@ fn a_flush_inside_multi_empties_every_master_and_invalidates_after_exec() {
             c.read_reply(),
             Reply::Push(vec![bulk("invalidate"), Reply::Null])
         );
+        // A master's own null may reach mithril's tracker after the first
+        // of these reads, and is then passed on: one more null at most per
+        // master (a null only makes the client forget; see
+        // doc/architecture.md, "Client tracking through the proxy").
+        let mut late_nulls = 0;
         for k in &keys {
-            assert_eq!(c.cmd(&["GET", k]), Reply::Null, "{k}");
+            c.send(&[b"GET", k.as_bytes()]);
+            let mut r = c.read_reply();
+            while r == Reply::Push(vec![bulk("invalidate"), Reply::Null]) {
+                late_nulls += 1;
+                r = c.read_reply();
+            }
+            assert_eq!(r, Reply::Null, "{k}");
         }
+        assert!(late_nulls <= cluster.masters().len(), "{late_nulls} nulls");
         wait_until("every master empty", WAIT, || {
             cluster
                 .masters()
