@@ -7,9 +7,10 @@
 //!   (the old one is dropped whole), so what is read stays and what is not
 //!   ages out in at most two flips, without per-entry bookkeeping. A key of
 //!   up to 22 bytes is kept in the map's slot itself (a lookup compares it
-//!   without following a pointer), the frame in an allocation of its own,
-//!   never a slice of a socket buffer, so a cached value keeps nothing else
-//!   alive.
+//!   without following a pointer), and so is a frame of up to
+//!   [`INLINE_FRAME`] bytes (a hit copies it out of the line the lookup
+//!   loaded); a larger frame is an allocation of its own, never a slice of
+//!   a socket buffer, so a cached value keeps nothing else alive.
 //! - Fill tickets: a miss that is admitted arms at most one ticket per key;
 //!   the reply that answers it is stored only if that very ticket is still
 //!   there. An invalidation (from a node, or a write dispatched here) takes
@@ -23,9 +24,10 @@
 //!
 //! What it must never do: perform I/O, know about sessions or nodes, or
 //! grow past its budget by more than one entry. Everything here is O(1)
-//! per key (hash map operations), and nothing is allocated on a hit.
+//! per key (hash map operations), and nothing is allocated on a hit (a
+//! small one is copied into the caller's reused arena).
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
@@ -195,8 +197,59 @@ impl PartialEq for CacheKey {
 
 impl Eq for CacheKey {}
 
+/// Frames up to this size are kept inside the map's slot: a hit reads
+/// the lines the key compare already loaded and copies the bytes out,
+/// instead of touching a reference count and a separate allocation (both
+/// cache misses in a large cache). A GET of a 32-byte value is 39 bytes.
+pub const INLINE_FRAME: usize = 62;
+
+enum Stored {
+    Inline { len: u8, bytes: [u8; INLINE_FRAME] },
+    Shared(Bytes),
+}
+
+impl Stored {
+    fn new(frame: &[u8]) -> Stored {
+        if frame.len() <= INLINE_FRAME {
+            let mut bytes = [0u8; INLINE_FRAME];
+            bytes[..frame.len()].copy_from_slice(frame);
+            Stored::Inline {
+                len: frame.len() as u8,
+                bytes,
+            }
+        } else {
+            // An allocation of its own (never a slice of the node
+            // connection's buffer, which it would keep alive). A Bytes
+            // made from a vector allocates its shared header at its first
+            // clone: here, not at the first hit.
+            let frame = Bytes::copy_from_slice(frame);
+            drop(frame.clone());
+            Stored::Shared(frame)
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Stored::Inline { len, bytes } => &bytes[..*len as usize],
+            Stored::Shared(b) => b,
+        }
+    }
+
+    /// The frame as a handle: a large one shared, a small one copied into
+    /// `arena` (a reused buffer of the reader's) and split off it.
+    fn handle(&self, arena: &mut BytesMut) -> Bytes {
+        match self {
+            Stored::Inline { len, bytes } => {
+                arena.extend_from_slice(&bytes[..*len as usize]);
+                arena.split().freeze()
+            }
+            Stored::Shared(b) => b.clone(),
+        }
+    }
+}
+
 struct Entry {
-    frame: Bytes,
+    frame: Stored,
     /// Milliseconds (the cache's clock) when it was stored.
     born: u64,
 }
@@ -344,31 +397,49 @@ impl ReplyCache {
         self.gens[0].map.len() + self.gens[1].map.len()
     }
 
-    /// The reply stored for `key`, if it is younger than the max age. A hit
-    /// in the old generation moves to the current one.
-    pub fn get(&mut self, key: &[u8], now_ms: u64) -> Option<Bytes> {
+    /// The reply stored for `key`, if it is younger than the max age, as a
+    /// handle: a large frame shared, a small one copied into `arena` (a
+    /// reused buffer of the reader's) and split off it. A hit in the old
+    /// generation moves to the current one.
+    pub fn get(&mut self, key: &[u8], now_ms: u64, arena: &mut BytesMut) -> Option<Bytes> {
+        self.find(key, now_ms).map(|e| e.frame.handle(arena))
+    }
+
+    /// The reply stored for `key`, found as [`get`](Self::get) finds it,
+    /// for the caller to copy.
+    pub fn get_slice(&mut self, key: &[u8], now_ms: u64) -> Option<&[u8]> {
+        self.find(key, now_ms).map(|e| e.frame.as_slice())
+    }
+
+    fn find(&mut self, key: &[u8], now_ms: u64) -> Option<&Entry> {
         let max_age = self.max_age_ms;
         let fresh = |e: &Entry| max_age == 0 || now_ms.saturating_sub(e.born) <= max_age;
         let cur = self.cur;
-        if let Some(e) = self.gens[cur].map.get(key) {
-            if fresh(e) {
-                return Some(e.frame.clone());
+        match self.gens[cur].map.get(key) {
+            Some(e) if fresh(e) => return self.gens[cur].map.get(key),
+            Some(_) => {
+                self.remove(key);
+                return None;
             }
-            self.remove(key);
-            return None;
+            None => {}
         }
         let old = 1 - cur;
         let (k, e) = self.gens[old].map.remove_entry(key)?;
-        let c = cost(k.as_slice(), &e.frame);
+        let c = cost(k.as_slice(), e.frame.as_slice());
         self.gens[old].bytes -= c.min(self.gens[old].bytes);
         if !fresh(&e) {
             return None;
         }
-        let frame = e.frame.clone();
         self.gens[cur].bytes += c;
         self.gens[cur].map.insert(k, e);
         self.maybe_flip();
-        Some(frame)
+        // A flip made the current generation the old one.
+        let now = self.cur;
+        if self.gens[now].map.contains_key(key) {
+            self.gens[now].map.get(key)
+        } else {
+            self.gens[1 - now].map.get(key)
+        }
     }
 
     fn bucket(&self, key: &[u8]) -> usize {
@@ -448,14 +519,8 @@ impl ReplyCache {
         if c > self.budget / 2 {
             return false; // larger than a generation: never cached
         }
-        // The frame in an allocation of its own (never a slice of the
-        // node connection's buffer, which it would keep alive).
-        let frame = Bytes::copy_from_slice(frame);
-        // A Bytes made from a vector allocates its shared header at its
-        // first clone: here, not at the first hit.
-        drop(frame.clone());
         let e = Entry {
-            frame,
+            frame: Stored::new(frame),
             born: now_ms,
         };
         let k = CacheKey::new(key);
@@ -487,7 +552,7 @@ impl ReplyCache {
     fn remove(&mut self, key: &[u8]) {
         for g in &mut self.gens {
             if let Some((k, e)) = g.map.remove_entry(key) {
-                g.bytes -= cost(k.as_slice(), &e.frame).min(g.bytes);
+                g.bytes -= cost(k.as_slice(), e.frame.as_slice()).min(g.bytes);
             }
         }
     }

@@ -14,11 +14,11 @@ fn filled(c: &mut ReplyCache, key: &[u8], frame: &[u8]) {
 #[test]
 fn a_filled_key_hits_until_it_is_invalidated() {
     let mut c = open(1 << 20);
-    assert_eq!(c.get(b"k", 0), None);
+    assert_eq!(c.get_slice(b"k", 0), None);
     filled(&mut c, b"k", b"$1\r\nv\r\n");
-    assert_eq!(c.get(b"k", 0).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
+    assert_eq!(c.get_slice(b"k", 0), Some(&b"$1\r\nv\r\n"[..]));
     c.invalidate(b"k");
-    assert_eq!(c.get(b"k", 0), None);
+    assert_eq!(c.get_slice(b"k", 0), None);
     assert_eq!(c.entries(), 0);
     assert_eq!(c.bytes(), 0);
 }
@@ -32,7 +32,7 @@ fn one_ticket_per_key_and_only_that_ticket_fills() {
     assert!(c.fill(b"k", t, b"$1\r\nv\r\n", 0));
     // The ticket is spent: a second reply cannot fill.
     assert!(!c.fill(b"k", t, b"$1\r\nw\r\n", 0));
-    assert_eq!(c.get(b"k", 0).as_deref(), Some(&b"$1\r\nv\r\n"[..]));
+    assert_eq!(c.get_slice(b"k", 0), Some(&b"$1\r\nv\r\n"[..]));
 }
 
 #[test]
@@ -41,7 +41,7 @@ fn an_invalidation_racing_a_fill_poisons_it() {
     let t = c.arm(b"k", 1).unwrap();
     c.invalidate(b"k");
     assert!(!c.fill(b"k", t, b"$3\r\nold\r\n", 0));
-    assert_eq!(c.get(b"k", 0), None);
+    assert_eq!(c.get_slice(b"k", 0), None);
     assert_eq!(c.stats.poisoned, 1);
     // A later ticket is a new one; the poisoned reply cannot use it.
     let t2 = c.arm(b"k", 1).unwrap();
@@ -55,7 +55,7 @@ fn a_held_key_arms_no_ticket_until_released() {
     let mut c = open(1 << 20);
     filled(&mut c, b"k", b"$1\r\nv\r\n");
     let b = c.hold(b"k");
-    assert_eq!(c.get(b"k", 0), None, "the write invalidated it");
+    assert_eq!(c.get_slice(b"k", 0), None, "the write invalidated it");
     assert_eq!(c.arm(b"k", 1), Err(NoFill::Held));
     let b2 = c.hold(b"k");
     c.release(b);
@@ -80,7 +80,7 @@ fn generations_flip_under_the_budget_and_keep_what_is_read() {
         filled(&mut c, k.as_bytes(), &frame);
         // Read the hot key now and then: it survives every flip.
         if i % 5 == 0 {
-            assert!(c.get(b"hot", 0).is_some(), "hot key lost at {i}");
+            assert!(c.get_slice(b"hot", 0).is_some(), "hot key lost at {i}");
         }
         assert!(
             c.bytes() <= per * 20 + 10 + per,
@@ -89,8 +89,8 @@ fn generations_flip_under_the_budget_and_keep_what_is_read() {
         );
     }
     assert!(c.stats.flips > 5);
-    assert!(c.get(b"key-000", 0).is_none(), "a cold key ages out");
-    assert!(c.get(b"hot", 0).is_some());
+    assert!(c.get_slice(b"key-000", 0).is_none(), "a cold key ages out");
+    assert!(c.get_slice(b"hot", 0).is_some());
 }
 
 #[test]
@@ -107,8 +107,8 @@ fn entries_older_than_the_max_age_are_not_served() {
     c.fills_open = true;
     let t = c.arm(b"k", 1).unwrap();
     assert!(c.fill(b"k", t, b"$1\r\nv\r\n", 1000));
-    assert!(c.get(b"k", 1100).is_some());
-    assert!(c.get(b"k", 1101).is_none());
+    assert!(c.get_slice(b"k", 1100).is_some());
+    assert!(c.get_slice(b"k", 1101).is_none());
     assert_eq!(c.entries(), 0);
 }
 
@@ -120,7 +120,7 @@ fn a_flush_forgets_everything_and_poisons_fills() {
     c.flush();
     assert!(c.is_empty());
     assert!(!c.fill(b"b", t, b"$1\r\n2\r\n", 0));
-    assert_eq!(c.get(b"a", 0), None);
+    assert_eq!(c.get_slice(b"a", 0), None);
 }
 
 #[test]
@@ -164,8 +164,8 @@ fn hashing_a_key_and_its_bytes_handle_agree() {
     let mut c = open(1 << 20);
     let key = Bytes::from_static(b"some-longer-key-name-1234567");
     filled(&mut c, &key, b"$1\r\nv\r\n");
-    assert!(c.get(&key[..], 0).is_some());
-    assert!(c.get(b"some-longer-key-name-1234568", 0).is_none());
+    assert!(c.get_slice(&key[..], 0).is_some());
+    assert!(c.get_slice(b"some-longer-key-name-1234568", 0).is_none());
 }
 
 #[test]
@@ -195,4 +195,32 @@ fn keys_spread_over_the_hold_buckets() {
     }
     // 1000 keys in 4096 buckets: about 890 distinct if spread evenly.
     assert!(seen.len() > 850, "{}", seen.len());
+}
+
+#[test]
+fn a_small_hit_is_copied_into_the_arena_and_a_large_one_shared() {
+    let mut c = open(1 << 20);
+    let small = b"$3\r\nabc\r\n";
+    let large = format!("${}\r\n{}\r\n", 100, "x".repeat(100));
+    assert!(large.len() > INLINE_FRAME);
+    filled(&mut c, b"s", small);
+    filled(&mut c, b"l", large.as_bytes());
+    let mut arena = BytesMut::with_capacity(256);
+    let start = arena.as_ptr();
+    let a = c.get(b"s", 0, &mut arena).expect("hit");
+    let b = c.get(b"s", 0, &mut arena).expect("hit");
+    assert_eq!((&a[..], &b[..]), (&small[..], &small[..]));
+    // Copied one after the other into the arena.
+    assert_eq!(a.as_ptr(), start);
+    assert_eq!(b.as_ptr(), start.wrapping_add(small.len()));
+    // Once they are gone, the arena's buffer is taken again from its start.
+    drop((a, b));
+    arena.reserve(256);
+    assert_eq!(arena.as_ptr(), start, "the buffer is reused");
+    // A large frame is one allocation, shared by every hit.
+    let x = c.get(b"l", 0, &mut arena).expect("hit");
+    let y = c.get(b"l", 0, &mut arena).expect("hit");
+    assert_eq!(&x[..], large.as_bytes());
+    assert_eq!(x.as_ptr(), y.as_ptr());
+    assert!(arena.is_empty());
 }

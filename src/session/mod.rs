@@ -245,6 +245,11 @@ fn unpin(frame: Bytes, waiting: bool) -> Bytes {
     }
 }
 
+/// Bytes a session's hit arena takes at a time (`cache::INLINE_FRAME`):
+/// a batch of small hits (16 of a 39-byte frame is 624) fits, and the
+/// buffer is reclaimed once they are written.
+pub const HIT_ARENA: usize = 2048;
+
 /// Dispatches that move a session's pipelining score from one end to the
 /// other (`backend-sharding auto`).
 pub const PIPE_SCORE: u8 = 4;
@@ -263,6 +268,10 @@ pub struct Session {
     pub ring: ReplyRing,
     /// Replies (and pushes) that may leave, in order; written with writev.
     out: VecDeque<Bytes>,
+    /// Where small reply-cache hits are copied to leave (see
+    /// `cache::INLINE_FRAME`): one buffer reused batch after batch once the
+    /// frames split off it are written, `HIT_ARENA` bytes at a time.
+    pub hit_arena: BytesMut,
     /// Bytes of `out`'s front already written.
     out_off: usize,
     out_bytes: usize,
@@ -432,6 +441,7 @@ impl Session {
             scanner: RequestScanner::new(),
             ring: ReplyRing::new(),
             out: VecDeque::new(),
+            hit_arena: BytesMut::new(),
             out_off: 0,
             out_bytes: 0,
             pushes: VecDeque::new(),
@@ -601,6 +611,14 @@ impl Session {
                 return FlushOutcome::Blocked;
             }
         }
+        // Everything written: the small hits split off the arena are gone
+        // (unless some still wait in the ring), and its buffer is taken
+        // again from its start, with no allocation.
+        if self.hit_arena.capacity() < HIT_ARENA / 2 {
+            // Not reclaimed: a frame still waits; the hit path then takes
+            // a new buffer when this one is full.
+            let _ = self.hit_arena.try_reclaim(HIT_ARENA);
+        }
         FlushOutcome::Done
     }
 
@@ -703,12 +721,14 @@ impl Session {
             return 0;
         }
         let released = self.rbuf.capacity()
+            + self.hit_arena.capacity()
             + self.out.capacity() * std::mem::size_of::<Bytes>()
             + self.pushes.capacity() * std::mem::size_of::<(u64, Bytes)>();
         if self.rbuf.capacity() > 0 {
             self.rbuf = BytesMut::new();
         }
         self.scanner.release();
+        self.hit_arena = BytesMut::new();
         self.out = VecDeque::new();
         self.out_off = 0;
         self.pushes = VecDeque::new();

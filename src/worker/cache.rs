@@ -33,7 +33,7 @@ use super::fanout::NIL_RESP2;
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
 use crate::cache::tracking::TrackingTable;
-use crate::cache::{ReplyCache, MAX_FILL_KEYS, TXN_HOLD};
+use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::config::ReadFrom;
 use crate::resp::Proto;
@@ -192,6 +192,15 @@ fn storable(frame: &[u8]) -> Option<&[u8]> {
 }
 
 /// A stored frame as a session of `proto` gets it.
+/// [`as_reply`] for a frame being copied.
+fn reply_of(frame: &[u8], proto: Proto) -> &[u8] {
+    if proto == Proto::Resp3 && frame == NIL_RESP2 {
+        NIL_RESP3
+    } else {
+        frame
+    }
+}
+
 fn as_reply(frame: Bytes, proto: Proto) -> Bytes {
     if proto == Proto::Resp3 && &frame[..] == NIL_RESP2 {
         Bytes::from_static(NIL_RESP3)
@@ -325,7 +334,7 @@ impl Worker {
             }
             return self.forward_slot(cx, key, slot, read, frame);
         }
-        if let Some(hit) = self.lookup_all(keys, multi, proto) {
+        if let Some(hit) = self.lookup_all(key, keys, multi, proto) {
             return self.reply(key, hit);
         }
         if read && self.read_from != ReadFrom::No && !self.cache.tracked_read {
@@ -352,7 +361,7 @@ impl Worker {
             return;
         };
         let held = req.clone();
-        if let Some(hit) = self.lookup_all(frame_args(&held).skip(1), true, proto) {
+        if let Some(hit) = self.lookup_all(key, frame_args(&held).skip(1), true, proto) {
             return self.fold_part(cx, key, seq, part, hit);
         }
         let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
@@ -373,6 +382,7 @@ impl Worker {
     /// reply when all of them hit, the GET's frame or an MGET's array.
     fn lookup_all<'k>(
         &mut self,
+        session: Key,
         keys: impl Iterator<Item = &'k [u8]> + Clone,
         multi: bool,
         proto: Proto,
@@ -384,7 +394,13 @@ impl Worker {
         let mut found = 0usize;
         let mut all = true;
         if !multi {
-            let hit = keys.clone().next().and_then(|k| c.get(k, now));
+            let arena = &mut self.sessions.get_mut(session)?.hit_arena;
+            if arena.capacity() < INLINE_FRAME {
+                // Full within a batch (its frames not written yet): a new
+                // buffer; the old one goes with the last of its frames.
+                arena.reserve(crate::session::HIT_ARENA);
+            }
+            let hit = keys.clone().next().and_then(|k| c.get(k, now, arena));
             let hit_now = hit.is_some();
             c.admission.record(1, hit_now);
             if let Some(h) = hit {
@@ -398,11 +414,11 @@ impl Worker {
         out.clear();
         crate::resp::encode::array_into(&mut out, n);
         for k in keys {
-            match c.get(k, now) {
+            match c.get_slice(k, now) {
                 Some(h) => {
                     found += 1;
                     if all {
-                        out.extend_from_slice(&as_reply(h, proto));
+                        out.extend_from_slice(reply_of(h, proto));
                     }
                 }
                 None => all = false,
