@@ -611,12 +611,11 @@ impl Session {
                 return FlushOutcome::Blocked;
             }
         }
-        // Everything written: the small hits split off the arena are gone
-        // (unless some still wait in the ring), and its buffer is taken
-        // again from its start, with no allocation.
+        // Everything written: the small hits split off the arena are gone,
+        // and its buffer is taken again from its start, with no allocation.
+        // (Not if some still wait in the ring: the hit path then takes a
+        // new buffer once this one is full.)
         if self.hit_arena.capacity() < HIT_ARENA / 2 {
-            // Not reclaimed: a frame still waits; the hit path then takes
-            // a new buffer when this one is full.
             let _ = self.hit_arena.try_reclaim(HIT_ARENA);
         }
         FlushOutcome::Done

@@ -191,7 +191,6 @@ fn storable(frame: &[u8]) -> Option<&[u8]> {
     }
 }
 
-/// A stored frame as a session of `proto` gets it.
 /// [`as_reply`] for a frame being copied.
 fn reply_of(frame: &[u8], proto: Proto) -> &[u8] {
     if proto == Proto::Resp3 && frame == NIL_RESP2 {
@@ -201,6 +200,7 @@ fn reply_of(frame: &[u8], proto: Proto) -> &[u8] {
     }
 }
 
+/// A stored frame as a session of `proto` gets it.
 fn as_reply(frame: Bytes, proto: Proto) -> Bytes {
     if proto == Proto::Resp3 && &frame[..] == NIL_RESP2 {
         Bytes::from_static(NIL_RESP3)
