@@ -402,26 +402,40 @@ impl ReplyCache {
     /// reused buffer of the reader's) and split off it. A hit in the old
     /// generation moves to the current one.
     pub fn get(&mut self, key: &[u8], now_ms: u64, arena: &mut BytesMut) -> Option<Bytes> {
-        self.find(key, now_ms).map(|e| e.frame.handle(arena))
+        self.find(key, now_ms, |f| f.handle(arena))
     }
 
-    /// The reply stored for `key`, found as [`get`](Self::get) finds it,
-    /// for the caller to copy.
+    /// `f` of the reply stored for `key`, found as [`get`](Self::get)
+    /// finds it: for a caller that copies the frame.
+    pub fn get_with<R>(
+        &mut self,
+        key: &[u8],
+        now_ms: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
+        self.find(key, now_ms, |s| f(s.as_slice()))
+    }
+
+    /// The frame stored for `key`, as tests look at it.
+    #[cfg(test)]
     pub fn get_slice(&mut self, key: &[u8], now_ms: u64) -> Option<&[u8]> {
-        self.find(key, now_ms).map(|e| e.frame.as_slice())
+        self.find(key, now_ms, |_| ())?;
+        let e = self.gens.iter().find_map(|g| g.map.get(key))?;
+        Some(e.frame.as_slice())
     }
 
-    fn find(&mut self, key: &[u8], now_ms: u64) -> Option<&Entry> {
+    /// One lookup: `f` of the fresh entry for `key`, which moves to the
+    /// current generation if it was in the old one; a stale one goes.
+    fn find<R>(&mut self, key: &[u8], now_ms: u64, f: impl FnOnce(&Stored) -> R) -> Option<R> {
         let max_age = self.max_age_ms;
         let fresh = |e: &Entry| max_age == 0 || now_ms.saturating_sub(e.born) <= max_age;
         let cur = self.cur;
-        match self.gens[cur].map.get(key) {
-            Some(e) if fresh(e) => return self.gens[cur].map.get(key),
-            Some(_) => {
-                self.remove(key);
-                return None;
+        if let Some(e) = self.gens[cur].map.get(key) {
+            if fresh(e) {
+                return Some(f(&e.frame));
             }
-            None => {}
+            self.remove(key);
+            return None;
         }
         let old = 1 - cur;
         let (k, e) = self.gens[old].map.remove_entry(key)?;
@@ -430,16 +444,11 @@ impl ReplyCache {
         if !fresh(&e) {
             return None;
         }
+        let r = f(&e.frame);
         self.gens[cur].bytes += c;
         self.gens[cur].map.insert(k, e);
         self.maybe_flip();
-        // A flip made the current generation the old one.
-        let now = self.cur;
-        if self.gens[now].map.contains_key(key) {
-            self.gens[now].map.get(key)
-        } else {
-            self.gens[1 - now].map.get(key)
-        }
+        Some(r)
     }
 
     fn bucket(&self, key: &[u8]) -> usize {

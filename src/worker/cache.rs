@@ -414,13 +414,13 @@ impl Worker {
         out.clear();
         crate::resp::encode::array_into(&mut out, n);
         for k in keys {
-            match c.get_slice(k, now) {
-                Some(h) => {
-                    found += 1;
-                    if all {
-                        out.extend_from_slice(reply_of(h, proto));
-                    }
+            let copy = |h: &[u8]| {
+                if all {
+                    out.extend_from_slice(reply_of(h, proto));
                 }
+            };
+            match c.get_with(k, now, copy) {
+                Some(()) => found += 1,
                 None => all = false,
             }
         }
