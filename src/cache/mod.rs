@@ -145,9 +145,7 @@ impl Hasher for SeededHasher {
 
 /// A key as the generations hold it: up to 22 bytes in place (no pointer
 /// to follow when a lookup compares it: the compare reads the map's own
-/// slot), longer ones in their own allocation. Hashes and compares as the
-/// bytes it holds, so maps of it are looked up with a plain `&[u8]`.
-#[derive(Clone)]
+/// slot), longer ones in their own allocation.
 enum CacheKey {
     Inline { len: u8, bytes: [u8; INLINE_KEY] },
     Heap(Box<[u8]>),
@@ -176,26 +174,6 @@ impl CacheKey {
         }
     }
 }
-
-impl std::borrow::Borrow<[u8]> for CacheKey {
-    fn borrow(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
-impl std::hash::Hash for CacheKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        self.as_slice().hash(state)
-    }
-}
-
-impl PartialEq for CacheKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.as_slice() == other.as_slice()
-    }
-}
-
-impl Eq for CacheKey {}
 
 /// Frames up to this size are kept inside the map's slot: a hit reads
 /// the lines the key compare already loaded and copies the bytes out,
@@ -255,7 +233,7 @@ struct Entry {
 }
 
 struct Generation {
-    map: HashMap<CacheKey, Entry, Seeded>,
+    map: Table<Entry>,
     bytes: usize,
 }
 
@@ -357,11 +335,11 @@ impl ReplyCache {
         ReplyCache {
             gens: [
                 Generation {
-                    map: HashMap::with_hasher(seed),
+                    map: Table::new(),
                     bytes: 0,
                 },
                 Generation {
-                    map: HashMap::with_hasher(seed),
+                    map: Table::new(),
                     bytes: 0,
                 },
             ],
@@ -420,7 +398,8 @@ impl ReplyCache {
     #[cfg(test)]
     pub fn get_slice(&mut self, key: &[u8], now_ms: u64) -> Option<&[u8]> {
         self.find(key, now_ms, |_| ())?;
-        let e = self.gens.iter().find_map(|g| g.map.get(key))?;
+        let h = self.hash(key);
+        let e = self.gens.iter().find_map(|g| g.map.get(h, key))?;
         Some(e.frame.as_slice())
     }
 
@@ -430,7 +409,8 @@ impl ReplyCache {
         let max_age = self.max_age_ms;
         let fresh = |e: &Entry| max_age == 0 || now_ms.saturating_sub(e.born) <= max_age;
         let cur = self.cur;
-        if let Some(e) = self.gens[cur].map.get(key) {
+        let h = self.hash(key);
+        if let Some(e) = self.gens[cur].map.get(h, key) {
             if fresh(e) {
                 return Some(f(&e.frame));
             }
@@ -438,7 +418,7 @@ impl ReplyCache {
             return None;
         }
         let old = 1 - cur;
-        let (k, e) = self.gens[old].map.remove_entry(key)?;
+        let (k, e) = self.gens[old].map.remove(h, key)?;
         let c = cost(k.as_slice(), e.frame.as_slice());
         self.gens[old].bytes -= c.min(self.gens[old].bytes);
         if !fresh(&e) {
@@ -446,16 +426,31 @@ impl ReplyCache {
         }
         let r = f(&e.frame);
         self.gens[cur].bytes += c;
-        self.gens[cur].map.insert(k, e);
+        self.gens[cur].map.insert(h, k, e);
         self.maybe_flip();
         Some(r)
     }
 
-    fn bucket(&self, key: &[u8]) -> usize {
+    fn hash(&self, key: &[u8]) -> u64 {
         let mut h = self.seed.build_hasher();
         h.write(key);
-        // The top bits: they depend on every bit of the key.
-        (h.finish() >> 52) as usize % HOLD_BUCKETS
+        h.finish()
+    }
+
+    fn bucket(&self, key: &[u8]) -> usize {
+        // The top bits (a table indexes by the low ones): they depend on
+        // every bit of the key.
+        (self.hash(key) >> 52) as usize % HOLD_BUCKETS
+    }
+
+    /// Start loading the slots a lookup of `key` will read (see
+    /// [`Table::prefetch`]); the old generation's too while it holds
+    /// anything, since a miss in the current one goes on there.
+    #[inline]
+    pub fn prefetch(&self, key: &[u8]) {
+        let h = self.hash(key);
+        self.gens[self.cur].map.prefetch(h);
+        self.gens[1 - self.cur].map.prefetch(h);
     }
 
     /// Arm a fill ticket for `key` after a miss of a command of `keys`
@@ -535,8 +530,9 @@ impl ReplyCache {
         let k = CacheKey::new(key);
         self.remove(key);
         let cur = self.cur;
+        let h = self.hash(key);
         self.gens[cur].bytes += c;
-        self.gens[cur].map.insert(k, e);
+        self.gens[cur].map.insert(h, k, e);
         self.stats.fills_stored += 1;
         self.maybe_flip();
         true
@@ -551,7 +547,7 @@ impl ReplyCache {
     fn flip(&mut self) {
         let old = 1 - self.cur;
         self.gens[old] = Generation {
-            map: HashMap::with_hasher(self.seed),
+            map: Table::new(),
             bytes: 0,
         };
         self.cur = old;
@@ -559,8 +555,9 @@ impl ReplyCache {
     }
 
     fn remove(&mut self, key: &[u8]) {
+        let h = self.hash(key);
         for g in &mut self.gens {
-            if let Some((k, e)) = g.map.remove_entry(key) {
+            if let Some((k, e)) = g.map.remove(h, key) {
                 g.bytes -= cost(k.as_slice(), e.frame.as_slice()).min(g.bytes);
             }
         }
@@ -596,7 +593,7 @@ impl ReplyCache {
         self.tickets = HashMap::with_hasher(self.seed);
         for g in &mut self.gens {
             *g = Generation {
-                map: HashMap::with_hasher(self.seed),
+                map: Table::new(),
                 bytes: 0,
             };
         }
@@ -621,7 +618,10 @@ impl ReplyCache {
     }
 }
 
+mod table;
 pub mod tracking;
+
+use table::Table;
 
 #[cfg(test)]
 mod tests;

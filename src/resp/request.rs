@@ -151,6 +151,26 @@ fn plain_number(buf: &[u8], at: usize) -> Option<(u64, usize)> {
     Some((v, at + n + 2))
 }
 
+/// The key of a complete `GET key` multibulk frame at the head of `buf`,
+/// and what follows it; `None` for anything else (another command, an
+/// incomplete or inline frame). A cheap look ahead, not a parse: what it
+/// finds is scanned again when dispatched.
+pub fn leading_get(buf: &[u8]) -> Option<(&[u8], &[u8])> {
+    let head = buf.get(..11)?;
+    if &head[..8] != b"*2\r\n$3\r\n" || !head[8..].eq_ignore_ascii_case(b"GET") {
+        return None;
+    }
+    if buf.get(11..14)? != b"\r\n$" {
+        return None;
+    }
+    let (len, at) = plain_number(buf, 14)?;
+    let end = at.checked_add(usize::try_from(len).ok()?)?;
+    if buf.get(end..end + 2)? != b"\r\n" {
+        return None;
+    }
+    Some((&buf[at..end], &buf[end + 2..]))
+}
+
 impl RequestScanner {
     pub fn new() -> Self {
         RequestScanner {
@@ -651,6 +671,27 @@ pub(crate) mod tests {
         for n in 0..1000u64 {
             let s = format!("*{n}\r\n");
             assert_eq!(ok(&s), Some((n, s.len())));
+        }
+    }
+
+    #[test]
+    fn a_leading_get_is_seen_and_nothing_else() {
+        let batch = b"*2\r\n$3\r\nGET\r\n$3\r\nfoo\r\n*2\r\n$3\r\nget\r\n$0\r\n\r\n*1\r\n";
+        let (k, rest) = leading_get(batch).expect("first");
+        assert_eq!(k, b"foo");
+        let (k, rest) = leading_get(rest).expect("second");
+        assert_eq!(k, b"");
+        assert_eq!(rest, b"*1\r\n");
+        assert_eq!(leading_get(rest), None);
+        for bad in [
+            &b"*2\r\n$3\r\nGET\r\n$3\r\nfoo\r"[..],
+            b"*2\r\n$3\r\nGET\r\n$3\r\nfooo\r\n",
+            b"*2\r\n$3\r\nSET\r\n$3\r\nfoo\r\n",
+            b"*3\r\n$3\r\nGET\r\n$3\r\nfoo\r\n",
+            b"GET foo\r\n",
+            b"*2\r\n$3\r\nGET\r\n$99999999999999999999\r\n",
+        ] {
+            assert_eq!(leading_get(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
 

@@ -47,6 +47,11 @@ use std::sync::atomic::Ordering::Relaxed;
 const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\n";
 pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
+/// The most GETs at the head of one read batch whose cache slots are
+/// prefetched (a batch of this many overlaps its misses well enough).
+const PREFETCH_GETS: usize = 32;
+/// `GET ""`, the shortest GET frame.
+const SHORTEST_GET: usize = b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n".len();
 
 /// One master's tracker connection: the redirect target of the shared
 /// connections' opt-in tracking.
@@ -305,6 +310,32 @@ impl Worker {
     #[inline]
     pub(super) fn cache_on(&self) -> bool {
         self.cache.on
+    }
+
+    /// A batch was just read: start loading the cache slots of the GETs
+    /// at its head, so that their lookups, one after another as the batch
+    /// is dispatched, overlap their loads from memory instead of waiting
+    /// for each in turn (cache/table.rs). A lone request is left alone:
+    /// its lookup follows at once.
+    pub(super) fn prefetch_gets(&self, key: Key) {
+        let c = &self.cache.cache;
+        if !self.cache.on || c.entries() == 0 {
+            return;
+        }
+        let Some(s) = self.sessions.get(key) else {
+            return;
+        };
+        let mut b = &s.rbuf[..];
+        if b.len() < 2 * SHORTEST_GET {
+            return;
+        }
+        for _ in 0..PREFETCH_GETS {
+            let Some((k, rest)) = crate::resp::request::leading_get(b) else {
+                break;
+            };
+            c.prefetch(k);
+            b = rest;
+        }
     }
 
     fn cache_now_ms(&self) -> u64 {

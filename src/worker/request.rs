@@ -77,6 +77,7 @@ impl Worker {
                 }
             }
             s.last_active = cx.now;
+            self.prefetch_gets(key);
         }
         self.process_input(cx, key);
         let Some(s) = self.sessions.get_mut(key) else {
