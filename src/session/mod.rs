@@ -28,6 +28,7 @@
 //! that must wait for a slow client is not left pinning a backend buffer
 //! (`unpin`).
 
+pub mod arena;
 pub mod gate;
 pub mod input;
 pub mod pressure;
@@ -245,10 +246,7 @@ fn unpin(frame: Bytes, waiting: bool) -> Bytes {
     }
 }
 
-/// Bytes a session's hit arena takes at a time (`cache::INLINE_FRAME`):
-/// a batch of small hits (16 of a 39-byte frame is 624) fits, and the
-/// buffer is reclaimed once they are written.
-pub const HIT_ARENA: usize = 2048;
+pub use arena::HitArena;
 
 /// Dispatches that move a session's pipelining score from one end to the
 /// other (`backend-sharding auto`).
@@ -269,9 +267,8 @@ pub struct Session {
     /// Replies (and pushes) that may leave, in order; written with writev.
     out: VecDeque<Bytes>,
     /// Where small reply-cache hits are copied to leave (see
-    /// `cache::INLINE_FRAME`): one buffer reused batch after batch once the
-    /// frames split off it are written, `HIT_ARENA` bytes at a time.
-    pub hit_arena: BytesMut,
+    /// `cache::INLINE_FRAME` and `arena.rs`).
+    pub hit_arena: HitArena,
     /// Bytes of `out`'s front already written.
     out_off: usize,
     out_bytes: usize,
@@ -441,7 +438,7 @@ impl Session {
             scanner: RequestScanner::new(),
             ring: ReplyRing::new(),
             out: VecDeque::new(),
-            hit_arena: BytesMut::new(),
+            hit_arena: HitArena::default(),
             out_off: 0,
             out_bytes: 0,
             pushes: VecDeque::new(),
@@ -615,9 +612,7 @@ impl Session {
         // and its buffer is taken again from its start, with no allocation.
         // (Not if some still wait in the ring: the hit path then takes a
         // new buffer once this one is full.)
-        if self.hit_arena.capacity() < HIT_ARENA / 2 {
-            let _ = self.hit_arena.try_reclaim(HIT_ARENA);
-        }
+        self.hit_arena.reclaim();
         FlushOutcome::Done
     }
 
@@ -727,7 +722,7 @@ impl Session {
             self.rbuf = BytesMut::new();
         }
         self.scanner.release();
-        self.hit_arena = BytesMut::new();
+        self.hit_arena.release();
         self.out = VecDeque::new();
         self.out_off = 0;
         self.pushes = VecDeque::new();

@@ -95,8 +95,6 @@ pub struct CacheState {
     pub track_waiting: Vec<(Key, u64, std::time::Instant)>,
     /// The masters the trackers were opened for (a change flushes).
     pub masters: Vec<SocketAddr>,
-    /// Where an MGET's reply is built from its hits (reused).
-    pub scratch: Vec<u8>,
     /// The cache or client tracking needs the dispatch step (`on`, or
     /// `clients` > 0).
     pub hooked: bool,
@@ -139,7 +137,6 @@ impl CacheState {
             bcast_waiting: Vec::new(),
             track_waiting: Vec::new(),
             masters: Vec::new(),
-            scratch: Vec::new(),
             hooked: false,
             clients: 0,
             bcast: Vec::new(),
@@ -425,12 +422,9 @@ impl Worker {
         let mut found = 0usize;
         let mut all = true;
         if !multi {
-            let arena = &mut self.sessions.get_mut(session)?.hit_arena;
-            if arena.capacity() < INLINE_FRAME {
-                // Full within a batch (its frames not written yet): a new
-                // buffer; the old one goes with the last of its frames.
-                arena.reserve(crate::session::HIT_ARENA);
-            }
+            // Full within a batch (its frames not written yet): a new
+            // buffer; the old one goes with the last of its frames.
+            let arena = self.sessions.get_mut(session)?.hit_arena.room(INLINE_FRAME);
             let hit = keys.clone().next().and_then(|k| c.get(k, now, arena));
             let hit_now = hit.is_some();
             c.admission.record(1, hit_now);
@@ -441,13 +435,20 @@ impl Worker {
             c.stats.misses += 1;
             return None;
         }
-        let mut out = std::mem::take(&mut self.cache.scratch);
-        out.clear();
-        crate::resp::encode::array_into(&mut out, n);
+        // The array is built where single hits go, the session's arena (a
+        // miss takes back what was written): no allocation per MGET.
+        let arena = self
+            .sessions
+            .get_mut(session)?
+            .hit_arena
+            .room(INLINE_FRAME * n.min(8));
+        // (Empty between lookups: each hit splits off what it wrote.)
+        debug_assert!(arena.is_empty());
+        crate::resp::encode::array_into(arena, n);
         for k in keys {
             let copy = |h: &[u8]| {
                 if all {
-                    out.extend_from_slice(reply_of(h, proto));
+                    arena.extend_from_slice(reply_of(h, proto));
                 }
             };
             match c.get_with(k, now, copy) {
@@ -458,9 +459,11 @@ impl Worker {
         c.stats.hits += found as u64;
         c.stats.misses += (n - found) as u64;
         c.admission.record(n, all);
-        let reply = all.then(|| Bytes::copy_from_slice(&out));
-        self.cache.scratch = out;
-        reply
+        if !all {
+            arena.clear();
+            return None;
+        }
+        Some(arena.split().freeze())
     }
 
     /// The tracker a read sent on `pool` may opt in for (0: none: the
