@@ -36,6 +36,8 @@ use std::hash::{BuildHasher, Hasher};
 pub const ENTRY_OVERHEAD: usize = 96;
 /// Buckets the holds are counted in (a false share only delays a fill).
 const HOLD_BUCKETS: usize = 4096;
+/// Most keys one [`ReplyCache::prefetch`] looks at.
+pub const PREFETCH_MAX: usize = 32;
 /// Most keys one command fills (an MGET past this is not cached).
 pub const MAX_FILL_KEYS: usize = 64;
 /// The sequence a queued (MULTI) command's hold carries until its EXEC is
@@ -443,14 +445,24 @@ impl ReplyCache {
         (self.hash(key) >> 52) as usize % HOLD_BUCKETS
     }
 
-    /// Start loading the slots a lookup of `key` will read (see
-    /// [`Table::prefetch`]); the old generation's too while it holds
-    /// anything, since a miss in the current one goes on there.
-    #[inline]
-    pub fn prefetch(&self, key: &[u8]) {
-        let h = self.hash(key);
-        self.gens[self.cur].map.prefetch(h);
-        self.gens[1 - self.cur].map.prefetch(h);
+    /// Start loading what lookups of `keys` will read (see
+    /// [`Table::prefetch_index`]): every key's bucket first, then, while
+    /// those arrive, every key's entry; the old generation's too while it
+    /// holds anything, since a miss in the current one goes on there.
+    pub fn prefetch(&self, keys: &[&[u8]]) {
+        let mut hashes = [0u64; PREFETCH_MAX];
+        let n = keys.len().min(PREFETCH_MAX);
+        for (h, k) in hashes.iter_mut().zip(&keys[..n]) {
+            *h = self.hash(k);
+            for g in &self.gens {
+                g.map.prefetch_index(*h);
+            }
+        }
+        for &h in &hashes[..n] {
+            for g in &self.gens {
+                g.map.prefetch_entry(h);
+            }
+        }
     }
 
     /// Arm a fill ticket for `key` after a miss of a command of `keys`

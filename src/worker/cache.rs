@@ -33,7 +33,7 @@ use super::fanout::NIL_RESP2;
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Role};
 use crate::cache::tracking::TrackingTable;
-use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, TXN_HOLD};
+use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, PREFETCH_MAX, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::config::ReadFrom;
 use crate::resp::Proto;
@@ -47,9 +47,6 @@ use std::sync::atomic::Ordering::Relaxed;
 const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\n";
 pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
-/// The most GETs at the head of one read batch whose cache slots are
-/// prefetched (a batch of this many overlaps its misses well enough).
-const PREFETCH_GETS: usize = 32;
 /// `GET ""`, the shortest GET frame.
 const SHORTEST_GET: usize = b"*2\r\n$3\r\nGET\r\n$0\r\n\r\n".len();
 
@@ -326,12 +323,18 @@ impl Worker {
         if b.len() < 2 * SHORTEST_GET {
             return;
         }
-        for _ in 0..PREFETCH_GETS {
+        let mut keys: [&[u8]; PREFETCH_MAX] = [&[]; PREFETCH_MAX];
+        let mut n = 0;
+        while n < PREFETCH_MAX {
             let Some((k, rest)) = crate::resp::request::leading_get(b) else {
                 break;
             };
-            c.prefetch(k);
+            keys[n] = k;
+            n += 1;
             b = rest;
+        }
+        if n > 1 {
+            c.prefetch(&keys[..n]);
         }
     }
 
