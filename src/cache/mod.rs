@@ -416,7 +416,7 @@ impl ReplyCache {
             if fresh(e) {
                 return Some(f(&e.frame));
             }
-            self.remove(key);
+            self.remove_hashed(h, key);
             return None;
         }
         let old = 1 - cur;
@@ -540,9 +540,9 @@ impl ReplyCache {
             born: now_ms,
         };
         let k = CacheKey::new(key);
-        self.remove(key);
-        let cur = self.cur;
         let h = self.hash(key);
+        self.remove_hashed(h, key);
+        let cur = self.cur;
         self.gens[cur].bytes += c;
         self.gens[cur].map.insert(h, k, e);
         self.stats.fills_stored += 1;
@@ -567,7 +567,11 @@ impl ReplyCache {
     }
 
     fn remove(&mut self, key: &[u8]) {
-        let h = self.hash(key);
+        self.remove_hashed(self.hash(key), key);
+    }
+
+    /// [`remove`](Self::remove) of a key whose hash the caller has.
+    fn remove_hashed(&mut self, h: u64, key: &[u8]) {
         for g in &mut self.gens {
             if let Some((k, e)) = g.map.remove(h, key) {
                 g.bytes -= cost(k.as_slice(), e.frame.as_slice()).min(g.bytes);

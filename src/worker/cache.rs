@@ -190,9 +190,14 @@ fn storable(frame: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The cache stores a miss as RESP2's nil; a RESP3 session gets its own.
+fn is_nil_for(frame: &[u8], proto: Proto) -> bool {
+    proto == Proto::Resp3 && frame == NIL_RESP2
+}
+
 /// [`as_reply`] for a frame being copied.
 fn reply_of(frame: &[u8], proto: Proto) -> &[u8] {
-    if proto == Proto::Resp3 && frame == NIL_RESP2 {
+    if is_nil_for(frame, proto) {
         NIL_RESP3
     } else {
         frame
@@ -201,7 +206,7 @@ fn reply_of(frame: &[u8], proto: Proto) -> &[u8] {
 
 /// A stored frame as a session of `proto` gets it.
 fn as_reply(frame: Bytes, proto: Proto) -> Bytes {
-    if proto == Proto::Resp3 && &frame[..] == NIL_RESP2 {
+    if is_nil_for(&frame, proto) {
         Bytes::from_static(NIL_RESP3)
     } else {
         frame
