@@ -117,7 +117,7 @@ fn throughput(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Stri
         ));
     }
     let spec = |port: u16| RunSpec {
-        target: Target::Plain { port },
+        target: Target::Plain { port, threads: 1 },
         clients: 50,
         requests,
         pipeline: 16,
@@ -311,7 +311,10 @@ fn callgrind(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Strin
             let script = wrapper_script(dir, &format!("{tag}-run"), bin, &run_out)?;
             let mut m = Mithril::start(&script, &cluster.seeds(), &conf);
             let spec = RunSpec {
-                target: Target::Plain { port: m.port },
+                target: Target::Plain {
+                    port: m.port,
+                    threads: 1,
+                },
                 clients,
                 requests,
                 pipeline,

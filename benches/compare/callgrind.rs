@@ -69,7 +69,10 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let wrapper = wrapper_script(&dir, "run", &settings.mithril_bin, &run_out)?;
     let mut m = Mithril::start(&wrapper, &cluster.seeds(), conf);
     let spec = RunSpec {
-        target: Target::Plain { port: m.port },
+        target: Target::Plain {
+            port: m.port,
+            threads: 1,
+        },
         clients: 1,
         requests,
         pipeline: settings.callgrind_pipeline as u32,

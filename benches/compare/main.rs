@@ -3,7 +3,9 @@
 //! ```text
 //!  3-master cluster (tests/support) <── redis-benchmark --cluster     "direct"
 //!            ^
-//!            └── mithril (release) <── redis-benchmark                "mithril"
+//!            └── mithril (release) <── redis-benchmark --threads M     "mithril"
+//!
+//!  (M = the masters: --cluster runs a client thread per master by itself)
 //!
 //!  per workload: warm-up (sizes the runs) then ROUNDS x [direct, mithril]
 //!  per run:      /proc CPU ticks of mithril and of the nodes, the nodes'
@@ -415,7 +417,15 @@ impl Bench<'_> {
                 },
                 w.direct.clone(),
             ),
-            Some((_, m)) => (Target::Plain { port: m.port }, w.mithril.clone()),
+            Some((_, m)) => (
+                Target::Plain {
+                    port: m.port,
+                    // As many client threads as the direct side's
+                    // `--cluster` run has (one per master).
+                    threads: self.cluster.masters().len() as u32,
+                },
+                w.mithril.clone(),
+            ),
         };
         RunSpec {
             target,
@@ -834,7 +844,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
         "(MSET/MGET: direct sends its {MULTI_KEYS} keys in one slot, the only form --cluster can \
          send; mithril's {MULTI_KEYS} keys are spread over slots. cached = a second mithril with \
          reply-cache yes; hits = its hit ratio over the measured runs. ZIPF = 90% GET / 10% SET \
-         on Zipf(0.99) keys at -P 1 from benches/compare/zipf.rs. us/r = CPU microseconds per \
+         on Zipf(0.99) keys at -P 1 from benches/compare/zipf.rs (one client thread on every \
+         side; redis-benchmark runs one per master on every side: --cluster does so itself, \
+         the mithril sides get --threads). us/r = CPU microseconds per \
          request, user+system: mithril and the nodes from /proc/PID/stat, the client \
          from getrusage of the reaped child. With every process on the same cores, req/s is \
          bounded by cores / (sum of the three us/r): the ceiling column, and the figure's share \

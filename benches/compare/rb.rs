@@ -26,8 +26,11 @@ pub enum Target {
     /// `--cluster` against a node of the cluster (redis-benchmark reads the
     /// slot map and sends each request to the node that owns its key).
     Cluster { port: u16 },
-    /// A single server (mithril) on 127.0.0.1.
-    Plain { port: u16 },
+    /// A single server (mithril) on 127.0.0.1, loaded from `threads`
+    /// client threads (`--threads` when above 1). In `--cluster` mode
+    /// redis-benchmark runs one thread per master on its own, so a side by
+    /// side comparison gives the proxied side as many.
+    Plain { port: u16, threads: u32 },
 }
 
 /// What one run does.
@@ -76,7 +79,7 @@ impl RunSpec {
         if let Test::Zipf { set_percent } = self.test {
             let (cluster, port) = match self.target {
                 Target::Cluster { port } => (true, port),
-                Target::Plain { port } => (false, port),
+                Target::Plain { port, .. } => (false, port),
             };
             // What zipf.rs parses: target, port, clients, requests, keys,
             // SET percent, value size.
@@ -96,7 +99,13 @@ impl RunSpec {
                 a.push("--cluster".into());
                 port
             }
-            Target::Plain { port } => port,
+            Target::Plain { port, threads } => {
+                if threads > 1 {
+                    a.push("--threads".into());
+                    a.push(threads.to_string());
+                }
+                port
+            }
         };
         a.extend([
             "-h".into(),
