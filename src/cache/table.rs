@@ -35,6 +35,12 @@ pub(super) struct Table<V> {
     slots: Vec<Slot<V>>,
 }
 
+/// Bytes one entry's slot takes (what the cache's least cost covers).
+#[cfg(test)]
+pub(super) const fn slot_size<V>() -> usize {
+    std::mem::size_of::<Slot<V>>()
+}
+
 /// The fewest buckets an index has.
 const MIN_BUCKETS: usize = 16;
 

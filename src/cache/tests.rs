@@ -224,3 +224,17 @@ fn a_small_hit_is_copied_into_the_arena_and_a_large_one_shared() {
     assert_eq!(x.as_ptr(), y.as_ptr());
     assert!(arena.is_empty());
 }
+
+#[test]
+fn a_tiny_entry_counts_at_least_its_slot_and_index() {
+    // A 5-byte nil under a 16-byte key: the slot is what it costs.
+    let slot = table::slot_size::<Entry>();
+    assert!(
+        ENTRY_FLOOR >= slot + 16,
+        "floor {ENTRY_FLOOR} < slot {slot} + index"
+    );
+    assert_eq!(cost(b"key:000000000001", b"$-1\r\n"), ENTRY_FLOOR);
+    // A larger one counts its bytes as before.
+    let frame = vec![b'x'; 200];
+    assert_eq!(cost(b"k", &frame), 1 + 200 + ENTRY_OVERHEAD);
+}
