@@ -844,9 +844,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
         "(MSET/MGET: direct sends its {MULTI_KEYS} keys in one slot, the only form --cluster can \
          send; mithril's {MULTI_KEYS} keys are spread over slots. cached = a second mithril with \
          reply-cache yes; hits = its hit ratio over the measured runs. ZIPF = 90% GET / 10% SET \
-         on Zipf(0.99) keys at -P 1 from benches/compare/zipf.rs (one client thread on every \
-         side; redis-benchmark runs one per master on every side: --cluster does so itself, \
-         the mithril sides get --threads). us/r = CPU microseconds per \
+         on Zipf(0.99) keys at -P 1 from benches/compare/zipf.rs, one client thread on both \
+         sides. redis-benchmark has one client thread per master on both sides (--cluster \
+         starts them itself; the mithril sides get --threads). us/r = CPU microseconds per \
          request, user+system: mithril and the nodes from /proc/PID/stat, the client \
          from getrusage of the reaped child. With every process on the same cores, req/s is \
          bounded by cores / (sum of the three us/r): the ceiling column, and the figure's share \

@@ -35,10 +35,13 @@ use std::hash::{BuildHasher, Hasher};
 /// two handles and the allocation's header, rounded up.
 pub const ENTRY_OVERHEAD: usize = 96;
 /// The least an entry costs, whatever its sizes: a small key and frame sit
-/// inside the table's slot (104 bytes), and the index adds 8 to 16 bytes a
-/// bucket. Measured: 100,000 nil replies under 16-byte keys grew the
-/// process by about 142 bytes each, where key + frame + 96 counted 117.
-pub const ENTRY_FLOOR: usize = 144;
+/// inside the table's slot (104 bytes today), and the index and the dense
+/// array's growth add the rest. Measured with nil replies under 16-byte
+/// keys: 125 to 142 bytes of RSS an entry, where key + frame + 96 counted
+/// 117. Follows the slot's size, so a layout change moves it too.
+pub const ENTRY_FLOOR: usize = table::slot_size::<Entry>() + 40;
+// mithril.conf, mithril.conf(5) and doc/architecture.md say 144.
+const _: () = assert!(ENTRY_FLOOR == 144, "update the docs' least entry cost");
 /// Buckets the holds are counted in (a false share only delays a fill).
 const HOLD_BUCKETS: usize = 4096;
 /// Most keys one [`ReplyCache::prefetch`] looks at.

@@ -35,8 +35,7 @@ pub(super) struct Table<V> {
     slots: Vec<Slot<V>>,
 }
 
-/// Bytes one entry's slot takes (what the cache's least cost covers).
-#[cfg(test)]
+/// Bytes one entry's slot takes (what the cache's least cost is built on).
 pub(super) const fn slot_size<V>() -> usize {
     std::mem::size_of::<Slot<V>>()
 }
