@@ -606,3 +606,60 @@ fn requests_behind_a_split_fan_out_part_wait_for_it_inline_too() {
         assert_eq!(t.cmd(&["SET", a, "old-a"]), ok());
     }
 }
+
+/// `reply-batch-wait-us`: the first replies to one pipelined read wait for
+/// the rest of that read's (a script busy for 300 ms on another master), up
+/// to the wait and no longer; with 0 they leave at once.
+#[test]
+fn replies_to_one_read_wait_for_each_other_up_to_the_batch_wait() {
+    const BUSY: &str = "local t0 = redis.call('TIME') \
+        local start = t0[1] * 1000000 + t0[2] \
+        repeat local t = redis.call('TIME') \
+        until t[1] * 1000000 + t[2] - start >= 300000 \
+        return 1";
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let fast = "batch:fast";
+    let port = cluster.port_for_slot(key_slot(fast.as_bytes()));
+    let slow = (0..)
+        .map(|i| format!("batch:slow:{i}"))
+        .find(|k| cluster.port_for_slot(key_slot(k.as_bytes())) != port)
+        .unwrap();
+    let mut wire = encode_command(&[b"GET", fast.as_bytes()]);
+    wire.extend_from_slice(&encode_command(&[
+        b"EVAL",
+        BUSY.as_bytes(),
+        b"1",
+        slow.as_bytes(),
+    ]));
+    // (wait, whether the GET's reply must come with the script's)
+    for (wait, together) in [(0, false), (500, false), (1_000_000, true)] {
+        let m = Mithril::start(
+            bin(),
+            &cluster.seeds(),
+            &format!("reply-batch-wait-us {wait}\nbackend-timeout 10000"),
+        );
+        let mut c = m.conn();
+        assert_eq!(c.cmd(&["SET", fast, "v"]), ok());
+        let sent = Instant::now();
+        c.write_raw(&wire).unwrap();
+        assert_eq!(c.read_reply(), bulk("v"), "wait {wait}");
+        let get_at = sent.elapsed();
+        assert_eq!(c.read_reply(), Reply::Int(1), "wait {wait}");
+        let script_at = sent.elapsed();
+        assert!(
+            script_at >= Duration::from_millis(300),
+            "wait {wait}: {script_at:?}"
+        );
+        if together {
+            assert!(
+                get_at >= Duration::from_millis(250),
+                "wait {wait}: the GET's reply left at {get_at:?}, before the script's ({script_at:?})"
+            );
+        } else {
+            assert!(
+                get_at + Duration::from_millis(150) < script_at,
+                "wait {wait}: the GET's reply waited for the script's ({get_at:?}, {script_at:?})"
+            );
+        }
+    }
+}

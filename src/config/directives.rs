@@ -311,6 +311,19 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |c| vec![c.client_output_high_water.to_string()],
     },
     Directive {
+        name: "reply-batch-wait-us",
+        default: "500",
+        summary: "microseconds a pipelined read's first replies may wait for the rest of its replies, to leave in one write; 0 = never",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.reply_batch_wait_us = number("reply-batch-wait-us", first(a), 0, 1_000_000)?;
+            Ok(())
+        },
+        getter: |c| vec![c.reply_batch_wait_us.to_string()],
+    },
+    Directive {
         name: "client-output-buffer-limit",
         default: "normal 256mb 0 0 pubsub 32mb 8mb 60 replica 256mb 64mb 60",
         summary: "CLASS HARD SOFT SECONDS: disconnect a client whose unsent output passes a limit",

@@ -321,6 +321,9 @@ pub struct Config {
     pub proto_max_bulk_len: u64,
     /// `query-buffer-limit`: most unprocessed input bytes held per client.
     pub query_buffer_limit: u64,
+    /// `reply-batch-wait-us`: longest wait, in microseconds, of the replies
+    /// to a pipelined read for the rest of them (0: none).
+    pub reply_batch_wait_us: u64,
     /// `client-output-high-water`: unsent output bytes at which a client's
     /// requests stop being dispatched (until half of it has drained).
     pub client_output_high_water: u64,
@@ -442,6 +445,7 @@ impl Default for Config {
             backend_timeout_ms: 5000,
             proto_max_bulk_len: 64 * 1024 * 1024,
             query_buffer_limit: 128 * 1024 * 1024,
+            reply_batch_wait_us: 500,
             client_output_high_water: 4 * 1024 * 1024,
             output_limit_normal: OutputLimit {
                 hard: 256 * 1024 * 1024,

@@ -248,6 +248,9 @@ fn unpin(frame: Bytes, waiting: bool) -> Bytes {
 
 pub use arena::HitArena;
 
+/// `Session::held_since` of a wait that is over.
+pub const HELD_OVER: u64 = 1;
+
 /// Dispatches that move a session's pipelining score from one end to the
 /// other (`backend-sharding auto`).
 pub const PIPE_SCORE: u8 = 4;
@@ -276,6 +279,13 @@ pub struct Session {
     pushes: VecDeque<(u64, Bytes)>,
     /// Queued on the worker's flush list this turn.
     pub dirty: bool,
+    /// The ring sequence of the first request of its latest read: the
+    /// replies to one read leave together when they can (`holds_back`).
+    pub batch_start: u64,
+    /// Since when (the loop's µs clock, at least 2) its ready replies wait
+    /// for the rest of their read's; 0 while none wait, `HELD_OVER` once
+    /// the wait is cut short (`Timer::Release`).
+    pub held_since: u64,
     /// Whether it reads, whether it dispatches, and what wakes it: open,
     /// paused, at a gate, blocked, closing (see `input`).
     input: Input,
@@ -443,6 +453,8 @@ impl Session {
             out_bytes: 0,
             pushes: VecDeque::new(),
             dirty: false,
+            batch_start: 0,
+            held_since: 0,
             input: Input::Open,
             eof: false,
             hup: false,
@@ -573,6 +585,32 @@ impl Session {
                 None => break,
             }
         }
+    }
+
+    /// Whether its ready replies should wait for the rest of their read's
+    /// (at most `hold_us` from `held_since`): the replies to a pipelined
+    /// read then leave in one write, which the client takes in one read,
+    /// instead of one write per node that answered part of it. They wait
+    /// only when all of them belong to the latest read (every earlier
+    /// read's replies have left), some of that read's are still to come,
+    /// and nothing else is queued for the client; never for a subscriber,
+    /// a transaction or a WATCH (they may wait long by design), nor for a
+    /// session paused on its dispatch window (its flush lets it go on).
+    #[inline]
+    pub fn holds_back(&self, now_us: u64, hold_us: u64) -> bool {
+        hold_us > 0
+            && !self.ring.all_ready()
+            && self.ring.front_ready()
+            && self.ring.base() >= self.batch_start
+            && self.out.is_empty()
+            && self.pushes.is_empty()
+            && self.sub.is_none()
+            && self.txn.is_none()
+            && self.pin.is_none()
+            && !self.input.is_paused()
+            && (self.held_since == 0
+                || (self.held_since != HELD_OVER
+                    && now_us.saturating_sub(self.held_since) < hold_us))
     }
 
     /// Write everything that may leave: one `writev` of up to 256 frames at

@@ -201,6 +201,8 @@ pub struct ReplyRing {
     /// Bytes of the replies in ready slots (held for the client, in order
     /// or behind a pending slot).
     ready_bytes: usize,
+    /// Ready slots (in order or behind a pending one).
+    ready: usize,
     /// observe: the stamp the next pushed slot takes (then `NO_STAMP`
     /// again, so a request's further slots are not counted twice).
     pub stamp: u64,
@@ -218,6 +220,7 @@ impl ReplyRing {
             base: 0,
             slots: VecDeque::new(),
             ready_bytes: 0,
+            ready: 0,
             stamp: NO_STAMP,
         }
     }
@@ -237,6 +240,12 @@ impl ReplyRing {
     #[inline]
     pub fn ready_bytes(&self) -> usize {
         self.ready_bytes
+    }
+
+    /// Every slot holds its reply (none pending, no merge unfinished).
+    #[inline]
+    pub fn all_ready(&self) -> bool {
+        self.ready == self.slots.len()
     }
 
     /// The sequence number the next push gets.
@@ -351,6 +360,7 @@ impl ReplyRing {
     fn push(&mut self, slot: Slot) {
         if let Slot::Ready(r) = &slot {
             self.ready_bytes += r.len();
+            self.ready += 1;
         }
         let stamp = std::mem::replace(&mut self.stamp, NO_STAMP);
         self.slots.push_back(Entry { slot, stamp });
@@ -376,6 +386,7 @@ impl ReplyRing {
                 Slot::Ready(_) => (false, e.stamp),
                 slot => {
                     self.ready_bytes += reply.len();
+                    self.ready += 1;
                     // A pending slot holds nothing to drop: the reply path
                     // skips the drop glue of the slot it overwrites (which
                     // is not inlined), and only the end of a merge or a
@@ -404,6 +415,7 @@ impl ReplyRing {
                 stamp,
             }) => {
                 self.ready_bytes -= b.len().min(self.ready_bytes);
+                self.ready -= 1;
                 Some((b, stamp))
             }
             _ => None,
@@ -474,12 +486,15 @@ impl ReplyRing {
         if self.slots.len() > CHECK_WALK {
             return;
         }
-        let mut ready = 0;
+        let (mut ready, mut count) = (0, 0);
         for (i, e) in self.slots.iter().enumerate() {
             let seq = self.base + i as u64;
             match &e.slot {
                 Slot::Pending => {}
-                Slot::Ready(r) => ready += r.len(),
+                Slot::Ready(r) => {
+                    ready += r.len();
+                    count += 1;
+                }
                 Slot::Parts(p) => match &**p {
                     Parts::Merge(m) => m.check_invariants(seq),
                     Parts::Gather(g) => {
@@ -500,6 +515,7 @@ impl ReplyRing {
             "ring: ready bytes counted {} but the ready slots hold {ready}",
             self.ready_bytes
         );
+        assert_eq!(count, self.ready, "ring: ready slots counted wrong");
     }
 }
 

@@ -130,6 +130,9 @@ pub enum Timer {
     /// Look for a script running long sooner than the tick would
     /// (`scripts.rs`, armed while script calls are in flight).
     ScriptWatch,
+    /// The replies held for the rest of their read (`Worker::held`) leave
+    /// now, whatever is still to come.
+    Release,
 }
 
 pub struct Worker {
@@ -146,6 +149,14 @@ pub struct Worker {
     connect_timeout: Duration,
     read_from: ReadFrom,
     dirty_sessions: Vec<Key>,
+    /// Sessions whose ready replies wait for the rest of their read
+    /// (`Session::holds_back`), until `Timer::Release` at the latest (armed
+    /// while `release_armed`); `hold_us` is that longest wait, 0 for none.
+    /// A session is listed once per wait, so the list is bounded by the
+    /// sessions times the waits one can start in `hold_us`.
+    held: Vec<Key>,
+    release_armed: bool,
+    hold_us: u64,
     dirty_backends: Vec<Key>,
     /// Sessions and backends whose read budget ran out with data left.
     ready_sessions: Vec<Key>,
@@ -235,6 +246,9 @@ impl Worker {
             pools,
             topo,
             dirty_sessions: Vec::with_capacity(1024),
+            held: Vec::new(),
+            release_armed: false,
+            hold_us: cfg.reply_batch_wait_us,
             dirty_backends: Vec::with_capacity(64),
             ready_sessions: Vec::new(),
             ready_backends: Vec::new(),
@@ -662,6 +676,7 @@ impl Handler for Worker {
                 self.tick(cx);
             }
             Timer::ScriptWatch => self.script_watch(cx),
+            Timer::Release => self.release_held(),
             Timer::Retry(key) => self.retry_now(cx, key),
             Timer::Down(session, slot) => self.down_timer(cx, id, session, slot),
             Timer::ConnectTimeout(key) => {

@@ -369,7 +369,8 @@ impl Worker {
                 observe::log_slow(&self.shared, self.id, &mut self.obs.stats, s, stamp, req);
             }
             let cut = overload::mark_over_hard(&self.overload, s);
-            if (front || cut) && !s.dirty {
+            // A session holding replies back looks again at each one in.
+            if (front || cut || s.held_since != 0) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
@@ -385,6 +386,27 @@ impl Worker {
                     self.release_gates(session, &[slot]);
                 }
             }
+        }
+    }
+
+    /// `Timer::Release`: every session holding replies back writes them at
+    /// this turn's flush (its wait counts as over).
+    pub(super) fn release_held(&mut self) {
+        self.release_armed = false;
+        let mut held = std::mem::take(&mut self.held);
+        for key in held.drain(..) {
+            if let Some(s) = self.sessions.get_mut(key) {
+                if s.held_since != 0 {
+                    s.held_since = crate::session::HELD_OVER;
+                    if !s.dirty {
+                        s.dirty = true;
+                        self.dirty_sessions.push(key);
+                    }
+                }
+            }
+        }
+        if self.held.is_empty() {
+            self.held = held;
         }
     }
 
@@ -430,6 +452,18 @@ impl Worker {
                 self.output_limit_close(cx, key, overload::Cut::Hard);
                 continue;
             }
+            if s.holds_back(cx.now_us, self.hold_us) {
+                if s.held_since == 0 {
+                    s.held_since = cx.now_us.max(crate::session::HELD_OVER + 1);
+                    self.held.push(key);
+                    if !self.release_armed {
+                        self.release_armed = true;
+                        cx.schedule_in(Duration::from_micros(self.hold_us), Timer::Release);
+                    }
+                }
+                continue;
+            }
+            s.held_since = 0;
             match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {

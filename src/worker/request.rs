@@ -77,6 +77,7 @@ impl Worker {
                 }
             }
             s.last_active = cx.now;
+            s.batch_start = s.ring.next_seq();
             self.prefetch_gets(key);
         }
         self.process_input(cx, key);
