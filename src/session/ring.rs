@@ -635,6 +635,27 @@ mod tests {
     }
 
     #[test]
+    fn all_ready_once_no_slot_waits() {
+        let mut r = ReplyRing::new();
+        assert!(r.all_ready(), "an empty ring");
+        let s0 = r.push_pending();
+        r.push_ready(b("a"));
+        let m = r.push_merge(Merge::new(Fold::Sum, 2));
+        assert!(!r.all_ready());
+        r.fill(s0, b("b"));
+        assert!(!r.all_ready(), "a merge still waits");
+        assert!(!r.fill(s0, b("c")), "a second fill is not counted");
+        assert_eq!(r.pop_ready(), Some(b("b")));
+        assert_eq!(r.pop_ready(), Some(b("a")));
+        assert!(!r.all_ready());
+        r.fill(m, b(":3\r\n"));
+        assert!(r.all_ready());
+        assert!(r.pop_ready().is_some());
+        assert!(r.all_ready() && r.is_empty());
+        r.check_invariants();
+    }
+
+    #[test]
     fn merges_complete_in_place() {
         let mut r = ReplyRing::new();
         let m = r.push_merge(Merge::new(Fold::Sum, 2));
