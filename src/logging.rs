@@ -87,3 +87,51 @@ pub fn reopen() -> io::Result<()> {
 pub fn set_level(level: LogLevel) {
     log::set_max_level(level.to_log_filter());
 }
+
+/// A cap on lines of one kind a thread writes per second (an error a
+/// client can repeat at will, such as a refused AUTH): past it the lines
+/// are counted, and the next one written says how many were left out. A
+/// client guessing passwords as fast as it can then costs the log, and
+/// the lock every worker's lines share, a few lines a second.
+#[derive(Debug, Default)]
+pub struct Sampler {
+    sec: u64,
+    written: u32,
+    dropped: u64,
+}
+
+impl Sampler {
+    /// Whether a line may be written in second `sec` with at most
+    /// `per_sec` a second: `Some(n)`, n being the lines left out since the
+    /// last one written; `None` to leave this one out.
+    pub fn admit(&mut self, sec: u64, per_sec: u32) -> Option<u64> {
+        if sec != self.sec {
+            self.sec = sec;
+            self.written = 0;
+        }
+        if self.written >= per_sec {
+            self.dropped += 1;
+            return None;
+        }
+        self.written += 1;
+        Some(std::mem::take(&mut self.dropped))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Sampler;
+
+    #[test]
+    fn sampler_caps_a_second_and_reports_what_it_left_out() {
+        let mut s = Sampler::default();
+        assert_eq!(s.admit(1, 2), Some(0));
+        assert_eq!(s.admit(1, 2), Some(0));
+        assert_eq!(s.admit(1, 2), None);
+        assert_eq!(s.admit(1, 2), None);
+        assert_eq!(s.admit(2, 2), Some(2), "the next second's first line");
+        assert_eq!(s.admit(2, 2), Some(0));
+        assert_eq!(s.admit(2, 2), None);
+        assert_eq!(s.admit(5, 2), Some(1));
+    }
+}

@@ -48,6 +48,34 @@ fn log_in(
     Ok(())
 }
 
+/// Refused logins logged per worker thread and second, at most.
+const REFUSALS_LOGGED: u32 = 10;
+
+/// A refused AUTH or HELLO AUTH, at debug level, sampled: a client can
+/// repeat it as fast as it is answered.
+fn log_refusal(what: &str, s: &Session) {
+    thread_local! {
+        static REFUSALS: std::cell::RefCell<crate::logging::Sampler> =
+            std::cell::RefCell::default();
+    }
+    if !log::log_enabled!(target: "mithril::auth", log::Level::Debug) {
+        return;
+    }
+    let sec = std::time::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_secs());
+    match REFUSALS.with(|r| r.borrow_mut().admit(sec, REFUSALS_LOGGED)) {
+        Some(0) => {
+            log::debug!(target: "mithril::auth", "client {} ({}): {what} refused", s.id, s.peer)
+        }
+        Some(n) => log::debug!(
+            target: "mithril::auth",
+            "client {} ({}): {what} refused ({n} more refusals not logged)",
+            s.id,
+            s.peer
+        ),
+        None => {}
+    }
+}
+
 fn auth_error(e: AuthError) -> Outcome {
     match e {
         AuthError::WrongPass => stat(ERR_WRONGPASS),
@@ -66,7 +94,7 @@ pub fn auth(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
     match outcome {
         Ok(()) => stat(super::OK),
         Err(e) => {
-            log::debug!(target: "mithril::auth", "client {} ({}): AUTH refused", s.id, s.peer);
+            log_refusal("AUTH", s);
             auth_error(e)
         }
     }
@@ -112,7 +140,7 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
     if let Some((user, pass)) = creds {
         // HELLO always names the user: no password-only lookup here.
         if log_in(shared, s, Some(user), pass).is_err() {
-            log::debug!(target: "mithril::auth", "client {} ({}): HELLO AUTH refused", s.id, s.peer);
+            log_refusal("HELLO AUTH", s);
             return stat(ERR_WRONGPASS);
         }
     }
