@@ -150,12 +150,12 @@ pub struct Worker {
     read_from: ReadFrom,
     dirty_sessions: Vec<Key>,
     /// Sessions whose ready replies wait for the rest of their read
-    /// (`Session::holds_back`), until `Timer::Release` at the latest (armed
-    /// while `release_armed`); `hold_us` is that longest wait, 0 for none.
-    /// A session is listed once per wait, so the list is bounded by the
-    /// sessions times the waits one can start in `hold_us`.
+    /// (`Session::holds_back`), until `Timer::Release` at the latest: it is
+    /// armed when the first enters an empty list and empties it, so it is
+    /// armed exactly while the list is not empty. `hold_us` is the longest
+    /// wait, 0 for none. A session is listed once per wait, so the list is
+    /// bounded by the sessions times the waits one can start in `hold_us`.
     held: Vec<Key>,
-    release_armed: bool,
     hold_us: u64,
     dirty_backends: Vec<Key>,
     /// Sessions and backends whose read budget ran out with data left.
@@ -247,7 +247,6 @@ impl Worker {
             topo,
             dirty_sessions: Vec::with_capacity(1024),
             held: Vec::new(),
-            release_armed: false,
             hold_us: cfg.reply_batch_wait_us,
             dirty_backends: Vec::with_capacity(64),
             ready_sessions: Vec::new(),

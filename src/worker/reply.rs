@@ -392,22 +392,18 @@ impl Worker {
     /// `Timer::Release`: every session holding replies back writes them at
     /// this turn's flush (its wait counts as over).
     pub(super) fn release_held(&mut self) {
-        self.release_armed = false;
         let mut held = std::mem::take(&mut self.held);
         for key in held.drain(..) {
-            if let Some(s) = self.sessions.get_mut(key) {
-                if s.held_since != 0 {
-                    s.held_since = crate::session::HELD_OVER;
-                    if !s.dirty {
-                        s.dirty = true;
-                        self.dirty_sessions.push(key);
-                    }
-                }
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            if s.held_since != 0 {
+                s.held_since = crate::session::HELD_OVER;
+                self.mark_session_dirty(key);
             }
         }
-        if self.held.is_empty() {
-            self.held = held;
-        }
+        // Nothing was listed meanwhile: the list keeps its room.
+        self.held = held;
     }
 
     /// Append an immediate reply for the request being dispatched.
@@ -455,11 +451,10 @@ impl Worker {
             if s.holds_back(cx.now_us, self.hold_us) {
                 if s.held_since == 0 {
                     s.held_since = cx.now_us.max(crate::session::HELD_OVER + 1);
-                    self.held.push(key);
-                    if !self.release_armed {
-                        self.release_armed = true;
+                    if self.held.is_empty() {
                         cx.schedule_in(Duration::from_micros(self.hold_us), Timer::Release);
                     }
+                    self.held.push(key);
                 }
                 continue;
             }
