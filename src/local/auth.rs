@@ -48,32 +48,10 @@ fn log_in(
     Ok(())
 }
 
-/// Refused logins logged per worker thread and second, at most.
-const REFUSALS_LOGGED: u32 = 10;
-
 /// A refused AUTH or HELLO AUTH, at debug level, sampled: a client can
 /// repeat it as fast as it is answered.
 fn log_refusal(what: &str, s: &Session) {
-    thread_local! {
-        static REFUSALS: std::cell::RefCell<crate::logging::Sampler> =
-            std::cell::RefCell::default();
-    }
-    if !log::log_enabled!(target: "mithril::auth", log::Level::Debug) {
-        return;
-    }
-    let sec = std::time::UNIX_EPOCH.elapsed().map_or(0, |d| d.as_secs());
-    match REFUSALS.with(|r| r.borrow_mut().admit(sec, REFUSALS_LOGGED)) {
-        Some(0) => {
-            log::debug!(target: "mithril::auth", "client {} ({}): {what} refused", s.id, s.peer)
-        }
-        Some(n) => log::debug!(
-            target: "mithril::auth",
-            "client {} ({}): {what} refused ({n} more refusals not logged)",
-            s.id,
-            s.peer
-        ),
-        None => {}
-    }
+    crate::debug_sampled!(target: "mithril::auth", "client {} ({}): {what} refused", s.id, s.peer);
 }
 
 fn auth_error(e: AuthError) -> Outcome {

@@ -78,6 +78,38 @@ pub fn note(suppressed: u64) -> String {
     }
 }
 
+thread_local! {
+    /// The sampler of [`debug_sampled!`] lines: one per thread, each call
+    /// site a kind.
+    static SITES: std::cell::RefCell<Sampler> = std::cell::RefCell::default();
+}
+
+/// Whether the line at call site `site` may be written now, on this
+/// thread; what [`Sampler::allow`] answers.
+pub fn allow_site(site: &'static str) -> Option<u64> {
+    SITES.with(|s| s.borrow_mut().allow(site, None, Instant::now()))
+}
+
+/// `log::debug!` for a line a client can cause once per request (a
+/// refused AUTH, a MOVED, a retry): one line per call site, thread and
+/// [`PERIOD`] at most, the next one written saying how many were held
+/// back. When debug lines are off it costs what `log::debug!` costs.
+#[macro_export]
+macro_rules! debug_sampled {
+    (target: $target:expr, $($arg:tt)+) => {{
+        if log::log_enabled!(target: $target, log::Level::Debug) {
+            if let Some(n) = $crate::stats::sample::allow_site(concat!(file!(), ":", line!())) {
+                log::debug!(
+                    target: $target,
+                    "{}{}",
+                    format_args!($($arg)+),
+                    $crate::stats::sample::note(n)
+                );
+            }
+        }
+    }};
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,5 +137,15 @@ mod tests {
             s.allow("flood", Some(addr), t);
         }
         assert!(s.kinds.len() <= MAX_KINDS);
+    }
+
+    #[test]
+    fn each_call_site_is_its_own_kind() {
+        let site = |i: usize| allow_site(["a.rs:1", "a.rs:2"][i]);
+        assert_eq!(site(0), Some(0));
+        assert_eq!(site(0), None);
+        assert_eq!(site(0), None);
+        assert_eq!(site(1), Some(0), "another line");
+        assert_eq!(site(1), None);
     }
 }

@@ -549,7 +549,7 @@ impl Worker {
         };
         if walked < n {
             // Not a frame the scanner cut: nothing more to take from it.
-            log::debug!(target: "mithril::worker", "worker {}: a subscriber command's frame ended early", self.id);
+            crate::debug_sampled!(target: "mithril::worker", "worker {}: a subscriber command's frame ended early", self.id);
             return false;
         }
         w.at = end;

@@ -314,14 +314,14 @@ impl Worker {
         let (addr, asking) = match r {
             Redirect::Moved { slot, addr } => {
                 self.obs.stats.counters.moved += 1; // observe
-                log::debug!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
+                crate::debug_sampled!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
                 self.shared.topology.request_refresh();
                 self.pools.set_override(slot, addr);
                 (addr, false)
             }
             Redirect::Ask { slot, addr } => {
                 self.obs.stats.counters.ask += 1; // observe
-                log::debug!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
+                crate::debug_sampled!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
                 (addr, true)
             }
             Redirect::Unresolved { slot, ask } => {
@@ -329,7 +329,7 @@ impl Worker {
                 // name, or `?`): refresh the topology and ask the same node
                 // again after a wait, as for TRYAGAIN; by then the book
                 // has the name, or the slot has settled.
-                log::debug!(target: "mithril::worker", "worker {}: redirect of slot {slot} (ask {ask}) to an unknown endpoint", self.id);
+                crate::debug_sampled!(target: "mithril::worker", "worker {}: redirect of slot {slot} (ask {ask}) to an unknown endpoint", self.id);
                 self.shared.topology.request_refresh();
                 let frame = Bytes::from_static(ERR_UNRESOLVED);
                 return self.try_again(cx, None, via, f, frame);

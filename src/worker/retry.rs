@@ -227,7 +227,7 @@ impl Worker {
         cause: &[u8],
         frame: Bytes,
     ) {
-        log::debug!(
+        crate::debug_sampled!(
             target: "mithril::worker",
             "worker {}: {} from {via} ({:?}, wait {})",
             self.id,

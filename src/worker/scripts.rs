@@ -602,7 +602,7 @@ impl Worker {
                 let Some(b) = self.backends.get_mut(bkey) else {
                     return self.complete_error(cx, f, frame);
                 };
-                log::debug!(
+                crate::debug_sampled!(
                     target: "mithril::worker",
                     "worker {}: {} on {}: loading it again",
                     self.id,

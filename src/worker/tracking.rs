@@ -668,7 +668,7 @@ impl Worker {
                 if self.cache.outbox.len() < OUTBOX_MOST {
                     self.cache.outbox.push((target.0, back));
                 } else {
-                    log::debug!(target: "mithril::cache", "worker {}: invalidation toward client {id} dropped (outbox full)", self.id);
+                    crate::debug_sampled!(target: "mithril::cache", "worker {}: invalidation toward client {id} dropped (outbox full)", self.id);
                 }
             }
         }
