@@ -475,7 +475,7 @@ impl ReplyRing {
     /// is a bug, and panics). The walk over the slots (ready bytes, merge
     /// states) runs while the ring holds at most [`CHECK_WALK`] slots, so
     /// a deep pipeline does not make every check cost its depth.
-    #[cfg(debug_assertions)]
+    #[cfg(any(test, debug_assertions))]
     pub fn check_invariants(&self) {
         assert!(
             self.base.checked_add(self.slots.len() as u64).is_some(),
@@ -521,12 +521,12 @@ impl ReplyRing {
 
 /// The most slots, FIFO entries or queued frames an invariant check walks
 /// (debug builds; see [`ReplyRing::check_invariants`]).
-#[cfg(debug_assertions)]
+#[cfg(any(test, debug_assertions))]
 pub const CHECK_WALK: usize = 1024;
 
 impl Merge {
     /// What holds of a merge still in the ring at `seq` (debug builds).
-    #[cfg(debug_assertions)]
+    #[cfg(any(test, debug_assertions))]
     fn check_invariants(&self, seq: u64) {
         assert!(self.parts_left > 0, "merge at {seq} with no part left");
         if let Some(split) = &self.split {
