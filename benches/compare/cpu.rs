@@ -1,6 +1,7 @@
 //! Process CPU time and machine load, read from `/proc`.
 //!
-//! Owns nothing: it only reads `/proc/PID/stat` and `/proc/loadavg`.
+//! Owns nothing: it only reads `/proc/PID/stat`, `/proc/stat` and
+//! `/proc/loadavg`.
 //! Invariant: CPU time is user + system time of the whole process (every
 //! thread), in clock ticks, as the kernel accounts it. Never: signal or
 //! otherwise touch the processes it reads.
@@ -55,6 +56,62 @@ pub fn ticks_per_sec() -> f64 {
 /// Ticks as a duration.
 pub fn ticks_to_duration(ticks: u64) -> Duration {
     Duration::from_secs_f64(ticks as f64 / ticks_per_sec())
+}
+
+/// The whole machine's CPU time, from the first line of `/proc/stat`, in
+/// clock ticks: what no process was busy with (idle), and what the
+/// hypervisor took from this guest (steal), of all of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Machine {
+    pub idle: u64,
+    pub steal: u64,
+    pub total: u64,
+}
+
+impl Machine {
+    pub fn now() -> Option<Machine> {
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        Machine::parse(stat.lines().next()?)
+    }
+
+    /// `cpu  user nice system idle iowait irq softirq steal ...`; guest
+    /// time is already inside user and nice, so it is not added again.
+    fn parse(line: &str) -> Option<Machine> {
+        let mut f = line.split_whitespace();
+        if f.next()? != "cpu" {
+            return None;
+        }
+        let v: Vec<u64> = f.take(8).map(|x| x.parse().ok()).collect::<Option<_>>()?;
+        let at = |i: usize| v.get(i).copied().unwrap_or(0);
+        Some(Machine {
+            idle: at(3) + at(4),
+            steal: at(7),
+            total: v.iter().sum(),
+        })
+    }
+
+    /// The time between `before` and `self`.
+    pub fn since(self, before: Machine) -> Machine {
+        Machine {
+            idle: self.idle.saturating_sub(before.idle),
+            steal: self.steal.saturating_sub(before.steal),
+            total: self.total.saturating_sub(before.total),
+        }
+    }
+
+    pub fn add(self, o: Machine) -> Machine {
+        Machine {
+            idle: self.idle + o.idle,
+            steal: self.steal + o.steal,
+            total: self.total + o.total,
+        }
+    }
+
+    /// Idle and steal, in percent of the whole; `None` with no time.
+    pub fn shares(self) -> Option<(f64, f64)> {
+        let t = self.total as f64;
+        (self.total > 0).then(|| (self.idle as f64 * 100.0 / t, self.steal as f64 * 100.0 / t))
+    }
 }
 
 /// The first three fields of `/proc/loadavg` ("1-min 5-min 15-min").

@@ -271,6 +271,8 @@ struct Sample {
     /// state after it (INFO pipes).
     frames: Option<(u64, u64)>,
     state: Option<String>,
+    /// The machine's idle and stolen time during the run.
+    machine: Option<cpu::Machine>,
 }
 
 /// One side (direct or mithril) of one workload.
@@ -316,6 +318,15 @@ impl Side {
             w += b;
         }
         (w > 0).then(|| f as f64 / w as f64)
+    }
+
+    /// The machine's idle and steal shares over the clean runs, pooled.
+    fn machine(&self) -> Option<(f64, f64)> {
+        let mut m = cpu::Machine::default();
+        for s in &self.samples {
+            m = m.add(s.machine?);
+        }
+        m.shares()
     }
 
     /// The pipes' state after each clean run, where it changed (auto).
@@ -460,7 +471,9 @@ impl Bench<'_> {
         let n0 = cpu::cpu_ticks_sum(&nodes);
         let e0 = node_error_replies(self.cluster)?;
         let c0 = cpu::reaped_children_ticks();
+        let w0 = cpu::Machine::now();
         let out = rb::run(&spec, self.dir, timeout);
+        let w1 = cpu::Machine::now();
         let c1 = cpu::reaped_children_ticks();
         let m1 = pid.and_then(cpu::cpu_ticks);
         let n1 = cpu::cpu_ticks_sum(&nodes);
@@ -511,6 +524,13 @@ impl Bench<'_> {
                         );
                     }
                 }
+                let machine = match (w0, w1) {
+                    (Some(a), Some(b)) => Some(b.since(a)),
+                    _ => None,
+                };
+                if let Some((idle, steal)) = machine.and_then(cpu::Machine::shares) {
+                    line += &format!("  idle {idle:.0}% steal {steal:.0}%");
+                }
                 let cache = match (k0, k1) {
                     (Some((h0, l0)), Some((h1, l1))) => Some((h1 - h0, l1 - l0)),
                     _ => None,
@@ -544,6 +564,7 @@ impl Bench<'_> {
                     cache,
                     frames,
                     state,
+                    machine,
                 })
             }
             _ => {
@@ -760,7 +781,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
         settings.rounds
     );
     println!(
-        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8} {:>7}  {:<5}",
+        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>5} {:>6} {:>6} {:>7} {:>8} {:>7}  {:<5}",
         "workload",
         "requests",
         "side",
@@ -772,6 +793,8 @@ fn print_table(results: &[Measured], settings: &Settings) {
         "client us/r",
         "ceiling",
         "of ceil",
+        "idle",
+        "steal",
         "clean",
         "ratio",
         "hits",
@@ -792,11 +815,14 @@ fn print_table(results: &[Measured], settings: &Settings) {
             };
             let nodes = s.cpu_us_per_request(|x| x.node_ticks);
             let client = s.cpu_us_per_request(|x| x.client_ticks);
-            // The physical limit: every process shares the cores.
+            // The physical limit: every process shares the cores, less
+            // what the hypervisor stole from them during the runs.
+            let machine = s.machine();
+            let usable = cores * (1.0 - machine.map_or(0.0, |m| m.1) / 100.0);
             let ceiling = match (nodes, client) {
                 (Some(n), Some(c)) => {
                     let total = n + c + mithril_cpu.unwrap_or(0.0);
-                    (total > 0.0).then(|| cores * 1e6 / total)
+                    (total > 0.0).then(|| usable * 1e6 / total)
                 }
                 _ => None,
             };
@@ -813,7 +839,7 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 .hit_ratio()
                 .map_or_else(String::new, |h| format!("{:.1}%", h * 100.0));
             println!(
-                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>6} {:>7} {:>8} {:>7}  {}",
+                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>5} {:>6} {:>6} {:>7} {:>8} {:>7}  {}",
                 name,
                 requests,
                 kind.name(),
@@ -829,6 +855,8 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 fmt_opt(client, 2),
                 fmt_opt(ceiling, 0),
                 fmt_opt(of_ceiling, 2),
+                machine.map_or_else(|| "-".to_string(), |m| format!("{:.0}%", m.0)),
+                machine.map_or_else(|| "-".to_string(), |m| format!("{:.0}%", m.1)),
                 format!("{}/{}", s.samples.len(), settings.rounds),
                 ratio,
                 hits,
@@ -849,8 +877,11 @@ fn print_table(results: &[Measured], settings: &Settings) {
          starts them itself; the mithril sides get --threads). us/r = CPU microseconds per \
          request, user+system: mithril and the nodes from /proc/PID/stat, the client \
          from getrusage of the reaped child. With every process on the same cores, req/s is \
-         bounded by cores / (sum of the three us/r): the ceiling column, and the figure's share \
-         of it. SHARDING=1: tN-MODE = mithril with threads N and backend-sharding MODE; \
+         bounded by cores / (sum of the three us/r): the ceiling column (the cores less the \
+         share the hypervisor stole), and the figure's share of it. idle and steal = the \
+         machine's idle CPU and the CPU taken by the hypervisor during the clean runs, from \
+         /proc/stat: idle well above 0 means the figure was bound by latency, not CPU. \
+         SHARDING=1: tN-MODE = mithril with threads N and backend-sharding MODE; \
          f/write = frames per write on the connections to the nodes; pipes = auto's state after \
          each measured run.)"
     );
