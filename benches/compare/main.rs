@@ -7,6 +7,9 @@
 //!
 //!  (M = the masters: --cluster runs a client thread per master by itself)
 //!
+//!  floor.rs (a child: this executable) <── redis-benchmark --threads M  "floor"
+//!  (GET workloads only: the cheapest server there is, a bound for mithril)
+//!
 //!  per workload: warm-up (sizes the runs) then ROUNDS x [direct, mithril]
 //!  per run:      /proc CPU ticks of mithril and of the nodes, the nodes'
 //!                error-reply count, before and after
@@ -29,6 +32,7 @@ mod support;
 
 mod callgrind;
 mod cpu;
+mod floor;
 mod rb;
 mod vg;
 mod zipf;
@@ -244,6 +248,9 @@ enum SideKind {
     Cached,
     /// SHARDING_SIDES[i].
     Sharded(usize),
+    /// floor.rs: a server that answers GET with a constant and does
+    /// nothing else (GET workloads only).
+    Floor,
 }
 
 impl SideKind {
@@ -253,6 +260,7 @@ impl SideKind {
             SideKind::Mithril => "mithril",
             SideKind::Cached => "cached",
             SideKind::Sharded(i) => SHARDING_SIDES[i].0,
+            SideKind::Floor => "floor",
         }
     }
 }
@@ -398,6 +406,8 @@ struct Bench<'a> {
     cluster: &'a RedisCluster,
     /// Every side but direct, with its mithril.
     proxies: &'a mut [(SideKind, Mithril)],
+    /// The floor server (compare mode), its pid and port.
+    floor: Option<(u32, u16)>,
     dir: &'a Path,
 }
 
@@ -413,24 +423,43 @@ impl Bench<'_> {
             .map(|(_, m)| m)
     }
 
-    fn sides(&self) -> Vec<SideKind> {
+    /// The sides of workload `w`: direct, every mithril, and the floor
+    /// where its constant reply is the right answer (GET).
+    fn sides(&self, w: &Workload) -> Vec<SideKind> {
+        let floor = (self.floor.is_some() && w.command == "GET").then_some(SideKind::Floor);
         std::iter::once(SideKind::Direct)
             .chain(self.proxies.iter().map(|(k, _)| *k))
+            .chain(floor)
             .collect()
     }
 
+    /// The pid of the server a side talks to, besides the nodes.
+    fn server_pid(&mut self, side: SideKind) -> Option<u32> {
+        match side {
+            SideKind::Floor => self.floor.map(|f| f.0),
+            _ => self.proxy(side).map(|m| m.pid),
+        }
+    }
+
     fn spec(&self, w: &Workload, side: SideKind, requests: u64) -> RunSpec {
-        let proxy = self.proxies.iter().find(|(k, _)| *k == side);
-        let (target, test) = match proxy {
+        let port = match side {
+            SideKind::Floor => self.floor.map(|f| f.1),
+            _ => self
+                .proxies
+                .iter()
+                .find(|(k, _)| *k == side)
+                .map(|(_, m)| m.port),
+        };
+        let (target, test) = match port {
             None => (
                 Target::Cluster {
                     port: self.cluster.masters().first().map_or(0, |n| n.port),
                 },
                 w.direct.clone(),
             ),
-            Some((_, m)) => (
+            Some(port) => (
                 Target::Plain {
-                    port: m.port,
+                    port,
                     // As many client threads as the direct side's
                     // `--cluster` run has (one per master).
                     threads: self.cluster.masters().len() as u32,
@@ -463,8 +492,8 @@ impl Bench<'_> {
         let timeout = Duration::from_secs_f64((self.settings.seconds * 20.0).max(60.0));
         let pipes = matches!(side, SideKind::Sharded(_));
         let cached = side == SideKind::Cached;
+        let pid = self.server_pid(side);
         let proxy = self.proxy(side).map(|m| &*m);
-        let pid = proxy.map(|m| m.pid);
         let k0 = proxy.filter(|_| cached).and_then(cache_counts);
         let f0 = proxy.filter(|_| pipes).and_then(pipe_counts);
         let m0 = pid.and_then(cpu::cpu_ticks);
@@ -519,7 +548,12 @@ impl Bench<'_> {
                 if side != SideKind::Direct {
                     if let Some(t) = mithril_ticks {
                         line += &format!(
-                            "  mithril cpu {:.2} s",
+                            "  {} cpu {:.2} s",
+                            if side == SideKind::Floor {
+                                "floor"
+                            } else {
+                                "mithril"
+                            },
                             cpu::ticks_to_duration(t).as_secs_f64()
                         );
                     }
@@ -635,7 +669,7 @@ impl Bench<'_> {
     fn run_workload(&mut self, w: Workload) -> Result<Measured, String> {
         let rounds = self.settings.rounds;
         println!("\n== {} ==", w.label());
-        let kinds = self.sides();
+        let kinds = self.sides(&w);
         let mut sides: Vec<(SideKind, Side)> =
             kinds.iter().map(|k| (*k, Side::default())).collect();
         if kinds.contains(&SideKind::Cached) {
@@ -646,7 +680,7 @@ impl Bench<'_> {
         for (kind, side) in sides.iter_mut() {
             let (sample, errors) = self.measure(&w, *kind, w.warmup_requests, "warm-up")?;
             if let Some(s) = &sample {
-                if *kind != SideKind::Cached {
+                if !matches!(kind, SideKind::Cached | SideKind::Floor) {
                     warm_rps.push(s.figures.rps);
                 }
             }
@@ -871,7 +905,10 @@ fn print_table(results: &[Measured], settings: &Settings) {
     println!(
         "(MSET/MGET: direct sends its {MULTI_KEYS} keys in one slot, the only form --cluster can \
          send; mithril's {MULTI_KEYS} keys are spread over slots. cached = a second mithril with \
-         reply-cache yes; hits = its hit ratio over the measured runs. ZIPF = 90% GET / 10% SET \
+         reply-cache yes; hits = its hit ratio over the measured runs. floor = \
+         benches/compare/floor.rs, a server that answers every GET with a constant and does \
+         nothing else (its CPU in the mithril column): what the kernel charges any server for the \
+         client's side, so no proxy can cost less or go faster here. ZIPF = 90% GET / 10% SET \
          on Zipf(0.99) keys at -P 1 from benches/compare/zipf.rs, one client thread on both \
          sides. redis-benchmark has one client thread per master on both sides (--cluster \
          starts them itself; the mithril sides get --threads). us/r = CPU microseconds per \
@@ -936,6 +973,12 @@ fn compare(settings: &Settings) -> Result<usize, String> {
         proxies.push((SideKind::Mithril, start(&conf)));
         proxies.push((SideKind::Cached, start(&format!("{conf}reply-cache yes\n"))));
     }
+    let threads = settings.threads.unwrap_or(cpu::nproc() as u32);
+    let mut floor = if settings.sharding {
+        None
+    } else {
+        Some(floor::start(threads)?)
+    };
     println!(
         "cluster: {} masters on ports {}; mithril: {} (threads {})",
         cluster.masters().len(),
@@ -960,6 +1003,7 @@ fn compare(settings: &Settings) -> Result<usize, String> {
             settings,
             cluster: &cluster,
             proxies: &mut proxies,
+            floor: floor.as_ref().map(|(c, port)| (c.id(), *port)),
             dir: &dir,
         };
         bench.populate();
@@ -975,6 +1019,10 @@ fn compare(settings: &Settings) -> Result<usize, String> {
     }
     for (_, m) in proxies.iter_mut() {
         m.stop();
+    }
+    if let Some((mut c, _)) = floor.take() {
+        let _ = c.kill();
+        let _ = c.wait();
     }
     drop(cluster);
     let _ = std::fs::remove_dir_all(&dir);
@@ -996,36 +1044,49 @@ fn compare(settings: &Settings) -> Result<usize, String> {
                 fmt(r.ratio())
             );
         }
+        // `ratio-SIDE COMMAND PIPELINE RATIO-TO-DIRECT`
+        let to_direct = |kind: SideKind| {
+            format!(
+                "ratio-{} {} {} {}",
+                kind.name(),
+                r.workload.command,
+                r.workload.pipeline,
+                fmt(r.ratio_to(kind, SideKind::Direct))
+            )
+        };
         if settings.sharding {
             for (kind, _) in r.sides.iter().skip(1) {
-                println!(
-                    "ratio-{} {} {} {}",
-                    kind.name(),
-                    r.workload.command,
-                    r.workload.pipeline,
-                    fmt(r.ratio_to(*kind, SideKind::Direct))
-                );
+                println!("{}", to_direct(*kind));
             }
             continue;
         }
         println!(
-            "ratio-cached {} {} {} (to uncached {}; hits {})",
-            r.workload.command,
-            r.workload.pipeline,
-            fmt(r.ratio_to(SideKind::Cached, SideKind::Direct)),
+            "{} (to uncached {}; hits {})",
+            to_direct(SideKind::Cached),
             fmt(r.ratio_to(SideKind::Cached, SideKind::Mithril)),
             r.side(SideKind::Cached)
                 .and_then(Side::hit_ratio)
                 .map_or_else(|| "n/a".into(), |h| format!("{:.1}%", h * 100.0))
         );
+        if r.side(SideKind::Floor).is_some() {
+            println!(
+                "{} (cached to floor {})",
+                to_direct(SideKind::Floor),
+                fmt(r.ratio_to(SideKind::Cached, SideKind::Floor)),
+            );
+        }
     }
     Ok(failed)
 }
 
 fn main() -> ExitCode {
-    // The bench's own load generator, run as a child (see zipf.rs).
+    // The bench's own load generator and floor server, run as children
+    // (see zipf.rs and floor.rs).
     if let Ok(a) = std::env::var("MITHRIL_BENCH_ZIPF") {
         return zipf::run_child(&a);
+    }
+    if let Ok(a) = std::env::var("MITHRIL_BENCH_FLOOR") {
+        return floor::run_child(&a);
     }
     let settings = match Settings::from_env() {
         Ok(s) => s,
