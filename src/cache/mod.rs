@@ -453,6 +453,16 @@ impl ReplyCache {
         (self.hash(key) >> 52) as usize % HOLD_BUCKETS
     }
 
+    /// Start loading the bucket a lookup of `key` reads first, in every
+    /// generation that holds anything: for a lone GET, whose dispatch
+    /// (parse, routing) then runs while the load is on its way.
+    pub fn prefetch_index(&self, key: &[u8]) {
+        let h = self.hash(key);
+        for g in &self.gens {
+            g.map.prefetch_index(h);
+        }
+    }
+
     /// Start loading what lookups of `keys` will read (see
     /// [`Table::prefetch_index`]): every key's bucket first, then, while
     /// those arrive, every key's entry; the old generation's too while it

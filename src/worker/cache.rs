@@ -314,8 +314,9 @@ impl Worker {
     /// A batch was just read: start loading the cache slots of the GETs
     /// at its head, so that their lookups, one after another as the batch
     /// is dispatched, overlap their loads from memory instead of waiting
-    /// for each in turn (cache/table.rs). A lone request is left alone:
-    /// its lookup follows at once.
+    /// for each in turn (cache/table.rs). A lone GET has its bucket
+    /// loaded only: its parse and routing run while that load is on its
+    /// way, and its entry's position is not known before it arrives.
     pub(super) fn prefetch_gets(&self, key: Key) {
         let c = &self.cache.cache;
         if !self.cache.on || c.entries() == 0 {
@@ -325,7 +326,7 @@ impl Worker {
             return;
         };
         let mut b = &s.rbuf[..];
-        if b.len() < 2 * SHORTEST_GET {
+        if b.len() < SHORTEST_GET {
             return;
         }
         let mut keys: [&[u8]; PREFETCH_MAX] = [&[]; PREFETCH_MAX];
@@ -338,8 +339,10 @@ impl Worker {
             n += 1;
             b = rest;
         }
-        if n > 1 {
-            c.prefetch(&keys[..n]);
+        match n {
+            0 => {}
+            1 => c.prefetch_index(keys[0]),
+            _ => c.prefetch(&keys[..n]),
         }
     }
 
