@@ -849,14 +849,14 @@ fn print_table(results: &[Measured], settings: &Settings) {
             };
             let nodes = s.cpu_us_per_request(|x| x.node_ticks);
             let client = s.cpu_us_per_request(|x| x.client_ticks);
-            // The physical limit: every process shares the cores, less
-            // what the hypervisor stole from them during the runs.
+            // The physical limit: every process shares the cores. (What
+            // the hypervisor stole is shown beside it, not taken off: it
+            // varies from run to run, and the rate is a median.)
             let machine = s.machine();
-            let usable = cores * (1.0 - machine.map_or(0.0, |m| m.1) / 100.0);
             let ceiling = match (nodes, client) {
                 (Some(n), Some(c)) => {
                     let total = n + c + mithril_cpu.unwrap_or(0.0);
-                    (total > 0.0).then(|| usable * 1e6 / total)
+                    (total > 0.0).then(|| cores * 1e6 / total)
                 }
                 _ => None,
             };
@@ -914,10 +914,11 @@ fn print_table(results: &[Measured], settings: &Settings) {
          starts them itself; the mithril sides get --threads). us/r = CPU microseconds per \
          request, user+system: mithril and the nodes from /proc/PID/stat, the client \
          from getrusage of the reaped child. With every process on the same cores, req/s is \
-         bounded by cores / (sum of the three us/r): the ceiling column (the cores less the \
-         share the hypervisor stole), and the figure's share of it. idle and steal = the \
+         bounded by cores / (sum of the three us/r): the ceiling column, and the figure's \
+         share of it. idle and steal = the \
          machine's idle CPU and the CPU taken by the hypervisor during the clean runs, from \
-         /proc/stat: idle well above 0 means the figure was bound by latency, not CPU. \
+         /proc/stat: idle well above 0 means the figure was bound by latency, not CPU; steal \
+         lowers the share of the ceiling a figure can reach. \
          SHARDING=1: tN-MODE = mithril with threads N and backend-sharding MODE; \
          f/write = frames per write on the connections to the nodes; pipes = auto's state after \
          each measured run.)"
