@@ -433,24 +433,20 @@ impl Bench<'_> {
             .collect()
     }
 
-    /// The pid of the server a side talks to, besides the nodes.
-    fn server_pid(&mut self, side: SideKind) -> Option<u32> {
+    /// The pid and port of the server a side talks to (none: direct).
+    fn server(&self, side: SideKind) -> Option<(u32, u16)> {
         match side {
-            SideKind::Floor => self.floor.map(|f| f.0),
-            _ => self.proxy(side).map(|m| m.pid),
-        }
-    }
-
-    fn spec(&self, w: &Workload, side: SideKind, requests: u64) -> RunSpec {
-        let port = match side {
-            SideKind::Floor => self.floor.map(|f| f.1),
+            SideKind::Floor => self.floor,
             _ => self
                 .proxies
                 .iter()
                 .find(|(k, _)| *k == side)
-                .map(|(_, m)| m.port),
-        };
-        let (target, test) = match port {
+                .map(|(_, m)| (m.pid, m.port)),
+        }
+    }
+
+    fn spec(&self, w: &Workload, side: SideKind, requests: u64) -> RunSpec {
+        let (target, test) = match self.server(side).map(|s| s.1) {
             None => (
                 Target::Cluster {
                     port: self.cluster.masters().first().map_or(0, |n| n.port),
@@ -492,7 +488,7 @@ impl Bench<'_> {
         let timeout = Duration::from_secs_f64((self.settings.seconds * 20.0).max(60.0));
         let pipes = matches!(side, SideKind::Sharded(_));
         let cached = side == SideKind::Cached;
-        let pid = self.server_pid(side);
+        let pid = self.server(side).map(|s| s.0);
         let proxy = self.proxy(side).map(|m| &*m);
         let k0 = proxy.filter(|_| cached).and_then(cache_counts);
         let f0 = proxy.filter(|_| pipes).and_then(pipe_counts);

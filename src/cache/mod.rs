@@ -453,20 +453,13 @@ impl ReplyCache {
         (self.hash(key) >> 52) as usize % HOLD_BUCKETS
     }
 
-    /// Start loading the bucket a lookup of `key` reads first, in every
-    /// generation that holds anything: for a lone GET, whose dispatch
-    /// (parse, routing) then runs while the load is on its way.
-    pub fn prefetch_index(&self, key: &[u8]) {
-        let h = self.hash(key);
-        for g in &self.gens {
-            g.map.prefetch_index(h);
-        }
-    }
-
     /// Start loading what lookups of `keys` will read (see
     /// [`Table::prefetch_index`]): every key's bucket first, then, while
     /// those arrive, every key's entry; the old generation's too while it
     /// holds anything, since a miss in the current one goes on there.
+    /// A lone key has its buckets loaded only: the entry's position is
+    /// not known before they arrive, and the lookup is still a parse and
+    /// a routing away, which that load overlaps.
     pub fn prefetch(&self, keys: &[&[u8]]) {
         let mut hashes = [0u64; PREFETCH_MAX];
         let n = keys.len().min(PREFETCH_MAX);
@@ -475,6 +468,9 @@ impl ReplyCache {
             for g in &self.gens {
                 g.map.prefetch_index(*h);
             }
+        }
+        if n < 2 {
+            return;
         }
         for &h in &hashes[..n] {
             for g in &self.gens {

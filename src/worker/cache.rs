@@ -314,9 +314,8 @@ impl Worker {
     /// A batch was just read: start loading the cache slots of the GETs
     /// at its head, so that their lookups, one after another as the batch
     /// is dispatched, overlap their loads from memory instead of waiting
-    /// for each in turn (cache/table.rs). A lone GET has its bucket
-    /// loaded only: its parse and routing run while that load is on its
-    /// way, and its entry's position is not known before it arrives.
+    /// for each in turn (cache/table.rs); a lone GET's bucket only (see
+    /// `ReplyCache::prefetch`).
     pub(super) fn prefetch_gets(&self, key: Key) {
         let c = &self.cache.cache;
         if !self.cache.on || c.entries() == 0 {
@@ -339,11 +338,7 @@ impl Worker {
             n += 1;
             b = rest;
         }
-        match n {
-            0 => {}
-            1 => c.prefetch_index(keys[0]),
-            _ => c.prefetch(&keys[..n]),
-        }
+        c.prefetch(&keys[..n]);
     }
 
     fn cache_now_ms(&self) -> u64 {
