@@ -485,15 +485,19 @@ impl ReplyCache {
         if !self.fills_open {
             return Err(NoFill::Paused);
         }
+        // Admission first: on a workload without locality it refuses
+        // nearly every miss, which then costs no lookup of the key (a
+        // pending or held key it admitted spends a fill's worth of credit
+        // on a key that is being filled or written anyway).
+        if !self.admission.admit(keys) {
+            self.stats.fills_refused += 1;
+            return Err(NoFill::Refused);
+        }
         if self.tickets.contains_key(key) {
             return Err(NoFill::Pending);
         }
         if self.holds[self.bucket(key)] > 0 {
             return Err(NoFill::Held);
-        }
-        if !self.admission.admit(keys) {
-            self.stats.fills_refused += 1;
-            return Err(NoFill::Refused);
         }
         let t = self.next_ticket;
         self.next_ticket = self.next_ticket.wrapping_add(1).max(1);
@@ -513,12 +517,13 @@ impl ReplyCache {
         if !self.fills_open {
             return None;
         }
-        let armable = |c: &Self, k: &[u8]| !c.tickets.contains_key(k) && c.holds[c.bucket(k)] == 0;
-        if !keys.clone().any(|k| armable(self, k)) {
-            return None;
-        }
+        // Admission first, as in `arm`.
         if !self.admission.admit(n) {
             self.stats.fills_refused += 1;
+            return None;
+        }
+        let armable = |c: &Self, k: &[u8]| !c.tickets.contains_key(k) && c.holds[c.bucket(k)] == 0;
+        if !keys.clone().any(|k| armable(self, k)) {
             return None;
         }
         let t = self.next_ticket;

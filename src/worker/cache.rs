@@ -238,12 +238,12 @@ impl<'a> Iterator for Bulks<'a> {
             _ => return None,
         }
         let eol = start + f.get(start..)?.iter().position(|&b| b == b'\n')?;
-        let len = std::str::from_utf8(f.get(start + 1..eol.checked_sub(1)?)?).ok()?;
-        if len == "-1" {
+        let digits = f.get(start + 1..eol.checked_sub(1)?)?;
+        if digits == b"-1" {
             self.pos = eol + 1;
             return f.get(start..eol + 1);
         }
-        let len: usize = len.parse().ok()?;
+        let len = usize::try_from(crate::resp::parse_i64(digits)?).ok()?;
         let body = eol + 1;
         self.pos = body + len + 2;
         if self.whole {
