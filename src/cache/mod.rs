@@ -457,10 +457,13 @@ impl ReplyCache {
     /// [`Table::prefetch_index`]): every key's bucket first, then, while
     /// those arrive, every key's entry; the old generation's too while it
     /// holds anything, since a miss in the current one goes on there.
-    /// A lone key has its buckets loaded only: the entry's position is
-    /// not known before they arrive, and the lookup is still a parse and
-    /// a routing away, which that load overlaps.
-    pub fn prefetch(&self, keys: &[&[u8]]) {
+    /// A lone key has its buckets loaded only, since the entry's position
+    /// is not known before they arrive; its hash is returned, for the
+    /// caller to ask for its entries with [`Self::prefetch_entries`] once other
+    /// work has overlapped that load (the worker reads every session with
+    /// an event first, then asks for their lone GETs' entries, then
+    /// dispatches them).
+    pub fn prefetch(&self, keys: &[&[u8]]) -> Option<u64> {
         let mut hashes = [0u64; PREFETCH_MAX];
         let n = keys.len().min(PREFETCH_MAX);
         for (h, k) in hashes.iter_mut().zip(&keys[..n]) {
@@ -470,12 +473,19 @@ impl ReplyCache {
             }
         }
         if n < 2 {
-            return;
+            return hashes[..n].first().copied();
         }
         for &h in &hashes[..n] {
-            for g in &self.gens {
-                g.map.prefetch_entry(h);
-            }
+            self.prefetch_entries(h);
+        }
+        None
+    }
+
+    /// Start loading the entries a lookup of the key of `hash` reads (its
+    /// buckets should be loaded or on their way).
+    pub fn prefetch_entries(&self, hash: u64) {
+        for g in &self.gens {
+            g.map.prefetch_entry(hash);
         }
     }
 

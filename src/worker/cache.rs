@@ -314,19 +314,18 @@ impl Worker {
     /// A batch was just read: start loading the cache slots of the GETs
     /// at its head, so that their lookups, one after another as the batch
     /// is dispatched, overlap their loads from memory instead of waiting
-    /// for each in turn (cache/table.rs); a lone GET's bucket only (see
-    /// `ReplyCache::prefetch`).
-    pub(super) fn prefetch_gets(&self, key: Key) {
+    /// for each in turn (cache/table.rs); a lone GET's bucket only, and
+    /// its hash is returned for the read batch to ask for its entry (see
+    /// `ReplyCache::prefetch`, `Worker::run_read_batch`).
+    pub(super) fn prefetch_gets(&self, key: Key) -> Option<u64> {
         let c = &self.cache.cache;
         if !self.cache.on || c.entries() == 0 {
-            return;
+            return None;
         }
-        let Some(s) = self.sessions.get(key) else {
-            return;
-        };
+        let s = self.sessions.get(key)?;
         let mut b = &s.rbuf[..];
         if b.len() < SHORTEST_GET {
-            return;
+            return None;
         }
         let mut keys: [&[u8]; PREFETCH_MAX] = [&[]; PREFETCH_MAX];
         let mut n = 0;
@@ -338,7 +337,7 @@ impl Worker {
             n += 1;
             b = rest;
         }
-        c.prefetch(&keys[..n]);
+        c.prefetch(&keys[..n])
     }
 
     fn cache_now_ms(&self) -> u64 {

@@ -158,6 +158,11 @@ pub struct Worker {
     held: Vec<Key>,
     hold_us: u64,
     dirty_backends: Vec<Key>,
+    /// Sessions whose read in this turn's events was a lone GET, with its
+    /// key's hash, dispatched together in the fabric phase
+    /// (`run_read_batch`). Emptied every turn; at most one entry per event
+    /// of a poll.
+    read_batch: Vec<(Key, u64)>,
     /// Sessions and backends whose read budget ran out with data left.
     ready_sessions: Vec<Key>,
     ready_backends: Vec<Key>,
@@ -249,6 +254,7 @@ impl Worker {
             held: Vec::new(),
             hold_us: cfg.reply_batch_wait_us,
             dirty_backends: Vec::with_capacity(64),
+            read_batch: Vec::new(),
             ready_sessions: Vec::new(),
             ready_backends: Vec::new(),
             args: Vec::with_capacity(16),
@@ -609,7 +615,7 @@ impl Handler for Worker {
                     }
                 }
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
-                    self.session_input(cx, key);
+                    self.session_input_batched(cx, key);
                 }
             }
             BACKEND => self.backend_event(cx, key, event),
@@ -620,6 +626,9 @@ impl Handler for Worker {
 
     fn on_fabric(&mut self, cx: &mut Context<'_, Timer>) {
         self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
+                                                   // What this turn's events read, first: before anything else that
+                                                   // may read a session again (the ready list below).
+        self.run_read_batch(cx);
         if !self.tick_armed {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);

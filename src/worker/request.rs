@@ -12,8 +12,62 @@ use super::*;
 
 impl Worker {
     /// Read and dispatch, with a panic fence around this one session.
+    /// Read a session's input and dispatch it, now.
     pub(super) fn session_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let r = catch_unwind(AssertUnwindSafe(|| self.session_read(cx, key)));
+        self.fenced(cx, key, |w, cx| {
+            if w.session_read(cx, key).is_some() {
+                w.session_dispatch(cx, key);
+            }
+        });
+    }
+
+    /// Read a session's input; dispatch it now, unless it is a lone GET
+    /// the cache may answer: that one waits in the read batch until every
+    /// session with an event in this turn has been read
+    /// ([`run_read_batch`](Self::run_read_batch)), so that the lookups of
+    /// all of them wait for memory together instead of one after another.
+    /// (A read of several GETs has its own lookups overlap already, and
+    /// holding many such reads would ask for more lines than the CPU's
+    /// first cache keeps until they are used.)
+    pub(super) fn session_input_batched(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        self.fenced(cx, key, |w, cx| match w.session_read(cx, key) {
+            Some(Some(lone)) => w.read_batch.push((key, lone)),
+            Some(None) => w.session_dispatch(cx, key),
+            None => {}
+        });
+    }
+
+    /// Dispatch the lone GETs read in this turn's events: first their
+    /// entries are asked for (their buckets were asked for at the read and
+    /// have arrived by now), then each is dispatched in the order it was
+    /// read.
+    pub(super) fn run_read_batch(&mut self, cx: &mut Context<'_, Timer>) {
+        if self.read_batch.is_empty() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.read_batch);
+        if batch.len() > 1 {
+            for &(_, lone) in &batch {
+                self.cache.cache.prefetch_entries(lone);
+            }
+        }
+        for &(key, _) in &batch {
+            self.fenced(cx, key, |w, cx| w.session_dispatch(cx, key));
+        }
+        // The list's buffer is kept for the next turn.
+        batch.clear();
+        self.read_batch = batch;
+    }
+
+    /// Run `f` for the session `key`; a panic inside closes that session
+    /// only.
+    fn fenced(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        key: Key,
+        f: impl FnOnce(&mut Self, &mut Context<'_, Timer>),
+    ) {
+        let r = catch_unwind(AssertUnwindSafe(|| f(self, cx)));
         if r.is_err() {
             let id = self.sessions.get(key).map(|s| s.id).unwrap_or(0);
             log::error!(
@@ -25,14 +79,18 @@ impl Worker {
         }
     }
 
-    pub(super) fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+    /// Take in what a session sent: a backlog a pause held back is
+    /// dispatched first, then the socket is read (unless the session may
+    /// not read now). `None`: nothing more to do for it in this turn
+    /// (gone, closing, draining, or closed on a read error). Otherwise,
+    /// when what it read starts with a lone GET and the cache has
+    /// entries, that key's hash (see `ReplyCache::prefetch`).
+    fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) -> Option<Option<u64>> {
         let draining = self.draining.is_some();
-        let Some(s) = self.sessions.get_mut(key) else {
-            return;
-        };
+        let s = self.sessions.get_mut(key)?;
         let s = match s.input() {
             // It reads and dispatches nothing more: closed once written.
-            Input::Closing => return,
+            Input::Closing => return None,
             // Requests held back by a pause go before any new input, so a
             // session that keeps pausing holds one read's worth at most.
             // Draining (SIGTERM), they are still dispatched, though nothing
@@ -44,10 +102,10 @@ impl Worker {
                     // Still a backlog: a command going in waves took its
                     // turn, and nothing more is read until it is done.
                     Some(s) if !draining && !s.input().has_backlog() && !s.input().is_paused() => s,
-                    _ => return,
+                    _ => return None,
                 }
             }
-            _ if draining => return,
+            _ if draining => return None,
             _ => s,
         };
         // A paused session reads nothing until it resumes. A blocked one
@@ -67,19 +125,24 @@ impl Worker {
                 ReadOutcome::Overflow => {
                     self.obs.stats.counters.evicted_qbuf += 1; // observe
                     self.query_limit_close(cx, key);
-                    return;
+                    return None;
                 }
                 ReadOutcome::Error(e) => {
                     self.obs.stats.counters.client_err += 1; // observe
                     log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
                     self.close_session(cx, key);
-                    return;
+                    return None;
                 }
             }
             s.last_active = cx.now;
             s.batch_start = s.ring.next_seq();
-            self.prefetch_gets(key);
+            return Some(self.prefetch_gets(key));
         }
+        Some(None)
+    }
+
+    /// Dispatch what a session has read, then close it if it is finished.
+    fn session_dispatch(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         self.process_input(cx, key);
         let Some(s) = self.sessions.get_mut(key) else {
             return;
