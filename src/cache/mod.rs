@@ -459,10 +459,9 @@ impl ReplyCache {
     /// holds anything, since a miss in the current one goes on there.
     /// A lone key has its buckets loaded only, since the entry's position
     /// is not known before they arrive; its hash is returned, for the
-    /// caller to ask for its entries with [`Self::prefetch_entries`] once other
-    /// work has overlapped that load (the worker reads every session with
-    /// an event first, then asks for their lone GETs' entries, then
-    /// dispatches them).
+    /// caller to ask for its entries ([`Self::prefetch_entries`]) once
+    /// other work has overlapped that load (the worker's read batch:
+    /// the other sessions' reads of the same turn).
     pub fn prefetch(&self, keys: &[&[u8]]) -> Option<u64> {
         let mut hashes = [0u64; PREFETCH_MAX];
         let n = keys.len().min(PREFETCH_MAX);

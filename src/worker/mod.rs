@@ -626,8 +626,9 @@ impl Handler for Worker {
 
     fn on_fabric(&mut self, cx: &mut Context<'_, Timer>) {
         self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
-                                                   // What this turn's events read, first: before anything else that
-                                                   // may read a session again (the ready list below).
+
+        // The lone GETs this turn's events read, first: before anything
+        // else may read those sessions again (the ready list below).
         self.run_read_batch(cx);
         if !self.tick_armed {
             self.tick_armed = true;

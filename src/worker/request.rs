@@ -10,12 +10,24 @@
 //! `before_sleep`).
 use super::*;
 
+/// What [`Worker::session_read`] left for the session's dispatch.
+enum Taken {
+    /// Nothing more this turn: gone, closing, draining, or closed on a
+    /// read error.
+    Nothing,
+    /// Input to dispatch (or only a backlog's leftovers to go on with).
+    Input,
+    /// What it read starts with a lone GET the cache may answer: its
+    /// key's hash, the bucket asked for (see `ReplyCache::prefetch`).
+    LoneGet(u64),
+}
+
 impl Worker {
-    /// Read and dispatch, with a panic fence around this one session.
-    /// Read a session's input and dispatch it, now.
+    /// Read a session's input and dispatch it now, with a panic fence
+    /// around this one session.
     pub(super) fn session_input(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         self.fenced(cx, key, |w, cx| {
-            if w.session_read(cx, key).is_some() {
+            if !matches!(w.session_read(cx, key), Taken::Nothing) {
                 w.session_dispatch(cx, key);
             }
         });
@@ -31,9 +43,9 @@ impl Worker {
     /// first cache keeps until they are used.)
     pub(super) fn session_input_batched(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         self.fenced(cx, key, |w, cx| match w.session_read(cx, key) {
-            Some(Some(lone)) => w.read_batch.push((key, lone)),
-            Some(None) => w.session_dispatch(cx, key),
-            None => {}
+            Taken::LoneGet(hash) => w.read_batch.push((key, hash)),
+            Taken::Input => w.session_dispatch(cx, key),
+            Taken::Nothing => {}
         });
     }
 
@@ -81,16 +93,15 @@ impl Worker {
 
     /// Take in what a session sent: a backlog a pause held back is
     /// dispatched first, then the socket is read (unless the session may
-    /// not read now). `None`: nothing more to do for it in this turn
-    /// (gone, closing, draining, or closed on a read error). Otherwise,
-    /// when what it read starts with a lone GET and the cache has
-    /// entries, that key's hash (see `ReplyCache::prefetch`).
-    fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) -> Option<Option<u64>> {
+    /// not read now).
+    fn session_read(&mut self, cx: &mut Context<'_, Timer>, key: Key) -> Taken {
         let draining = self.draining.is_some();
-        let s = self.sessions.get_mut(key)?;
+        let Some(s) = self.sessions.get_mut(key) else {
+            return Taken::Nothing;
+        };
         let s = match s.input() {
             // It reads and dispatches nothing more: closed once written.
-            Input::Closing => return None,
+            Input::Closing => return Taken::Nothing,
             // Requests held back by a pause go before any new input, so a
             // session that keeps pausing holds one read's worth at most.
             // Draining (SIGTERM), they are still dispatched, though nothing
@@ -102,10 +113,10 @@ impl Worker {
                     // Still a backlog: a command going in waves took its
                     // turn, and nothing more is read until it is done.
                     Some(s) if !draining && !s.input().has_backlog() && !s.input().is_paused() => s,
-                    _ => return None,
+                    _ => return Taken::Nothing,
                 }
             }
-            _ if draining => return None,
+            _ if draining => return Taken::Nothing,
             _ => s,
         };
         // A paused session reads nothing until it resumes. A blocked one
@@ -125,20 +136,22 @@ impl Worker {
                 ReadOutcome::Overflow => {
                     self.obs.stats.counters.evicted_qbuf += 1; // observe
                     self.query_limit_close(cx, key);
-                    return None;
+                    return Taken::Nothing;
                 }
                 ReadOutcome::Error(e) => {
                     self.obs.stats.counters.client_err += 1; // observe
                     log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
                     self.close_session(cx, key);
-                    return None;
+                    return Taken::Nothing;
                 }
             }
             s.last_active = cx.now;
             s.batch_start = s.ring.next_seq();
-            return Some(self.prefetch_gets(key));
+            if let Some(hash) = self.prefetch_gets(key) {
+                return Taken::LoneGet(hash);
+            }
         }
-        Some(None)
+        Taken::Input
     }
 
     /// Dispatch what a session has read, then close it if it is finished.
