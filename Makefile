@@ -8,7 +8,8 @@
 #   make bench      mithril vs a direct cluster connection, figures only
 #                   (ROUNDS=9 make bench; make bench MODE=callgrind)
 #   make bench-memory  RSS with idle clients and under non-reading floods
-#   make lint       rustfmt check + clippy with warnings as errors
+#   make lint       rustfmt check + clippy with warnings as errors, and
+#                   tools/check-seams (the placement and backend seams)
 #   make install    binary, man pages and (unless one exists) the config file:
 #                     $(DESTDIR)$(BINDIR)/mithril
 #                     $(DESTDIR)$(MANDIR)/man8/mithril.8, man5/mithril.conf.5
@@ -120,6 +121,7 @@ bench-stats: check-redis build
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	sh tools/check-seams
 
 clean:
 	$(CARGO) clean

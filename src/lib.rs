@@ -20,6 +20,7 @@ pub mod hll;
 pub mod local;
 pub mod logging;
 pub mod metrics;
+pub mod placement;
 pub mod resp;
 pub mod router;
 pub mod script;

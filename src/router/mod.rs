@@ -24,8 +24,8 @@ pub use redirect::{
 
 use crate::acl::{Acl, User};
 use crate::command::{self, flags, Args, Command, Fanout, LocalCmd, Rejection, Route, Wide};
+use crate::placement::{Locate, Unit};
 use crate::resp::Proto;
-use crate::topology::{key_slot, Topology};
 use bytes::Bytes;
 
 /// `maxmemory` refusal (Redis's text).
@@ -59,6 +59,21 @@ const ERR_IN_MULTI: &[u8] =
 /// than the watched one's while a WATCH is in force (Redis's text).
 pub const ERR_CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_WATCH_IN_MULTI: &[u8] = b"-ERR WATCH inside MULTI is not allowed\r\n";
+/// A MONITOR client's command that reads or writes keys: a node treats a
+/// monitor as a replica, and refuses it so (Redis's text).
+pub const ERR_KEYSPACE: &[u8] = b"-ERR Replica can't interact with the keyspace\r\n";
+/// DEBUG subcommands whose arguments after the name are keys (all of
+/// them for DIGEST-VALUE, the first for the others): sent where their
+/// keys live.
+pub const DEBUG_KEYED: &[&str] = &[
+    "object",
+    "sdslen",
+    "ziplist",
+    "listpack",
+    "quicklist",
+    "htstats-key",
+    "digest-value",
+];
 
 /// What the router needs to know of the session (and of the process-wide
 /// memory gate) to decide. Built by the worker per request from plain
@@ -86,9 +101,15 @@ pub struct View<'a> {
     /// The ACL store and the session's user, when that user is restricted
     /// (None: the user may run everything, the common case).
     pub acl: Option<(&'a Acl, &'a User)>,
-    /// A WATCH pins the session to the master of this slot (its
+    /// A WATCH pins the session to the master of this unit (its
     /// connection is alive).
-    pub pin: Option<u16>,
+    pub pin: Option<Unit>,
+    /// The unit the open transaction's keys belong to, once it has one
+    /// (the watched unit from MULTI on, when watching).
+    pub txn_unit: Option<Unit>,
+    /// The session is a MONITOR client (a node's replica, for the
+    /// keyspace commands it may no longer run).
+    pub monitor: bool,
 }
 
 /// Why a request is answered with an error before it runs, and what that
@@ -150,37 +171,39 @@ pub enum Decision {
     /// Answer with an error now; nothing is sent anywhere. Boxed so a
     /// decision stays two words (it is returned on every request).
     Refuse(Box<Refusal>),
-    /// To the master of `slot`, or a replica when `read` and read
+    /// To the master of `unit`, or a replica when `read` and read
     /// splitting allow.
-    Slot { slot: u16, read: bool },
+    Unit { unit: Unit, read: bool },
     /// A keyless command any master can answer (rotated over masters).
     AnyMaster,
     /// EVAL / EVAL_RO: the body is remembered (`crate::script`), then the
-    /// request goes as `Slot` for the first key's slot, or as `AnyMaster`
+    /// request goes as `Unit` for the first key's unit, or as `AnyMaster`
     /// without keys.
-    Eval { slot: Option<u16>, read: bool },
+    Eval { unit: Option<Unit>, read: bool },
     /// PUBLISH and PUBSUB: the node every subscriber connection goes to.
     PubsubHome,
-    /// Split per slot, parts merged in order.
+    /// Split per unit, parts merged in order.
     Fanout(Fanout),
     /// Involves every master.
     Wide(Wide),
     /// A blocking command: on a leased connection to the master of
-    /// `slot`.
-    Lease { slot: u16 },
+    /// `unit`.
+    Lease { unit: Unit },
     /// (P)SUBSCRIBE / (P)UNSUBSCRIBE on the session's subscriber
     /// connection.
     Subscribe,
-    /// WATCH of keys that all hash to `slot`: on the session's pinned
+    /// WATCH of keys that all belong to `unit`: on the session's pinned
     /// connection, taken now when it has none (`worker/watch.rs`).
-    Watch { slot: u16 },
+    Watch { unit: Unit },
     /// UNWATCH outside MULTI: releases the pin, or +OK when there is none.
     Unwatch,
-    /// A WATCH is in force and the command's keys (if any) hash to the
-    /// watched slot: on the pinned connection, in order.
+    /// A WATCH is in force and the command's keys (if any) belong to the
+    /// watched unit: on the pinned connection, in order.
     Pinned,
-    /// Queued in the open transaction (answered +QUEUED or refused there).
-    Queue,
+    /// Queued in the open transaction (answered +QUEUED or refused there
+    /// for its size); `unit` is the unit of its keys, which the
+    /// transaction takes if it had none (None: no key).
+    Queue { unit: Option<Unit> },
     /// MULTI / EXEC / DISCARD.
     Txn(TxnOp),
     /// PING of a RESP2 subscribed client: `["pong", message]`.
@@ -224,17 +247,19 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 ///    `script_oom`): `Refuse` with OOM (dooms MULTI).
 /// 4. A restricted user without the right to this command, key or
 ///    channel: `Refuse` with NOPERM (dooms MULTI).
-/// 5. Outside MULTI, not subscribed and not watching, a single-slot command that does
-///    not block: `Slot` for its first key's slot, `AnyMaster` when the call
-///    has no key (EVALSHA with numkeys 0). This is the hot path.
+/// 5. Outside MULTI, not subscribed, not watching and not a monitor, a
+///    single-unit command that does not block: `Unit` for its first key's
+///    unit, `AnyMaster` when the call has no key (EVALSHA with numkeys 0).
+///    This is the hot path.
 /// 6. A RESP2 subscribed session and a command that context does not
 ///    allow: `Refuse` with Redis's "only (P|S)SUBSCRIBE ..." error.
 /// 7. Inside MULTI while a script runs long (`View::scripts_busy`), any
 ///    command but those flagged allow-busy, EXEC included: `Refuse` with
 ///    BUSY. Then any command but EXEC, DISCARD, MULTI, QUIT, RESET
 ///    and WATCH: `Queue`, or `Refuse` (dooming the transaction)
-///    for an unknown command or one that cannot run inside a transaction
-///    through the proxy.
+///    for an unknown command, one that cannot run inside a transaction
+///    through the proxy, or keys of a unit other than the transaction's
+///    (CROSSSLOT).
 /// 8. A WATCH in force (`View::pin`), for a routed command: `Pinned` when
 ///    every key hashes to the watched slot (or it has none and any master
 ///    may answer it), `Refuse` with CROSSSLOT for a key elsewhere.
@@ -243,24 +268,30 @@ fn refusal(reply: Bytes, dooms_txn: bool) -> Refusal {
 /// 9. By the command's route: `Lease` (blocking, including XREAD with
 ///    BLOCK), `Slot`, `Eval` (EVAL, EVAL_RO), `AnyMaster`, `PubsubHome`
 ///    (PUBLISH, PUBSUB),
-///    `Fanout`, `Wide`, `Subscribe`, `Slot` of the slot named in `argv[2]`
-///    (`Refuse` when it is not a slot number), `Refuse` with the
+///    `Fanout`, `Wide` (DEBUG of a key: `Unit`, or `Refuse` with CROSSSLOT
+///    for keys of several units), `Subscribe` (`Refuse` with CROSSSLOT
+///    for shard channels of several units), `Unit` of the slot named in
+///    `argv[2]` (`Refuse` when it is not a slot number), `Refuse` with the
 ///    unknown-command error for unsupported commands, and for local
 ///    commands `Txn`, `SubscribedPing` (RESP2, subscribed, at most one
 ///    argument), `Reset`, `Gather`, `Watch` (`Refuse` with CROSSSLOT for
 ///    keys of several slots or of a slot other than the watched one, and
 ///    Redis's error inside MULTI), `Unwatch` or `Local`.
 ///
-/// Routed outcomes (`Slot`, `Eval`, `AnyMaster`, `PubsubHome`, `Fanout`,
+/// Routed outcomes (`Unit`, `Eval`, `AnyMaster`, `PubsubHome`, `Fanout`,
 /// `Wide`, `Lease`) are refused with CLUSTERDOWN while no topology is known.
+///
+/// Last, a MONITOR client's command that reads or writes keys, whatever
+/// was decided but a refusal or a queued command, is refused as a node
+/// refuses its replica (`ERR_KEYSPACE`).
 ///
 /// [`resolve`] and [`decide_command`] are the two halves, for a caller
 /// that wants the command before the decision (the worker stamps it).
-pub fn decide(v: &View<'_>, args: &Args<'_>, topo: &Topology) -> Decided {
+pub fn decide(v: &View<'_>, args: &Args<'_>, loc: &impl Locate) -> Decided {
     match resolve(args) {
         Ok(cmd) => Decided {
             cmd: Some(cmd),
-            decision: decide_command(v, cmd, args, topo),
+            decision: decide_command(v, cmd, args, loc),
         },
         Err(refused) => Decided {
             cmd: None,
@@ -291,8 +322,33 @@ pub fn decide_command(
     v: &View<'_>,
     cmd: &'static Command,
     args: &Args<'_>,
-    topo: &Topology,
+    loc: &impl Locate,
 ) -> Decision {
+    let d = route(v, cmd, args, loc);
+    if v.monitor {
+        return monitored(cmd, d);
+    }
+    d
+}
+
+/// The last check of [`decide`]: a monitor's keyspace command.
+#[cold]
+fn monitored(cmd: &'static Command, d: Decision) -> Decision {
+    match d {
+        Decision::Refuse(_) | Decision::Queue { .. } => d,
+        _ if cmd.flags & (flags::READONLY | flags::WRITE | flags::MAY_REPLICATE) != 0 => {
+            Decision::Refuse(Box::new(Refusal {
+                reply: Bytes::from_static(ERR_KEYSPACE),
+                rejected: Some(Some(cmd)),
+                dooms_txn: true,
+            }))
+        }
+        _ => d,
+    }
+}
+
+#[inline]
+fn route(v: &View<'_>, cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) -> Decision {
     // 2. Authentication.
     if !v.authenticated && cmd.flags & flags::NO_AUTH == 0 {
         return Decision::Refuse(Box::new(Refusal {
@@ -317,12 +373,12 @@ pub fn decide_command(
         }
     }
     // 5. The hot path.
-    let plain = !v.in_txn && v.subscribed == 0 && v.pin.is_none();
+    let plain = !v.in_txn && v.subscribed == 0 && v.pin.is_none() && !v.monitor;
     if plain && cmd.route == Route::Slot && !command::is_blocking_call(cmd, args) {
-        if topo.is_empty() {
+        if !loc.is_known() {
             return no_topology();
         }
-        return slot_of_first_key(cmd, args);
+        return unit_of_first_key(cmd, args, loc);
     }
     // 6. The RESP2 subscribed context.
     if v.proto == Proto::Resp2 && v.subscribed > 0 && !allowed_when_subscribed(cmd) {
@@ -339,28 +395,28 @@ pub fn decide_command(
         if v.pin.is_some() && cmd.route == Route::ClusterWide(Wide::Flushall) {
             return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_IN_MULTI), true)));
         }
-        return queue_in_txn(cmd, args);
+        return queue_in_txn(v, cmd, args, loc);
     }
     // 8. A WATCH in force.
     if let Some(pinned) = v.pin {
-        if let Some(d) = while_watching(cmd, args, pinned) {
+        if let Some(d) = while_watching(cmd, args, pinned, loc) {
             return d;
         }
     }
     // 9. The route.
     let routed = match cmd.route {
-        Route::Local(LocalCmd::Config) if !topo.is_empty() => match config_route(cmd, args) {
+        Route::Local(LocalCmd::Config) if loc.is_known() => match config_route(cmd, args) {
             Some(d) => d,
             None => return Decision::Local(LocalCmd::Config),
         },
-        Route::Local(which) => return local(v, which, args),
+        Route::Local(which) => return local(v, which, args, loc),
         Route::Unsupported => {
             let r = unsupported_reply(cmd, args);
             return Decision::Refuse(Box::new(refusal(r, false)));
         }
-        Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args),
-        Route::Blocking => lease(cmd, args),
-        Route::Slot => slot_of_first_key(cmd, args),
+        Route::Slot if command::is_blocking_call(cmd, args) => lease(cmd, args, loc),
+        Route::Blocking => lease(cmd, args, loc),
+        Route::Slot => unit_of_first_key(cmd, args, loc),
         // A key without its value: Redis's arity error, before anything
         // is sent (a node would say CROSSSLOT first for keys of several
         // slots, which a single server never says).
@@ -368,14 +424,14 @@ pub fn decide_command(
             let r = command::wrong_arity_reply(cmd);
             return Decision::Refuse(Box::new(refusal(Bytes::from(r), false)));
         }
-        Route::SlotPairs => slot_of_first_key(cmd, args),
-        Route::Eval => match slot_of_first_key(cmd, args) {
-            Decision::Slot { slot, read } => Decision::Eval {
-                slot: Some(slot),
+        Route::SlotPairs => unit_of_first_key(cmd, args, loc),
+        Route::Eval => match unit_of_first_key(cmd, args, loc) {
+            Decision::Unit { unit, read } => Decision::Eval {
+                unit: Some(unit),
                 read,
             },
             _ => Decision::Eval {
-                slot: None,
+                unit: None,
                 read: cmd.flags & flags::READONLY != 0,
             },
         },
@@ -384,7 +440,17 @@ pub fn decide_command(
         }
         Route::AnyMaster => Decision::AnyMaster,
         Route::Fanout(kind) => Decision::Fanout(kind),
+        Route::ClusterWide(Wide::Debug) => debug(args, loc),
         Route::ClusterWide(wide) => Decision::Wide(wide),
+        Route::Pubsub if matches!(cmd.name, "ssubscribe" | "sunsubscribe") => {
+            // A node takes the shard channels of one unit per command.
+            let mut units = (1..args.len()).map(|i| loc.unit_of(args.get(i).unwrap_or_default()));
+            let first = units.next();
+            if units.any(|u| Some(u) != first) {
+                return crossslot();
+            }
+            return Decision::Subscribe;
+        }
         Route::Pubsub => return Decision::Subscribe,
         Route::SlotArg => match args
             .get(2)
@@ -392,13 +458,16 @@ pub fn decide_command(
             .and_then(|s| s.parse::<u16>().ok())
             .filter(|&s| s < 16384)
         {
-            Some(slot) => Decision::Slot { slot, read: false },
+            Some(slot) => Decision::Unit {
+                unit: slot,
+                read: false,
+            },
             None => {
                 return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_BAD_SLOT), false)))
             }
         },
     };
-    if topo.is_empty() {
+    if !loc.is_known() {
         return no_topology();
     }
     routed
@@ -438,19 +507,60 @@ fn config_route(cmd: &Command, args: &Args<'_>) -> Option<Decision> {
 }
 
 #[inline]
-fn slot_of_first_key(cmd: &'static Command, args: &Args<'_>) -> Decision {
+fn unit_of_first_key(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) -> Decision {
     match command::first_key(cmd, args).and_then(|i| args.get(i)) {
-        Some(k) => Decision::Slot {
-            slot: key_slot(k),
+        Some(k) => Decision::Unit {
+            unit: loc.unit_of(k),
             read: cmd.flags & flags::READONLY != 0,
         },
         None => Decision::AnyMaster,
     }
 }
 
-fn lease(cmd: &'static Command, args: &Args<'_>) -> Decision {
+fn lease(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) -> Decision {
     match command::first_key(cmd, args).and_then(|i| args.get(i)) {
-        Some(k) => Decision::Lease { slot: key_slot(k) },
+        Some(k) => Decision::Lease {
+            unit: loc.unit_of(k),
+        },
+        None => Decision::AnyMaster,
+    }
+}
+
+#[cold]
+fn crossslot() -> Decision {
+    Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)))
+}
+
+/// DEBUG: the subcommands about one key go where it lives (keys of
+/// several units: CROSSSLOT; none: any master, for the node's own
+/// answer); the refused ones are answered here; the rest go to every
+/// master.
+fn debug(args: &Args<'_>, loc: &impl Locate) -> Decision {
+    let sub = args.get(1).unwrap_or_default();
+    if debug_refused(args) {
+        let sub = String::from_utf8_lossy(sub).to_uppercase();
+        let e = format!("-ERR mithril: DEBUG {sub} is not relayed to the cluster's nodes\r\n");
+        return Decision::Refuse(Box::new(refusal(Bytes::from(e), false)));
+    }
+    if !DEBUG_KEYED
+        .iter()
+        .any(|k| sub.eq_ignore_ascii_case(k.as_bytes()))
+    {
+        return Decision::Wide(Wide::Debug);
+    }
+    let last = if sub.eq_ignore_ascii_case(b"digest-value") {
+        args.len()
+    } else {
+        3
+    };
+    let mut units = (2..last.min(args.len())).map(|i| loc.unit_of(args.get(i).unwrap_or_default()));
+    match units.next() {
+        Some(first) if units.all(|u| u == first) => Decision::Unit {
+            unit: first,
+            read: false,
+        },
+        Some(_) => crossslot(),
+        // No key: the node's own answer (arity, or an empty list).
         None => Decision::AnyMaster,
     }
 }
@@ -464,8 +574,13 @@ fn no_topology() -> Decision {
 }
 
 /// Outcome 8 of [`decide`]: what a routed command does while the session
-/// watches keys of slot `pinned` (None: it is routed as usual).
-fn while_watching(cmd: &'static Command, args: &Args<'_>, pinned: u16) -> Option<Decision> {
+/// watches keys of unit `pinned` (None: it is routed as usual).
+fn while_watching(
+    cmd: &'static Command,
+    args: &Args<'_>,
+    pinned: Unit,
+    loc: &impl Locate,
+) -> Option<Decision> {
     match cmd.route {
         Route::Slot
         | Route::SlotPairs
@@ -479,7 +594,7 @@ fn while_watching(cmd: &'static Command, args: &Args<'_>, pinned: u16) -> Option
         return None; // no key: the pub/sub home node, as usual
     }
     let elsewhere =
-        command::keys(cmd, args).any(|i| key_slot(args.get(i).unwrap_or_default()) != pinned);
+        command::keys(cmd, args).any(|i| loc.unit_of(args.get(i).unwrap_or_default()) != pinned);
     Some(if elsewhere {
         Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)))
     } else {
@@ -487,9 +602,9 @@ fn while_watching(cmd: &'static Command, args: &Args<'_>, pinned: u16) -> Option
     })
 }
 
-/// WATCH: every key in one slot, and that slot the watched one's when a
+/// WATCH: every key in one unit, and that unit the watched one's when a
 /// WATCH is in force already.
-fn watch(v: &View<'_>, args: &Args<'_>) -> Decision {
+fn watch(v: &View<'_>, args: &Args<'_>, loc: &impl Locate) -> Decision {
     if v.in_txn {
         // Redis's answer; the transaction is not doomed by it.
         return Decision::Refuse(Box::new(refusal(
@@ -497,17 +612,17 @@ fn watch(v: &View<'_>, args: &Args<'_>) -> Decision {
             false,
         )));
     }
-    let mut slots = (1..args.len()).map(|i| key_slot(args.get(i).unwrap_or_default()));
-    let first = slots.next().unwrap_or(0);
-    if slots.any(|s| s != first) || v.pin.is_some_and(|p| p != first) {
+    let mut units = (1..args.len()).map(|i| loc.unit_of(args.get(i).unwrap_or_default()));
+    let first = units.next().unwrap_or(0);
+    if units.any(|s| s != first) || v.pin.is_some_and(|p| p != first) {
         return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)));
     }
-    Decision::Watch { slot: first }
+    Decision::Watch { unit: first }
 }
 
-fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>) -> Decision {
+fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>, loc: &impl Locate) -> Decision {
     match which {
-        LocalCmd::Watch => watch(v, args),
+        LocalCmd::Watch => watch(v, args, loc),
         LocalCmd::Unwatch => Decision::Unwatch,
         LocalCmd::Multi => Decision::Txn(TxnOp::Multi),
         LocalCmd::Exec => Decision::Txn(TxnOp::Exec),
@@ -538,36 +653,60 @@ fn debug_refused(args: &Args<'_>) -> bool {
     })
 }
 
-fn queue_in_txn(cmd: &'static Command, args: &Args<'_>) -> Decision {
+fn queue_in_txn(
+    v: &View<'_>,
+    cmd: &'static Command,
+    args: &Args<'_>,
+    loc: &impl Locate,
+) -> Decision {
     if cmd.flags & flags::NO_MULTI != 0 {
         // SAVE, SHUTDOWN, SYNC, PSYNC: Redis's own refusal.
         return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_NO_MULTI), true)));
     }
+    let d = queueable(cmd, args);
+    if !matches!(d, Decision::Queue { .. }) {
+        return d;
+    }
+    // Every key of the transaction in one unit, as a node requires of its
+    // keys in one slot.
+    let mut unit = v.txn_unit;
+    for i in command::keys(cmd, args) {
+        let u = loc.unit_of(args.get(i).unwrap_or_default());
+        match unit {
+            None => unit = Some(u),
+            Some(t) if t == u => {}
+            Some(_) => {
+                return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), true)))
+            }
+        }
+    }
+    Decision::Queue { unit }
+}
+
+/// What may be queued inside MULTI, by route.
+fn queueable(cmd: &'static Command, args: &Args<'_>) -> Decision {
+    const QUEUE: Decision = Decision::Queue { unit: None };
     match cmd.route {
         Route::Slot
         | Route::SlotPairs
         | Route::Eval
         | Route::Fanout(_)
         | Route::AnyMaster
-        | Route::Blocking => Decision::Queue,
+        | Route::Blocking => QUEUE,
         // UNWATCH too, as on a node (where it does nothing inside EXEC).
-        Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time | LocalCmd::Unwatch) => {
-            Decision::Queue
-        }
+        Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time | LocalCmd::Unwatch) => QUEUE,
         // MONITOR too: the node's EXEC answers it Redis's "MONITOR isn't
         // allowed for DENY BLOCKING client" in the transaction's reply.
-        Route::Local(LocalCmd::Monitor) => Decision::Queue,
+        Route::Local(LocalCmd::Monitor) => QUEUE,
         // Inside a transaction a node answers WAIT at once, with what it
         // has: it runs there with the rest.
-        Route::ClusterWide(Wide::Wait) => Decision::Queue,
+        Route::ClusterWide(Wide::Wait) => QUEUE,
         // FLUSHALL / FLUSHDB, SCRIPT LOAD / FLUSH: in the transaction on its node,
         // and on the other masters just before EXEC is sent (worker/txn.rs).
-        Route::ClusterWide(Wide::Flushall | Wide::ScriptLoad | Wide::ScriptFlush) => {
-            Decision::Queue
-        }
+        Route::ClusterWide(Wide::Flushall | Wide::ScriptLoad | Wide::ScriptFlush) => QUEUE,
         // DEBUG too (the suite's DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): it
         // runs on the transaction's node, as in a transaction on a node.
-        Route::ClusterWide(Wide::Debug) if !debug_refused(args) => Decision::Queue,
+        Route::ClusterWide(Wide::Debug) if !debug_refused(args) => QUEUE,
         Route::Unsupported => {
             let r = unsupported_reply(cmd, args);
             Decision::Refuse(Box::new(refusal(r, true)))

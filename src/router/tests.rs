@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::command::testutil::Call;
-use crate::topology::{Node, Role as NodeRole, Shard};
+use crate::topology::{key_slot, Node, Role as NodeRole, Shard, Topology};
 
 fn topo() -> Topology {
     let node = |i: u8| Node {
@@ -41,6 +41,8 @@ fn plain() -> View<'static> {
         scripts_busy: false,
         acl: None,
         pin: None,
+        txn_unit: None,
+        monitor: false,
     }
 }
 
@@ -50,6 +52,10 @@ fn decide_with(v: &View<'_>, words: &[&str]) -> Decided {
 
 fn decision(v: &View<'_>, words: &[&str]) -> Decision {
     decide_with(v, words).decision
+}
+
+fn queued(d: Decision) -> bool {
+    matches!(d, Decision::Queue { .. })
 }
 
 /// The refusal's reply as text, or a panic naming what was decided.
@@ -101,7 +107,7 @@ fn over_memory_refuses_denyoom_commands_and_exec_of_such_a_transaction() {
     assert_eq!(text.as_bytes(), ERR_OOM);
     assert!(r.dooms_txn && r.rejected.is_none());
     // Reads and deletions still run.
-    assert!(matches!(decision(&v, &["get", "k"]), Decision::Slot { .. }));
+    assert!(matches!(decision(&v, &["get", "k"]), Decision::Unit { .. }));
     assert_eq!(
         decision(&v, &["del", "k"]),
         Decision::Fanout(Fanout::SumIntegers)
@@ -206,7 +212,7 @@ fn restricted_users_are_checked_against_their_rights() {
     assert!(text.starts_with("-NOPERM"), "{text}");
     assert!(matches!(
         decision(&v, &["get", "app:1"]),
-        Decision::Slot { read: true, .. }
+        Decision::Unit { read: true, .. }
     ));
 }
 
@@ -215,22 +221,22 @@ fn single_key_commands_go_to_their_slot() {
     // "foo" hashes to 12182, "{user1}" tags to the slot of "user1".
     assert_eq!(
         decision(&plain(), &["get", "foo"]),
-        Decision::Slot {
-            slot: 12182,
+        Decision::Unit {
+            unit: 12182,
             read: true
         }
     );
     assert_eq!(
         decision(&plain(), &["set", "foo", "1"]),
-        Decision::Slot {
-            slot: 12182,
+        Decision::Unit {
+            unit: 12182,
             read: false
         }
     );
     assert_eq!(
         decision(&plain(), &["set", "{user1}.a", "1"]),
-        Decision::Slot {
-            slot: key_slot(b"user1"),
+        Decision::Unit {
+            unit: key_slot(b"user1"),
             read: false
         }
     );
@@ -258,7 +264,7 @@ fn scripts_and_functions_go_where_their_first_key_lives() {
     ] {
         assert_eq!(
             decision(&plain(), words),
-            Decision::Eval { slot, read },
+            Decision::Eval { unit: slot, read },
             "{words:?}"
         );
     }
@@ -268,37 +274,37 @@ fn scripts_and_functions_go_where_their_first_key_lives() {
     for (words, want) in [
         (
             &["evalsha", SHA, "1", "foo"][..],
-            Decision::Slot {
-                slot: 12182,
+            Decision::Unit {
+                unit: 12182,
                 read: false,
             },
         ),
         (
             &["evalsha_ro", SHA, "1", "foo"],
-            Decision::Slot {
-                slot: 12182,
+            Decision::Unit {
+                unit: 12182,
                 read: true,
             },
         ),
         (
             &["evalsha", SHA, "2", "foo", "bar"],
-            Decision::Slot {
-                slot: 12182,
+            Decision::Unit {
+                unit: 12182,
                 read: false,
             },
         ),
         (&["evalsha_ro", SHA, "0"], Decision::AnyMaster),
         (
             &["fcall", "f", "1", "foo"],
-            Decision::Slot {
-                slot: 12182,
+            Decision::Unit {
+                unit: 12182,
                 read: false,
             },
         ),
         (
             &["fcall_ro", "f", "1", "foo", "x"],
-            Decision::Slot {
-                slot: 12182,
+            Decision::Unit {
+                unit: 12182,
                 read: true,
             },
         ),
@@ -372,7 +378,7 @@ fn inside_multi_script_calls_and_loads_queue_and_management_is_refused() {
         &["script", "load", "return 1"],
         &["script", "flush"],
     ] {
-        assert_eq!(decision(&v, words), Decision::Queue, "{words:?}");
+        assert!(queued(decision(&v, words)), "{words:?}");
     }
     let (text, r) = refused(&v, &["script", "kill"]);
     assert!(text.contains("cannot be used inside MULTI"), "{text}");
@@ -426,7 +432,7 @@ fn resp2_subscribed_sessions_may_only_subscribe_ping_quit_reset() {
     };
     assert!(matches!(
         decision(&v3, &["get", "k"]),
-        Decision::Slot { .. }
+        Decision::Unit { .. }
     ));
     assert_eq!(decision(&v3, &["ping"]), Decision::Local(LocalCmd::Ping));
 }
@@ -437,11 +443,11 @@ fn inside_multi_commands_queue_or_doom_the_transaction() {
         in_txn: true,
         ..plain()
     };
-    assert_eq!(decision(&v, &["set", "k", "v"]), Decision::Queue);
-    assert_eq!(decision(&v, &["mget", "a", "b"]), Decision::Queue);
-    assert_eq!(decision(&v, &["blpop", "q", "0"]), Decision::Queue);
-    assert_eq!(decision(&v, &["ping"]), Decision::Queue);
-    assert_eq!(decision(&v, &["echo", "x"]), Decision::Queue);
+    assert!(queued(decision(&v, &["set", "k", "v"])));
+    assert!(queued(decision(&v, &["mget", "{t}a", "{t}b"])));
+    assert!(queued(decision(&v, &["blpop", "q", "0"])));
+    assert!(queued(decision(&v, &["ping"])));
+    assert!(queued(decision(&v, &["echo", "x"])));
     let (text, r) = refused(&v, &["subscribe", "c"]);
     assert!(text.contains("cannot be used inside MULTI"), "{text}");
     assert!(r.dooms_txn);
@@ -459,20 +465,20 @@ fn blocking_commands_take_a_lease_on_their_slot() {
     assert_eq!(
         decision(&plain(), &["blpop", "q", "0"]),
         Decision::Lease {
-            slot: key_slot(b"q")
+            unit: key_slot(b"q")
         }
     );
     // XREAD blocks only with BLOCK before STREAMS.
     assert_eq!(
         decision(&plain(), &["xread", "block", "0", "streams", "s", "$"]),
         Decision::Lease {
-            slot: key_slot(b"s")
+            unit: key_slot(b"s")
         }
     );
     assert_eq!(
         decision(&plain(), &["xread", "streams", "s", "0"]),
-        Decision::Slot {
-            slot: key_slot(b"s"),
+        Decision::Unit {
+            unit: key_slot(b"s"),
             read: true
         }
     );
@@ -533,8 +539,8 @@ fn msetnx_without_a_value_for_its_last_key_is_refused() {
     assert!(!r.dooms_txn);
     assert_eq!(
         decision(&plain(), &["msetnx", "{t}a", "1", "{t}b", "2"]),
-        Decision::Slot {
-            slot: key_slot(b"t"),
+        Decision::Unit {
+            unit: key_slot(b"t"),
             read: false
         }
     );
@@ -544,15 +550,15 @@ fn msetnx_without_a_value_for_its_last_key_is_refused() {
         in_txn: true,
         ..plain()
     };
-    assert_eq!(decision(&v, &["msetnx", "a", "1", "b"]), Decision::Queue);
+    assert!(queued(decision(&v, &["msetnx", "{t}a", "1", "{t}b"])));
 }
 
 #[test]
 fn slot_arguments_name_the_node() {
     assert_eq!(
         decision(&plain(), &["cluster", "countkeysinslot", "42"]),
-        Decision::Slot {
-            slot: 42,
+        Decision::Unit {
+            unit: 42,
             read: false
         }
     );
@@ -631,7 +637,7 @@ fn every_local_command_in_the_table_has_a_decision_that_is_not_a_refusal() {
             let Route::Local(which) = c.route else {
                 continue;
             };
-            let d = local(&plain(), which, &Call::words(&["x"]).args());
+            let d = local(&plain(), which, &Call::words(&["x"]).args(), &topo());
             assert!(!matches!(d, Decision::Refuse(_)), "{}: {d:?}", c.name);
         }
     }
@@ -648,7 +654,7 @@ fn watch_takes_one_slot_and_pins_what_follows_to_it() {
     let slot = crate::topology::key_slot(b"{u}a");
     assert_eq!(
         decision(&plain(), &["watch", "{u}a", "{u}b"]),
-        Decision::Watch { slot }
+        Decision::Watch { unit: slot }
     );
     let (text, r) = refused(&plain(), &["watch", "a", "b"]);
     assert_eq!(text.as_bytes(), ERR_CROSSSLOT);
@@ -671,7 +677,7 @@ fn watch_takes_one_slot_and_pins_what_follows_to_it() {
     );
     assert_eq!(
         decision(&pinned, &["watch", "{u}c"]),
-        Decision::Watch { slot }
+        Decision::Watch { unit: slot }
     );
     for other in [
         &["get", "other"][..],
@@ -706,5 +712,152 @@ fn watch_inside_multi_is_refused_and_unwatch_is_queued_as_on_a_node() {
     let (text, r) = refused(&txn, &["watch", "k"]);
     assert_eq!(text, "-ERR WATCH inside MULTI is not allowed\r\n");
     assert!(!r.dooms_txn);
-    assert_eq!(decision(&txn, &["unwatch"]), Decision::Queue);
+    assert!(queued(decision(&txn, &["unwatch"])));
+}
+
+#[test]
+fn a_transaction_keeps_to_one_unit_and_refuses_others_with_crossslot() {
+    let v = View {
+        in_txn: true,
+        ..plain()
+    };
+    // The first key gives the transaction its unit.
+    assert_eq!(
+        decision(&v, &["set", "{t}a", "1"]),
+        Decision::Queue {
+            unit: Some(key_slot(b"t"))
+        }
+    );
+    assert_eq!(decision(&v, &["ping"]), Decision::Queue { unit: None });
+    let (text, r) = refused(&v, &["mget", "a", "b"]);
+    assert_eq!(text.as_bytes(), ERR_CROSSSLOT);
+    assert!(r.dooms_txn);
+    let later = View {
+        txn_unit: Some(key_slot(b"t")),
+        ..v
+    };
+    assert!(queued(decision(&later, &["get", "{t}c"])));
+    let (text, r) = refused(&later, &["get", "other"]);
+    assert_eq!(text.as_bytes(), ERR_CROSSSLOT);
+    assert!(r.dooms_txn);
+}
+
+#[test]
+fn debug_of_a_key_goes_where_it_lives_and_shard_channels_keep_to_one_unit() {
+    assert_eq!(
+        decision(&plain(), &["debug", "object", "foo"]),
+        Decision::Unit {
+            unit: 12182,
+            read: false
+        }
+    );
+    assert_eq!(
+        decision(&plain(), &["debug", "digest-value", "{t}a", "{t}b"]),
+        Decision::Unit {
+            unit: key_slot(b"t"),
+            read: false
+        }
+    );
+    let (text, _) = refused(&plain(), &["debug", "digest-value", "a", "b"]);
+    assert_eq!(text.as_bytes(), ERR_CROSSSLOT);
+    let (text, r) = refused(&plain(), &["debug", "segfault"]);
+    assert_eq!(
+        text,
+        "-ERR mithril: DEBUG SEGFAULT is not relayed to the cluster's nodes\r\n"
+    );
+    assert_eq!(r.rejected, None);
+    assert_eq!(
+        decision(&plain(), &["debug", "digest"]),
+        Decision::Wide(Wide::Debug)
+    );
+    assert_eq!(
+        decision(&plain(), &["ssubscribe", "{c}1", "{c}2"]),
+        Decision::Subscribe
+    );
+    let (text, r) = refused(&plain(), &["ssubscribe", "a", "b"]);
+    assert_eq!(text.as_bytes(), ERR_CROSSSLOT);
+    assert!(!r.dooms_txn);
+    assert_eq!(
+        decision(&plain(), &["subscribe", "a", "b"]),
+        Decision::Subscribe
+    );
+}
+
+#[test]
+fn a_monitor_may_not_touch_the_keyspace() {
+    let v = View {
+        monitor: true,
+        ..plain()
+    };
+    let (text, r) = refused(&v, &["get", "k"]);
+    assert_eq!(text.as_bytes(), ERR_KEYSPACE);
+    assert!(r.dooms_txn);
+    assert_eq!(r.rejected.flatten().map(|c| c.name), Some("get"));
+    assert!(refused(&v, &["mset", "a", "1", "b", "2"]).0.as_bytes() == ERR_KEYSPACE);
+    assert_eq!(decision(&v, &["ping"]), Decision::Local(LocalCmd::Ping));
+    // A refusal decided earlier stays the answer; so does a queued one.
+    let unauth = View {
+        authenticated: false,
+        ..v
+    };
+    assert!(refused(&unauth, &["get", "k"]).0.starts_with("-NOAUTH"));
+    let txn = View { in_txn: true, ..v };
+    assert!(queued(decision(&txn, &["get", "k"])));
+}
+
+/// A second placement, as a test would write one: every key on one node.
+/// The router needs nothing but [`Locate`] from it.
+struct OneNode;
+
+impl Locate for OneNode {
+    fn unit_of(&self, _key: &[u8]) -> Unit {
+        0
+    }
+    fn is_known(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn a_second_placement_routes_by_its_own_units() {
+    let one =
+        |v: &View<'_>, words: &[&str]| decide(v, &Call::words(words).args(), &OneNode).decision;
+    assert_eq!(
+        one(&plain(), &["get", "foo"]),
+        Decision::Unit {
+            unit: 0,
+            read: true
+        }
+    );
+    assert_eq!(
+        one(&plain(), &["blpop", "q", "0"]),
+        Decision::Lease { unit: 0 }
+    );
+    // Keys the cluster spreads over slots share the one node's unit.
+    assert_eq!(
+        one(&plain(), &["watch", "a", "b"]),
+        Decision::Watch { unit: 0 }
+    );
+    assert_eq!(
+        one(&plain(), &["ssubscribe", "a", "b"]),
+        Decision::Subscribe
+    );
+    let txn = View {
+        in_txn: true,
+        txn_unit: Some(0),
+        ..plain()
+    };
+    assert_eq!(
+        one(&txn, &["mget", "a", "b"]),
+        Decision::Queue { unit: Some(0) }
+    );
+    let pinned = View {
+        pin: Some(0),
+        ..plain()
+    };
+    assert_eq!(one(&pinned, &["get", "anything"]), Decision::Pinned);
+    assert_eq!(
+        one(&plain(), &["mget", "a", "b"]),
+        Decision::Fanout(crate::command::Fanout::Mget)
+    );
 }

@@ -31,7 +31,7 @@
 //! and one per delivered reply (the retry gates).
 
 use crate::command::{self, Args, Route};
-use crate::topology::key_slot;
+use crate::placement::Locate;
 use crate::topology::slot::SlotMap;
 use std::net::SocketAddr;
 
@@ -107,8 +107,9 @@ impl Gates {
     }
 
     /// Whether the request about to be dispatched must wait for a gate: it
-    /// names a gated slot, or it is cluster-wide while any gate is held.
-    pub fn gated_for(&self, args: &Args) -> bool {
+    /// names a gated unit (as `loc` places its keys), or it is
+    /// cluster-wide while any gate is held.
+    pub fn gated_for(&self, args: &Args, loc: &impl Locate) -> bool {
         if self.held.is_empty() {
             return false;
         }
@@ -120,7 +121,7 @@ impl Gates {
             Route::Slot | Route::SlotPairs | Route::Eval | Route::Fanout(_) | Route::Blocking => {
                 command::keys(cmd, args).any(|i| {
                     self.held
-                        .contains_key(&key_slot(args.get(i).unwrap_or_default()))
+                        .contains_key(&loc.unit_of(args.get(i).unwrap_or_default()))
                 })
             }
             _ => false,
@@ -267,14 +268,19 @@ mod tests {
 
     #[test]
     fn gated_requests_name_a_held_slot_or_are_cluster_wide() {
+        // A cluster map places keys by slot, known or not.
+        let map = crate::topology::Topology::empty();
+        let unit_of = |k: &[u8]| map.unit_of(k);
         let mut g = Gates::default();
-        with_args(&["GET", "a"], |a| assert!(!g.gated_for(a), "no gate held"));
-        g.hold(key_slot(b"a"));
-        with_args(&["GET", "a"], |a| assert!(g.gated_for(a)));
-        with_args(&["GET", "b"], |a| assert!(!g.gated_for(a)));
-        with_args(&["MGET", "b", "a"], |a| assert!(g.gated_for(a)));
-        with_args(&["DBSIZE"], |a| assert!(g.gated_for(a)));
-        with_args(&["PING"], |a| assert!(!g.gated_for(a)));
+        with_args(&["GET", "a"], |a| {
+            assert!(!g.gated_for(a, &map), "no gate held")
+        });
+        g.hold(unit_of(b"a"));
+        with_args(&["GET", "a"], |a| assert!(g.gated_for(a, &map)));
+        with_args(&["GET", "b"], |a| assert!(!g.gated_for(a, &map)));
+        with_args(&["MGET", "b", "a"], |a| assert!(g.gated_for(a, &map)));
+        with_args(&["DBSIZE"], |a| assert!(g.gated_for(a, &map)));
+        with_args(&["PING"], |a| assert!(!g.gated_for(a, &map)));
     }
 
     #[test]

@@ -43,7 +43,6 @@ use crate::resp::value::{self, Value};
 use crate::router;
 use crate::script::sha1;
 use crate::session::ring::{Finish, Gathering};
-use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
 
@@ -55,20 +54,6 @@ const RESTORE_NOTHING: &[u8] =
 const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 const OK: &[u8] = b"+OK\r\n";
 const ERR_BAD_REPLY: &[u8] = b"-ERR mithril: unexpected reply from a node\r\n";
-const ERR_CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
-
-/// DEBUG subcommands whose arguments after the name are keys (all of
-/// them for DIGEST-VALUE, the first for the others).
-const DEBUG_KEYED: &[&str] = &[
-    "object",
-    "sdslen",
-    "ziplist",
-    "listpack",
-    "quicklist",
-    "htstats-key",
-    "digest-value",
-];
-
 /// WAIT: the smallest count; WAITAOF (`aof`): the smallest of each of the
 /// two counts. The first error wins.
 fn min_counts(parts: Vec<Bytes>, aof: bool) -> Bytes {
@@ -208,8 +193,8 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        let masters = self.topo.shards.len();
-        let epoch = self.topo.epoch;
+        let masters = self.place.master_count();
+        let epoch = self.place.epoch();
         let aof = args
             .get(0)
             .is_some_and(|n| n.eq_ignore_ascii_case(b"waitaof"));
@@ -220,10 +205,7 @@ impl Worker {
         // a connection that wrote nothing (its connected replicas).
         let (targets, wrote) = match s.written.take(epoch, masters) {
             None => ((0..masters).collect(), true),
-            Some(t) if t.is_empty() => {
-                self.any_master = self.any_master.wrapping_add(1);
-                (vec![self.any_master % masters], false)
-            }
+            Some(t) if t.is_empty() => (self.place.any_master().into_iter().collect(), false),
             Some(t) => (t, true),
         };
         let proto = s.proto;
@@ -238,7 +220,7 @@ impl Worker {
                 shard: shard as u16,
                 wrote,
             };
-            match self.pools.pool_for_shard(shard, proto) {
+            match self.place.shard_master(shard, proto) {
                 Some(pool) => {
                     let out = InFlight::new(key, seq, Bytes::from_static(PING), purpose);
                     self.send_to_pool(cx, pool, out)
@@ -276,9 +258,9 @@ impl Worker {
             return;
         };
         let addr = self
-            .pools
-            .pool_for_shard(usize::from(shard), proto)
-            .map(|p| self.pools.pools[p].key.addr);
+            .place
+            .shard_master(usize::from(shard), proto)
+            .map(|p| self.place.addr_of(p));
         let Some(addr) = addr else {
             let e = Bytes::from_static(router::ERR_NO_TOPOLOGY);
             return self.collect_part(session, seq, part, e);
@@ -349,31 +331,12 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        let sub = args.get(1).unwrap_or_default().to_ascii_lowercase();
-        let sub = std::str::from_utf8(&sub).unwrap_or("");
-        if router::DEBUG_REFUSED.contains(&sub) {
-            let e = format!(
-                "-ERR mithril: DEBUG {} is not relayed to the cluster's nodes\r\n",
-                sub.to_uppercase()
-            );
-            return self.reply(key, Bytes::from(e));
-        }
-        if DEBUG_KEYED.contains(&sub) {
-            let last = if sub == "digest-value" { args.len() } else { 3 };
-            let mut slots =
-                (2..last.min(args.len())).map(|i| key_slot(args.get(i).unwrap_or_default()));
-            return match slots.next() {
-                Some(first) if slots.all(|s| s == first) => {
-                    self.forward_slot(cx, key, first, false, frame)
-                }
-                Some(_) => self.reply_static(key, ERR_CROSSSLOT),
-                // No key: the node's own answer (arity, or an empty list).
-                None => self.forward_any(cx, key, frame),
-            };
-        }
-        let finish: Finish = match sub {
-            "digest" => Box::new(combined_digest),
-            _ => Box::new(first_or_ok),
+        // The router sent the refused and the keyed subcommands elsewhere
+        // (`router::DEBUG_KEYED`): what is left goes to every master.
+        let sub = args.get(1).unwrap_or_default();
+        let finish: Finish = match sub.eq_ignore_ascii_case(b"digest") {
+            true => Box::new(combined_digest),
+            false => Box::new(first_or_ok),
         };
         self.gather_masters(cx, key, frame, finish);
     }
@@ -398,10 +361,8 @@ impl Worker {
         let mut g = Gathering::new(1, finish);
         g.request = frame.clone(); // observe: slow log
         let seq = s.ring.push_gather(g);
-        let masters = self.topo.shards.len();
-        self.any_master = self.any_master.wrapping_add(1);
-        let shard = self.any_master % masters.max(1);
-        match self.pools.pool_for_shard(shard, proto) {
+        let pool = self.place.any_master();
+        match pool.and_then(|shard| self.place.shard_master(shard, proto)) {
             Some(pool) => {
                 self.send_to_pool(cx, pool, InFlight::new(key, seq, frame, Purpose::Part(0)))
             }

@@ -47,16 +47,16 @@ impl Worker {
         slot: u16,
         frame: Bytes,
     ) {
-        if self.topo.is_empty() {
+        if self.place.map().is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+        let Some(pool) = self.place.master(slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
-        let addr = self.pools.pools[pool].key.addr;
+        let addr = self.place.addr_of(pool);
         let lease = match self.lease_for(cx, addr, key) {
             Some(Ok(lease)) => lease,
             Some(Err(e)) => return self.fail_new(key, e),
@@ -203,7 +203,7 @@ impl Worker {
         }
         let slot = (b.addr, b.proto);
         // A node that left the map keeps no idle lease.
-        let known = self.topo.nodes.iter().any(|n| n.addr == b.addr);
+        let known = self.place.map().nodes.iter().any(|n| n.addr == b.addr);
         let idle = if known {
             let idle = self.idle_leases.entry(slot).or_default();
             idle.retain(|k| self.backends.contains(*k));
@@ -263,7 +263,7 @@ impl Worker {
             id.len(),
             why.len()
         ));
-        let pool = self.pools.master_pool(addr, proto);
+        let pool = self.place.at(addr, proto);
         match self.backend_for(cx, pool, 0) {
             Ok(conn) => {
                 self.send_on(conn, InFlight::new(Key::NONE, 0, frame, Purpose::Reload));

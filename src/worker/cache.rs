@@ -35,7 +35,6 @@ use crate::backend::{InFlight, Purpose, Role};
 use crate::cache::tracking::TrackingTable;
 use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, PREFETCH_MAX, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
-use crate::config::ReadFrom;
 use crate::resp::Proto;
 use crate::router;
 use bytes::Bytes;
@@ -363,17 +362,17 @@ impl Worker {
         let keys = ranges[1..].iter().map(|r| &frame[r.clone()]);
         if ranges.len() - 1 > MAX_FILL_KEYS {
             if self.cache.tracked_read {
-                return self.tracked_slot(cx, key, slot, frame);
+                return self.tracked_unit(cx, key, slot, frame);
             }
-            return self.forward_slot(cx, key, slot, read, frame);
+            return self.forward_unit(cx, key, slot, read, frame);
         }
         if let Some(hit) = self.lookup_all(key, keys, multi, proto) {
             return self.reply(key, hit);
         }
-        if read && self.read_from != ReadFrom::No && !self.cache.tracked_read {
-            return self.forward_slot(cx, key, slot, read, frame);
+        if read && self.place.reads_replicas() && !self.cache.tracked_read {
+            return self.forward_unit(cx, key, slot, read, frame);
         }
-        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+        let Some(pool) = self.place.master(slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
         self.send_filling(cx, pool, key, None, frame, Purpose::Client, Purpose::Fill);
@@ -397,7 +396,7 @@ impl Worker {
         if let Some(hit) = self.lookup_all(key, frame_args(&held).skip(1), true, proto) {
             return self.fold_part(cx, key, seq, part, hit);
         }
-        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+        let Some(pool) = self.place.master(slot, proto) else {
             let err = Bytes::from_static(router::ERR_SLOT_UNSERVED);
             return self.fold_part(cx, key, seq, part, err);
         };
@@ -479,7 +478,7 @@ impl Worker {
             // hears the invalidations and passes them on (pipes.rs).
             return self.owner_tracker(pool);
         }
-        self.cache.tracker_id(self.pools.pools[pool].key.addr)
+        self.cache.tracker_id(self.place.addr_of(pool))
     }
 
     /// Send `req` of `session` (at `seq` if it has its ring slot) on its

@@ -6,8 +6,8 @@
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{flags, Args, Command, LocalCmd, Route};
-use crate::config::ReadFrom;
 use crate::local::{self as local, Outcome};
+use crate::placement::Unit;
 use crate::router::{self, Decision, Refusal, TxnOp, View};
 use crate::session::Session;
 use bytes::Bytes;
@@ -19,19 +19,19 @@ use std::ops::Range;
 /// anything wider (a fan-out, EXEC, a keyless call). A refused or queued
 /// command writes nothing yet (a queued one counts at its EXEC).
 #[inline]
-fn note_write(s: &mut crate::session::Session, topo: &crate::topology::Topology, d: &Decision) {
+fn note_write(s: &mut crate::session::Session, place: &crate::placement::Placement, d: &Decision) {
     let shard = match *d {
-        Decision::Slot { slot, .. }
-        | Decision::Lease { slot }
+        Decision::Unit { unit, .. }
+        | Decision::Lease { unit }
         | Decision::Eval {
-            slot: Some(slot), ..
-        } => topo.shard_of(slot),
-        Decision::Refuse(_) | Decision::Queue | Decision::Txn(TxnOp::Multi | TxnOp::Discard) => {
-            return
-        }
+            unit: Some(unit), ..
+        } => place.shard_of(unit),
+        Decision::Refuse(_)
+        | Decision::Queue { .. }
+        | Decision::Txn(TxnOp::Multi | TxnOp::Discard) => return,
         _ => None,
     };
-    s.written.note(topo.epoch, shard);
+    s.written.note(place.epoch(), shard);
 }
 
 impl Worker {
@@ -75,7 +75,7 @@ impl Worker {
         let over_memory = self.over_memory();
         // router::decide in its two halves, so the command is stamped
         // before anything is done for it.
-        let (cmd, mut decision) = match router::resolve(&args) {
+        let (cmd, decision) = match router::resolve(&args) {
             Ok(cmd) => {
                 let s = self.sessions.get_mut(key)?;
                 // observe: the reply slot this request takes carries its
@@ -116,8 +116,10 @@ impl Worker {
                         None
                     },
                     pin,
+                    txn_unit: s.txn.as_ref().and_then(|t| t.slot),
+                    monitor: s.monitor,
                 };
-                let decision = router::decide_command(&view, cmd, &args, &self.topo);
+                let decision = router::decide_command(&view, cmd, &args, self.place.locator());
                 if s.restricted
                     && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM"))
                 {
@@ -126,7 +128,7 @@ impl Worker {
                 if cmd.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
                     || matches!(decision, Decision::Txn(TxnOp::Exec))
                 {
-                    note_write(s, &self.topo, &decision);
+                    note_write(s, &self.place, &decision);
                 }
                 (Some(cmd), decision)
             }
@@ -134,7 +136,7 @@ impl Worker {
         };
         if let Some(cmd) = cmd {
             if self.shared.monitors.on() {
-                self.monitor_dispatch(key, cmd, &args, &mut decision);
+                self.monitor_dispatch(key, cmd, &args, &decision);
             }
             if cmd.acl & crate::command::acl::SCRIPTING != 0
                 && matches!(
@@ -152,11 +154,11 @@ impl Worker {
             }
         }
         match decision {
-            Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
+            Decision::Unit { unit, read } => self.forward_unit(cx, key, unit, read, frame),
             Decision::Refuse(r) => self.refuse(key, cmd, *r),
             Decision::AnyMaster => self.forward_keyless(cx, key, cmd, ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
-            Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
+            Decision::Lease { unit } => self.blocking(cx, key, unit, frame),
             d => {
                 let cmd = cmd?; // every other decision names a command
                                 // These look at the arguments while handing the frame on:
@@ -218,26 +220,26 @@ impl Worker {
         match decision {
             // A tracking client's script (a write too): with the opt-in, to
             // the slot's master as it would go otherwise.
-            Decision::Slot { slot, .. }
+            Decision::Unit { unit, .. }
             | Decision::Eval {
-                slot: Some(slot), ..
+                unit: Some(unit), ..
             } if self.cache.tracked_read && crate::cache::tracking::is_script(cmd.name) => {
                 let holds = self.cache_write(key, cmd, &args, false);
                 if cmd.route == crate::command::Route::Eval {
                     self.note_eval(&args);
                 }
-                self.tracked_slot(cx, key, slot, frame);
+                self.tracked_unit(cx, key, unit, frame);
                 if holds {
                     self.cache_settle(key, seq);
                 }
             }
-            Decision::Slot { slot, .. }
+            Decision::Unit { unit, .. }
                 if self.cache.tracked_read && !(self.cache_on() && cmd.name == "get") =>
             {
-                self.tracked_slot(cx, key, slot, frame)
+                self.tracked_unit(cx, key, unit, frame)
             }
-            Decision::Slot { slot, .. } if self.cache.tracked_read => {
-                self.cached_read(cx, key, slot, false, frame, ranges)
+            Decision::Unit { unit, .. } if self.cache.tracked_read => {
+                self.cached_read(cx, key, unit, false, frame, ranges)
             }
             d => self.dispatch_cached_as(cx, key, cmd, d, frame, ranges, seq),
         }
@@ -256,22 +258,22 @@ impl Worker {
         ranges: &[Range<usize>],
         seq: u64,
     ) {
-        if let Decision::Slot { slot, read } = decision {
+        if let Decision::Unit { unit, read } = decision {
             if cmd.name == "get" && self.cache_on() {
-                return self.cached_read(cx, key, slot, read, frame, ranges);
+                return self.cached_read(cx, key, unit, read, frame, ranges);
             }
         }
         // The rest look at the arguments while handing the frame on.
         let held = frame.clone();
         let args = &Args { buf: &held, ranges };
         let holds = match &decision {
-            Decision::Slot { .. }
+            Decision::Unit { .. }
             | Decision::Fanout(_)
             | Decision::Eval { .. }
             | Decision::Lease { .. }
             | Decision::Pinned
             | Decision::Wide(_) => self.cache_write(key, cmd, args, false),
-            Decision::Queue => {
+            Decision::Queue { .. } => {
                 self.cache_write(key, cmd, args, true);
                 false
             }
@@ -318,14 +320,14 @@ impl Worker {
             Decision::Fanout(kind) => self.fanout(cx, key, cmd, kind, frame, args),
             Decision::Wide(wide) => self.wide(cx, key, wide, frame, args),
             Decision::Subscribe => self.subscribe(cx, key, cmd, frame, args),
-            Decision::Queue => {
+            Decision::Queue { unit } => {
                 if cmd.route == Route::Eval {
                     self.note_eval(args);
                 }
-                self.txn_queue(key, cmd, frame, args)
+                self.txn_queue(key, cmd, unit, frame, args)
             }
-            Decision::Eval { slot, read } => self.eval(cx, key, slot, read, frame, args),
-            Decision::Watch { slot } => self.watch(cx, key, slot, frame),
+            Decision::Eval { unit, read } => self.eval(cx, key, unit, read, frame, args),
+            Decision::Watch { unit } => self.watch(cx, key, unit, frame),
             Decision::Unwatch => {
                 self.unwatch(key);
                 self.slow_local(key, cmd, args); // observe
@@ -389,10 +391,10 @@ impl Worker {
                 self.slow_local(key, cmd, args); // observe
             }
             Decision::Refuse(r) => self.refuse(key, Some(cmd), *r),
-            Decision::Slot { slot, read } => self.forward_slot(cx, key, slot, read, frame),
+            Decision::Unit { unit, read } => self.forward_unit(cx, key, unit, read, frame),
             Decision::AnyMaster => self.forward_keyless(cx, key, Some(cmd), args.ranges, frame),
             Decision::PubsubHome => self.forward_pubsub_home(cx, key, frame),
-            Decision::Lease { slot } => self.blocking(cx, key, slot, frame),
+            Decision::Lease { unit } => self.blocking(cx, key, unit, frame),
         }
     }
 
@@ -427,13 +429,13 @@ impl Worker {
         self.reply(key, r.reply)
     }
 
-    /// Send a single-slot request to the node serving `slot` (a replica
+    /// Send a single-unit request to the node serving `unit` (a replica
     /// for reads when read splitting applies).
-    pub(super) fn forward_slot(
+    pub(super) fn forward_unit(
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
-        slot: u16,
+        unit: Unit,
         read: bool,
         frame: Bytes,
     ) {
@@ -443,25 +445,7 @@ impl Worker {
             return;
         };
         let (proto, sticky) = (s.proto, s.sticky);
-        if read && self.read_from != ReadFrom::No {
-            if let Some(pool) = self
-                .pools
-                .replica_for_slot(&self.topo, slot, proto, sticky, cx.now)
-            {
-                // `yes` spreads reads over the master and its replicas;
-                // `prefer-replica` sends them all to replicas.
-                let use_replica = match self.read_from {
-                    ReadFrom::PreferReplica => true,
-                    _ => sticky % 2 == 1,
-                };
-                if use_replica {
-                    return self.send_new(cx, pool, key, |seq| {
-                        InFlight::new(key, seq, frame, Purpose::Client)
-                    });
-                }
-            }
-        }
-        match self.pools.pool_for_slot(&self.topo, slot, proto) {
+        match self.place.reader(unit, read, proto, sticky, cx.now) {
             Some(pool) => self.send_new(cx, pool, key, |seq| {
                 InFlight::new(key, seq, frame, Purpose::Client)
             }),
@@ -471,13 +455,10 @@ impl Worker {
 
     /// Keyless commands that any master can answer: rotate over masters.
     pub(super) fn forward_any(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
-        let n = self.topo.shards.len();
-        if n == 0 {
-            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        match self.place.any_master() {
+            Some(shard) => self.forward_shard(cx, key, shard, frame),
+            None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
-        self.any_master = self.any_master.wrapping_add(1);
-        let shard = self.any_master % n;
-        self.forward_shard(cx, key, shard, frame);
     }
 
     pub(super) fn forward_shard(
@@ -490,7 +471,7 @@ impl Worker {
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        match self.pools.pool_for_shard(shard, proto) {
+        match self.place.shard_master(shard, proto) {
             Some(pool) => self.send_new(cx, pool, key, |seq| {
                 InFlight::new(key, seq, frame, Purpose::Client)
             }),

@@ -28,12 +28,12 @@
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Wide};
+use crate::placement::Locate;
 use crate::resp::encode::{array_into, bulk_into, Proto};
 use crate::resp::int_reply;
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::router;
 use crate::session::ring::{Fold, Merge};
-use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
 
@@ -203,7 +203,8 @@ impl Worker {
             return self.reply(key, Bytes::from(command::wrong_arity_reply(cmd)));
         }
         let nkeys = (args.len() - 1) / step;
-        let slot_of = |i: usize| key_slot(args.get(1 + i * step).unwrap_or_default());
+        let map = self.place.map().clone();
+        let slot_of = |i: usize| map.unit_of(args.get(1 + i * step).unwrap_or_default());
         let first = slot_of(0);
         // One key is never refused with TRYAGAIN, so a tainted slot does
         // not matter to it; and PFCOUNT of one key must reach the node as
@@ -214,14 +215,14 @@ impl Worker {
             let read = kind == Fanout::Mget;
             if self.cache.tracked_read && !(read && self.cache_on()) {
                 // A tracking client's read: to the master, opted in.
-                return self.tracked_slot(cx, key, first, frame);
+                return self.tracked_unit(cx, key, first, frame);
             }
             if read && self.cache_on() {
                 return self.cached_read(cx, key, first, read, frame, args.ranges);
             }
-            return self.forward_slot(cx, key, first, read, frame);
+            return self.forward_unit(cx, key, first, read, frame);
         }
-        if self.topo.is_empty() {
+        if self.place.map().is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         if kind == Fanout::Pfcount {
@@ -317,7 +318,7 @@ impl Worker {
                 continue;
             }
             let plain = Purpose::Part(part as u32);
-            match self.pools.pool_for_slot(&self.topo, slot, proto) {
+            match self.place.master(slot, proto) {
                 Some(pool) if self.cache.tracked_read => {
                     self.send_opted(cx, pool, key, Some(seq), req, (plain, 1), None)
                 }
@@ -356,7 +357,7 @@ impl Worker {
             ends.push(buf.len());
         }
         let reqs = buf.freeze();
-        let slots: Vec<u16> = keys().map(key_slot).collect();
+        let slots: Vec<u16> = keys().map(|k| self.place.unit_of(k)).collect();
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
@@ -494,7 +495,7 @@ impl Worker {
                     0 if proto == Proto::Resp3 => Bytes::from_static(b"_\r\n"),
                     0 => Bytes::from_static(NIL_RESP2),
                     n => {
-                        let pick = (self.pools.random() % n as u64) as usize;
+                        let pick = (self.place.random() % n as u64) as usize;
                         m.fold.items.swap_remove(pick)
                     }
                 },
@@ -542,8 +543,7 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        let masters = self.topo.shards.len();
-        if masters == 0 {
+        if self.place.master_count() == 0 {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         match wide {
@@ -572,7 +572,7 @@ impl Worker {
     }
 
     fn every_master(&mut self, cx: &mut Context<'_, Timer>, key: Key, fold: Fold, req: Bytes) {
-        let masters = self.topo.shards.len();
+        let masters = self.place.master_count();
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
@@ -596,9 +596,10 @@ impl Worker {
         proto: Proto,
         req: &Bytes,
     ) {
-        for shard in 0..masters {
-            let out = InFlight::new(key, seq, req.clone(), Purpose::Part(shard as u32));
-            match self.pools.pool_for_shard(shard, proto) {
+        let shards = self.place.masters();
+        for (part, shard) in shards.take(masters).enumerate() {
+            let out = InFlight::new(key, seq, req.clone(), Purpose::Part(part as u32));
+            match self.place.shard_master(shard, proto) {
                 // A watching session's part for its pinned node goes on
                 // the pin, in order with its other commands (watch.rs).
                 Some(pool) => self.send_part(cx, pool, out),
@@ -606,7 +607,7 @@ impl Worker {
                     cx,
                     key,
                     seq,
-                    shard as u32,
+                    part as u32,
                     Bytes::from_static(router::ERR_NO_TOPOLOGY),
                 ),
             }
@@ -629,7 +630,7 @@ impl Worker {
             return self.reply_static(key, ERR_INVALID_CURSOR);
         };
         let index = (cursor >> CURSOR_BITS) as usize;
-        let masters = self.topo.shards.len();
+        let masters = self.place.master_count();
         if index >= masters {
             // A cursor from a larger cluster, or a made-up one: done.
             return self.reply_static(key, b"*2\r\n$1\r\n0\r\n*0\r\n");
@@ -680,7 +681,8 @@ impl Worker {
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        match self.pools.pool_for_shard(index, proto) {
+        let shard = self.place.masters().nth(index);
+        match shard.and_then(|shard| self.place.shard_master(shard, proto)) {
             Some(pool) => self.send_to_pool(
                 cx,
                 pool,
@@ -703,7 +705,7 @@ impl Worker {
         req: &Bytes,
         frame: Bytes,
     ) {
-        let masters = self.topo.shards.len();
+        let masters = self.place.master_count();
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };

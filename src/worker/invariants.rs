@@ -63,7 +63,7 @@ impl Worker {
         b.check_invariants();
         if let Some(pool) = b.pool() {
             assert!(
-                self.pools.pools[pool].conns.contains(&key),
+                self.place.conns.pools[pool].conns.contains(&key),
                 "{}: a pooled connection its pool does not list",
                 b.addr
             );

@@ -62,15 +62,14 @@ mod tracking;
 mod txn;
 mod watch;
 
-use crate::backend::pool::{PoolKey, Pools};
+use crate::backend::pool::PoolKey;
 use crate::backend::{Backend, InFlight, Io, Purpose, Read, Role, State};
-use crate::config::ReadFrom;
+use crate::placement::Placement;
 use crate::resp::limits::Limits;
 use crate::resp::Proto;
 use crate::router::{self, Redirect};
 use crate::session::{FlushOutcome, Input, ReadOutcome, Session};
 use crate::shared::{Shared, WorkerMsg};
-use crate::topology::Topology;
 use bytes::Bytes;
 use mio::event::Event;
 use mio::Interest;
@@ -141,13 +140,13 @@ pub struct Worker {
     rx: FabricReceiver<WorkerMsg>,
     sessions: GenSlab<Session>,
     backends: GenSlab<Backend>,
-    pools: Pools,
-    topo: Arc<Topology>,
+    /// Which backend serves a unit or a shard, and the connection sets
+    /// (`crate::placement`).
+    place: Placement,
     limits: Limits,
     query_limit: usize,
     keepalive: Option<Duration>,
     connect_timeout: Duration,
-    read_from: ReadFrom,
     dirty_sessions: Vec<Key>,
     /// Sessions whose ready replies wait for the rest of their read
     /// (`Session::holds_back`), until `Timer::Release` at the latest: it is
@@ -190,7 +189,6 @@ pub struct Worker {
     /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).
     clusterdown_waits: u8,
     commands: u64,
-    any_master: usize,
     /// This worker told the script registry it sees a script call
     /// unanswered for a tick (`scripts.rs`, `scripts_tick`).
     script_stalled: bool,
@@ -229,27 +227,23 @@ impl Worker {
         };
         let keepalive =
             (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
-        let topo = shared.topology.load();
-        let read_from = cfg.read_from_replicas;
-        let mut pools = Pools::new(
+        let place = Placement::new(
+            shared.topology.load(),
             cfg.backend_conns,
-            read_from != ReadFrom::No,
+            cfg.read_from_replicas,
             0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1),
+            id,
         );
-        // Nothing is connected yet: nothing to retire.
-        let _ = pools.remap(&topo);
         Worker {
             id,
             query_limit: cfg.query_buffer_limit.min(usize::MAX as u64) as usize,
             connect_timeout: Duration::from_millis(cfg.connect_timeout_ms),
             keepalive,
             limits,
-            read_from,
             rx,
             sessions: GenSlab::with_capacity(1024),
             backends: GenSlab::with_capacity(64),
-            pools,
-            topo,
+            place,
             dirty_sessions: Vec::with_capacity(1024),
             held: Vec::new(),
             hold_us: cfg.reply_batch_wait_us,
@@ -270,7 +264,6 @@ impl Worker {
                 (cfg.backend_timeout_ms > 0).then(|| Duration::from_millis(cfg.backend_timeout_ms)),
             ),
             commands: 0,
-            any_master: id,
             script_stalled: false,
             script_watch: false,
             script_unstall: 0,
@@ -430,7 +423,9 @@ impl Worker {
         self.obs.retire_backend(&b); // observe
         let addr = b.addr;
         if let (State::Connecting, Some(pool)) = (b.state, b.pool()) {
-            self.pools.mark_failed(pool, cx.now, reason.to_string());
+            self.place
+                .conns
+                .mark_failed(pool, cx.now, reason.to_string());
         }
         if b.role == Role::Lease {
             self.shared.lease_closed(addr);
@@ -478,9 +473,8 @@ impl Worker {
 
     fn check_topology(&mut self, cx: &mut Context<'_, Timer>) {
         let epoch = self.shared.topology.epoch();
-        if epoch != self.pools.epoch {
-            self.topo = self.shared.topology.load();
-            let retired = self.pools.remap(&self.topo);
+        if epoch != self.place.epoch() {
+            let retired = self.place.install(self.shared.topology.load());
             self.retire_connections(cx, retired);
             if self.cache.on {
                 self.cache_masters(cx);
@@ -503,7 +497,7 @@ impl Worker {
                 self.drop_backend(cx, k);
             }
         }
-        let topo = &self.topo;
+        let topo = self.place.map();
         let gone: Vec<(SocketAddr, Proto)> = self
             .idle_leases
             .keys()

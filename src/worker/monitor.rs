@@ -43,7 +43,7 @@ use super::{Timer, Worker};
 use crate::command::{self, flags, Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
-use crate::router::{Decision, Refusal, TxnOp};
+use crate::router::{Decision, TxnOp};
 use crate::shared::pipe::PipeReply;
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -52,7 +52,6 @@ use std::net::SocketAddr;
 
 /// A node's answer to a keyspace command from a monitoring client (it
 /// is a replica there).
-const ERR_KEYSPACE: &[u8] = b"-ERR Replica can't interact with the keyspace\r\n";
 const OK: &[u8] = b"+OK\r\n";
 
 #[derive(Default)]
@@ -163,37 +162,26 @@ fn wall_clock() -> std::time::Duration {
 }
 
 impl Worker {
-    /// A command was decided while some client monitors: refuse a
-    /// monitor's keyspace command as a node does, else feed the command
-    /// when a node would.
+    /// A command was decided while some client monitors: feed it when a
+    /// node would (a monitor's own keyspace command was refused by the
+    /// router, as a node refuses it).
     pub(super) fn monitor_dispatch(
         &mut self,
         key: Key,
         cmd: &'static Command,
         args: &Args,
-        decision: &mut Decision,
+        decision: &Decision,
     ) {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
-        match decision {
-            Decision::Refuse(_) | Decision::Queue => return,
-            _ if s.monitor
-                && cmd.flags & (flags::READONLY | flags::WRITE | flags::MAY_REPLICATE) != 0 =>
-            {
-                *decision = Decision::Refuse(Box::new(Refusal {
-                    reply: Bytes::from_static(ERR_KEYSPACE),
-                    rejected: Some(Some(cmd)),
-                    dooms_txn: true,
-                }));
-                return;
-            }
-            _ => {}
+        if matches!(decision, Decision::Refuse(_) | Decision::Queue { .. }) {
+            return;
         }
         let now = wall_clock();
         let start = self.monitor.batch.len();
         let batch = &mut self.monitor.batch;
-        if let (Decision::Txn(TxnOp::Exec), Some(t)) = (&*decision, s.txn.as_ref()) {
+        if let (Decision::Txn(TxnOp::Exec), Some(t)) = (decision, s.txn.as_ref()) {
             if !t.failed {
                 // The queued commands run now, before EXEC's line.
                 let limits = Limits {

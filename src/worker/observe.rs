@@ -561,7 +561,7 @@ impl Worker {
             "clients",
         ];
         let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
-            self.topo.shards.len()
+            self.place.master_count()
         } else {
             0
         };
@@ -714,7 +714,7 @@ impl Worker {
         });
         // The masters reset theirs too (parts 0..masters), as a client of
         // one server expects every counter it can read to restart.
-        let masters = self.topo.shards.len();
+        let masters = self.place.master_count();
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
@@ -798,13 +798,13 @@ impl Worker {
             e.totals.rtt_sum_us += b.obs.clock.sum_us;
             e.totals.rtt_count += b.obs.clock.count;
         }
-        for (i, p) in self.pools.pools.iter().enumerate() {
+        for (i, p) in self.place.conns.pools.iter().enumerate() {
             if p.retired {
                 continue;
             }
             let e = nodes.entry(p.key.addr).or_insert_with(|| blank(p.key.addr));
             e.reconnects += p.reconnects;
-            e.down |= self.pools.is_down(i, now);
+            e.down |= self.place.conns.is_down(i, now);
         }
         let (c0, in0, out0) = self.obs.reset_base;
         let sample = Sample {
@@ -851,8 +851,8 @@ impl Worker {
             }
         }
         let seen = &mut self.obs.stats.pool_seen;
-        seen.resize(self.pools.pools.len(), (0, 0));
-        for (p, was) in self.pools.pools.iter().zip(seen.iter_mut()) {
+        seen.resize(self.place.conns.pools.len(), (0, 0));
+        for (p, was) in self.place.conns.pools.iter().zip(seen.iter_mut()) {
             if p.retired {
                 // Its slot starts afresh when it is reused.
                 *was = (0, 0);
@@ -877,15 +877,16 @@ impl Worker {
             }
             *was = (p.failures, p.reconnects);
         }
-        if self.topo.epoch != self.obs.epoch_seen {
-            self.obs.epoch_seen = self.topo.epoch;
-            let replicas: usize = self.topo.shards.iter().map(|s| s.replicas.len()).sum();
+        let topo = self.place.map();
+        if topo.epoch != self.obs.epoch_seen {
+            self.obs.epoch_seen = topo.epoch;
+            let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
             log::info!(
                 target: "mithril::worker",
                 "worker {}: now routing with topology epoch {} ({} masters, {replicas} replicas)",
                 self.id,
-                self.topo.epoch,
-                self.topo.shards.len()
+                topo.epoch,
+                topo.shards.len()
             );
         }
     }

@@ -251,7 +251,7 @@ impl Worker {
                 .filter(|(_, b)| matches!(b.role, Role::Shared(_)))
                 .map(|(_, b)| b.in_flight())
                 .sum();
-            inflight as f64 / self.topo.shards.len().max(1) as f64
+            inflight as f64 / self.place.master_count().max(1) as f64
         };
         let inbox = &self.shared.workers[self.id].pipe;
         inbox.publish(Sample {
@@ -318,7 +318,7 @@ impl Worker {
     /// The worker owning the pipe of `pool`'s node.
     #[inline]
     pub(super) fn pipe_owner(&mut self, pool: usize) -> usize {
-        let p = &mut self.pools.pools[pool];
+        let p = &mut self.place.conns.pools[pool];
         let owner = match p.owner {
             Some(o) => o,
             None => *p.owner.insert(self.shared.pipes.owner(p.key.addr)),
@@ -338,7 +338,7 @@ impl Worker {
         if owner == self.id {
             return self.backend_for(cx, pool, 0);
         }
-        let k = self.pools.pools[pool].link;
+        let k = self.place.conns.pools[pool].link;
         if self.backends.contains(k) {
             return Ok(k);
         }
@@ -346,7 +346,7 @@ impl Worker {
             addr,
             proto,
             readonly,
-        } = self.pools.pools[pool].key;
+        } = self.place.conns.pools[pool].key;
         let now = cx.now;
         let link = crate::backend::Link {
             owner: owner as u16,
@@ -355,7 +355,7 @@ impl Worker {
         let key = self
             .backends
             .insert_with(|k| Backend::new_link(k, addr, Role::Shared(pool), proto, link, now));
-        self.pools.pools[pool].link = key;
+        self.place.conns.pools[pool].link = key;
         log::debug!(target: "mithril::worker", "worker {}: linked to worker {owner}'s pipe to {addr}", self.id);
         Ok(key)
     }
@@ -486,7 +486,7 @@ impl Worker {
 
     /// Another worker's request, queued on this worker's pipe to its node.
     fn pipe_enqueue(&mut self, cx: &mut Context<'_, Timer>, r: PipeReq) {
-        let pool = self.pools.pool_for(r.pool);
+        let pool = self.place.set_for(r.pool);
         match self.backend_for(cx, pool, 0) {
             Ok(bkey) => {
                 let Some(b) = self.backends.get_mut(bkey) else {
@@ -540,7 +540,7 @@ impl Worker {
                 self.pipes.trackers_gen = gen;
             }
         }
-        let addr = self.pools.pools[pool].key.addr;
+        let addr = self.place.conns.pools[pool].key.addr;
         self.pipes.trackers.get(&addr).copied().unwrap_or(0)
     }
 

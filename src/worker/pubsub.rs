@@ -50,8 +50,6 @@ use crate::resp::encode::Encoder;
 use crate::resp::Proto;
 use crate::router;
 use crate::session::{Expect, SubConn, Subscriptions, MAX_SUBSCRIPTIONS};
-use crate::topology::slot::key_slot;
-use crate::topology::Topology;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -59,7 +57,6 @@ use std::net::SocketAddr;
 use std::ops::Range;
 
 const ERR_TOO_MANY: &[u8] = b"-ERR mithril: too many subscriptions for one client (32768)\r\n";
-const ERR_CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 
 /// Most channels one wave takes: the work one subscriber command does per
 /// loop turn (a few milliseconds at most), whatever the window admits.
@@ -236,17 +233,6 @@ fn is_confirmation(kind: &[u8]) -> bool {
     )
 }
 
-/// The nodes that hold the keyspace subscriptions: the healthy masters
-/// serving slots.
-fn keyspace_masters(topo: &Topology) -> impl Iterator<Item = SocketAddr> + '_ {
-    topo.shards
-        .iter()
-        .filter(|sh| !sh.ranges.is_empty())
-        .filter_map(|sh| topo.nodes.get(sh.master))
-        .filter(|node| node.healthy)
-        .map(|node| node.addr)
-}
-
 /// A subscriber command naming channels, dispatched in waves: what is
 /// left of it. Each channel is one confirmation, and so one reply slot: a
 /// wave takes no more channels than the session's dispatch window has
@@ -330,13 +316,10 @@ impl Worker {
         let named = args.len() - 1;
         // Where the first channel's header starts: after the name's CRLF.
         let first = args.ranges.first().map_or(0, |r| r.end + 2);
-        if kind == Kind::Shard && named > 0 {
-            // A node takes the shard channels of one slot per command.
-            let slot = key_slot(args.get(1).unwrap_or_default());
-            if (2..args.len()).any(|i| key_slot(args.get(i).unwrap_or_default()) != slot) {
-                return self.reply_static(key, ERR_CROSSSLOT);
-            }
-            if !unsubscribe && self.topo.shard_of(slot).is_none() {
+        if kind == Kind::Shard && named > 0 && !unsubscribe {
+            // The router saw every channel is of this unit.
+            let unit = self.place.unit_of(args.get(1).unwrap_or_default());
+            if self.place.shard_of(unit).is_none() {
                 return self.reply_static(key, router::ERR_SLOT_UNSERVED);
             }
         }
@@ -369,10 +352,10 @@ impl Worker {
         }
         if s.sub.is_none() {
             let proto = s.proto;
-            let Some(home) = self
-                .pools
-                .pool_for_shard(0, proto)
-                .map(|p| self.pools.pools[p].key.addr)
+            let home = self.place.home();
+            let Some(home) = home
+                .and_then(|shard| self.place.shard_master(shard, proto))
+                .map(|p| self.place.addr_of(p))
             else {
                 return self.reply_static(key, router::ERR_NO_TOPOLOGY);
             };
@@ -616,12 +599,8 @@ impl Worker {
                 match w.kind {
                     Kind::Shard => {
                         // Every channel of the command is in this slot.
-                        let slot = key_slot(name);
-                        shard_addr = self
-                            .topo
-                            .shard_of(slot)
-                            .and_then(|sh| self.topo.master_of(sh))
-                            .map(|node| node.addr);
+                        let unit = self.place.unit_of(name);
+                        shard_addr = self.place.master_node(unit).map(|node| node.addr);
                         break;
                     }
                     Kind::Channel => keyspace |= keyspace_channel(name),
@@ -713,7 +692,7 @@ impl Worker {
                 local.push((seq, conf.clone()));
             }
             let slot = match w.kind {
-                Kind::Shard => key_slot(name),
+                Kind::Shard => self.place.unit_of(name),
                 _ => 0,
             };
             for (j, &t) in targets.iter().enumerate() {
@@ -780,7 +759,7 @@ impl Worker {
     /// after a failover is a replica, which applies the writes too, and
     /// would repeat every event). Unseen by the client.
     fn keyspace_everywhere(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let masters: Vec<SocketAddr> = keyspace_masters(&self.topo).collect();
+        let masters: Vec<SocketAddr> = self.place.serving_masters().collect();
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             return;
         };
@@ -841,13 +820,13 @@ impl Worker {
     /// are, unseen by the client: each one not placed (its node dropped
     /// it, or was lost) or placed on a node that no longer serves its slot.
     fn place_shards(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let topo = self.topo.clone();
+        let place = &self.place;
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             return;
         };
         let want = |ch: &[u8]| {
-            topo.shard_of(key_slot(ch))
-                .and_then(|sh| topo.master_of(sh))
+            place
+                .master_node(place.unit_of(ch))
                 .filter(|node| node.healthy)
                 .map(|node| node.addr)
         };
@@ -891,7 +870,9 @@ impl Worker {
             return true;
         }
         sub.everywhere
-            && keyspace_masters(&self.topo)
+            && self
+                .place
+                .serving_masters()
                 .any(|addr| !sub.conns.iter().any(|c| c.everywhere && c.addr == addr))
     }
 
@@ -998,12 +979,12 @@ impl Worker {
             // than the front command's answers one already matched (the
             // node's own SUNSUBSCRIBE of the channel came before it).
             let c = &mut sub.conns[i];
-            let redirect = router::parse_redirect(&frame, c.addr, &self.topo);
+            let redirect = router::parse_redirect(&frame, c.addr, self.place.map());
             if let Some(router::Redirect::Moved { slot, .. } | router::Redirect::Ask { slot, .. }) =
                 redirect
             {
                 let front = c.expect.front().and_then(|e| e.shard.as_ref());
-                if front.map(|(_, ch)| key_slot(ch)) != Some(slot) {
+                if front.map(|(_, ch)| self.place.unit_of(ch)) != Some(slot) {
                     return;
                 }
             }
@@ -1114,7 +1095,7 @@ impl Worker {
                     }
                 } else if here {
                     self.shared.topology.request_refresh();
-                    let to = match router::parse_redirect(&frame, from, &self.topo) {
+                    let to = match router::parse_redirect(&frame, from, self.place.map()) {
                         Some(router::Redirect::Moved { addr, .. })
                             if addr != from && e.hops < MAX_HOPS =>
                         {
@@ -1199,10 +1180,10 @@ impl Worker {
         key: Key,
         frame: Bytes,
     ) {
-        if self.topo.shards.is_empty() {
-            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
+        match self.place.home() {
+            Some(home) => self.forward_shard(cx, key, home, frame),
+            None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }
-        self.forward_shard(cx, key, 0, frame);
     }
 }
 

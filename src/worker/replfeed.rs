@@ -270,7 +270,7 @@ impl Worker {
         if s.sub.is_some() || s.pin.is_some() || s.tracking.is_some() || s.monitor {
             return self.reply_static(key, ERR_BUSY_SESSION);
         }
-        let masters = self.topo.serving_masters();
+        let masters = self.place.map().serving_masters();
         if masters.is_empty() {
             return self.reply_static(key, crate::router::ERR_NO_TOPOLOGY);
         }
@@ -310,7 +310,7 @@ impl Worker {
             db: None,
             last_out: cx.now,
             masters,
-            epoch: self.topo.epoch,
+            epoch: self.place.epoch(),
             _ticket: ticket,
         });
         log::debug!(target: "mithril::replfeed", "worker {}: replication feed opened on {n} masters", self.id);
@@ -556,7 +556,7 @@ impl Worker {
         let now = cx.now;
         let mut fail: Vec<(Key, String)> = Vec::new();
         let mut keepalive = Vec::new();
-        let topo = &self.topo;
+        let topo = self.place.map();
         for f in self.replfeed.feeds.iter_mut() {
             if f.epoch != topo.epoch {
                 if topo.serving_masters() != f.masters {

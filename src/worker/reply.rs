@@ -21,7 +21,7 @@ impl Worker {
                     let pool = b.pool();
                     log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
                     if let Some(pool) = pool {
-                        self.pools.mark_ok(pool);
+                        self.place.conns.mark_ok(pool);
                     }
                     self.mark_backend_dirty(key);
                 }
@@ -96,7 +96,7 @@ impl Worker {
                         continue;
                     }
                     if head == b'-' && b.txn_redirect.is_none() {
-                        b.txn_redirect = router::parse_redirect(&frame, via, &self.topo);
+                        b.txn_redirect = router::parse_redirect(&frame, via, self.place.map());
                         if b.txn_redirect.is_none()
                             && b.txn_retry.is_none()
                             && retry::is_retryable(&frame)
@@ -141,7 +141,7 @@ impl Worker {
                     // The TCP connect succeeded (the pool was marked up):
                     // a refused set-up backs off like a refused connect.
                     if let Some(pool) = self.backends.get(bkey).and_then(Backend::pool) {
-                        self.pools.mark_failed(pool, cx.now, why.clone());
+                        self.place.conns.mark_failed(pool, cx.now, why.clone());
                     }
                     self.backend_failed(cx, bkey, &why);
                 }
@@ -186,7 +186,7 @@ impl Worker {
             _ => frame,
         };
         if head == b'-' {
-            if let Some(r) = router::parse_redirect(&frame, via, &self.topo) {
+            if let Some(r) = router::parse_redirect(&frame, via, self.place.map()) {
                 self.follow(cx, via, f, r);
                 return;
             }
@@ -316,7 +316,7 @@ impl Worker {
                 self.obs.stats.counters.moved += 1; // observe
                 crate::debug_sampled!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
                 self.shared.topology.request_refresh();
-                self.pools.set_override(slot, addr);
+                self.place.learn_moved(slot, addr);
                 (addr, false)
             }
             Redirect::Ask { slot, addr } => {
@@ -353,7 +353,7 @@ impl Worker {
             // A blocking command follows on a lease at the new node.
             return self.resend_on_lease(cx, addr, f);
         }
-        let pool = self.pools.master_pool(addr, proto);
+        let pool = self.place.at(addr, proto);
         self.send_to_pool(cx, pool, f);
     }
 

@@ -301,7 +301,7 @@ impl Worker {
                     },
                     ranges: s.scanner.args(),
                 };
-                if s.gates.gated_for(&args) {
+                if s.gates.gated_for(&args, self.place.locator()) {
                     // Wait for the gate; the request stays in the buffer
                     // and is scanned again then.
                     s.wait_gate();
@@ -430,7 +430,7 @@ impl Worker {
         if sticky & crate::session::PIPE != 0 {
             return self.pipe_for(cx, pool);
         }
-        let k = self.pools.slot_key(pool, sticky);
+        let k = self.place.conns.slot_key(pool, sticky);
         if self.backends.contains(k) {
             return Ok(k);
         }
@@ -438,23 +438,23 @@ impl Worker {
             addr,
             proto,
             readonly,
-        } = self.pools.pools[pool].key;
-        if self.pools.is_down(pool, cx.now) {
+        } = self.place.conns.pools[pool].key;
+        if self.place.conns.is_down(pool, cx.now) {
             // Keep asking for the map while a node is down: a failover is
             // noticed as soon as the cluster has one.
             self.shared.topology.request_refresh();
-            let last = &self.pools.pools[pool].last_error;
+            let last = &self.place.conns.pools[pool].last_error;
             return Err(Bytes::from(format!(
                 "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
             )));
         }
         match self.open_backend(cx, addr, Role::Shared(pool), proto, readonly) {
             Ok(key) => {
-                self.pools.set_conn(pool, sticky, key);
+                self.place.conns.set_conn(pool, sticky, key);
                 Ok(key)
             }
             Err(e) => {
-                self.pools.mark_failed(
+                self.place.conns.mark_failed(
                     pool,
                     cx.now,
                     String::from_utf8_lossy(&e).trim_end().to_string(),

@@ -61,11 +61,11 @@
 use super::{resend, Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Route};
+use crate::placement::{Locate, Unit};
 use crate::resp::encode::{array_into, bulk_into};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::session::ring::{Fold, Merge, Split};
-use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::net::SocketAddr;
@@ -140,25 +140,25 @@ impl Parsed {
         command::resolve(&self.args()).ok()
     }
 
-    fn first_slot(&self) -> Option<u16> {
+    fn first_unit(&self, loc: &impl Locate) -> Option<Unit> {
         let args = self.args();
         let cmd = self.command()?;
         command::first_key(cmd, &args)
             .and_then(|i| args.get(i))
-            .map(key_slot)
+            .map(|k| loc.unit_of(k))
     }
 }
 
-/// The slot of the first key among the requests in `frames` (a single
-/// request, or a whole MULTI ... EXEC).
-pub(super) fn first_slot_in(frames: &Bytes) -> Option<u16> {
+/// The unit of the first key among the requests in `frames` (a single
+/// request, or a whole MULTI ... EXEC), as `loc` places it.
+pub(super) fn first_unit_in(frames: &Bytes, loc: &impl Locate) -> Option<Unit> {
     let mut at = 0;
     while at < frames.len() {
         let rest = frames.slice(at..);
         let p = Parsed::of(&rest)?;
         let len = p.ranges.last().map(|r| r.end + 2)?;
-        if let Some(slot) = p.first_slot() {
-            return Some(slot);
+        if let Some(unit) = p.first_unit(loc) {
+            return Some(unit);
         }
         at += len;
     }
@@ -272,7 +272,7 @@ impl Worker {
                 };
                 if f.retries == 0 {
                     let last = s.ring.next_seq() == f.seq + 1;
-                    let slot = first_slot_in(&f.req);
+                    let slot = first_unit_in(&f.req, self.place.locator());
                     match slot {
                         Some(slot) if last || f.purpose == Purpose::Blocking => {
                             s.gates.hold_retry(f.seq, slot);
@@ -287,11 +287,9 @@ impl Worker {
                                 // Marked with the owner the slot has now: the
                                 // mark holds until that changes (see
                                 // `session::gate`).
-                                let (pools, topo) = (&self.pools, &self.topo);
-                                if let Some(owner) = pools.master_addr_for_slot(topo, slot) {
-                                    s.gates.taint(slot, owner, |marked| {
-                                        pools.master_addr_for_slot(topo, marked)
-                                    });
+                                let place = &self.place;
+                                if let Some(owner) = place.owner(slot) {
+                                    s.gates.taint(slot, owner, |marked| place.owner(marked));
                                 }
                             }
                             return self.complete_error(cx, f, frame);
@@ -356,7 +354,7 @@ impl Worker {
             }
             return self.resend_on_lease(cx, via, f);
         }
-        let pool = self.pools.master_pool(via, proto);
+        let pool = self.place.at(via, proto);
         self.send_to_pool(cx, pool, f);
     }
 
@@ -471,7 +469,7 @@ impl Worker {
                 retries: RETRY_WAITS,
                 ..InFlight::new(session, seq, req, Purpose::Part(part))
             };
-            let pool = self.pools.master_pool(addr, proto);
+            let pool = self.place.at(addr, proto);
             self.send_to_pool(cx, pool, out);
         }
     }
@@ -495,11 +493,10 @@ impl Worker {
     /// until the slot's owner changes (its migration is over); other
     /// topology changes leave the mark alone.
     pub(super) fn tainted(&mut self, key: Key, slot: u16) -> bool {
-        let (pools, topo) = (&self.pools, &self.topo);
-        self.sessions.get_mut(key).is_some_and(|s| {
-            s.gates
-                .tainted(slot, || pools.master_addr_for_slot(topo, slot))
-        })
+        let place = &self.place;
+        self.sessions
+            .get_mut(key)
+            .is_some_and(|s| s.gates.tainted(slot, || place.owner(slot)))
     }
 }
 

@@ -356,8 +356,8 @@ impl Worker {
                 .and_then(|body| self.shared.scripts.note_keyless_script(body)),
         };
         match slot {
-            Some(slot) if !self.topo.shards.is_empty() => {
-                self.forward_slot(cx, key, slot, read, frame)
+            Some(slot) if !self.place.map().is_empty() => {
+                self.forward_unit(cx, key, slot, read, frame)
             }
             _ => self.forward_any(cx, key, frame),
         }
@@ -391,8 +391,8 @@ impl Worker {
             Some(Some((slot, cmd.flags & flags::READONLY != 0)))
         });
         match slot {
-            Some(Some((slot, read))) if !self.topo.shards.is_empty() => {
-                self.forward_slot(cx, key, slot, read, frame)
+            Some(Some((slot, read))) if !self.place.map().is_empty() => {
+                self.forward_unit(cx, key, slot, read, frame)
             }
             // FUNCTION STATS: every master on a lease each (a busy one
             // reads nothing more from a connection waiting on its script).
@@ -416,7 +416,7 @@ impl Worker {
         key: Key,
         frame: &Bytes,
     ) -> bool {
-        if !self.shared.scripts.scripts_stalled() || self.topo.shards.is_empty() {
+        if !self.shared.scripts.scripts_stalled() || self.place.map().is_empty() {
             return false;
         }
         if !self
@@ -440,7 +440,7 @@ impl Worker {
         finish: Finish,
         on_leases: bool,
     ) {
-        let masters = self.topo.shards.len();
+        let masters = self.place.master_count();
         if masters == 0 {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
@@ -530,7 +530,7 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        let masters = self.topo.shards.len();
+        let masters = self.place.master_count();
         let Some(finish) = finish_for(self.shared.clone(), wide, args) else {
             return;
         };
@@ -560,14 +560,15 @@ impl Worker {
         proto: crate::resp::Proto,
         frame: &Bytes,
     ) {
-        for shard in 0..masters {
-            let part = shard as u32;
-            let Some(pool) = self.pools.pool_for_shard(shard, proto) else {
+        let shards = self.place.masters();
+        for (part, shard) in shards.take(masters).enumerate() {
+            let part = part as u32;
+            let Some(pool) = self.place.shard_master(shard, proto) else {
                 let e = Bytes::from_static(router::ERR_NO_TOPOLOGY);
                 self.fold_part(cx, key, seq, part, e);
                 continue;
             };
-            let addr = self.pools.pools[pool].key.addr;
+            let addr = self.place.conns.pools[pool].key.addr;
             match self.take_lease(cx, addr, proto) {
                 Ok(lease) => {
                     let out = InFlight::new(key, seq, frame.clone(), Purpose::Kill(part));
@@ -635,7 +636,13 @@ impl Worker {
                 // A replica refuses FUNCTION LOAD (its master's libraries
                 // reach it by replication).
                 let pool = self.backends.get(bkey)?.pool()?;
-                if !self.pools.pools.get(pool).is_some_and(|p| !p.key.readonly) {
+                if !self
+                    .place
+                    .conns
+                    .pools
+                    .get(pool)
+                    .is_some_and(|p| !p.key.readonly)
+                {
                     return None;
                 }
                 let (_, code) = scripts.library_of(&first)?;

@@ -167,7 +167,7 @@ impl Worker {
     pub(super) fn cache_masters(&mut self, cx: &mut Context<'_, Timer>) {
         // Masters serving slots: a failed master the map still lists
         // (with no slots left) needs no tracker.
-        let masters = self.topo.serving_masters();
+        let masters = self.place.map().serving_masters();
         if masters != self.cache.masters {
             if !self.cache.masters.is_empty() {
                 self.cache.cache.flush();

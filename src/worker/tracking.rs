@@ -215,17 +215,17 @@ impl Worker {
             return Read::None;
         }
         let how = match decision {
-            Decision::Slot { .. } | Decision::Queue => Read::OptIn,
-            Decision::Eval { slot: Some(_), .. } => Read::OptIn,
+            Decision::Unit { .. } | Decision::Queue { .. } => Read::OptIn,
+            Decision::Eval { unit: Some(_), .. } => Read::OptIn,
             // No key (numkeys 0): the node tracks nothing of it.
-            Decision::Eval { slot: None, .. } => return Read::None,
+            Decision::Eval { unit: None, .. } => return Read::None,
             Decision::Fanout(k) if *k != command::Fanout::Pfcount => Read::OptIn,
             Decision::Refuse(_) | Decision::Local(_) => return Read::None,
             _ => Read::Uncached,
         };
         // A queued read is sent at EXEC, to one master: whether its
         // tracker is up is seen then (`send_opted`).
-        let queued = matches!(decision, Decision::Queue);
+        let queued = matches!(decision, Decision::Queue { .. });
         if matches!(how, Read::Uncached) || !(ready || queued) {
             return Read::Uncached;
         }
@@ -737,7 +737,7 @@ impl Worker {
 
     /// A tracking read of one slot that is not a cached GET: to the
     /// slot's master, with the opt-in.
-    pub(super) fn tracked_slot(
+    pub(super) fn tracked_unit(
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
@@ -747,7 +747,7 @@ impl Worker {
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        match self.pools.pool_for_slot(&self.topo, slot, proto) {
+        match self.place.master(slot, proto) {
             Some(pool) => self.send_opted(cx, pool, key, None, frame, (Purpose::Client, 1), None),
             None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
         }

@@ -28,11 +28,11 @@
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{self, Args, Command, Route, Wide};
+use crate::placement::Unit;
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::router;
 use crate::session::Txn;
-use crate::topology::key_slot;
 use bytes::Bytes;
 use reactor::{Context, Key};
 
@@ -44,7 +44,6 @@ const ERR_EXEC_WITHOUT: &[u8] = b"-ERR EXEC without MULTI\r\n";
 const ERR_DISCARD_WITHOUT: &[u8] = b"-ERR DISCARD without MULTI\r\n";
 pub(super) const EXECABORT: &[u8] =
     b"-EXECABORT Transaction discarded because of previous errors.\r\n";
-const CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_TOO_LARGE: &[u8] = b"-ERR mithril: transaction too large (query-buffer-limit)\r\n";
 
 /// `MULTI, the queued requests, EXEC` as one frame.
@@ -97,8 +96,8 @@ impl Worker {
             return;
         };
         let (proto, sticky) = (s.proto, s.conn_choice());
-        for other in (0..self.topo.shards.len()).filter(|&i| Some(i) != shard) {
-            let Some(pool) = self.pools.pool_for_shard(other, proto) else {
+        for other in self.place.masters().filter(|&i| Some(i) != shard) {
+            let Some(pool) = self.place.shard_master(other, proto) else {
                 continue;
             };
             if let Ok(bkey) = self.backend_for(cx, pool, sticky) {
@@ -147,22 +146,22 @@ impl Worker {
         }
     }
 
-    /// Queue one request of an open transaction.
-    pub(super) fn txn_queue(&mut self, key: Key, cmd: &'static Command, frame: Bytes, args: &Args) {
+    /// Queue one request of an open transaction; `unit` is its keys' (the
+    /// router checked they are the transaction's).
+    pub(super) fn txn_queue(
+        &mut self,
+        key: Key,
+        cmd: &'static Command,
+        unit: Option<Unit>,
+        frame: Bytes,
+        args: &Args,
+    ) {
         let limit = self.query_limit;
         let Some(t) = self.sessions.get_mut(key).and_then(|s| s.txn.as_mut()) else {
             return;
         };
-        for i in command::keys(cmd, args) {
-            let slot = key_slot(args.get(i).unwrap_or_default());
-            match t.slot {
-                None => t.slot = Some(slot),
-                Some(s) if s == slot => {}
-                Some(_) => {
-                    t.failed = true;
-                    return self.reply_static(key, CROSSSLOT);
-                }
-            }
+        if t.slot.is_none() {
+            t.slot = unit;
         }
         if t.bytes + frame.len() > limit {
             t.failed = true;
@@ -218,20 +217,12 @@ impl Worker {
         } = *t;
         let proto = s.proto;
         let expect = queued.len() as u32 + 2;
-        let n = self.topo.shards.len();
-        if n == 0 {
-            return self.reply_static(key, router::ERR_NO_TOPOLOGY);
-        }
         let (pool, shard) = match slot {
-            Some(slot) => (
-                self.pools.pool_for_slot(&self.topo, slot, proto),
-                self.topo.shard_of(slot),
-            ),
-            None => {
-                self.any_master = self.any_master.wrapping_add(1);
-                let shard = self.any_master % n;
-                (self.pools.pool_for_shard(shard, proto), Some(shard))
-            }
+            Some(slot) => (self.place.master(slot, proto), self.place.shard_of(slot)),
+            None => match self.place.any_master() {
+                Some(shard) => (self.place.shard_master(shard, proto), Some(shard)),
+                None => return self.reply_static(key, router::ERR_NO_TOPOLOGY),
+            },
         };
         if pool.is_some() && flushes_scripts {
             self.shared.scripts.clear_scripts();

@@ -76,14 +76,14 @@ impl Worker {
             p.broken = true;
             return self.reply_static(key, OK);
         }
-        if self.topo.is_empty() {
+        if self.place.map().is_empty() {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         let proto = s.proto;
-        let Some(pool) = self.pools.pool_for_slot(&self.topo, slot, proto) else {
+        let Some(pool) = self.place.master(slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
-        let addr = self.pools.pools[pool].key.addr;
+        let addr = self.place.conns.pools[pool].key.addr;
         let conn = match self.try_lease(cx, addr, proto) {
             Ok(conn) => conn,
             Err(e) => return self.fail_new(key, e.unwrap_or_else(|| watch_cap_reply(addr))),
@@ -138,7 +138,7 @@ impl Worker {
     pub(super) fn send_part(&mut self, cx: &mut Context<'_, Timer>, pool: usize, f: InFlight) {
         let pin = self.sessions.get(f.session).and_then(|s| s.pin);
         if let Some(p) = pin {
-            let addr = self.pools.pools[pool].key.addr;
+            let addr = self.place.conns.pools[pool].key.addr;
             if self.backends.get(p.conn).is_some_and(|b| b.addr == addr) {
                 return self.send_on(p.conn, f);
             }
@@ -254,7 +254,7 @@ impl Worker {
             return;
         };
         let redirect = if head == b'-' {
-            router::parse_redirect(&frame, via, &self.topo)
+            router::parse_redirect(&frame, via, self.place.map())
         } else {
             None
         };
@@ -355,7 +355,7 @@ impl Worker {
     fn note_redirect(&mut self, r: Redirect) {
         if let Redirect::Moved { slot, addr } = r {
             self.obs.stats.counters.moved += 1; // observe
-            self.pools.set_override(slot, addr);
+            self.place.learn_moved(slot, addr);
         }
         self.shared.topology.request_refresh();
     }
