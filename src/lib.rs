@@ -16,6 +16,7 @@ pub mod backend;
 pub mod cache;
 pub mod command;
 pub mod config;
+pub mod hashkit;
 pub mod hll;
 pub mod local;
 pub mod logging;
