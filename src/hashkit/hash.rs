@@ -9,7 +9,7 @@
 //!
 //! Invariants: every function is pure, total and allocation free. An empty
 //! key gets the function's own value here; twemproxy never hashes an empty
-//! key (it places it at 0).
+//! key (it places it at 0), which is [`super::Ring::locate`]'s business.
 
 use super::md5;
 
