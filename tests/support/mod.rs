@@ -1,15 +1,17 @@
 //! Shared support for integration tests and the dev-cluster example: real
 //! `redis-server` cluster nodes on free ports, a tiny blocking RESP client that
-//! shares no code with mithril, a slot calculator of its own, and a handle that
-//! runs the mithril binary against a cluster.
+//! shares no code with mithril, a slot calculator of its own, a handle that
+//! runs the mithril binary against a cluster, and plain redis-servers with
+//! twemproxy's nutcracker in front (the placement oracle).
 //!
-//! Owns: every process it starts (redis nodes, mithril) and every temp dir it
-//! creates. Invariants: each child is started from one long-lived spawner thread
-//! with a parent-death signal, so nothing outlives the test process even when it
-//! is killed; every wait has a deadline (`wait_until`), and the only sleeping in
-//! this module happens inside `poll_until`. Never: sleep a fixed time to "let
-//! things settle", talk to anything but 127.0.0.1, or reuse mithril's own code
-//! (a test must not verify the proxy with the proxy's parser).
+//! Owns: every process it starts (redis nodes, plain servers, mithril,
+//! nutcracker) and every temp dir it creates. Invariants: each child is started
+//! from one long-lived spawner thread with a parent-death signal, so nothing
+//! outlives the test process even when it is killed; every wait has a deadline
+//! (`wait_until`), and the only sleeping in this module happens inside
+//! `poll_until`. Never: sleep a fixed time to "let things settle", talk to
+//! anything but 127.0.0.1, or reuse mithril's own code (a test must not verify
+//! the proxy with the proxy's parser).
 //!
 //! Used as `mod support;` from each file in `tests/`, and by
 //! `examples/devcluster.rs` through `#[path = "../tests/support/mod.rs"]`.
@@ -24,6 +26,7 @@ mod process;
 mod resp;
 mod rng;
 mod slots;
+mod standalone;
 
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
 pub use mithril::{run_mithril, Mithril};
@@ -31,6 +34,7 @@ pub use process::{fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, stat
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use rng::Rng;
 pub use slots::{key_for_slot, key_slot};
+pub use standalone::{nutcracker_path, NutPool, Nutcracker, Standalone, StandaloneSet};
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashSet;
