@@ -5,7 +5,8 @@
 //! `Ring::locate` names. Covers the twelve hashes under ketama and under
 //! modula, weights, explicit names that sort apart from port order, 25
 //! servers (156 ketama points each), hash tags, binary keys, the empty key,
-//! a one-server pool, and a server ejected and taken back.
+//! a one-server pool, and a server ejected and taken back; and the server
+//! names and their order, from nutcracker's stats.
 //!
 //! Needs `nutcracker` (Debian: `apt-get install nutcracker`) besides
 //! `redis-server`. `random` is left out: nutcracker picks with `random()`.
@@ -483,6 +484,71 @@ fn hash_tags_binary_keys_and_the_empty_key_land_where_nutcracker_puts_them() {
     );
     checked += check(&set, &case);
     summary("tags, binary and empty keys", cases + 1, checked, started);
+}
+
+#[test]
+fn server_names_and_their_order_are_the_ones_nutcracker_uses() {
+    // Nutcracker's stats list a pool's servers under their names, in the
+    // order it indexes them. Nothing listens behind these lines, and
+    // nutcracker connects only when a request needs a server.
+    let lines: [(&str, u16, Option<&str>, u32); 7] = [
+        ("/tmp/mithril-placement-test.sock", 0, None, 1),
+        ("127.0.0.1", 11211, None, 1),
+        ("127.0.0.1", 6379, None, 3),
+        ("127.0.0.1", 12, None, 1),
+        ("127.0.0.1", 7000, Some("zeta"), 2),
+        ("127.0.0.1", 7001, Some("alpha"), 1),
+        ("127.0.0.1", 7002, Some("mid"), 1),
+    ];
+    let pool = NutPool {
+        servers: lines
+            .iter()
+            .map(|&(host, port, name, weight)| {
+                let addr = if host.starts_with('/') {
+                    format!("{host}:{weight}")
+                } else {
+                    format!("{host}:{port}:{weight}")
+                };
+                match name {
+                    Some(n) => format!("{addr} {n}"),
+                    None => addr,
+                }
+            })
+            .collect(),
+        ..NutPool::default()
+    };
+    let nut = Nutcracker::start(&pool.body());
+    let names: Vec<String> = lines
+        .iter()
+        .map(|&(host, port, name, _)| server_name(host, port, name))
+        .collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let sorted: Vec<&str> = sorted_order(&refs).into_iter().map(|i| refs[i]).collect();
+    assert_eq!(
+        sorted,
+        [
+            "mid",
+            "zeta",
+            "alpha",
+            "127.0.0.1",
+            "127.0.0.1:12",
+            "127.0.0.1:6379",
+            "/tmp/mithril-placement-test.sock:",
+        ]
+    );
+    let stats = nut.stats();
+    let at: Vec<usize> = sorted
+        .iter()
+        .map(|n| {
+            stats
+                .find(&format!("\"{n}\":"))
+                .unwrap_or_else(|| panic!("no server {n:?} in nutcracker's stats: {stats}"))
+        })
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "nutcracker lists its servers in another order: {stats}"
+    );
 }
 
 /// Sends GET for `probe` through `conn` until nutcracker answers without
