@@ -49,7 +49,9 @@ pub struct Ring {
 impl Ring {
     /// Builds the table for `servers` (name and weight, in sorted order,
     /// see [`super::sorted_order`]), of which those with `live[i]` true
-    /// take part; a missing `live` entry counts as not live.
+    /// take part; a missing `live` entry counts as not live. Without
+    /// `auto_eject_hosts` nutcracker never takes a server out, dead or
+    /// not: pass every server live then.
     ///
     /// Weight 0: nutcracker refuses it when loading its configuration
     /// ("has a zero weight"), so a configuration parser should refuse it
