@@ -36,6 +36,9 @@ enum Kind {
     /// `user`: one line per user in files; `CONFIG GET` shows the users
     /// with their passwords as SHA-256 digests, separated by "; ".
     PerUser,
+    /// `pool`: one line per pool setting in files; `CONFIG GET` shows
+    /// each pool's name, kind and listeners, separated by "; ".
+    PerPool,
 }
 
 /// What `CONFIG GET` shows for a secret that is set.
@@ -103,6 +106,7 @@ impl Directive {
                     .collect::<Vec<_>>()
                     .join("; "),
             ),
+            Kind::PerPool => Some(super::pool::pool_summary(cfg).join("; ")),
             Kind::Plain | Kind::Size => Some((self.getter)(cfg).join(" ")),
         }
     }
@@ -152,6 +156,17 @@ pub static DIRECTIVES: &[Directive] = &[
         arity: (1, usize::MAX),
         setter: set_cluster_nodes,
         getter: |c| c.cluster_nodes.clone(),
+    },
+    Directive {
+        name: "pool",
+        default: "",
+        summary: "pool NAME SETTING ARGS: a pool of its own listeners and backends (standalone servers placed as twemproxy places them, or another cluster)",
+        runtime_settable: false,
+        kind: Kind::PerPool,
+        arity: (3, usize::MAX),
+        setter: super::pool::set_pool,
+        // Unused: `render` writes one line per pool setting.
+        getter: |_| Vec::new(),
     },
     Directive {
         name: "threads",
@@ -767,6 +782,15 @@ pub fn render(cfg: &Config) -> String {
             Kind::Meta => continue,
             Kind::PerUser if cfg.users.is_empty() => {
                 out.push_str(&format!("# {} (not set)\n", d.name));
+            }
+            Kind::PerPool if cfg.pools.is_empty() => {
+                out.push_str(&format!("# {} (not set)\n", d.name));
+            }
+            Kind::PerPool => {
+                for line in super::pool::pool_lines(cfg) {
+                    out.push_str(&line);
+                    out.push('\n');
+                }
             }
             Kind::PerUser => {
                 // The rules as the source gave them (clear passwords

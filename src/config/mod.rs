@@ -34,6 +34,7 @@ pub mod compat;
 mod directives;
 mod glob;
 mod lex;
+pub mod pool;
 pub mod sha256;
 pub mod user;
 mod values;
@@ -300,6 +301,9 @@ pub struct Config {
     /// `cluster-nodes`: `HOST:PORT` seeds, as written (IPv6 hosts in
     /// brackets), in order, without repeats.
     pub cluster_nodes: Vec<String>,
+    /// `pool`: the pools declared besides the top-level cluster, in the
+    /// order of their first line (see [`pool`]).
+    pub pools: Vec<pool::PoolSpec>,
     /// `threads`: worker threads; already resolved, never 0.
     pub threads: usize,
     /// `maxclients`: most client connections open at once.
@@ -434,6 +438,7 @@ impl Default for Config {
             ],
             port: 7777,
             cluster_nodes: Vec::new(),
+            pools: Vec::new(),
             threads: resolve_threads(0),
             maxclients: 10_000,
             backend_conns: 1,
@@ -732,12 +737,15 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
         .as_ref()
         .map_or_else(|| "configuration".to_string(), |p| p.display().to_string());
     let fail = |message: String| Err(ConfigError::new(origin.clone(), message));
-    if cfg.cluster_nodes.is_empty() {
+    if cfg.cluster_nodes.is_empty() && cfg.pools.is_empty() {
         return fail(
             "no cluster-nodes given: name at least one node of the Redis Cluster, \
              e.g. 'cluster-nodes 127.0.0.1:7000'"
                 .to_string(),
         );
+    }
+    if let Err(e) = pool::validate_pools(cfg) {
+        return fail(e);
     }
     if cfg.bind.is_empty() {
         return fail("bind names no address to listen on".to_string());

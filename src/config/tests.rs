@@ -101,7 +101,7 @@ fn each_table_default_parses_to_config_default() {
     for d in DIRECTIVES {
         if d.default.is_empty() {
             assert!(
-                matches!(d.name, "include" | "cluster-nodes" | "user"),
+                matches!(d.name, "include" | "cluster-nodes" | "user" | "pool"),
                 "{} lacks a default",
                 d.name
             );

@@ -1,0 +1,139 @@
+//! The `pool` directive: settings, defaults, refusals, the pools served.
+
+use super::*;
+use crate::config::parse_str;
+
+fn read(text: &str) -> Config {
+    parse_str(text, "test.conf").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn refused(text: &str) -> String {
+    let e = match parse_str(text, "test.conf") {
+        Ok(cfg) => match crate::config::validate(&cfg) {
+            Ok(()) => panic!("accepted: {text}"),
+            Err(e) => e,
+        },
+        Err(e) => e,
+    };
+    e.to_string()
+}
+
+#[test]
+fn a_ring_pool_takes_twemproxys_settings_and_defaults() {
+    let cfg = read(
+        "pool alpha listen 127.0.0.1:22121\n\
+         pool alpha server 127.0.0.1:6379:1 one\n\
+         pool alpha server 127.0.0.1:6380:3\n\
+         pool alpha hash murmur\n\
+         pool alpha hash-tag {}\n\
+         pool alpha distribution modula\n\
+         pool alpha auto-eject-hosts yes\n\
+         pool alpha server-retry-timeout 2000\n\
+         pool alpha server-failure-limit 1\n\
+         pool alpha password s3cret\n\
+         pool alpha db 3\n",
+    );
+    crate::config::validate(&cfg).unwrap();
+    let [p] = cfg.pools.as_slice() else {
+        panic!("{:?}", cfg.pools)
+    };
+    assert_eq!(p.listen, ["127.0.0.1:22121"]);
+    assert_eq!(p.password, "s3cret");
+    assert_eq!(p.db, 3);
+    let PoolKind::Ring {
+        servers,
+        hash,
+        hash_tag,
+        distribution,
+        auto_eject_hosts,
+        server_retry_timeout_ms,
+        server_failure_limit,
+    } = &p.kind
+    else {
+        panic!("not a ring")
+    };
+    assert_eq!(servers.len(), 2);
+    assert_eq!(servers[0].ring_name(), "one");
+    assert_eq!(servers[1].ring_name(), "127.0.0.1:6380");
+    assert_eq!(servers[1].weight, 3);
+    assert_eq!(*hash, HashFn::Murmur);
+    assert_eq!(*hash_tag, Some(*b"{}"));
+    assert_eq!(*distribution, Distribution::Modula);
+    assert!(*auto_eject_hosts);
+    assert_eq!(*server_retry_timeout_ms, 2000);
+    assert_eq!(*server_failure_limit, 1);
+    // Without a top-level cluster, only the declared pool is served.
+    assert_eq!(cfg.server_pools().len(), 1);
+}
+
+#[test]
+fn the_top_level_cluster_is_the_default_pool_beside_declared_ones() {
+    let cfg = read(
+        "cluster-nodes 127.0.0.1:7000\nport 7777\nbind 127.0.0.1\n\
+         pool beta listen 127.0.0.1:22122\npool beta cluster-nodes 127.0.0.1:8000\n",
+    );
+    crate::config::validate(&cfg).unwrap();
+    let pools = cfg.server_pools();
+    assert_eq!(pools.len(), 2);
+    assert_eq!(pools[0].name, DEFAULT_POOL);
+    assert_eq!(pools[0].listen, ["127.0.0.1:7777"]);
+    assert!(pools[1].is_cluster());
+    assert_eq!(pools[1].units(), CLUSTER_UNITS);
+}
+
+#[test]
+fn pools_written_back_parse_to_the_same_pools() {
+    let cfg = read(
+        "pool a listen 127.0.0.1:1\npool a server 10.0.0.1:6379:2 x\n\
+         pool a hash crc32a\npool a hash-tag \"[]\"\npool a timeout 400\n\
+         pool b listen 127.0.0.1:2\npool b cluster-nodes 10.0.0.9:7000\n",
+    );
+    let text = crate::config::render(&cfg);
+    let again = read(&text);
+    assert_eq!(again.pools, cfg.pools, "{text}");
+}
+
+#[test]
+fn bad_pools_are_refused_with_a_reason() {
+    let cases = [
+        ("pool a listen 127.0.0.1:1\n", "no server"),
+        ("pool a server 127.0.0.1:6379\n", "no listen address"),
+        ("pool a listen 127.0.0.1:1\npool a server nonsense\n", "not HOST:PORT"),
+        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:1\npool a hash sha1\n", "hash must be one of"),
+        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:1\npool a distribution x\n", "distribution must be"),
+        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:1\npool a hash-tag {\n", "two characters"),
+        ("pool a listen 127.0.0.1:1\npool a flavour x\n", "unknown setting"),
+        ("pool a listen 127.0.0.1:1\npool a cluster-nodes 127.0.0.1:7000\npool a hash md5\n", "cluster pool"),
+        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379\npool a cluster-nodes 127.0.0.1:7000\n", "not both"),
+        (
+            "pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379 same\npool a server 127.0.0.1:6380 same\n",
+            "two servers are named 'same'",
+        ),
+        (
+            "pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379\n\
+             pool b listen 127.0.0.1:1\npool b server 127.0.0.1:6380\n",
+            "both listen on 127.0.0.1:1",
+        ),
+        ("", "no cluster-nodes given"),
+    ];
+    for (text, want) in cases {
+        let e = refused(text);
+        assert!(e.contains(want), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn too_many_units_for_one_process_are_refused() {
+    let mut text = String::new();
+    for i in 0..4 {
+        text.push_str(&format!(
+            "pool c{i} listen 127.0.0.1:{}\npool c{i} cluster-nodes 127.0.0.1:7000\n",
+            1000 + i
+        ));
+    }
+    assert!(
+        refused(&text).contains("at most 65535"),
+        "{}",
+        refused(&text)
+    );
+}
