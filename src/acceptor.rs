@@ -103,27 +103,39 @@ impl Placer {
 
 pub struct Acceptor {
     shared: Arc<Shared>,
-    listeners: Vec<TcpListener>,
+    /// Each listener with the pool it serves.
+    listeners: Vec<(TcpListener, usize)>,
+    /// Per pool: its open clients and its `client-connections` (0: no
+    /// bound of its own).
+    pool_clients: Vec<(Arc<std::sync::atomic::AtomicUsize>, usize)>,
     poll: Poll,
     placer: Placer,
 }
 
 impl Acceptor {
+    /// An acceptor over `listeners`, each with the pool it serves.
     pub fn new(
         shared: Arc<Shared>,
-        listeners: Vec<TcpListener>,
+        listeners: Vec<(TcpListener, usize)>,
     ) -> io::Result<(Acceptor, Arc<Waker>)> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut listeners = listeners;
-        for (i, l) in listeners.iter_mut().enumerate() {
+        for (i, (l, _)) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
         }
         let placer = Placer::new(shared.config.placement, shared.workers.len());
+        let pool_clients = shared
+            .config
+            .server_pools()
+            .iter()
+            .map(|p| (Arc::new(Default::default()), p.client_connections))
+            .collect();
         Ok((
             Acceptor {
                 shared,
                 listeners,
+                pool_clients,
                 poll,
                 placer,
             },
@@ -164,13 +176,15 @@ impl Acceptor {
             }
             for i in 0..self.listeners.len() {
                 loop {
-                    match self.listeners[i].accept() {
+                    let (listener, pool) = &self.listeners[i];
+                    let pool = *pool;
+                    match listener.accept() {
                         Ok((stream, peer)) => {
                             for (w, slot) in self.shared.workers.iter().enumerate() {
                                 commands[w] = slot.commands.load(Ordering::Relaxed);
                                 sessions[w] = slot.sessions.load(Ordering::Relaxed);
                             }
-                            self.admit(stream, peer, &commands, &sessions);
+                            self.admit(stream, peer, pool, &commands, &sessions);
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -200,6 +214,7 @@ impl Acceptor {
         &mut self,
         stream: mio::net::TcpStream,
         peer: SocketAddr,
+        pool: usize,
         commands: &[u64],
         sessions: &[usize],
     ) {
@@ -209,9 +224,11 @@ impl Acceptor {
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
+        let pool_limit = self.pool_clients.get(pool).filter(|(_, max)| *max > 0);
         let Some(ticket) = Ticket::acquire(
             &self.shared.clients,
             self.shared.live.maxclients.load(Ordering::Relaxed),
+            pool_limit.map(|(n, max)| (n, *max)),
         ) else {
             reject(std_stream);
             self.shared
@@ -222,6 +239,7 @@ impl Acceptor {
         let mut msg = WorkerMsg::Accept(Accepted {
             stream: std_stream,
             peer,
+            pool,
             ticket,
         });
         let first = self.placer.pick(Instant::now(), commands, sessions);
@@ -293,9 +311,9 @@ mod tests {
     #[test]
     fn tickets_are_released_once() {
         let c = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let a = Ticket::acquire(&c, 2).unwrap();
-        let b = Ticket::acquire(&c, 2).unwrap();
-        assert!(Ticket::acquire(&c, 2).is_none());
+        let a = Ticket::acquire(&c, 2, None).unwrap();
+        let b = Ticket::acquire(&c, 2, None).unwrap();
+        assert!(Ticket::acquire(&c, 2, None).is_none());
         assert_eq!(c.load(Ordering::SeqCst), 2);
         drop(a);
         assert_eq!(c.load(Ordering::SeqCst), 1);

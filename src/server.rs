@@ -87,6 +87,108 @@ fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
     Ok(out)
 }
 
+/// Binds every declared pool's `listen` addresses (the default pool's
+/// come from `bind` and `port`, above); each listener with its pool.
+fn bind_pools(
+    cfg: &Config,
+    pools: &[crate::config::pool::PoolSpec],
+    first: Vec<mio::net::TcpListener>,
+) -> Result<Vec<(mio::net::TcpListener, usize)>, StartError> {
+    let mut out: Vec<(mio::net::TcpListener, usize)> = first.into_iter().map(|l| (l, 0)).collect();
+    let default_first = !cfg.cluster_nodes.is_empty();
+    for (i, pool) in pools.iter().enumerate() {
+        if i == 0 && default_first {
+            continue;
+        }
+        let backlog = if pool.backlog > 0 {
+            pool.backlog as i32
+        } else {
+            cfg.tcp_backlog
+        };
+        for l in &pool.listen {
+            let text = match l.strip_prefix("*:") {
+                Some(port) => format!("0.0.0.0:{port}"),
+                None => l.clone(),
+            };
+            let addr = crate::topology::probe::resolve(&text)
+                .ok()
+                .and_then(|a| a.into_iter().next())
+                .ok_or_else(|| {
+                    StartError(format!(
+                        "pool {}: cannot resolve listen address {l}",
+                        pool.name
+                    ))
+                })?;
+            match reactor::net::listen(addr, backlog) {
+                Ok(listener) => {
+                    log::info!(target: "mithril::server", "pool {}: listening on {addr}", pool.name);
+                    out.push((listener, i));
+                }
+                Err(e) => {
+                    return Err(StartError(format!(
+                        "pool {}: cannot listen on {addr}: {e}",
+                        pool.name
+                    )))
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Where each pool's part of the map comes from, and what the workers need
+/// of each pool besides (credentials, database, ring health).
+fn pool_sources(
+    cfg: &Config,
+    pools: &[crate::config::pool::PoolSpec],
+) -> (
+    Vec<crate::topology::Source>,
+    Vec<crate::shared::PoolRuntime>,
+) {
+    use crate::config::pool::PoolKind;
+    use crate::topology::Source;
+    let mut sources = Vec::new();
+    let mut runtime = Vec::new();
+    for pool in pools {
+        let rt = crate::shared::PoolRuntime::new(cfg, pool);
+        let auth = rt.probe_auth();
+        match &pool.kind {
+            PoolKind::Cluster { seeds } => sources.push(Source::Cluster {
+                name: pool.name.clone(),
+                seeds: seeds.clone(),
+                auth,
+            }),
+            PoolKind::Ring {
+                servers,
+                hash,
+                hash_tag,
+                distribution,
+                ..
+            } => {
+                let names: Vec<String> = servers.iter().map(|s| s.ring_name()).collect();
+                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+                let order = crate::hashkit::sorted_order(&refs);
+                sources.push(Source::Ring {
+                    name: pool.name.clone(),
+                    servers: order
+                        .iter()
+                        .map(|&j| (names[j].clone(), servers[j].weight, servers[j].addr()))
+                        .collect(),
+                    dist: *distribution,
+                    hash: *hash,
+                    tag: *hash_tag,
+                    health: rt.health.clone().unwrap_or_else(|| {
+                        Arc::new(crate::topology::health::RingHealth::new(0, false, 1, 0))
+                    }),
+                    auth,
+                });
+            }
+        }
+        runtime.push(rt);
+    }
+    (sources, runtime)
+}
+
 /// Run the proxy until a shutdown signal; returns the exit code.
 pub fn run(cfg: Config) -> Result<(), StartError> {
     run_with(cfg, Arc::new(Quiet))
@@ -111,28 +213,33 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         std::process::id(),
         cfg.threads
     );
-    let listeners = bind_all(&cfg)?;
+    let pools = cfg.server_pools();
+    let first = if cfg.cluster_nodes.is_empty() {
+        Vec::new()
+    } else {
+        bind_all(&cfg)?
+    };
+    let listeners = bind_pools(&cfg, &pools, first)?;
     // observe: the metrics and stats ports (off unless configured).
     let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
-    let auth = crate::backend::auth::for_probe(&cfg);
-    let refresher = Refresher::new(
-        cfg.cluster_nodes.clone(),
+    let (sources, pool_runtime) = pool_sources(&cfg, &pools);
+    let mut refresher = Refresher::new(
+        sources,
         Duration::from_secs(cfg.topology_refresh_secs),
         Duration::from_millis(cfg.connect_timeout_ms),
-        auth.clone(),
     );
     if !refresher.refresh_once() {
-        // Credentials the cluster refuses will not get better by waiting.
-        let timeout = Duration::from_millis(cfg.connect_timeout_ms);
-        if let Some(why) =
-            crate::topology::probe::auth_problem(&cfg.cluster_nodes, timeout, auth.as_ref())
-        {
-            return Err(StartError(why));
+        // Credentials a cluster refuses, or servers that are not cluster
+        // nodes, will not get better by waiting.
+        for i in refresher.cluster_pools() {
+            if let Some(why) = refresher.hopeless(i) {
+                return Err(StartError(why));
+            }
         }
         log::warn!(
             target: "mithril::server",
-            "no node of cluster-nodes answered; serving errors until the cluster is reachable"
+            "no node of some cluster pool answered; serving errors there until it is reachable"
         );
     }
     let topology = refresher.handle();
@@ -174,6 +281,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     let scripts = crate::script::Registry::new(cfg.script_registry_size);
     let shared = Arc::new(Shared {
         admin,
+        pools: pool_runtime,
         config: cfg,
         topology: topology.clone(),
         clients: Arc::new(AtomicUsize::new(0)),

@@ -324,6 +324,12 @@ pub struct Backend {
     pub tracking: u64,
     /// A lease's client id on its node, once its CLIENT ID is answered.
     pub node_id: Option<u64>,
+    /// The server pool whose node this is (`crate::placement::PoolId`):
+    /// its credentials, database and health.
+    pub server_pool: usize,
+    /// For a ring pool's server, its index in twemproxy's order: where its
+    /// failures and answers are counted (`topology::health`).
+    pub ring_server: Option<u16>,
 }
 
 impl Backend {
@@ -390,6 +396,8 @@ impl Backend {
             obs: Default::default(),
             tracking: 0,
             node_id: None,
+            server_pool: 0,
+            ring_server: None,
         }
     }
 

@@ -29,6 +29,9 @@ pub struct PoolKey {
     pub proto: Proto,
     /// Connections to a replica, put in READONLY mode.
     pub readonly: bool,
+    /// The server pool the node is reached for (its credentials and
+    /// database): a node two pools name has a set for each.
+    pub pool: u16,
 }
 
 pub struct Pool {
@@ -52,18 +55,21 @@ pub struct Pool {
 pub struct Pools {
     pub pools: Vec<Pool>,
     by_key: HashMap<PoolKey, usize>,
-    conns_per_node: usize,
+    /// Connections per node, by server pool (the last for any other).
+    conns_per_node: Vec<usize>,
     rng: u64,
     /// Retired pools' slots, reused before the vector grows.
     free: Vec<usize>,
 }
 
 impl Pools {
-    pub fn new(conns_per_node: usize, seed: u64) -> Pools {
+    /// Pools with `conns_per_node[p]` connections per node of server
+    /// pool `p`.
+    pub fn new(conns_per_node: Vec<usize>, seed: u64) -> Pools {
         Pools {
             pools: Vec::new(),
             by_key: HashMap::new(),
-            conns_per_node: conns_per_node.max(1),
+            conns_per_node,
             rng: seed | 1,
             free: Vec::new(),
         }
@@ -73,9 +79,16 @@ impl Pools {
         if let Some(&i) = self.by_key.get(&key) {
             return i;
         }
+        let n = self
+            .conns_per_node
+            .get(key.pool as usize)
+            .or(self.conns_per_node.last())
+            .copied()
+            .unwrap_or(1)
+            .max(1);
         let pool = Pool {
             key,
-            conns: vec![Key::NONE; self.conns_per_node],
+            conns: vec![Key::NONE; n],
             failures: 0,
             down_until: None,
             last_error: String::new(),
@@ -98,11 +111,13 @@ impl Pools {
         i
     }
 
-    pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto) -> usize {
+    /// The master connection set to `addr` for server pool `pool`.
+    pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto, pool: u16) -> usize {
         self.pool_for(PoolKey {
             addr,
             proto,
             readonly: false,
+            pool,
         })
     }
 
@@ -189,8 +204,8 @@ mod tests {
     #[test]
     fn backoff_grows_and_is_bounded() {
         let t0 = Instant::now();
-        let mut p = Pools::new(1, 1);
-        let a = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2);
+        let mut p = Pools::new(vec![1], 1);
+        let a = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2, 0);
         let mut last = Duration::ZERO;
         for _ in 0..20 {
             p.mark_failed(a, t0, "x".into());

@@ -217,8 +217,13 @@ struct RingSettings<'a> {
     server_failure_limit: &'a mut u32,
 }
 
+/// yes / no, or twemproxy's true / false.
 fn yes_no(name: &str, v: &str) -> Result<bool, String> {
-    super::values::parse_bool(v).ok_or_else(|| format!("{name} must be yes or no"))
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => super::values::parse_bool(v).ok_or_else(|| format!("{name} must be yes or no")),
+    }
 }
 
 fn bool_word(b: bool) -> String {

@@ -41,6 +41,24 @@ fn log_in(
     user: Option<&[u8]>,
     pass: &[u8],
 ) -> Result<(), AuthError> {
+    // A pool that asks its clients for a password of its own (twemproxy's
+    // redis_auth) takes it for `default`.
+    let pool_pass = shared
+        .pools
+        .get(s.pool())
+        .and_then(|p| p.client_password.as_deref());
+    if let Some(pw) = pool_pass {
+        if user.map_or(true, |u| u == b"default") {
+            if pass != pw.as_bytes() {
+                return Err(AuthError::WrongPass);
+            }
+            let u = shared.admin.acl.default_user();
+            s.restricted = !u.unrestricted;
+            s.user = Some(u);
+            s.authenticated = true;
+            return Ok(());
+        }
+    }
     let u = shared.admin.acl.authenticate(user, pass)?;
     s.restricted = !u.unrestricted;
     s.user = Some(u);
@@ -141,7 +159,9 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
                 .bulk(super::reported_version(shared).as_bytes());
             e.bulk(b"proto").int(proto_num);
             e.bulk(b"id").int(id);
-            e.bulk(b"mode").bulk(b"cluster");
+            let ring = shared.pools.get(s.pool()).is_some_and(|p| p.ring);
+            e.bulk(b"mode")
+                .bulk(if ring { b"standalone" } else { b"cluster" });
             e.bulk(b"role").bulk(b"master");
             e.bulk(b"modules").array(0);
         },
@@ -151,7 +171,7 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
 
 /// RESET: the connection as it was when it was accepted.
 pub fn reset(shared: &Shared, s: &mut Session) -> Outcome {
-    reset_session(s, shared.admin.acl.session_start());
+    reset_session(s, shared.session_start(s.pool()));
     stat(b"+RESET\r\n")
 }
 

@@ -44,8 +44,10 @@ use crate::backend::pool::{PoolKey, Pools};
 use crate::config::ReadFrom;
 use crate::resp::Proto;
 use crate::topology::slot::SlotMap;
+use crate::topology::snapshot::{Layout, PoolMap};
 use crate::topology::{key_slot, Node, Topology};
 use reactor::Key;
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::Arc;
@@ -55,6 +57,14 @@ use std::time::Instant;
 /// the module doc).
 pub type Unit = u16;
 
+/// The unit of a key no server can take (a ring whose servers are all
+/// ejected): no shard serves it.
+pub const NOWHERE: Unit = Unit::MAX;
+
+/// A pool, by its index in the map (`Topology::pools`), which is its index
+/// in the configuration's pools (`Config::server_pools`).
+pub type PoolId = usize;
+
 /// How the router learns where a key belongs: the one question routing
 /// asks of a map. A pure function of the key and the map it was made from.
 pub trait Locate {
@@ -63,18 +73,87 @@ pub trait Locate {
     /// Whether the map serves anything yet (while it does not, routed
     /// requests are refused with the no-topology error).
     fn is_known(&self) -> bool;
+    /// Whether the keys are on a Redis Cluster, whose nodes refuse keys of
+    /// another slot themselves (CROSSSLOT) and answer the CLUSTER
+    /// commands; a ring's standalone servers do neither, so the router
+    /// checks that a single-node command's keys share a unit, and the
+    /// proxy answers CLUSTER as a server without cluster support does.
+    fn is_cluster(&self) -> bool {
+        true
+    }
+    /// The refusal of a command whose keys are on several units of a map
+    /// whose nodes do not refuse it themselves.
+    fn cross_unit_reply(&self) -> bytes::Bytes {
+        bytes::Bytes::from_static(b"-CROSSSLOT Keys in request don't hash to the same slot\r\n")
+    }
 }
 
-/// A cluster map places keys by slot.
+/// A map places keys as its first pool does (a cluster's by slot): what a
+/// one-pool map, as tests build them, means.
 impl Locate for Topology {
     #[inline]
     fn unit_of(&self, key: &[u8]) -> Unit {
-        key_slot(key)
+        match self.pools.first() {
+            Some(pool) => PoolLocator { pool, random: 0 }.unit_of(key),
+            None => key_slot(key),
+        }
     }
 
     #[inline]
     fn is_known(&self) -> bool {
         !self.is_empty()
+    }
+
+    fn is_cluster(&self) -> bool {
+        self.pools
+            .first()
+            .map_or(true, |p| matches!(p.layout, Layout::Cluster))
+    }
+}
+
+/// Where one pool's keys go: a cluster's by slot, a ring's by
+/// twemproxy's placement. `random` is the number a ring of distribution
+/// `random` picks its server with (one per request).
+#[derive(Clone, Copy)]
+pub struct PoolLocator<'a> {
+    pool: &'a PoolMap,
+    random: u32,
+}
+
+impl Locate for PoolLocator<'_> {
+    #[inline]
+    fn unit_of(&self, key: &[u8]) -> Unit {
+        match &self.pool.layout {
+            Layout::Cluster => self.pool.base.wrapping_add(key_slot(key)),
+            Layout::Ring { ring, hash, tag } => match ring.locate(*hash, *tag, key, self.random) {
+                Some(i) => self.pool.base.wrapping_add(i as Unit),
+                None => NOWHERE,
+            },
+        }
+    }
+
+    #[inline]
+    fn is_known(&self) -> bool {
+        !self.pool.shards.is_empty()
+    }
+
+    #[inline]
+    fn is_cluster(&self) -> bool {
+        matches!(self.pool.layout, Layout::Cluster)
+    }
+
+    #[cold]
+    fn cross_unit_reply(&self) -> bytes::Bytes {
+        if let Layout::Cluster = self.pool.layout {
+            // A cluster node's own words.
+            return bytes::Bytes::from_static(
+                b"-CROSSSLOT Keys in request don't hash to the same slot\r\n",
+            );
+        }
+        bytes::Bytes::from(format!(
+            "-CROSSSLOT Keys in request don't hash to the same server of pool {}\r\n",
+            self.pool.name
+        ))
     }
 }
 
@@ -84,6 +163,15 @@ fn proto_index(p: Proto) -> usize {
         Proto::Resp3 => 1,
     }
 }
+
+/// What a locator of a pool the map lacks places by: nothing.
+static EMPTY_POOL: PoolMap = PoolMap {
+    name: String::new(),
+    layout: Layout::Cluster,
+    base: 0,
+    units: 0,
+    shards: 0..0,
+};
 
 /// A worker's answer to "which backend": see the module doc.
 pub struct Placement {
@@ -103,15 +191,19 @@ pub struct Placement {
     read_from: ReadFrom,
     /// The rotation of keyless commands over the masters.
     rotation: usize,
+    /// The state of the numbers a `random` ring picks servers with.
+    rng: Cell<u32>,
 }
 
 impl Placement {
     /// A placement over `map`, with `conns_per_node` connections per node
     /// and protocol; `seed` varies each worker's backoff jitter and
     /// rotation start (`rotation`).
+    /// A placement over `map`, with `conns_per_node[p]` connections per
+    /// node and protocol for server pool `p`.
     pub fn new(
         map: Arc<Topology>,
-        conns_per_node: usize,
+        conns_per_node: Vec<usize>,
         read_from: ReadFrom,
         seed: u64,
         rotation: usize,
@@ -125,6 +217,7 @@ impl Placement {
             overrides: SlotMap::default(),
             read_from,
             rotation,
+            rng: Cell::new((seed as u32) | 1),
         };
         // Nothing is connected yet: nothing to retire.
         let _ = p.install(map);
@@ -143,10 +236,69 @@ impl Placement {
         self.epoch
     }
 
-    /// What the router locates keys with, for a session of pool `pool`.
+    /// What the router locates keys with, for a session of pool `pool`
+    /// (an unknown pool: the first, so that nothing panics).
     #[inline]
-    pub fn locator(&self) -> &Topology {
-        &self.map
+    pub fn locator(&self, pool: PoolId) -> PoolLocator<'_> {
+        let mut x = self.rng.get();
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        self.rng.set(x);
+        let map = &*self.map;
+        match map.pools.get(pool).or(map.pools.first()) {
+            Some(pool) => PoolLocator { pool, random: x },
+            None => PoolLocator {
+                pool: &EMPTY_POOL,
+                random: x,
+            },
+        }
+    }
+
+    /// The pool's place in the map.
+    fn pool(&self, pool: PoolId) -> Option<&PoolMap> {
+        self.map.pools.get(pool)
+    }
+
+    /// Whether pool `pool` has a map to place by (a cluster whose slots are
+    /// known, a ring with servers).
+    #[inline]
+    pub fn known(&self, pool: PoolId) -> bool {
+        self.pool(pool).is_some_and(|p| !p.shards.is_empty())
+    }
+
+    /// Whether pool `pool` is a Redis Cluster (its units are slots, and
+    /// its nodes redirect).
+    #[inline]
+    pub fn is_cluster(&self, pool: PoolId) -> bool {
+        self.pool(pool)
+            .is_some_and(|p| matches!(p.layout, Layout::Cluster))
+    }
+
+    /// The pool's name, for messages.
+    pub fn pool_name(&self, pool: PoolId) -> &str {
+        self.pool(pool).map_or("", |p| p.name.as_str())
+    }
+
+    /// The index among ring pool `pool`'s servers (twemproxy's order) of
+    /// the one at `addr`: what its health is counted under. None for a
+    /// cluster pool.
+    pub fn ring_server(&self, pool: PoolId, addr: SocketAddr) -> Option<usize> {
+        let p = self.pool(pool)?;
+        if matches!(p.layout, Layout::Cluster) {
+            return None;
+        }
+        let map = &self.map;
+        map.shards[p.shards.clone()]
+            .iter()
+            .position(|sh| map.nodes.get(sh.master).is_some_and(|n| n.addr == addr))
+    }
+
+    /// The unit of slot `slot` of cluster pool `pool` (a redirect names
+    /// slots).
+    #[inline]
+    pub fn unit_of_slot(&self, pool: PoolId, slot: u16) -> Unit {
+        self.pool(pool).map_or(slot, |p| p.base.wrapping_add(slot))
     }
 
     /// Install a new map: rebuild the shard tables, forget MOVED's
@@ -158,10 +310,15 @@ impl Placement {
         self.shard_replicas.clear();
         let replicas = self.read_from != ReadFrom::No;
         for (i, shard) in map.shards.iter().enumerate() {
+            let pool = map
+                .pools
+                .iter()
+                .position(|p| p.shards.contains(&i))
+                .unwrap_or(0) as u16;
             let pair = map.master_of(i).map(|n| {
                 [
-                    self.conns.master_pool(n.addr, Proto::Resp2),
-                    self.conns.master_pool(n.addr, Proto::Resp3),
+                    self.conns.master_pool(n.addr, Proto::Resp2, pool),
+                    self.conns.master_pool(n.addr, Proto::Resp3, pool),
                 ]
             });
             self.shard_master.push(pair);
@@ -177,6 +334,7 @@ impl Placement {
                             addr: n.addr,
                             proto,
                             readonly: true,
+                            pool,
                         })
                     };
                     reps.push([set(Proto::Resp2), set(Proto::Resp3)]);
@@ -199,10 +357,10 @@ impl Placement {
 
     // ----- units --------------------------------------------------------
 
-    /// The unit of `key` in the installed map.
+    /// The unit of `key` in pool `pool` of the installed map.
     #[inline]
-    pub fn unit_of(&self, key: &[u8]) -> Unit {
-        self.locator().unit_of(key)
+    pub fn unit_of(&self, pool: PoolId, key: &[u8]) -> Unit {
+        self.locator(pool).unit_of(key)
     }
 
     /// The master connection set serving `unit`, as far as this worker
@@ -211,7 +369,8 @@ impl Placement {
     pub fn master(&mut self, unit: Unit, proto: Proto) -> Option<usize> {
         if !self.overrides.is_empty() {
             if let Some(&addr) = self.overrides.get(&unit) {
-                return Some(self.conns.master_pool(addr, proto));
+                let pool = self.pool_of_unit(unit);
+                return Some(self.conns.master_pool(addr, proto, pool));
             }
         }
         self.shard_master(self.map.shard_of(unit)?, proto)
@@ -285,11 +444,11 @@ impl Placement {
         self.map.master_of(self.map.shard_of(unit)?)
     }
 
-    /// The healthy masters that serve units: where a node-local event
-    /// (a keyspace notification) may be published.
-    pub fn serving_masters(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+    /// The healthy masters of pool `pool` that serve units: where a
+    /// node-local event (a keyspace notification) may be published.
+    pub fn serving_masters(&self, pool: PoolId) -> impl Iterator<Item = SocketAddr> + '_ {
         let map = &self.map;
-        map.shards[self.masters()]
+        map.shards[self.masters(pool)]
             .iter()
             .filter(|sh| !sh.ranges.is_empty())
             .filter_map(|sh| map.nodes.get(sh.master))
@@ -309,9 +468,19 @@ impl Placement {
         self.conns.pool_for(key)
     }
 
-    /// The master connection set at `addr` (a redirect's target).
-    pub fn at(&mut self, addr: SocketAddr, proto: Proto) -> usize {
-        self.conns.master_pool(addr, proto)
+    /// The master connection set at `addr` (a redirect's target) for a
+    /// session of pool `pool`.
+    pub fn at(&mut self, addr: SocketAddr, proto: Proto, pool: PoolId) -> usize {
+        self.conns.master_pool(addr, proto, pool as u16)
+    }
+
+    /// The pool whose range holds `unit`.
+    fn pool_of_unit(&self, unit: Unit) -> u16 {
+        self.map
+            .pools
+            .iter()
+            .position(|p| (p.base as u32..p.base as u32 + p.units).contains(&(unit as u32)))
+            .unwrap_or(0) as u16
     }
 
     // ----- shards -------------------------------------------------------
@@ -326,22 +495,22 @@ impl Placement {
             .map(|p| p[proto_index(proto)])
     }
 
-    /// The shards a session's "every master" means.
+    /// The shards "every master" means to a session of pool `pool`.
     #[inline]
-    pub fn masters(&self) -> Range<usize> {
-        0..self.map.shards.len()
+    pub fn masters(&self, pool: PoolId) -> Range<usize> {
+        self.pool(pool).map_or(0..0, |p| p.shards.clone())
     }
 
     /// How many masters [`masters`](Self::masters) names.
     #[inline]
-    pub fn master_count(&self) -> usize {
-        self.masters().len()
+    pub fn master_count(&self, pool: PoolId) -> usize {
+        self.masters(pool).len()
     }
 
-    /// One master for a command any master can answer, in rotation (None
-    /// while the map has none).
-    pub fn any_master(&mut self) -> Option<usize> {
-        let masters = self.masters();
+    /// One master of pool `pool` for a command any master can answer, in
+    /// rotation (None while the pool has none).
+    pub fn any_master(&mut self, pool: PoolId) -> Option<usize> {
+        let masters = self.masters(pool);
         if masters.is_empty() {
             return None;
         }
@@ -349,11 +518,11 @@ impl Placement {
         Some(masters.start + self.rotation % masters.len())
     }
 
-    /// The master every subscriber connection goes to first, and where
-    /// PUBLISH and PUBSUB are sent: the first shard of the map.
+    /// The master every subscriber connection of pool `pool` goes to
+    /// first, and where its PUBLISH and PUBSUB are sent: its first shard.
     #[inline]
-    pub fn home(&self) -> Option<usize> {
-        let masters = self.masters();
+    pub fn home(&self, pool: PoolId) -> Option<usize> {
+        let masters = self.masters(pool);
         (!masters.is_empty()).then_some(masters.start)
     }
 

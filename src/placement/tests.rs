@@ -33,7 +33,7 @@ fn topo() -> Topology {
 }
 
 fn placement(conns: usize, read_from: ReadFrom, map: Topology) -> Placement {
-    Placement::new(Arc::new(map), conns, read_from, 7, 0)
+    Placement::new(Arc::new(map), vec![conns], read_from, 7, 0)
 }
 
 #[test]
@@ -94,7 +94,7 @@ fn pools_the_map_no_longer_names_are_retired_and_their_slots_reused() {
     // Retired once only; its slot goes to the next pool made (a MOVED
     // to 7001 again, say), fresh.
     assert!(p.install(Arc::new(t2)).is_empty());
-    let again = p.at(SocketAddr::from(([127, 0, 0, 1], 7001)), Proto::Resp3);
+    let again = p.at(SocketAddr::from(([127, 0, 0, 1], 7001)), Proto::Resp3, 0);
     assert!(again == gone || p.conns.pools[gone].retired);
     assert!(!p.conns.pools[again].retired);
     assert_eq!(p.conns.pools[again].key.proto, Proto::Resp3);
@@ -104,11 +104,11 @@ fn pools_the_map_no_longer_names_are_retired_and_their_slots_reused() {
 #[test]
 fn keyless_commands_rotate_over_the_masters_and_home_is_the_first() {
     let mut p = placement(1, ReadFrom::No, topo());
-    let picks: Vec<usize> = (0..4).filter_map(|_| p.any_master()).collect();
+    let picks: Vec<usize> = (0..4).filter_map(|_| p.any_master(0)).collect();
     assert_eq!(picks, [1, 0, 1, 0]);
-    assert_eq!(p.home(), Some(0));
-    assert_eq!(p.masters(), 0..2);
+    assert_eq!(p.home(0), Some(0));
+    assert_eq!(p.masters(0), 0..2);
     let mut empty = placement(1, ReadFrom::No, Topology::empty());
-    assert_eq!(empty.any_master(), None);
-    assert_eq!(empty.home(), None);
+    assert_eq!(empty.any_master(0), None);
+    assert_eq!(empty.home(0), None);
 }

@@ -59,6 +59,17 @@ const ERR_IN_MULTI: &[u8] =
 /// than the watched one's while a WATCH is in force (Redis's text).
 pub const ERR_CROSSSLOT: &[u8] = b"-CROSSSLOT Keys in request don't hash to the same slot\r\n";
 const ERR_WATCH_IN_MULTI: &[u8] = b"-ERR WATCH inside MULTI is not allowed\r\n";
+/// The CLUSTER commands (and READONLY, READWRITE, ASKING) to a client of
+/// a pool of standalone servers: what a server without cluster support
+/// answers.
+pub const ERR_CLUSTER_DISABLED: &[u8] = b"-ERR This instance has cluster support disabled\r\n";
+
+/// Whether a server without cluster support refuses the command with
+/// [`ERR_CLUSTER_DISABLED`].
+fn is_cluster_command(cmd: &Command) -> bool {
+    cmd.name.starts_with("cluster|") || matches!(cmd.name, "readonly" | "readwrite" | "asking")
+}
+
 /// A MONITOR client's command that reads or writes keys: a node treats a
 /// monitor as a replica, and refuses it so (Redis's text).
 pub const ERR_KEYSPACE: &[u8] = b"-ERR Replica can't interact with the keyspace\r\n";
@@ -403,7 +414,14 @@ fn route(v: &View<'_>, cmd: &'static Command, args: &Args<'_>, loc: &impl Locate
             return d;
         }
     }
-    // 9. The route.
+    // 9. The route. A ring of standalone servers is one server without
+    // cluster support to its clients.
+    if !loc.is_cluster() && is_cluster_command(cmd) {
+        return Decision::Refuse(Box::new(refusal(
+            Bytes::from_static(ERR_CLUSTER_DISABLED),
+            false,
+        )));
+    }
     let routed = match cmd.route {
         Route::Local(LocalCmd::Config) if loc.is_known() => match config_route(cmd, args) {
             Some(d) => d,
@@ -430,6 +448,7 @@ fn route(v: &View<'_>, cmd: &'static Command, args: &Args<'_>, loc: &impl Locate
                 unit: Some(unit),
                 read,
             },
+            refused @ Decision::Refuse(_) => return refused,
             _ => Decision::Eval {
                 unit: None,
                 read: cmd.flags & flags::READONLY != 0,
@@ -447,7 +466,7 @@ fn route(v: &View<'_>, cmd: &'static Command, args: &Args<'_>, loc: &impl Locate
             let mut units = (1..args.len()).map(|i| loc.unit_of(args.get(i).unwrap_or_default()));
             let first = units.next();
             if units.any(|u| Some(u) != first) {
-                return crossslot();
+                return crossslot(loc);
             }
             return Decision::Subscribe;
         }
@@ -509,26 +528,45 @@ fn config_route(cmd: &Command, args: &Args<'_>) -> Option<Decision> {
 #[inline]
 fn unit_of_first_key(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) -> Decision {
     match command::first_key(cmd, args).and_then(|i| args.get(i)) {
-        Some(k) => Decision::Unit {
-            unit: loc.unit_of(k),
-            read: cmd.flags & flags::READONLY != 0,
-        },
+        Some(k) => {
+            let unit = loc.unit_of(k);
+            if !loc.is_cluster() && spread(cmd, args, loc, unit) {
+                return Decision::Refuse(Box::new(refusal(loc.cross_unit_reply(), false)));
+            }
+            Decision::Unit {
+                unit,
+                read: cmd.flags & flags::READONLY != 0,
+            }
+        }
         None => Decision::AnyMaster,
     }
 }
 
+/// Whether a key of the command is on another unit than `first`'s: what a
+/// node that does not check (a ring's server) must not be sent.
+#[cold]
+fn spread(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate, first: Unit) -> bool {
+    command::keys(cmd, args)
+        .skip(1)
+        .any(|i| loc.unit_of(args.get(i).unwrap_or_default()) != first)
+}
+
 fn lease(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) -> Decision {
     match command::first_key(cmd, args).and_then(|i| args.get(i)) {
-        Some(k) => Decision::Lease {
-            unit: loc.unit_of(k),
-        },
+        Some(k) => {
+            let unit = loc.unit_of(k);
+            if !loc.is_cluster() && spread(cmd, args, loc, unit) {
+                return Decision::Refuse(Box::new(refusal(loc.cross_unit_reply(), false)));
+            }
+            Decision::Lease { unit }
+        }
         None => Decision::AnyMaster,
     }
 }
 
 #[cold]
-fn crossslot() -> Decision {
-    Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)))
+fn crossslot(loc: &impl Locate) -> Decision {
+    Decision::Refuse(Box::new(refusal(loc.cross_unit_reply(), false)))
 }
 
 /// DEBUG: the subcommands about one key go where it lives (keys of
@@ -559,7 +597,7 @@ fn debug(args: &Args<'_>, loc: &impl Locate) -> Decision {
             unit: first,
             read: false,
         },
-        Some(_) => crossslot(),
+        Some(_) => crossslot(loc),
         // No key: the node's own answer (arity, or an empty list).
         None => Decision::AnyMaster,
     }
@@ -596,7 +634,7 @@ fn while_watching(
     let elsewhere =
         command::keys(cmd, args).any(|i| loc.unit_of(args.get(i).unwrap_or_default()) != pinned);
     Some(if elsewhere {
-        Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)))
+        Decision::Refuse(Box::new(refusal(loc.cross_unit_reply(), false)))
     } else {
         Decision::Pinned
     })
@@ -615,7 +653,7 @@ fn watch(v: &View<'_>, args: &Args<'_>, loc: &impl Locate) -> Decision {
     let mut units = (1..args.len()).map(|i| loc.unit_of(args.get(i).unwrap_or_default()));
     let first = units.next().unwrap_or(0);
     if units.any(|s| s != first) || v.pin.is_some_and(|p| p != first) {
-        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), false)));
+        return crossslot(loc);
     }
     Decision::Watch { unit: first }
 }
@@ -675,9 +713,7 @@ fn queue_in_txn(
         match unit {
             None => unit = Some(u),
             Some(t) if t == u => {}
-            Some(_) => {
-                return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_CROSSSLOT), true)))
-            }
+            Some(_) => return Decision::Refuse(Box::new(refusal(loc.cross_unit_reply(), true))),
         }
     }
     Decision::Queue { unit }

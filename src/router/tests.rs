@@ -861,3 +861,84 @@ fn a_second_placement_routes_by_its_own_units() {
         Decision::Fanout(crate::command::Fanout::Mget)
     );
 }
+
+/// A ring of two standalone servers, as a test would write one: keys that
+/// start with `a` on server 0, the others on server 1. Its servers do not
+/// check where keys belong, nor answer CLUSTER.
+struct TwoServers;
+
+impl Locate for TwoServers {
+    fn unit_of(&self, key: &[u8]) -> Unit {
+        u16::from(!key.starts_with(b"a"))
+    }
+    fn is_known(&self) -> bool {
+        true
+    }
+    fn is_cluster(&self) -> bool {
+        false
+    }
+    fn cross_unit_reply(&self) -> Bytes {
+        Bytes::from_static(b"-CROSSSLOT two servers\r\n")
+    }
+}
+
+#[test]
+fn a_ring_refuses_keys_of_several_servers_where_a_cluster_node_would() {
+    let ring =
+        |v: &View<'_>, words: &[&str]| decide(v, &Call::words(words).args(), &TwoServers).decision;
+    let refused_with = |d: Decision| match d {
+        Decision::Refuse(r) => String::from_utf8_lossy(&r.reply).into_owned(),
+        d => panic!("expected a refusal, got {d:?}"),
+    };
+    // One server: forwarded as it is.
+    assert_eq!(
+        ring(&plain(), &["rename", "a1", "a2"]),
+        Decision::Unit {
+            unit: 0,
+            read: false
+        }
+    );
+    // Two: refused before anything is sent, by every multi-key route.
+    for words in [
+        &["rename", "a1", "b1"][..],
+        &["sinterstore", "a", "a2", "b"],
+        &["msetnx", "a", "1", "b", "2"],
+        &["eval", "return 1", "2", "a", "b"],
+        &["blpop", "a", "b", "0"],
+        &["watch", "a", "b"],
+    ] {
+        assert_eq!(
+            refused_with(ring(&plain(), words)),
+            "-CROSSSLOT two servers\r\n",
+            "{words:?}"
+        );
+    }
+    // Fan-outs split by server as by slot.
+    assert_eq!(
+        ring(&plain(), &["mget", "a", "b"]),
+        Decision::Fanout(crate::command::Fanout::Mget)
+    );
+    // A server without cluster support answers the CLUSTER commands.
+    for words in [
+        &["cluster", "info"][..],
+        &["cluster", "slots"],
+        &["readonly"],
+        &["cluster", "countkeysinslot", "1"],
+    ] {
+        assert_eq!(
+            refused_with(ring(&plain(), words)).as_bytes(),
+            ERR_CLUSTER_DISABLED,
+            "{words:?}"
+        );
+    }
+    // The transaction keeps to one server, with the ring's refusal.
+    let txn = View {
+        in_txn: true,
+        txn_unit: Some(0),
+        ..plain()
+    };
+    assert_eq!(
+        refused_with(ring(&txn, &["get", "b"])),
+        "-CROSSSLOT two servers\r\n"
+    );
+}

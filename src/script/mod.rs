@@ -48,11 +48,12 @@ pub const ENTRY_OVERHEAD: u64 = 96;
 
 /// Where a script called without keys goes, as its body says
 /// ([`literal`]): found once, on the first such call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Hint {
     Unscanned,
-    /// The slot of the first literal key, or None: any master.
-    Scanned(Option<u16>),
+    /// The first literal key, or None: any master. The placement of the
+    /// calling session's pool turns it into a unit.
+    Scanned(Option<Bytes>),
 }
 
 /// The same stored text (not a copy with equal bytes: no compare).
@@ -60,9 +61,9 @@ fn same(a: &Bytes, b: &Bytes) -> bool {
     a.as_ptr() == b.as_ptr() && a.len() == b.len()
 }
 
-/// The slot of the key the scanner found, if any.
-fn slot_of(key: Option<Vec<u8>>) -> Option<u16> {
-    key.map(|k| crate::topology::key_slot(&k))
+/// The key the scanner found, if any, kept.
+fn slot_of(key: Option<Vec<u8>>) -> Option<Bytes> {
+    key.map(Bytes::from)
 }
 
 /// A least-recently-used map of texts with a byte budget (each text with
@@ -103,7 +104,7 @@ impl<K: Hash + Eq + Clone> Lru<K> {
     }
 
     fn hint(&self, key: &K) -> Option<Hint> {
-        self.entries.get(key).map(|e| e.2)
+        self.entries.get(key).map(|e| e.2.clone())
     }
 
     /// Remember the hint of `key`'s text, if it is still that `text`.
@@ -313,11 +314,11 @@ impl Registry {
         Some((lib, code))
     }
 
-    /// EVAL body 0: remember the script, and the slot of the first key its
-    /// body names literally (scanned once while it is kept; a body too
+    /// EVAL body 0: remember the script, and the first key its body names
+    /// literally (scanned once while it is kept; a body too
     /// large to keep is scanned each time, [`literal::SCAN_LIMIT`] bytes
     /// at most).
-    pub fn note_keyless_script(&self, body: &[u8]) -> Option<u16> {
+    pub fn note_keyless_script(&self, body: &[u8]) -> Option<Bytes> {
         let sha = self.note_script(body);
         match self.script_slot(&sha) {
             Some(hint) => hint,
@@ -325,9 +326,9 @@ impl Registry {
         }
     }
 
-    /// EVALSHA sha 0: the slot of the first literal key of the script
-    /// kept as `sha` (Some(None): none; None: the script is not kept).
-    pub fn script_slot(&self, sha: &[u8; 20]) -> Option<Option<u16>> {
+    /// EVALSHA sha 0: the first literal key of the script kept as `sha`
+    /// (Some(None): none; None: the script is not kept).
+    pub fn script_slot(&self, sha: &[u8; 20]) -> Option<Option<Bytes>> {
         let mut g = self.lock();
         if let Hint::Scanned(slot) = g.scripts.hint(sha)? {
             return Some(slot);
@@ -337,14 +338,14 @@ impl Registry {
         let slot = slot_of(literal::first_literal_key(&body));
         self.lock()
             .scripts
-            .set_hint(sha, &body, Hint::Scanned(slot));
+            .set_hint(sha, &body, Hint::Scanned(slot.clone()));
         Some(slot)
     }
 
-    /// FCALL function 0: the slot of the first literal key in the code of
+    /// FCALL function 0: the first literal key in the code of
     /// `function` (or of its library, [`literal::function_literal_key`]),
     /// if the registry keeps its library.
-    pub fn function_slot(&self, function: &[u8]) -> Option<u16> {
+    pub fn function_slot(&self, function: &[u8]) -> Option<Bytes> {
         let mut g = self.lock();
         let (lib, hint) = g.functions.get(function)?.clone();
         if let Hint::Scanned(slot) = hint {
@@ -361,7 +362,7 @@ impl Registry {
             .is_some_and(|e| same(&e.0, &code))
         {
             if let Some(f) = g.functions.get_mut(function) {
-                f.1 = Hint::Scanned(slot);
+                f.1 = Hint::Scanned(slot.clone());
             }
         }
         slot

@@ -264,6 +264,9 @@ pub struct Session {
     fd: RawFd,
     pub peer: SocketAddr,
     pub local: Option<SocketAddr>,
+    /// The pool whose listener accepted the client: where its requests
+    /// go (`crate::placement::PoolId`). Fixed for the session's life.
+    pool: usize,
     pub rbuf: BytesMut,
     pub scanner: RequestScanner,
     pub ring: ReplyRing,
@@ -397,16 +400,17 @@ impl Written {
         }
     }
 
-    /// The shards a WAIT must ask under topology `epoch` of `masters`
-    /// masters: `None` for every master, an empty list when nothing was
-    /// written. Clears the record (the WAIT covers those writes).
-    pub fn take(&mut self, epoch: u64, masters: usize) -> Option<Vec<usize>> {
+    /// The shards a WAIT must ask under topology `epoch` of the `masters`
+    /// masters from shard `first` on (the session's pool's): `None` for
+    /// every master, an empty list when nothing was written. Clears the
+    /// record (the WAIT covers those writes).
+    pub fn take(&mut self, epoch: u64, first: usize, masters: usize) -> Option<Vec<usize>> {
         let was = std::mem::take(self);
         if was.all || (was.bits != 0 && was.epoch != epoch) {
             return None;
         }
         Some(
-            (0..masters.min(64))
+            (first..(first + masters).min(64))
                 .filter(|i| was.bits & (1 << i) != 0)
                 .collect(),
         )
@@ -414,6 +418,12 @@ impl Written {
 }
 
 impl Session {
+    /// The pool the session belongs to (`crate::placement::PoolId`).
+    #[inline]
+    pub fn pool(&self) -> usize {
+        self.pool
+    }
+
     /// Which of a node's connections its requests take: its own among
     /// `backend-conns`, or `PIPE`, the node's shared pipe.
     #[inline]
@@ -425,11 +435,13 @@ impl Session {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         key: Key,
         id: u64,
         stream: TcpStream,
         peer: SocketAddr,
+        pool: usize,
         ticket: Ticket,
         start: crate::acl::SessionStart,
         now: Instant,
@@ -443,6 +455,7 @@ impl Session {
             fd,
             peer,
             local,
+            pool,
             // Allocated on first read, so an idle connection costs little.
             rbuf: BytesMut::new(),
             scanner: RequestScanner::new(),
@@ -893,23 +906,23 @@ mod tests {
     #[test]
     fn written_masters_are_taken_by_the_next_wait() {
         let mut w = Written::default();
-        assert_eq!(w.take(1, 3), Some(vec![]), "nothing written");
+        assert_eq!(w.take(1, 0, 3), Some(vec![]), "nothing written");
         w.note(1, Some(2));
         w.note(1, Some(0));
         w.note(1, Some(2));
-        assert_eq!(w.take(1, 3), Some(vec![0, 2]));
-        assert_eq!(w.take(1, 3), Some(vec![]), "taken by the WAIT before");
+        assert_eq!(w.take(1, 0, 3), Some(vec![0, 2]));
+        assert_eq!(w.take(1, 0, 3), Some(vec![]), "taken by the WAIT before");
         // A wider write, a shard past 64, or a new epoch: every master.
         w.note(1, None);
-        assert_eq!(w.take(1, 3), None);
+        assert_eq!(w.take(1, 0, 3), None);
         w.note(1, Some(70));
-        assert_eq!(w.take(1, 3), None);
+        assert_eq!(w.take(1, 0, 3), None);
         w.note(1, Some(1));
-        assert_eq!(w.take(2, 3), None, "indexes of an older map");
+        assert_eq!(w.take(2, 0, 3), None, "indexes of an older map");
         w.note(1, Some(1));
         w.note(2, Some(0));
-        assert_eq!(w.take(2, 3), None, "a write under each map");
+        assert_eq!(w.take(2, 0, 3), None, "a write under each map");
         w.note(3, Some(1));
-        assert_eq!(w.take(3, 3), Some(vec![1]));
+        assert_eq!(w.take(3, 0, 3), Some(vec![1]));
     }
 }

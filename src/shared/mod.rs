@@ -36,18 +36,41 @@ impl<T> std::ops::Deref for Padded<T> {
 /// session.
 pub struct Ticket {
     clients: Arc<AtomicUsize>,
+    /// The pool's own count, when its `client-connections` bounds it.
+    pool: Option<Arc<AtomicUsize>>,
+}
+
+/// Take one of `max` slots of `count`; false (nothing taken) when full.
+fn take(count: &AtomicUsize, max: usize) -> bool {
+    if count.fetch_add(1, Ordering::AcqRel) >= max {
+        count.fetch_sub(1, Ordering::AcqRel);
+        return false;
+    }
+    true
 }
 
 impl Ticket {
-    /// Take a slot if fewer than `max` are taken.
-    pub fn acquire(clients: &Arc<AtomicUsize>, max: usize) -> Option<Ticket> {
-        let prev = clients.fetch_add(1, Ordering::AcqRel);
-        if prev >= max {
-            clients.fetch_sub(1, Ordering::AcqRel);
+    /// Take a slot if fewer than `max` are taken, and one of the pool's
+    /// (`pool`: its count and bound) when it has a bound of its own.
+    pub fn acquire(
+        clients: &Arc<AtomicUsize>,
+        max: usize,
+        pool: Option<(&Arc<AtomicUsize>, usize)>,
+    ) -> Option<Ticket> {
+        if let Some((n, pool_max)) = pool {
+            if !take(n, pool_max) {
+                return None;
+            }
+        }
+        if !take(clients, max) {
+            if let Some((n, _)) = pool {
+                n.fetch_sub(1, Ordering::AcqRel);
+            }
             return None;
         }
         Some(Ticket {
             clients: clients.clone(),
+            pool: pool.map(|(n, _)| n.clone()),
         })
     }
 }
@@ -55,6 +78,9 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.clients.fetch_sub(1, Ordering::AcqRel);
+        if let Some(n) = &self.pool {
+            n.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -62,6 +88,8 @@ impl Drop for Ticket {
 pub struct Accepted {
     pub stream: std::net::TcpStream,
     pub peer: SocketAddr,
+    /// The pool of the listener that accepted it.
+    pub pool: usize,
     pub ticket: Ticket,
 }
 
@@ -115,11 +143,100 @@ pub struct WorkerSlot {
     pub pipe: pipe::PipeInbox,
 }
 
+/// What the workers need of one pool besides its map.
+pub struct PoolRuntime {
+    pub name: String,
+    /// Sent first on every connection to the pool's nodes: AUTH with the
+    /// pool's `password`, else with `backend-user` / `backend-password`.
+    pub auth: Option<bytes::Bytes>,
+    /// Sent next when the pool's `db` is not 0.
+    pub select: Option<bytes::Bytes>,
+    /// The password the pool's clients AUTH with (twemproxy's
+    /// `redis_auth`); None: the users of the configuration apply.
+    pub client_password: Option<String>,
+    /// A ring pool's servers in and out of the ring (with
+    /// `auto-eject-hosts`), in twemproxy's order.
+    pub health: Option<Arc<crate::topology::health::RingHealth>>,
+    /// How long a server may take to answer (None: no limit).
+    pub timeout: Option<std::time::Duration>,
+    /// Connections per node per worker.
+    pub conns: usize,
+    /// Connect to every node at start.
+    pub preconnect: bool,
+    /// A ring pool (its units are servers), not a cluster.
+    pub ring: bool,
+}
+
+impl PoolRuntime {
+    pub fn new(cfg: &Config, pool: &crate::config::pool::PoolSpec) -> PoolRuntime {
+        use crate::config::pool::PoolKind;
+        let auth = if pool.password.is_empty() {
+            crate::backend::auth::frame(cfg)
+        } else {
+            let mut out = Vec::with_capacity(32 + pool.password.len());
+            crate::resp::encode::request(&mut out, &[b"AUTH", pool.password.as_bytes()]);
+            Some(bytes::Bytes::from(out))
+        };
+        let select = (pool.db != 0).then(|| {
+            let mut out = Vec::with_capacity(32);
+            crate::resp::encode::request(&mut out, &[b"SELECT", pool.db.to_string().as_bytes()]);
+            bytes::Bytes::from(out)
+        });
+        let health = match &pool.kind {
+            PoolKind::Ring {
+                servers,
+                auto_eject_hosts,
+                server_retry_timeout_ms,
+                server_failure_limit,
+                ..
+            } => Some(Arc::new(crate::topology::health::RingHealth::new(
+                servers.len(),
+                *auto_eject_hosts,
+                *server_failure_limit,
+                *server_retry_timeout_ms,
+            ))),
+            PoolKind::Cluster { .. } => None,
+        };
+        let timeout_ms = if pool.timeout_ms > 0 {
+            pool.timeout_ms
+        } else {
+            cfg.backend_timeout_ms
+        };
+        PoolRuntime {
+            name: pool.name.clone(),
+            auth,
+            select,
+            client_password: (!pool.password.is_empty()).then(|| pool.password.clone()),
+            health,
+            timeout: (timeout_ms > 0).then(|| std::time::Duration::from_millis(timeout_ms)),
+            conns: if pool.server_connections > 0 {
+                pool.server_connections
+            } else {
+                cfg.backend_conns
+            },
+            preconnect: pool.preconnect,
+            ring: !pool.is_cluster(),
+        }
+    }
+
+    /// What the topology thread's probe sends first, and how it words a
+    /// refusal.
+    pub fn probe_auth(&self) -> Option<crate::topology::probe::Auth> {
+        self.auth.clone().map(|frame| crate::topology::probe::Auth {
+            frame,
+            refused: crate::backend::auth::setup_failure,
+        })
+    }
+}
+
 /// Most leased connections (blocking commands) to one node, process-wide.
 pub const MAX_LEASES_PER_NODE: usize = 512;
 
 pub struct Shared {
     pub config: Config,
+    /// What the workers need of each pool besides its map, by pool index
+    /// (`Config::server_pools`' order).
+    pub pools: Vec<PoolRuntime>,
     pub topology: Arc<TopologyHandle>,
     /// Open client connections (admission tickets outstanding).
     pub clients: Arc<AtomicUsize>,
@@ -227,6 +344,21 @@ impl Overload {
 }
 
 impl Shared {
+    /// How a new (or RESET) session of pool `pool` starts: as the ACL's
+    /// `default` user, not authenticated when the pool asks its clients
+    /// for a password of its own (twemproxy's `redis_auth`).
+    pub fn session_start(&self, pool: usize) -> crate::acl::SessionStart {
+        let mut start = self.admin.acl.session_start();
+        if self
+            .pools
+            .get(pool)
+            .is_some_and(|p| p.client_password.is_some())
+        {
+            start.authenticated = false;
+        }
+        start
+    }
+
     pub fn new_client_id(&self) -> u64 {
         self.next_client_id.fetch_add(1, Ordering::Relaxed)
     }

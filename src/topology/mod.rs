@@ -1,24 +1,29 @@
-//! The cluster map: where every slot lives, kept current by one thread.
+//! The map of every pool: where every unit lives, kept current by one
+//! thread.
 //!
 //! ```text
-//!   workers ──request_refresh()──► refresher thread ──CLUSTER SHARDS──► a node
-//!      ▲                                 │
+//!   workers ──request_refresh()──► refresher thread ──CLUSTER SHARDS──► a cluster node
+//!      ▲                                 │  └──────── PING ──► ring servers (health)
 //!      └──── load() / epoch() ◄── ArcSwap<Topology> (published whole)
 //! ```
 //!
-//! The refresher asks one node for the map every `topology-refresh-secs`,
-//! and sooner when a worker asks (a redirect, a dead connection); requests
-//! arriving closer than 100 ms to the previous fetch are folded into one.
-//! Discovery tries every node of the current map, then the configured
-//! seeds, so losing the seeds does not blind the proxy once it knows the
-//! cluster. A map is published only when it differs from the current one,
-//! and then with the next epoch.
+//! The refresher keeps one part per pool ([`Source`]): a cluster pool's
+//! map, asked of one of its nodes every `topology-refresh-secs` and sooner
+//! when a worker asks (a redirect, a dead connection), requests closer
+//! than 100 ms to the previous fetch folded into one; a ring pool's
+//! servers, with the ring rebuilt from the live ones whenever one is
+//! ejected or rejoins (`health`). Discovery tries every node of a
+//! cluster's current map, then its seeds, so losing the seeds does not
+//! blind the proxy once it knows the cluster. The parts are composed into
+//! one map, published only when it differs from the current one, and
+//! then with the next epoch.
 //!
 //! Workers read `epoch()` (one atomic load) once per loop turn and reload
 //! the `Arc<Topology>` only when it moved. The refresher never blocks a
-//! worker; a failed refresh keeps the previous map.
+//! worker; a failed refresh keeps the previous part.
 
 pub mod discover;
+pub mod health;
 pub mod probe;
 pub mod slot;
 pub mod snapshot;
@@ -39,6 +44,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub const DEBOUNCE: Duration = Duration::from_millis(100);
 /// While no map is known, retry this often.
 const RETRY_WHEN_EMPTY: Duration = Duration::from_secs(1);
+/// How often the rings' servers are checked (`health`).
+const RING_CHECK: Duration = Duration::from_secs(1);
 
 enum Msg {
     Refresh,
@@ -84,51 +91,93 @@ impl TopologyHandle {
     }
 }
 
+/// Where one pool's part of the map comes from.
+pub enum Source {
+    /// A Redis Cluster, asked for its map.
+    Cluster {
+        name: String,
+        seeds: Vec<String>,
+        /// Sent ahead of every query (the pool's or `backend-password`).
+        auth: Option<probe::Auth>,
+    },
+    /// Standalone servers on a twemproxy ring, rebuilt from the live ones.
+    Ring {
+        name: String,
+        /// (twemproxy's name, weight, `HOST:PORT`), in twemproxy's order.
+        servers: Vec<(String, u32, String)>,
+        dist: crate::hashkit::Distribution,
+        hash: crate::hashkit::HashFn,
+        tag: Option<[u8; 2]>,
+        health: Arc<health::RingHealth>,
+        auth: Option<probe::Auth>,
+    },
+}
+
+impl Source {
+    fn name(&self) -> &str {
+        match self {
+            Source::Cluster { name, .. } | Source::Ring { name, .. } => name,
+        }
+    }
+}
+
 pub struct Refresher {
     handle: Arc<TopologyHandle>,
     rx: Receiver<Msg>,
-    seeds: Vec<String>,
+    sources: Vec<Source>,
+    /// Each pool's part of the map, as last obtained.
+    parts: Vec<Arc<Topology>>,
     interval: Duration,
     timeout: Duration,
-    /// Sent ahead of every query (`backend-password`).
-    auth: Option<probe::Auth>,
 }
 
+/// A refresh of a cluster pool that cannot succeed as configured: its
+/// nodes are not cluster nodes.
+pub const NOT_A_CLUSTER: &str = "cluster support disabled";
+
 impl Refresher {
-    /// A refresher over `seeds` (`host:port`), authenticating with `auth`
-    /// when given. Nothing is fetched yet.
-    pub fn new(
-        seeds: Vec<String>,
-        interval: Duration,
-        timeout: Duration,
-        auth: Option<probe::Auth>,
-    ) -> Refresher {
+    /// A refresher over `sources`, one per pool, in the pools' order.
+    /// Nothing is fetched yet.
+    pub fn new(sources: Vec<Source>, interval: Duration, timeout: Duration) -> Refresher {
         let (tx, rx) = crossbeam_channel::bounded(4);
+        let parts: Vec<Arc<Topology>> = sources
+            .iter()
+            .map(|s| Arc::new(Topology::unknown_cluster(s.name())))
+            .collect();
         let handle = Arc::new(TopologyHandle {
-            current: ArcSwap::from_pointee(Topology::empty()),
+            current: ArcSwap::from_pointee(Topology::compose(&parts)),
             epoch: AtomicU64::new(0),
             last_ok_ms: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
             tx,
         });
-        Refresher {
+        let mut r = Refresher {
             handle,
             rx,
-            seeds,
+            sources,
+            parts,
             interval,
             timeout,
-            auth,
+        };
+        // A ring's servers are known from the start: its part needs no
+        // network (health checks follow in the thread).
+        for i in 0..r.sources.len() {
+            if matches!(r.sources[i], Source::Ring { .. }) {
+                r.parts[i] = Arc::new(r.ring_part(i));
+            }
         }
+        r.publish_if_changed(None);
+        r
     }
 
     pub fn handle(&self) -> Arc<TopologyHandle> {
         self.handle.clone()
     }
 
-    /// Candidates in the order tried: current masters, current replicas,
-    /// then the seeds.
-    fn candidates(&self) -> Vec<SocketAddr> {
-        let cur = self.handle.load();
+    /// Candidates for pool `i`'s map in the order tried: its current
+    /// masters, its current replicas, then its seeds.
+    fn candidates(&self, i: usize, seeds: &[String]) -> Vec<SocketAddr> {
+        let cur = &self.parts[i];
         let mut out: Vec<SocketAddr> = Vec::new();
         let mut push = |a: SocketAddr| {
             if !out.contains(&a) {
@@ -141,7 +190,7 @@ impl Refresher {
         for n in &cur.nodes {
             push(n.addr);
         }
-        for seed in &self.seeds {
+        for seed in seeds {
             match probe::resolve(seed) {
                 Ok(addrs) => addrs.into_iter().for_each(&mut push),
                 Err(e) => {
@@ -152,10 +201,9 @@ impl Refresher {
         out
     }
 
-    fn fetch_from(&self, addr: SocketAddr) -> Result<Topology, String> {
-        let ask = |cmd: &[&[u8]]| {
-            probe::query(addr, self.timeout, self.auth.as_ref(), cmd).map_err(|e| e.to_string())
-        };
+    fn fetch_from(&self, addr: SocketAddr, auth: Option<&probe::Auth>) -> Result<Topology, String> {
+        let ask =
+            |cmd: &[&[u8]]| probe::query(addr, self.timeout, auth, cmd).map_err(|e| e.to_string());
         let shards = ask(&[b"CLUSTER", b"SHARDS"])?;
         let topo = if let Value::Error(e) = &shards {
             // Servers older than 7.0 do not know SHARDS.
@@ -174,45 +222,232 @@ impl Refresher {
         Ok(topo)
     }
 
-    /// One refresh: the first candidate that answers wins. Returns true
-    /// when a map was obtained.
-    pub fn refresh_once(&self) -> bool {
-        let candidates = self.candidates();
+    /// One refresh of every pool: each cluster asked for its map, each
+    /// ring rebuilt from its live servers. Returns true when every cluster
+    /// pool's map was obtained.
+    pub fn refresh_once(&mut self) -> bool {
+        let mut all = true;
+        let mut from = None;
+        for i in 0..self.sources.len() {
+            match &self.sources[i] {
+                Source::Cluster { .. } => match self.refresh_cluster(i) {
+                    Some(addr) => from = Some(addr),
+                    None => all = false,
+                },
+                Source::Ring { .. } => {
+                    let part = self.ring_part(i);
+                    self.parts[i] = Arc::new(part);
+                }
+            }
+        }
+        self.publish_if_changed(from);
+        all
+    }
+
+    /// Why no node of cluster pool `i` gave a map, when the reason will
+    /// not change by waiting: its nodes are not cluster nodes, or they
+    /// refuse mithril's credentials.
+    pub fn hopeless(&self, i: usize) -> Option<String> {
+        let Source::Cluster { name, seeds, auth } = self.sources.get(i)? else {
+            return None;
+        };
+        if let Some(why) = probe::auth_problem(seeds, self.timeout, auth.as_ref()) {
+            return Some(why);
+        }
+        for seed in seeds {
+            for addr in probe::resolve(seed).unwrap_or_default() {
+                let Ok(Value::Error(e)) =
+                    probe::query(addr, self.timeout, auth.as_ref(), &[b"CLUSTER", b"SHARDS"])
+                else {
+                    continue;
+                };
+                if String::from_utf8_lossy(&e).contains(NOT_A_CLUSTER) {
+                    return Some(format!(
+                        "pool {name}: {addr} is not a Redis Cluster node (it answers \"{}\"): \
+                         to front standalone servers, declare them as a pool of servers \
+                         ('pool {name} server {seed}', placed as twemproxy places keys), or \
+                         enable cluster mode on the nodes",
+                        String::from_utf8_lossy(&e),
+                    ));
+                }
+            }
+        }
+        None
+    }
+
+    /// The pools that are clusters, by index.
+    pub fn cluster_pools(&self) -> Vec<usize> {
+        (0..self.sources.len())
+            .filter(|&i| matches!(self.sources[i], Source::Cluster { .. }))
+            .collect()
+    }
+
+    /// Ask cluster pool `i` for its map; the address that answered.
+    fn refresh_cluster(&mut self, i: usize) -> Option<SocketAddr> {
+        let Source::Cluster { name, seeds, auth } = &self.sources[i] else {
+            return None;
+        };
         let mut last_err = String::from("no cluster-nodes configured");
-        for addr in candidates {
-            match self.fetch_from(addr) {
-                Ok(topo) => {
-                    self.publish(topo, addr);
-                    return true;
+        for addr in self.candidates(i, seeds) {
+            match self.fetch_from(addr, auth.as_ref()) {
+                Ok(mut topo) => {
+                    topo.pools[0].name = name.clone();
+                    if !self.parts[i].same_layout(&topo) {
+                        topo.min_version = self.lowest_master_version(&topo, auth.as_ref());
+                    } else {
+                        topo.min_version = self.parts[i].min_version.clone();
+                    }
+                    self.parts[i] = Arc::new(topo);
+                    return Some(addr);
                 }
                 Err(e) => {
-                    log::debug!(target: "mithril::topology", "topology from {addr} failed: {e}");
+                    log::debug!(target: "mithril::topology", "pool {name}: topology from {addr} failed: {e}");
                     last_err = format!("{addr}: {e}");
                 }
             }
         }
-        log::warn!(target: "mithril::topology", "cannot load the cluster topology from any known node (last: {last_err})");
-        false
+        log::warn!(target: "mithril::topology", "pool {name}: cannot load the cluster topology from any known node (last: {last_err})");
+        None
     }
 
-    fn publish(&self, mut topo: Topology, from: SocketAddr) {
+    /// Ring pool `i`'s part: its servers, the ring built from the live
+    /// ones. A server whose address does not resolve is taken as down.
+    fn ring_part(&self, i: usize) -> Topology {
+        let Source::Ring {
+            name,
+            servers,
+            dist,
+            hash,
+            tag,
+            health,
+            ..
+        } = &self.sources[i]
+        else {
+            return Topology::unknown_cluster("");
+        };
+        let mut live = health.live();
+        let resolved: Vec<(String, u32, SocketAddr)> = servers
+            .iter()
+            .enumerate()
+            .map(|(j, (n, w, hostport))| {
+                let addr = probe::resolve(hostport)
+                    .ok()
+                    .and_then(|a| a.into_iter().next());
+                if addr.is_none() {
+                    log::warn!(target: "mithril::topology", "pool {name}: cannot resolve server {hostport}");
+                    if health.auto_eject() {
+                        if let Some(l) = live.get_mut(j) {
+                            *l = false;
+                        }
+                    }
+                }
+                let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
+                (n.clone(), *w, addr.unwrap_or(unspecified))
+            })
+            .collect();
+        Topology::ring(name, &resolved, &live, *dist, *hash, *tag)
+    }
+
+    /// Health checks of every ring pool: a PING to each server in its
+    /// ring (a failure counts toward its ejection), and one to each
+    /// ejected server whose retry time has passed (answered: it rejoins).
+    /// True when some ring changed.
+    fn check_rings(&mut self) -> bool {
+        let mut changed = false;
+        for i in 0..self.sources.len() {
+            let Source::Ring {
+                name,
+                servers,
+                health,
+                auth,
+                ..
+            } = &self.sources[i]
+            else {
+                continue;
+            };
+            if !health.auto_eject() {
+                continue;
+            }
+            let live = health.live();
+            let ping = |j: usize| -> bool {
+                let Some((_, _, hostport)) = servers.get(j) else {
+                    return false;
+                };
+                let Some(addr) = probe::resolve(hostport)
+                    .ok()
+                    .and_then(|a| a.into_iter().next())
+                else {
+                    return false;
+                };
+                matches!(
+                    probe::query(addr, self.timeout, auth.as_ref(), &[b"PING"]),
+                    Ok(Value::Simple(_))
+                )
+            };
+            for (j, &in_ring) in live.iter().enumerate() {
+                if !in_ring {
+                    continue;
+                }
+                if ping(j) {
+                    health.answered(j);
+                } else if health.failed(j) {
+                    log::warn!(target: "mithril::topology", "pool {name}: server {} ejected (health check)", servers[j].2);
+                }
+            }
+            for j in health.due() {
+                if ping(j) {
+                    log::info!(target: "mithril::topology", "pool {name}: server {} back in the ring", servers[j].2);
+                    health.rejoin(j);
+                } else {
+                    health.stay_out(j);
+                }
+            }
+            if health.take_changed() {
+                self.parts[i] = Arc::new(self.ring_part(i));
+                changed = true;
+            }
+        }
+        changed
+    }
+
+    /// Rebuild the rings whose servers left or rejoined since last
+    /// looked (no probe); true when one was.
+    fn rebuild_changed_rings(&mut self) -> bool {
+        let mut changed = false;
+        for i in 0..self.sources.len() {
+            if let Source::Ring { health, .. } = &self.sources[i] {
+                if health.take_changed() {
+                    self.parts[i] = Arc::new(self.ring_part(i));
+                    changed = true;
+                }
+            }
+        }
+        changed
+    }
+
+    fn publish_if_changed(&self, from: Option<SocketAddr>) {
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)
             .unwrap_or(0);
-        self.handle.last_ok_ms.store(now_ms, Ordering::Relaxed);
-        self.handle.refreshes.fetch_add(1, Ordering::Relaxed);
+        if from.is_some() {
+            self.handle.last_ok_ms.store(now_ms, Ordering::Relaxed);
+            self.handle.refreshes.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut topo = Topology::compose(&self.parts);
         let cur = self.handle.load();
         if cur.same_layout(&topo) {
             return;
         }
         topo.epoch = cur.epoch + 1;
-        topo.min_version = self.lowest_master_version(&topo);
         let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
+        let live = topo.nodes.iter().filter(|n| n.healthy).count();
         log::info!(
             target: "mithril::topology",
-            "topology epoch {} from {from}: {} masters, {replicas} replicas, {} of 16384 slots served",
+            "topology epoch {}{}: {} pools, {} masters ({live} nodes healthy), {replicas} replicas, {} units served",
             topo.epoch,
+            from.map(|a| format!(" from {a}")).unwrap_or_default(),
+            topo.pools.len(),
             topo.shards.len(),
             topo.covered_slots()
         );
@@ -223,16 +458,10 @@ impl Refresher {
 
     /// `INFO server` of every master, for the lowest `redis_version` (None
     /// when one does not answer: the proxy then reports its own).
-    fn lowest_master_version(&self, topo: &Topology) -> Option<String> {
+    fn lowest_master_version(&self, topo: &Topology, auth: Option<&probe::Auth>) -> Option<String> {
         let mut low: Option<String> = None;
         for n in topo.masters() {
-            let info = probe::query(
-                n.addr,
-                self.timeout,
-                self.auth.as_ref(),
-                &[b"INFO", b"server"],
-            )
-            .ok()?;
+            let info = probe::query(n.addr, self.timeout, auth, &[b"INFO", b"server"]).ok()?;
             let text = String::from_utf8_lossy(info.as_bytes()?).into_owned();
             let v = text
                 .lines()
@@ -247,19 +476,41 @@ impl Refresher {
         low
     }
 
-    /// The thread body: periodic refreshes plus debounced on-demand ones.
-    pub fn run(self) {
+    /// The thread body: periodic refreshes plus debounced on-demand ones,
+    /// and every second the rings' health checks.
+    pub fn run(mut self) {
+        let rings = self
+            .sources
+            .iter()
+            .any(|s| matches!(s, Source::Ring { health, .. } if health.auto_eject()));
         let mut last_fetch = Instant::now();
+        let mut last_rings = Instant::now();
         loop {
-            let period = if self.handle.load().is_empty() {
-                RETRY_WHEN_EMPTY
-            } else {
+            let known = self
+                .cluster_pools()
+                .iter()
+                .all(|&i| !self.parts[i].is_empty());
+            let period = if known {
                 self.interval
+            } else {
+                RETRY_WHEN_EMPTY
             };
-            let wait = (last_fetch + period).saturating_duration_since(Instant::now());
+            let mut wait = (last_fetch + period).saturating_duration_since(Instant::now());
+            if rings {
+                wait =
+                    wait.min((last_rings + RING_CHECK).saturating_duration_since(Instant::now()));
+            }
+            let mut asked = false;
             match self.rx.recv_timeout(wait) {
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                 Ok(Msg::Refresh) => {
+                    asked = true;
+                    // A worker ejected a ring's server: the ring without
+                    // it is published at once, before anything that
+                    // waits (probes, the debounce of cluster fetches).
+                    if self.rebuild_changed_rings() {
+                        self.publish_if_changed(None);
+                    }
                     // Fold every request until DEBOUNCE after the previous
                     // fetch into this one, but still honour a stop.
                     let deadline = last_fetch + DEBOUNCE;
@@ -278,8 +529,16 @@ impl Refresher {
                     return;
                 }
             }
-            self.refresh_once();
-            last_fetch = Instant::now();
+            if rings && (asked || last_rings.elapsed() >= RING_CHECK) {
+                last_rings = Instant::now();
+                if self.check_rings() {
+                    self.publish_if_changed(None);
+                }
+            }
+            if asked || last_fetch.elapsed() >= period {
+                self.refresh_once();
+                last_fetch = Instant::now();
+            }
         }
     }
 

@@ -1,13 +1,28 @@
-//! The cluster map as one immutable value.
+//! The map of every pool as one immutable value.
 //!
-//! A [`Topology`] is built by the refresher from one node's answer to
-//! CLUSTER SHARDS (or CLUSTER SLOTS), then published whole; workers never
-//! see a half-updated map. `epoch` increases by one each time a map that
-//! differs from the previous one is published, so a worker can tell with
-//! one integer compare whether its per-epoch caches are still valid.
+//! A [`Topology`] is built by the refresher from each pool's part (a
+//! cluster's answer to CLUSTER SHARDS or CLUSTER SLOTS, a ring's servers
+//! and which of them are live), then published whole; workers never see a
+//! half-updated map. `epoch` increases by one each time a map that differs
+//! from the previous one is published, so a worker can tell with one
+//! integer compare whether its per-epoch caches are still valid.
+//!
+//! ```text
+//!   pools:  [ default: cluster ][ alpha: ring of 3 ][ beta: cluster ]
+//!   units:  0 ........... 16383 16384 .. 16386      16387 ....... 32770
+//!   shards: 0   1   2           3    4    5          6   7   8
+//! ```
+//!
+//! Each pool owns a contiguous range of units (a slot of a cluster, a
+//! server of a ring) and of shards; `units[u]` names the shard serving
+//! unit `u`. A ring's server `i` is its unit `i` and its shard `i`, live or
+//! not: ejecting a server rebuilds the ring (no key lands on it) but
+//! renumbers nothing.
 
 use super::slot::SLOTS;
+use crate::hashkit::{HashFn, Ring};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::time::Instant;
 
 /// Marks a slot no shard serves.
@@ -38,13 +53,42 @@ pub struct Shard {
     pub ranges: Vec<(u16, u16)>,
 }
 
+/// How a pool places keys on its units.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// A Redis Cluster: a key's unit is its slot.
+    Cluster,
+    /// Standalone servers on a twemproxy ring, built from the live ones: a
+    /// key's unit is its server (`None` from the ring: no server is live).
+    Ring {
+        ring: Ring,
+        hash: HashFn,
+        tag: Option<[u8; 2]>,
+    },
+}
+
+/// One pool's place in the map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolMap {
+    pub name: String,
+    pub layout: Layout,
+    /// Its first unit.
+    pub base: u16,
+    /// How many units it has (16384 for a cluster, its servers for a ring).
+    pub units: u32,
+    /// Its shards, in the map's `shards`.
+    pub shards: Range<usize>,
+}
+
 #[derive(Clone, Debug)]
 pub struct Topology {
     pub epoch: u64,
     pub nodes: Vec<Node>,
     pub shards: Vec<Shard>,
-    /// slot → index into `shards`, or NO_SHARD.
+    /// unit → index into `shards`, or NO_SHARD.
     slots: Box<[u16]>,
+    /// The pools, in the order the configuration names them.
+    pub pools: Vec<PoolMap>,
     pub fetched_at: Instant,
     /// The address book: names the nodes announce (`cluster-announce-
     /// hostname`, a hostname endpoint) with their port, and the address
@@ -74,17 +118,130 @@ impl Topology {
         masters
     }
 
-    /// The map before anything was discovered: no slot is served.
+    /// The map before anything was discovered: one cluster pool, named
+    /// `default`, whose slots no shard serves.
     pub fn empty() -> Topology {
+        Topology::unknown_cluster(crate::config::pool::DEFAULT_POOL)
+    }
+
+    /// A cluster pool named `name` whose map is not known yet.
+    pub fn unknown_cluster(name: &str) -> Topology {
+        let mut t = Topology::new(Vec::new(), Vec::new());
+        t.pools[0].name = name.to_string();
+        t
+    }
+
+    /// One ring pool: `servers` (name, weight, address) in twemproxy's
+    /// order, `live[i]` saying whether server `i` is in the ring. Each
+    /// server is a master of its own shard and unit.
+    pub fn ring(
+        name: &str,
+        servers: &[(String, u32, SocketAddr)],
+        live: &[bool],
+        dist: crate::hashkit::Distribution,
+        hash: HashFn,
+        tag: Option<[u8; 2]>,
+    ) -> Topology {
+        let named: Vec<(&str, u32)> = servers.iter().map(|(n, w, _)| (n.as_str(), *w)).collect();
+        let ring = Ring::build(dist, &named, live);
+        let nodes: Vec<Node> = servers
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _, addr))| Node {
+                id: n.clone(),
+                addr: *addr,
+                role: Role::Master,
+                healthy: live.get(i).copied().unwrap_or(false),
+            })
+            .collect();
+        let shards: Vec<Shard> = (0..servers.len())
+            .map(|i| Shard {
+                master: i,
+                replicas: Vec::new(),
+                ranges: vec![(i as u16, i as u16)],
+            })
+            .collect();
+        let n = servers.len();
         Topology {
             epoch: 0,
-            nodes: Vec::new(),
-            shards: Vec::new(),
-            slots: vec![NO_SHARD; SLOTS].into_boxed_slice(),
+            nodes,
+            shards,
+            slots: (0..n as u16).collect::<Vec<u16>>().into_boxed_slice(),
+            pools: vec![PoolMap {
+                name: name.to_string(),
+                layout: Layout::Ring { ring, hash, tag },
+                base: 0,
+                units: n as u32,
+                shards: 0..n,
+            }],
             fetched_at: Instant::now(),
             hosts: Vec::new(),
             min_version: None,
         }
+    }
+
+    /// One map of several pools' parts, each a one-pool map, in order:
+    /// units, shards and nodes renumbered after those of the parts before.
+    /// The caller keeps the units within 16 bits
+    /// (`config::pool::MAX_UNITS`).
+    pub fn compose(parts: &[std::sync::Arc<Topology>]) -> Topology {
+        let mut out = Topology {
+            epoch: 0,
+            nodes: Vec::new(),
+            shards: Vec::new(),
+            slots: Box::new([]),
+            pools: Vec::new(),
+            fetched_at: Instant::now(),
+            hosts: Vec::new(),
+            min_version: None,
+        };
+        let mut units: Vec<u16> = Vec::new();
+        for part in parts {
+            let (node_off, shard_off) = (out.nodes.len(), out.shards.len());
+            out.nodes.extend(part.nodes.iter().cloned());
+            for sh in &part.shards {
+                out.shards.push(Shard {
+                    master: sh.master + node_off,
+                    replicas: sh.replicas.iter().map(|r| r + node_off).collect(),
+                    ranges: sh.ranges.clone(),
+                });
+            }
+            for pool in &part.pools {
+                let base = units.len();
+                for u in 0..pool.units as usize {
+                    let s = part.slots.get(pool.base as usize + u).copied();
+                    units.push(match s {
+                        Some(s) if s != NO_SHARD => (s as usize + shard_off) as u16,
+                        _ => NO_SHARD,
+                    });
+                }
+                out.pools.push(PoolMap {
+                    name: pool.name.clone(),
+                    layout: pool.layout.clone(),
+                    base: base as u16,
+                    units: pool.units,
+                    shards: pool.shards.start + shard_off..pool.shards.end + shard_off,
+                });
+            }
+            out.hosts.extend(part.hosts.iter().cloned());
+            out.min_version = match (out.min_version.take(), &part.min_version) {
+                (None, v) => v.clone(),
+                (Some(a), Some(b)) => Some(Topology::lower_version(&a, b).to_string()),
+                (a, None) => a,
+            };
+        }
+        out.slots = units.into_boxed_slice();
+        out
+    }
+
+    /// The pool a node belongs to (the first, if several name it).
+    pub fn pool_of_addr(&self, addr: SocketAddr) -> Option<usize> {
+        let node = self.nodes.iter().position(|n| n.addr == addr)?;
+        self.pools.iter().position(|p| {
+            self.shards[p.shards.clone()]
+                .iter()
+                .any(|s| s.master == node || s.replicas.contains(&node))
+        })
     }
 
     /// Build from nodes and shards; slot ownership comes from the shards'
@@ -112,11 +269,19 @@ impl Topology {
                 }
             }
         }
+        let n = shards.len();
         Topology {
             epoch: 0,
             nodes,
             shards,
             slots,
+            pools: vec![PoolMap {
+                name: crate::config::pool::DEFAULT_POOL.to_string(),
+                layout: Layout::Cluster,
+                base: 0,
+                units: SLOTS as u32,
+                shards: 0..n,
+            }],
             fetched_at: Instant::now(),
             hosts: Vec::new(),
             min_version: None,
@@ -147,7 +312,8 @@ impl Topology {
         self.shards.is_empty()
     }
 
-    /// Index of the shard serving `slot`.
+    /// Index of the shard serving unit `slot` (a slot of the first
+    /// cluster, which is unit `slot`, or any other pool's unit).
     #[inline]
     pub fn shard_of(&self, slot: u16) -> Option<usize> {
         match self.slots.get(slot as usize) {
@@ -162,17 +328,19 @@ impl Topology {
             .and_then(|s| self.nodes.get(s.master))
     }
 
-    /// Number of slots some shard serves.
+    /// Number of units some shard serves.
     pub fn covered_slots(&self) -> usize {
         self.slots.iter().filter(|&&s| s != NO_SHARD).count()
     }
 
-    /// Same nodes, roles, health and slot map (epoch and time ignored).
+    /// Same nodes, roles, health, pools and unit map (epoch and time
+    /// ignored).
     pub fn same_layout(&self, other: &Topology) -> bool {
         self.nodes == other.nodes
             && self.shards == other.shards
             && self.slots == other.slots
             && self.hosts == other.hosts
+            && self.pools == other.pools
     }
 
     pub fn masters(&self) -> impl Iterator<Item = &Node> {

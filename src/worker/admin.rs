@@ -193,7 +193,9 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        let masters = self.place.master_count();
+        let pool = self.pool_of(key);
+        let masters = self.place.master_count(pool);
+        let first = self.place.masters(pool).start;
         let epoch = self.place.epoch();
         let aof = args
             .get(0)
@@ -203,9 +205,9 @@ impl Worker {
         };
         // With no write since the last WAIT, the count one master gives
         // a connection that wrote nothing (its connected replicas).
-        let (targets, wrote) = match s.written.take(epoch, masters) {
-            None => ((0..masters).collect(), true),
-            Some(t) if t.is_empty() => (self.place.any_master().into_iter().collect(), false),
+        let (targets, wrote) = match s.written.take(epoch, first, masters) {
+            None => ((first..first + masters).collect(), true),
+            Some(t) if t.is_empty() => (self.place.any_master(pool).into_iter().collect(), false),
             Some(t) => (t, true),
         };
         let proto = s.proto;
@@ -265,7 +267,7 @@ impl Worker {
             let e = Bytes::from_static(router::ERR_NO_TOPOLOGY);
             return self.collect_part(session, seq, part, e);
         };
-        match self.take_lease(cx, addr, proto) {
+        match self.take_lease(cx, addr, proto, self.pool_of(session)) {
             Ok(lease) => {
                 if wrote {
                     let restore = Bytes::from_static(RESTORE_NOTHING);
@@ -361,7 +363,7 @@ impl Worker {
         let mut g = Gathering::new(1, finish);
         g.request = frame.clone(); // observe: slow log
         let seq = s.ring.push_gather(g);
-        let pool = self.place.any_master();
+        let pool = self.place.any_master(self.pool_of(key));
         match pool.and_then(|shard| self.place.shard_master(shard, proto)) {
             Some(pool) => {
                 self.send_to_pool(cx, pool, InFlight::new(key, seq, frame, Purpose::Part(0)))

@@ -104,8 +104,8 @@ impl Worker {
         if s.closing() {
             return None;
         }
-        let proto = s.proto;
-        Some(self.take_lease(cx, addr, proto))
+        let (proto, pool) = (s.proto, s.pool());
+        Some(self.take_lease(cx, addr, proto, pool))
     }
 
     /// Whether `session` still waits for the blocking command at `seq` (a
@@ -149,8 +149,9 @@ impl Worker {
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
         proto: crate::resp::Proto,
+        pool: usize,
     ) -> Result<Key, Bytes> {
-        self.try_lease(cx, addr, proto).map_err(|e| {
+        self.try_lease(cx, addr, proto, pool).map_err(|e| {
             e.unwrap_or_else(|| {
                 Bytes::from(format!(
                     "-ERR mithril: too many blocked clients on {addr} (at most {} per node)\r\n",
@@ -160,15 +161,17 @@ impl Worker {
         })
     }
 
-    /// An idle lease on `addr`, or a new one. The error: `None` at the
-    /// per-node cap (the caller says what for), else the reply to give.
+    /// An idle lease on `addr` for server pool `pool`, or a new one. The
+    /// error: `None` at the per-node cap (the caller says what for), else
+    /// the reply to give.
     pub(super) fn try_lease(
         &mut self,
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
         proto: crate::resp::Proto,
+        pool: usize,
     ) -> Result<Key, Option<Bytes>> {
-        if let Some(idle) = self.idle_leases.get_mut(&(addr, proto)) {
+        if let Some(idle) = self.idle_leases.get_mut(&(addr, proto, pool)) {
             while let Some(k) = idle.pop() {
                 if self.backends.contains(k) {
                     return Ok(k);
@@ -178,7 +181,7 @@ impl Worker {
         if !self.shared.lease_opened(addr) {
             return Err(None);
         }
-        match self.open_backend(cx, addr, Role::Lease, proto, false) {
+        match self.open_backend(cx, addr, pool, Role::Lease, proto, false) {
             Ok(k) => Ok(k),
             Err(e) => {
                 self.shared.lease_closed(addr);
@@ -201,7 +204,7 @@ impl Worker {
         if let Some(s) = self.sessions.get_mut(session) {
             s.lease_returned(lease);
         }
-        let slot = (b.addr, b.proto);
+        let slot = (b.addr, b.proto, b.server_pool);
         // A node that left the map keeps no idle lease.
         let known = self.place.map().nodes.iter().any(|n| n.addr == b.addr);
         let idle = if known {
@@ -256,14 +259,14 @@ impl Worker {
         let (Some(node_id), true) = (b.node_id, b.carries(session)) else {
             return false;
         };
-        let (addr, proto) = (b.addr, b.proto);
+        let (addr, proto, pool) = (b.addr, b.proto, b.server_pool);
         let (id, why) = (node_id.to_string(), if error { "ERROR" } else { "TIMEOUT" });
         let frame = Bytes::from(format!(
             "*4\r\n$6\r\nCLIENT\r\n$7\r\nUNBLOCK\r\n${}\r\n{id}\r\n${}\r\n{why}\r\n",
             id.len(),
             why.len()
         ));
-        let pool = self.place.at(addr, proto);
+        let pool = self.place.at(addr, proto, pool);
         match self.backend_for(cx, pool, 0) {
             Ok(conn) => {
                 self.send_on(conn, InFlight::new(Key::NONE, 0, frame, Purpose::Reload));

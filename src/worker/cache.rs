@@ -355,12 +355,14 @@ impl Worker {
         frame: Bytes,
         ranges: &[Range<usize>],
     ) {
-        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+        let Some((proto, pool)) = self.sessions.get(key).map(|s| (s.proto, s.pool())) else {
             return;
         };
         let multi = !frame[ranges[0].clone()].eq_ignore_ascii_case(b"get");
         let keys = ranges[1..].iter().map(|r| &frame[r.clone()]);
-        if ranges.len() - 1 > MAX_FILL_KEYS {
+        // The cache holds the first pool's keys only: the same key in
+        // another pool is another value.
+        if ranges.len() - 1 > MAX_FILL_KEYS || pool != 0 {
             if self.cache.tracked_read {
                 return self.tracked_unit(cx, key, slot, frame);
             }
@@ -389,9 +391,23 @@ impl Worker {
         slot: u16,
         req: Bytes,
     ) {
-        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+        let Some((proto, pool)) = self.sessions.get(key).map(|s| (s.proto, s.pool())) else {
             return;
         };
+        if pool != 0 {
+            // The cache holds the first pool's keys only (`cached_read`).
+            let f = InFlight::new(key, seq, req, Purpose::Part(part));
+            return match self.place.master(slot, proto) {
+                Some(set) => self.send_to_pool(cx, set, f),
+                None => self.fold_part(
+                    cx,
+                    key,
+                    seq,
+                    part,
+                    Bytes::from_static(router::ERR_SLOT_UNSERVED),
+                ),
+            };
+        }
         let held = req.clone();
         if let Some(hit) = self.lookup_all(key, frame_args(&held).skip(1), true, proto) {
             return self.fold_part(cx, key, seq, part, hit);

@@ -119,7 +119,8 @@ impl Worker {
                     txn_unit: s.txn.as_ref().and_then(|t| t.slot),
                     monitor: s.monitor,
                 };
-                let decision = router::decide_command(&view, cmd, &args, self.place.locator());
+                let decision =
+                    router::decide_command(&view, cmd, &args, &self.place.locator(s.pool()));
                 if s.restricted
                     && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM"))
                 {
@@ -455,7 +456,7 @@ impl Worker {
 
     /// Keyless commands that any master can answer: rotate over masters.
     pub(super) fn forward_any(&mut self, cx: &mut Context<'_, Timer>, key: Key, frame: Bytes) {
-        match self.place.any_master() {
+        match self.place.any_master(self.pool_of(key)) {
             Some(shard) => self.forward_shard(cx, key, shard, frame),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }

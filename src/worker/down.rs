@@ -56,7 +56,7 @@ impl Worker {
     /// gated: it must not run ahead of the members).
     pub(super) fn down_member(&self, f: &InFlight) -> Option<u16> {
         let list = self.downs.get(&f.session)?;
-        let slot = first_unit_in(&f.req, self.place.locator())?;
+        let slot = first_unit_in(&f.req, &self.place.locator(self.pool_of(f.session)))?;
         let w = list.iter().find(|w| w.slot == slot)?;
         (w.sent.contains(&f.seq) || f.retries == 0).then_some(slot)
     }
@@ -65,7 +65,7 @@ impl Worker {
     /// again by the wait (a member follows its redirect as it is).
     pub(super) fn down_follower(&self, f: &InFlight) -> Option<u16> {
         let list = self.downs.get(&f.session)?;
-        let slot = first_unit_in(&f.req, self.place.locator())?;
+        let slot = first_unit_in(&f.req, &self.place.locator(self.pool_of(f.session)))?;
         let w = list.iter().find(|w| w.slot == slot)?;
         (!w.sent.contains(&f.seq) && f.retries == 0).then_some(slot)
     }
@@ -196,7 +196,8 @@ impl Worker {
         if f.purpose == Purpose::Blocking && !self.still_blocked(f.session, f.seq) {
             // Its client left while it waited: nothing to send.
             let (session, seq) = (f.session, f.seq);
-            if let Some(slot) = first_unit_in(&f.req, self.place.locator()) {
+            if let Some(slot) = first_unit_in(&f.req, &self.place.locator(self.pool_of(f.session)))
+            {
                 if let Some(w) = wait_of(&mut self.downs, session, slot) {
                     w.sent.retain(|&q| q != seq);
                 }
@@ -218,7 +219,7 @@ impl Worker {
         let (session, seq) = (f.session, f.seq);
         let over = self.wait_override();
         let slot = match self.downs.get(&session) {
-            Some(list) => first_unit_in(&f.req, self.place.locator())
+            Some(list) => first_unit_in(&f.req, &self.place.locator(self.pool_of(f.session)))
                 .filter(|&x| list.iter().any(|w| w.slot == x)),
             None => None,
         };
@@ -271,12 +272,12 @@ impl Worker {
         via: SocketAddr,
         f: &InFlight,
     ) {
+        if first_unit_in(&f.req, &self.place.locator(self.pool_of(f.session))).is_some() {
+            return;
+        }
         let Some(list) = self.downs.get_mut(&f.session) else {
             return;
         };
-        if first_unit_in(&f.req, self.place.locator()).is_some() {
-            return;
-        }
         let mut late = Vec::new();
         let mut slots = Vec::new();
         for w in list.iter_mut() {

@@ -357,7 +357,8 @@ impl Worker {
             ends.push(buf.len());
         }
         let reqs = buf.freeze();
-        let slots: Vec<u16> = keys().map(|k| self.place.unit_of(k)).collect();
+        let pool = self.pool_of(key);
+        let slots: Vec<u16> = keys().map(|k| self.place.unit_of(pool, k)).collect();
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
@@ -543,7 +544,7 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        if self.place.master_count() == 0 {
+        if self.place.master_count(self.pool_of(key)) == 0 {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
         match wide {
@@ -572,7 +573,7 @@ impl Worker {
     }
 
     fn every_master(&mut self, cx: &mut Context<'_, Timer>, key: Key, fold: Fold, req: Bytes) {
-        let masters = self.place.master_count();
+        let masters = self.place.master_count(self.pool_of(key));
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
@@ -596,7 +597,7 @@ impl Worker {
         proto: Proto,
         req: &Bytes,
     ) {
-        let shards = self.place.masters();
+        let shards = self.place.masters(self.pool_of(key));
         for (part, shard) in shards.take(masters).enumerate() {
             let out = InFlight::new(key, seq, req.clone(), Purpose::Part(part as u32));
             match self.place.shard_master(shard, proto) {
@@ -630,7 +631,7 @@ impl Worker {
             return self.reply_static(key, ERR_INVALID_CURSOR);
         };
         let index = (cursor >> CURSOR_BITS) as usize;
-        let masters = self.place.master_count();
+        let masters = self.place.master_count(self.pool_of(key));
         if index >= masters {
             // A cursor from a larger cluster, or a made-up one: done.
             return self.reply_static(key, b"*2\r\n$1\r\n0\r\n*0\r\n");
@@ -681,7 +682,7 @@ impl Worker {
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };
-        let shard = self.place.masters().nth(index);
+        let shard = self.place.masters(self.pool_of(key)).nth(index);
         match shard.and_then(|shard| self.place.shard_master(shard, proto)) {
             Some(pool) => self.send_to_pool(
                 cx,
@@ -705,7 +706,7 @@ impl Worker {
         req: &Bytes,
         frame: Bytes,
     ) {
-        let masters = self.place.master_count();
+        let masters = self.place.master_count(self.pool_of(session));
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };

@@ -178,7 +178,7 @@ pub struct Worker {
     /// node that is down).
     resubscribe_ticks: u8,
     /// Idle leased connections by node and protocol.
-    idle_leases: HashMap<(SocketAddr, Proto), Vec<Key>>,
+    idle_leases: HashMap<(SocketAddr, Proto, usize), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
     retrying: GenSlab<(InFlight, SocketAddr)>,
     /// Requests waiting out a CLUSTERDOWN in order, by session, one wait
@@ -199,6 +199,10 @@ pub struct Worker {
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
+    /// The map's epoch was looked at this turn: a worker woken by a
+    /// client's request places it by the newest map, not the one of its
+    /// last turn (a ring that ejected a server while the worker slept).
+    epoch_seen: bool,
     /// The mailbox held messages when `has_pending_work` last looked.
     mail: bool,
     /// Output limits, dispatch windows, the memory budget (overload.rs).
@@ -229,7 +233,7 @@ impl Worker {
             (cfg.tcp_keepalive_secs > 0).then(|| Duration::from_secs(cfg.tcp_keepalive_secs));
         let place = Placement::new(
             shared.topology.load(),
-            cfg.backend_conns,
+            shared.pools.iter().map(|p| p.conns).collect(),
             cfg.read_from_replicas,
             0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1),
             id,
@@ -270,6 +274,7 @@ impl Worker {
             draining: None,
             stop: false,
             tick_armed: false,
+            epoch_seen: false,
             mail: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
@@ -289,6 +294,12 @@ impl Worker {
     }
 
     // ----- sessions -------------------------------------------------------
+
+    /// The pool of session `key` (the first pool when it is gone).
+    #[inline]
+    pub(super) fn pool_of(&self, key: Key) -> usize {
+        self.sessions.get(key).map_or(0, Session::pool)
+    }
 
     fn accept(&mut self, cx: &mut Context<'_, Timer>, a: crate::shared::Accepted) {
         if self.draining.is_some() {
@@ -310,10 +321,10 @@ impl Worker {
             return;
         }
         let id = self.shared.new_client_id();
-        let start = self.shared.admin.acl.session_start();
+        let start = self.shared.session_start(a.pool);
         let now = cx.now;
         self.sessions
-            .insert_with(|k| Session::new(k, id, stream, a.peer, a.ticket, start, now));
+            .insert_with(|k| Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now));
         self.shared.workers[self.id]
             .sessions
             .fetch_add(1, Ordering::Relaxed);
@@ -422,6 +433,10 @@ impl Worker {
         }
         self.obs.retire_backend(&b); // observe
         let addr = b.addr;
+        if matches!(b.role, Role::Shared(_)) {
+            // A ring's server: one more failure toward its ejection.
+            self.ring_failure(b.server_pool, b.ring_server, addr, reason);
+        }
         if let (State::Connecting, Some(pool)) = (b.state, b.pool()) {
             self.place
                 .conns
@@ -469,6 +484,36 @@ impl Worker {
         }
     }
 
+    /// A ring pool's server failed (a connection lost, refused or timed
+    /// out, or an -OOM / -BUSY / -LOADING reply): counted toward its
+    /// ejection; one that ejects it asks for a new map.
+    pub(super) fn ring_failure(
+        &self,
+        pool: usize,
+        server: Option<u16>,
+        addr: SocketAddr,
+        why: &str,
+    ) {
+        let (Some(i), Some(h)) = (
+            server,
+            self.shared.pools.get(pool).and_then(|p| p.health.as_ref()),
+        ) else {
+            return;
+        };
+        if h.failed(usize::from(i)) {
+            log::warn!(target: "mithril::worker", "pool {}: server {addr} ejected ({why})", self.shared.pools[pool].name);
+            self.shared.topology.request_refresh();
+        }
+    }
+
+    /// The connection `bkey` got a reply twemproxy counts as its server's
+    /// failure.
+    pub(super) fn server_failed(&self, bkey: Key) {
+        if let Some(b) = self.backends.get(bkey) {
+            self.ring_failure(b.server_pool, b.ring_server, b.addr, "a failure reply");
+        }
+    }
+
     // ----- housekeeping ---------------------------------------------------
 
     fn check_topology(&mut self, cx: &mut Context<'_, Timer>) {
@@ -498,10 +543,10 @@ impl Worker {
             }
         }
         let topo = self.place.map();
-        let gone: Vec<(SocketAddr, Proto)> = self
+        let gone: Vec<(SocketAddr, Proto, usize)> = self
             .idle_leases
             .keys()
-            .filter(|(addr, _)| !topo.nodes.iter().any(|n| n.addr == *addr))
+            .filter(|(addr, _, _)| !topo.nodes.iter().any(|n| n.addr == *addr))
             .copied()
             .collect();
         for slot in gone {
@@ -537,15 +582,18 @@ impl Worker {
         }
     }
 
-    /// Drop connections whose oldest unanswered request passed
-    /// `backend-timeout` (blocking leases and subscribers are exempt).
+    /// Drop connections whose oldest unanswered request passed their
+    /// pool's `timeout` (or `backend-timeout`; blocking leases and
+    /// subscribers are exempt).
     fn check_timeouts(&mut self, cx: &mut Context<'_, Timer>) {
-        let Some(limit) = self.backend_timeout else {
+        if self.backend_timeout.is_none() && self.shared.pools.iter().all(|p| p.timeout.is_none()) {
             return;
-        };
+        }
         // Measured from the first sweep that saw the connection waiting
         // without progress: a stall is noticed within one TICK of `limit`.
         let now = cx.now;
+        let pools = &self.shared.pools;
+        let default = self.backend_timeout;
         let late: Vec<Key> = self
             .backends
             .iter_mut()
@@ -553,7 +601,10 @@ impl Worker {
                 // A link's requests are timed on the owner's pipe.
                 matches!(b.role, Role::Shared(_)) && b.state == State::Connected && b.link.is_none()
             })
-            .filter_map(|(k, b)| (b.stalled_for(now) > limit).then_some(k))
+            .filter_map(|(k, b)| {
+                let limit = pools.get(b.server_pool).map_or(default, |p| p.timeout)?;
+                (b.stalled_for(now) > limit).then_some(k)
+            })
             .collect();
         for k in late {
             self.backend_failed(cx, k, "backend-timeout: no reply in time");
@@ -598,6 +649,10 @@ impl Handler for Worker {
 
     fn on_event(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key, event: &Event) {
         self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
+        if !self.epoch_seen {
+            self.epoch_seen = true;
+            self.check_topology(cx);
+        }
         match kind {
             SESSION => {
                 if event.is_writable() {
@@ -628,7 +683,9 @@ impl Handler for Worker {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);
         }
-        self.check_topology(cx);
+        if !self.epoch_seen {
+            self.check_topology(cx);
+        }
         // observe: CONFIG SET of the slow log holds from the next turn on.
         self.obs.stats.sync_slow_settings(&self.shared.stats);
         // The mailbox is looked at again only when has_pending_work saw
@@ -695,6 +752,7 @@ impl Handler for Worker {
     }
 
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
+        self.epoch_seen = false;
         self.monitor_flush(cx);
         self.flush_backends(cx);
         self.flush_sessions(cx);

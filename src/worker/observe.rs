@@ -561,7 +561,7 @@ impl Worker {
             "clients",
         ];
         let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
-            self.place.master_count()
+            self.place.master_count(self.pool_of(key))
         } else {
             0
         };
@@ -714,7 +714,7 @@ impl Worker {
         });
         // The masters reset theirs too (parts 0..masters), as a client of
         // one server expects every counter it can read to restart.
-        let masters = self.place.master_count();
+        let masters = self.place.master_count(self.pool_of(key));
         let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
             return;
         };

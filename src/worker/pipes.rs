@@ -251,7 +251,7 @@ impl Worker {
                 .filter(|(_, b)| matches!(b.role, Role::Shared(_)))
                 .map(|(_, b)| b.in_flight())
                 .sum();
-            inflight as f64 / self.place.master_count().max(1) as f64
+            inflight as f64 / self.place.map().shards.len().max(1) as f64
         };
         let inbox = &self.shared.workers[self.id].pipe;
         inbox.publish(Sample {
@@ -346,6 +346,7 @@ impl Worker {
             addr,
             proto,
             readonly,
+            pool: server_pool,
         } = self.place.conns.pools[pool].key;
         let now = cx.now;
         let link = crate::backend::Link {
@@ -355,6 +356,9 @@ impl Worker {
         let key = self
             .backends
             .insert_with(|k| Backend::new_link(k, addr, Role::Shared(pool), proto, link, now));
+        if let Some(b) = self.backends.get_mut(key) {
+            b.server_pool = usize::from(server_pool);
+        }
         self.place.conns.pools[pool].link = key;
         log::debug!(target: "mithril::worker", "worker {}: linked to worker {owner}'s pipe to {addr}", self.id);
         Ok(key)
@@ -379,6 +383,7 @@ impl Worker {
             addr: b.addr,
             proto: b.proto,
             readonly: link.readonly,
+            pool: b.server_pool as u16,
         };
         let owner = link.owner;
         let from = self.id as u16;

@@ -318,7 +318,9 @@ impl Worker {
         let first = args.ranges.first().map_or(0, |r| r.end + 2);
         if kind == Kind::Shard && named > 0 && !unsubscribe {
             // The router saw every channel is of this unit.
-            let unit = self.place.unit_of(args.get(1).unwrap_or_default());
+            let unit = self
+                .place
+                .unit_of(self.pool_of(key), args.get(1).unwrap_or_default());
             if self.place.shard_of(unit).is_none() {
                 return self.reply_static(key, router::ERR_SLOT_UNSERVED);
             }
@@ -352,14 +354,15 @@ impl Worker {
         }
         if s.sub.is_none() {
             let proto = s.proto;
-            let home = self.place.home();
+            let home = self.place.home(s.pool());
             let Some(home) = home
                 .and_then(|shard| self.place.shard_master(shard, proto))
                 .map(|p| self.place.addr_of(p))
             else {
                 return self.reply_static(key, router::ERR_NO_TOPOLOGY);
             };
-            let conn = match self.open_backend(cx, home, Role::Pubsub(key), proto, false) {
+            let pool = s.pool();
+            let conn = match self.open_backend(cx, home, pool, Role::Pubsub(key), proto, false) {
                 Ok(k) => k,
                 Err(e) => return self.reply(key, e),
             };
@@ -451,12 +454,12 @@ impl Worker {
         addr: SocketAddr,
     ) -> Option<usize> {
         let s = self.sessions.get(key)?;
-        let proto = s.proto;
+        let (proto, pool) = (s.proto, s.pool());
         if let Some(i) = s.sub.as_ref()?.conns.iter().position(|c| c.addr == addr) {
             return Some(i);
         }
         let conn = self
-            .open_backend(cx, addr, Role::Pubsub(key), proto, false)
+            .open_backend(cx, addr, pool, Role::Pubsub(key), proto, false)
             .ok()?;
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             self.drop_backend(cx, conn);
@@ -586,6 +589,7 @@ impl Worker {
         w: &Wave,
         n: usize,
     ) -> (usize, usize) {
+        let pool = self.pool_of(key);
         // Connections first (opening one needs the whole worker).
         let mut shard_addr = None;
         if !w.unsubscribe {
@@ -599,7 +603,7 @@ impl Worker {
                 match w.kind {
                     Kind::Shard => {
                         // Every channel of the command is in this slot.
-                        let unit = self.place.unit_of(name);
+                        let unit = self.place.unit_of(pool, name);
                         shard_addr = self.place.master_node(unit).map(|node| node.addr);
                         break;
                     }
@@ -692,7 +696,7 @@ impl Worker {
                 local.push((seq, conf.clone()));
             }
             let slot = match w.kind {
-                Kind::Shard => self.place.unit_of(name),
+                Kind::Shard => self.place.unit_of(pool, name),
                 _ => 0,
             };
             for (j, &t) in targets.iter().enumerate() {
@@ -759,7 +763,7 @@ impl Worker {
     /// after a failover is a replica, which applies the writes too, and
     /// would repeat every event). Unseen by the client.
     fn keyspace_everywhere(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
-        let masters: Vec<SocketAddr> = self.place.serving_masters().collect();
+        let masters: Vec<SocketAddr> = self.place.serving_masters(self.pool_of(key)).collect();
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             return;
         };
@@ -820,13 +824,14 @@ impl Worker {
     /// are, unseen by the client: each one not placed (its node dropped
     /// it, or was lost) or placed on a node that no longer serves its slot.
     fn place_shards(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        let pool = self.pool_of(key);
         let place = &self.place;
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             return;
         };
         let want = |ch: &[u8]| {
             place
-                .master_node(place.unit_of(ch))
+                .master_node(place.unit_of(pool, ch))
                 .filter(|node| node.healthy)
                 .map(|node| node.addr)
         };
@@ -863,6 +868,7 @@ impl Worker {
     /// shard channel not placed, or (keyspace subscriptions made) a master
     /// serving slots that does not hold them.
     fn unsettled(&self, key: Key) -> bool {
+        let pool = self.pool_of(key);
         let Some(sub) = self.sessions.get(key).and_then(|s| s.sub.as_ref()) else {
             return false;
         };
@@ -872,7 +878,7 @@ impl Worker {
         sub.everywhere
             && self
                 .place
-                .serving_masters()
+                .serving_masters(pool)
                 .any(|addr| !sub.conns.iter().any(|c| c.everywhere && c.addr == addr))
     }
 
@@ -964,6 +970,7 @@ impl Worker {
         conn: Key,
         frame: Bytes,
     ) {
+        let pool = self.pool_of(owner);
         let Some(s) = self.sessions.get_mut(owner) else {
             return;
         };
@@ -984,7 +991,8 @@ impl Worker {
                 redirect
             {
                 let front = c.expect.front().and_then(|e| e.shard.as_ref());
-                if front.map(|(_, ch)| self.place.unit_of(ch)) != Some(slot) {
+                let unit = self.place.unit_of_slot(pool, slot);
+                if front.map(|(_, ch)| self.place.unit_of(pool, ch)) != Some(unit) {
                     return;
                 }
             }
@@ -1180,7 +1188,7 @@ impl Worker {
         key: Key,
         frame: Bytes,
     ) {
-        match self.place.home() {
+        match self.place.home(self.pool_of(key)) {
             Some(home) => self.forward_shard(cx, key, home, frame),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
         }

@@ -74,6 +74,17 @@ impl Worker {
                         let n = b.replies - replies_before;
                         b.obs.clock.answered(n, self.obs.stats.now_us);
                     }
+                    // A ring's server that answered has failed no more.
+                    if let Some(i) = b.ring_server {
+                        if b.replies != replies_before {
+                            let pool = b.server_pool;
+                            if let Some(h) =
+                                self.shared.pools.get(pool).and_then(|p| p.health.as_ref())
+                            {
+                                h.answered(usize::from(i));
+                            }
+                        }
+                    }
                     break;
                 }
                 Read::Push(frame) => {
@@ -186,6 +197,10 @@ impl Worker {
             _ => frame,
         };
         if head == b'-' {
+            if is_server_failure(&frame) {
+                // twemproxy counts these toward a server's ejection.
+                self.server_failed(bkey);
+            }
             if let Some(r) = router::parse_redirect(&frame, via, self.place.map()) {
                 self.follow(cx, via, f, r);
                 return;
@@ -353,7 +368,7 @@ impl Worker {
             // A blocking command follows on a lease at the new node.
             return self.resend_on_lease(cx, addr, f);
         }
-        let pool = self.place.at(addr, proto);
+        let pool = self.place.at(addr, proto, self.pool_of(f.session));
         self.send_to_pool(cx, pool, f);
     }
 
@@ -498,4 +513,10 @@ impl Worker {
             self.dirty_sessions = list;
         }
     }
+}
+
+/// The error replies twemproxy counts as a server's failure (toward its
+/// ejection from the ring): out of memory, busy with a script, loading.
+fn is_server_failure(frame: &[u8]) -> bool {
+    frame.starts_with(b"-OOM") || frame.starts_with(b"-BUSY") || frame.starts_with(b"-LOADING")
 }

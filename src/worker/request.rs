@@ -301,7 +301,7 @@ impl Worker {
                     },
                     ranges: s.scanner.args(),
                 };
-                if s.gates.gated_for(&args, self.place.locator()) {
+                if s.gates.gated_for(&args, &self.place.locator(s.pool())) {
                     // Wait for the gate; the request stays in the buffer
                     // and is scanned again then.
                     s.wait_gate();
@@ -356,6 +356,7 @@ impl Worker {
         &mut self,
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
+        server_pool: usize,
         role: Role,
         proto: Proto,
         readonly: bool,
@@ -382,10 +383,18 @@ impl Worker {
         let now = cx.now;
         self.backends
             .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
+        let ring_server = self.place.ring_server(server_pool, addr);
         if let Some(b) = self.backends.get_mut(key) {
-            // backend-password: authenticate before anything else.
-            if let Some(auth) = crate::backend::auth::frame(&self.shared.config) {
+            b.server_pool = server_pool;
+            b.ring_server = ring_server.map(|i| i as u16);
+            let pool = self.shared.pools.get(server_pool);
+            // The pool's password, or backend-password: authenticate
+            // before anything else, then select the pool's database.
+            if let Some(auth) = pool.and_then(|p| p.auth.clone()) {
                 b.enqueue(InFlight::new(Key::NONE, 0, auth, Purpose::Init));
+            }
+            if let Some(select) = pool.and_then(|p| p.select.clone()) {
+                b.enqueue(InFlight::new(Key::NONE, 0, select, Purpose::Init));
             }
             if proto == Proto::Resp3 {
                 b.enqueue(InFlight::new(
@@ -438,6 +447,7 @@ impl Worker {
             addr,
             proto,
             readonly,
+            pool: server_pool,
         } = self.place.conns.pools[pool].key;
         if self.place.conns.is_down(pool, cx.now) {
             // Keep asking for the map while a node is down: a failover is
@@ -448,17 +458,17 @@ impl Worker {
                 "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
             )));
         }
-        match self.open_backend(cx, addr, Role::Shared(pool), proto, readonly) {
+        let server_pool = usize::from(server_pool);
+        match self.open_backend(cx, addr, server_pool, Role::Shared(pool), proto, readonly) {
             Ok(key) => {
                 self.place.conns.set_conn(pool, sticky, key);
                 Ok(key)
             }
             Err(e) => {
-                self.place.conns.mark_failed(
-                    pool,
-                    cx.now,
-                    String::from_utf8_lossy(&e).trim_end().to_string(),
-                );
+                let why = String::from_utf8_lossy(&e).trim_end().to_string();
+                let ring = self.place.ring_server(server_pool, addr).map(|i| i as u16);
+                self.ring_failure(server_pool, ring, addr, &why);
+                self.place.conns.mark_failed(pool, cx.now, why);
                 Err(e)
             }
         }

@@ -267,12 +267,13 @@ impl Worker {
                 }
             }
             Purpose::Client | Purpose::Txn | Purpose::Blocking => {
+                let pool = self.pool_of(f.session);
                 let Some(s) = self.sessions.get_mut(f.session) else {
                     return;
                 };
                 if f.retries == 0 {
                     let last = s.ring.next_seq() == f.seq + 1;
-                    let slot = first_unit_in(&f.req, self.place.locator());
+                    let slot = first_unit_in(&f.req, &self.place.locator(pool));
                     match slot {
                         Some(slot) if last || f.purpose == Purpose::Blocking => {
                             s.gates.hold_retry(f.seq, slot);
@@ -354,7 +355,7 @@ impl Worker {
             }
             return self.resend_on_lease(cx, via, f);
         }
-        let pool = self.place.at(via, proto);
+        let pool = self.place.at(via, proto, self.pool_of(f.session));
         self.send_to_pool(cx, pool, f);
     }
 
@@ -469,7 +470,7 @@ impl Worker {
                 retries: RETRY_WAITS,
                 ..InFlight::new(session, seq, req, Purpose::Part(part))
             };
-            let pool = self.place.at(addr, proto);
+            let pool = self.place.at(addr, proto, self.pool_of(session));
             self.send_to_pool(cx, pool, out);
         }
     }

@@ -58,6 +58,7 @@
 use super::{Timer, Worker};
 use crate::backend::{InFlight, Purpose};
 use crate::command::{self, flags, Args, Command, Wide};
+use crate::placement::Unit;
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::resp::value::{self, Value};
@@ -341,24 +342,24 @@ impl Worker {
         &mut self,
         cx: &mut Context<'_, Timer>,
         key: Key,
-        slot: Option<u16>,
+        unit: Option<Unit>,
         read: bool,
         frame: Bytes,
         args: &Args,
     ) {
-        let slot = match slot {
-            Some(slot) => {
+        let pool = self.pool_of(key);
+        let unit = match unit {
+            Some(unit) => {
                 self.note_eval(args);
-                Some(slot)
+                Some(unit)
             }
             None => args
                 .get(1)
-                .and_then(|body| self.shared.scripts.note_keyless_script(body)),
+                .and_then(|body| self.shared.scripts.note_keyless_script(body))
+                .map(|k| self.place.unit_of(pool, &k)),
         };
-        match slot {
-            Some(slot) if !self.place.map().is_empty() => {
-                self.forward_unit(cx, key, slot, read, frame)
-            }
+        match unit {
+            Some(unit) if self.place.known(pool) => self.forward_unit(cx, key, unit, read, frame),
             _ => self.forward_any(cx, key, frame),
         }
     }
@@ -382,17 +383,18 @@ impl Worker {
             };
             let first = args.get(1)?;
             let scripts = &self.shared.scripts;
-            let slot = match cmd.name {
+            let literal = match cmd.name {
                 "evalsha" | "evalsha_ro" => scripts.script_slot(&sha1::parse_hex(first)?)?,
                 "function|stats" => return Some(None),
                 "fcall" | "fcall_ro" => scripts.function_slot(first),
                 _ => None,
             }?;
-            Some(Some((slot, cmd.flags & flags::READONLY != 0)))
+            let unit = self.place.unit_of(self.pool_of(key), &literal);
+            Some(Some((unit, cmd.flags & flags::READONLY != 0)))
         });
         match slot {
-            Some(Some((slot, read))) if !self.place.map().is_empty() => {
-                self.forward_unit(cx, key, slot, read, frame)
+            Some(Some((unit, read))) if self.place.known(self.pool_of(key)) => {
+                self.forward_unit(cx, key, unit, read, frame)
             }
             // FUNCTION STATS: every master on a lease each (a busy one
             // reads nothing more from a connection waiting on its script).
@@ -440,7 +442,7 @@ impl Worker {
         finish: Finish,
         on_leases: bool,
     ) {
-        let masters = self.place.master_count();
+        let masters = self.place.master_count(self.pool_of(key));
         if masters == 0 {
             return self.reply_static(key, router::ERR_NO_TOPOLOGY);
         }
@@ -530,7 +532,7 @@ impl Worker {
         frame: Bytes,
         args: &Args,
     ) {
-        let masters = self.place.master_count();
+        let masters = self.place.master_count(self.pool_of(key));
         let Some(finish) = finish_for(self.shared.clone(), wide, args) else {
             return;
         };
@@ -560,7 +562,7 @@ impl Worker {
         proto: crate::resp::Proto,
         frame: &Bytes,
     ) {
-        let shards = self.place.masters();
+        let shards = self.place.masters(self.pool_of(key));
         for (part, shard) in shards.take(masters).enumerate() {
             let part = part as u32;
             let Some(pool) = self.place.shard_master(shard, proto) else {
@@ -569,7 +571,7 @@ impl Worker {
                 continue;
             };
             let addr = self.place.conns.pools[pool].key.addr;
-            match self.take_lease(cx, addr, proto) {
+            match self.take_lease(cx, addr, proto, self.pool_of(key)) {
                 Ok(lease) => {
                     let out = InFlight::new(key, seq, frame.clone(), Purpose::Kill(part));
                     self.send_on(lease, out);

@@ -237,7 +237,8 @@ impl Worker {
         first: &'static [u8],
         purpose: Purpose,
     ) -> Option<Key> {
-        match self.open_backend(cx, addr, Role::Tracker, Proto::Resp3, false) {
+        let pool = self.place.map().pool_of_addr(addr).unwrap_or(0);
+        match self.open_backend(cx, addr, pool, Role::Tracker, Proto::Resp3, false) {
             Ok(conn) => {
                 if let Some(b) = self.backends.get_mut(conn) {
                     b.enqueue(InFlight::new(

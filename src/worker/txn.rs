@@ -96,7 +96,7 @@ impl Worker {
             return;
         };
         let (proto, sticky) = (s.proto, s.conn_choice());
-        for other in self.place.masters().filter(|&i| Some(i) != shard) {
+        for other in self.place.masters(s.pool()).filter(|&i| Some(i) != shard) {
             let Some(pool) = self.place.shard_master(other, proto) else {
                 continue;
             };
@@ -215,11 +215,11 @@ impl Worker {
             flushes_scripts,
             ..
         } = *t;
-        let proto = s.proto;
+        let (proto, pool) = (s.proto, s.pool());
         let expect = queued.len() as u32 + 2;
         let (pool, shard) = match slot {
             Some(slot) => (self.place.master(slot, proto), self.place.shard_of(slot)),
-            None => match self.place.any_master() {
+            None => match self.place.any_master(pool) {
                 Some(shard) => (self.place.shard_master(shard, proto), Some(shard)),
                 None => return self.reply_static(key, router::ERR_NO_TOPOLOGY),
             },
