@@ -46,7 +46,9 @@ DEB_DIR     := $(TARGET_DIR)/deb
 DEB_STAGE   := $(DEB_DIR)/mithril_$(DEB_VERSION)_$(DEB_ARCH)
 DEB_FILE    := $(DEB_DIR)/mithril_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-REDIS_PKGS := redis-server redis-tools
+REDIS_PKGS := redis-server redis-tools nutcracker
+# Where Debian puts nutcracker (the twemproxy the pool tests compare with).
+NUTCRACKER ?= $(firstword $(wildcard /usr/sbin/nutcracker /usr/bin/nutcracker /usr/local/sbin/nutcracker /usr/local/bin/nutcracker))
 
 .DEFAULT_GOAL := build
 .PHONY: build test run bench lint clean install uninstall deb check-redis
@@ -59,7 +61,7 @@ build:
 # time on the shared pipes (backend-sharding yes with four workers, put
 # before each test's own settings: see tests/support/mithril.rs).
 SHARDED_SUITES := proxy_core command_surface correctness resilience hostile_input fanout_as_one_server \
-	reply_cache client_tracking daemon_lifecycle
+	reply_cache client_tracking daemon_lifecycle pool_commands
 
 test: check-redis
 	$(CARGO) test --workspace
@@ -175,20 +177,24 @@ deb: $(INSTALL_DEPS)
 	dpkg-deb --root-owner-group --build $(DEB_STAGE) $(DEB_FILE)
 	@echo "built $(DEB_FILE)"
 
-# The tests and `make run` need redis-server (or $REDIS_SERVER). As root we
-# install it; otherwise we say how and stop.
+# The tests and `make run` need redis-server (or $REDIS_SERVER), and the
+# pool tests nutcracker (twemproxy, their placement oracle). As root we
+# install what is missing; otherwise we say how and stop.
 check-redis:
-	@if [ -n "$${REDIS_SERVER:-}" ] && [ -x "$${REDIS_SERVER}" ]; then exit 0; fi; \
-	if command -v redis-server >/dev/null 2>&1; then exit 0; fi; \
+	@need=""; \
+	if ! { [ -n "$${REDIS_SERVER:-}" ] && [ -x "$${REDIS_SERVER}" ]; } && \
+		! command -v redis-server >/dev/null 2>&1; then need="redis-server redis-tools"; fi; \
+	if [ -z "$(NUTCRACKER)" ] && ! command -v nutcracker >/dev/null 2>&1; then need="$$need nutcracker"; fi; \
+	if [ -z "$$need" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
-		echo "redis-server not found; installing $(REDIS_PKGS)"; \
+		echo "not found: $$need; installing $(REDIS_PKGS)"; \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get install -y $(REDIS_PKGS) || \
 			{ apt-get update && apt-get install -y $(REDIS_PKGS); } || exit 1; \
 		command -v redis-server >/dev/null 2>&1 || \
 			{ echo "redis-server still not found after installing $(REDIS_PKGS)" >&2; exit 1; }; \
 	else \
-		echo "redis-server not found; the tests and 'make run' need it. Install it with:" >&2; \
+		echo "not found: $$need; the tests and 'make run' need them. Install them with:" >&2; \
 		echo "sudo apt-get install -y $(REDIS_PKGS)" >&2; \
 		exit 1; \
 	fi

@@ -104,9 +104,15 @@ impl Mithril {
         if let Some(mut old) = self.child.take() {
             kill_and_reap(&mut old);
         }
+        // No seeds: the test's own lines declare the pools (the top-level
+        // `port` then names the listener the readiness PING goes to).
+        let seeds_line = if seeds.is_empty() {
+            String::new()
+        } else {
+            format!("cluster-nodes {}\n", seeds.join(" "))
+        };
         let mut conf = format!(
-            "bind 127.0.0.1\nport {port}\ncluster-nodes {}\nlogfile {}\nloglevel verbose\n",
-            seeds.join(" "),
+            "bind 127.0.0.1\nport {port}\n{seeds_line}logfile {}\nloglevel verbose\n",
             conf_word(&self.log_path.display().to_string()),
         );
         // MITHRIL_TEST_CONF: lines put in every test's config before the
