@@ -81,7 +81,8 @@ run: check-redis build
 # under valgrind (installed here if missing and root); CALLGRIND_CACHE=1
 # counts those of a reply-cache hit. A second pass (SHARDING=1, alone as
 # `make bench-sharding`) runs GET and SET with threads 1 and 2 and each
-# backend-sharding mode.
+# backend-sharding mode; a third (`make bench-pools`) a pool of standalone
+# servers against nutcracker.
 bench: check-redis build
 	@if [ "$(MODE)" = callgrind ] && ! command -v valgrind >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then \
@@ -96,6 +97,13 @@ bench: check-redis build
 	fi
 	MODE=$(MODE) $(CARGO) bench --bench compare
 	@if [ "$(MODE)" != callgrind ]; then SHARDING=1 $(CARGO) bench --bench compare; fi
+	@if [ "$(MODE)" != callgrind ]; then $(CARGO) bench --bench pools; fi
+
+# A pool of three standalone servers, mithril against nutcracker
+# (benches/pools.rs): GET and SET at -P 1 and -P 16, MGET of 10 keys.
+.PHONY: bench-pools
+bench-pools: check-redis build
+	$(CARGO) bench --bench pools
 
 # The shared pipes alone: GET and SET against direct with threads 1 and 2
 # and each backend-sharding mode (benches/compare, SHARDING=1).
