@@ -404,3 +404,89 @@ fn pools_in_one_process_serve_apart_one_of_them_a_cluster() {
     let mut fresh = Conn::connect(&format!("127.0.0.1:{pa}"));
     assert_eq!(fresh.cmd(&["SET", "more", "1"]), ok());
 }
+
+#[test]
+fn select_keeps_databases_apart_through_pipelines_transactions_scripts_and_scan() {
+    let (set, m) = ring_pool("");
+    let mut c = m.conn();
+    let count_in = |db: &str| -> i64 {
+        (0..3)
+            .map(|i| {
+                let mut d = set.conn(i);
+                assert_eq!(d.cmd(&["SELECT", db]), ok());
+                d.cmd(&["DBSIZE"]).as_int()
+            })
+            .sum()
+    };
+    for db in ["0", "3", "15"] {
+        assert_eq!(c.cmd(&["SELECT", db]), ok());
+        // Pipelined, then in a transaction, then from a script.
+        let cmds: Vec<Vec<Vec<u8>>> = (0..30)
+            .map(|i| argv(&["SET", &format!("p{i}"), db]))
+            .collect();
+        for r in c.pipeline(&cmds) {
+            assert_eq!(r, ok());
+        }
+        assert_eq!(c.cmd(&["MULTI"]), ok());
+        assert_eq!(c.cmd(&["SET", "{m}x", db]), Reply::Simple("QUEUED".into()));
+        assert_eq!(c.cmd(&["EXEC"]), Reply::Array(Some(vec![ok()])));
+        assert_eq!(
+            c.cmd(&[
+                "EVAL",
+                "return redis.call('set', KEYS[1], ARGV[1])",
+                "1",
+                "s",
+                db
+            ]),
+            ok()
+        );
+    }
+    for db in ["0", "3", "15"] {
+        assert_eq!(count_in(db), 32, "db {db} on the servers");
+        assert_eq!(c.cmd(&["SELECT", db]), ok());
+        assert_eq!(c.cmd(&["GET", "p7"]), bulk(db));
+        assert_eq!(c.cmd(&["GET", "{m}x"]), bulk(db));
+        assert_eq!(c.cmd(&["DBSIZE"]), Reply::Int(32));
+        let mut seen = 0;
+        let mut cursor = "0".to_string();
+        loop {
+            let r = c.cmd(&["SCAN", &cursor]);
+            cursor = r.as_array()[0].as_str().to_string();
+            seen += r.as_array()[1].as_array().len();
+            if cursor == "0" {
+                break;
+            }
+        }
+        assert_eq!(seen, 32, "SCAN in db {db}");
+    }
+    assert_eq!(count_in("1"), 0);
+    assert_eq!(
+        c.cmd(&["SELECT", "16"]).as_error(),
+        "ERR DB index is out of range"
+    );
+    assert_eq!(
+        c.cmd(&["SELECT", "-1"]).as_error(),
+        "ERR DB index is out of range"
+    );
+    // A blocked client waits in its own database.
+    assert_eq!(c.cmd(&["SELECT", "3"]), ok());
+    let mut w = m.conn();
+    assert_eq!(w.cmd(&["SELECT", "3"]), ok());
+    w.send(&[b"BLPOP", b"q3", b"5"]);
+    wait_until("the BLPOP to be blocked", Duration::from_secs(5), || {
+        c.cmd(&["CLIENT", "LIST"])
+            .as_str()
+            .contains("cmd=blpop")
+            .then_some(())
+    });
+    let mut other = m.conn();
+    assert_eq!(other.cmd(&["RPUSH", "q3", "wrong-db"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["RPUSH", "q3", "right"]), Reply::Int(1));
+    assert_eq!(
+        w.read_reply(),
+        Reply::Array(Some(vec![bulk("q3"), bulk("right")]))
+    );
+    // RESET goes back to the pool's database.
+    assert_eq!(c.cmd(&["RESET"]), Reply::Simple("RESET".into()));
+    assert_eq!(c.cmd(&["GET", "p7"]), bulk("0"));
+}

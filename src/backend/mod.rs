@@ -330,6 +330,8 @@ pub struct Backend {
     /// For a ring pool's server, its index in twemproxy's order: where its
     /// failures and answers are counted (`topology::health`).
     pub ring_server: Option<u16>,
+    /// The database it selected (its set's, or its lease's session's).
+    pub db: u32,
 }
 
 impl Backend {
@@ -398,6 +400,7 @@ impl Backend {
             node_id: None,
             server_pool: 0,
             ring_server: None,
+            db: 0,
         }
     }
 

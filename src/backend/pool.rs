@@ -29,9 +29,12 @@ pub struct PoolKey {
     pub proto: Proto,
     /// Connections to a replica, put in READONLY mode.
     pub readonly: bool,
-    /// The server pool the node is reached for (its credentials and
-    /// database): a node two pools name has a set for each.
+    /// The server pool the node is reached for (its credentials): a node
+    /// two pools name has a set for each.
     pub pool: u16,
+    /// The database its connections select (a session's after SELECT,
+    /// else its pool's): one set per database in use.
+    pub db: u32,
 }
 
 pub struct Pool {
@@ -111,13 +114,15 @@ impl Pools {
         i
     }
 
-    /// The master connection set to `addr` for server pool `pool`.
-    pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto, pool: u16) -> usize {
+    /// The master connection set to `addr` for server pool `pool`, in
+    /// database `db`.
+    pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto, pool: u16, db: u32) -> usize {
         self.pool_for(PoolKey {
             addr,
             proto,
             readonly: false,
             pool,
+            db,
         })
     }
 
@@ -205,7 +210,7 @@ mod tests {
     fn backoff_grows_and_is_bounded() {
         let t0 = Instant::now();
         let mut p = Pools::new(vec![1], 1);
-        let a = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2, 0);
+        let a = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2, 0, 0);
         let mut last = Duration::ZERO;
         for _ in 0..20 {
             p.mark_failed(a, t0, "x".into());

@@ -106,6 +106,9 @@ pub struct PoolSpec {
     pub tcp_keepalive: bool,
     /// Most clients of this pool at once (0: only `maxclients` bounds it).
     pub client_connections: usize,
+    /// How many databases the servers have, which clients may SELECT among
+    /// (0: 16 for a ring, as a server's default; 1 for a cluster).
+    pub databases: u32,
 }
 
 impl PoolSpec {
@@ -123,6 +126,17 @@ impl PoolSpec {
             server_connections: 0,
             tcp_keepalive: false,
             client_connections: 0,
+            databases: 0,
+        }
+    }
+
+    /// The databases clients may SELECT among: the `databases` setting,
+    /// else 16 for a ring (a server's default) and 1 for a cluster.
+    pub fn databases(&self) -> u32 {
+        match (self.databases, &self.kind) {
+            (0, PoolKind::Cluster { .. }) => 1,
+            (0, PoolKind::Ring { .. }) => 16,
+            (n, _) => n,
         }
     }
 
@@ -514,6 +528,19 @@ pub static SETTINGS: &[Setting] = &[
             Ok(())
         },
         getter: |p| match p.db {
+            0 => Vec::new(),
+            n => one(n.to_string()),
+        },
+    },
+    Setting {
+        name: "databases",
+        summary: "databases clients may SELECT among (0: 16 for servers, 1 for a cluster)",
+        arity: (1, 1),
+        setter: |p, args| {
+            p.databases = number("databases", args[0], 0, 1_000_000)? as u32;
+            Ok(())
+        },
+        getter: |p| match p.databases {
             0 => Vec::new(),
             n => one(n.to_string()),
         },

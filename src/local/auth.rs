@@ -172,6 +172,8 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
 /// RESET: the connection as it was when it was accepted.
 pub fn reset(shared: &Shared, s: &mut Session) -> Outcome {
     reset_session(s, shared.session_start(s.pool()));
+    // RESET selects the pool's own database again.
+    s.select(shared.pools.get(s.pool()).map_or(0, |p| p.db));
     stat(b"+RESET\r\n")
 }
 

@@ -154,12 +154,7 @@ pub fn execute(
             s,
         ),
         LocalCmd::Quit => Outcome::ReplyAndClose(Bytes::from_static(OK)),
-        LocalCmd::Select => match parse_i64(arg(1)) {
-            None => stat(ERR_NOT_INTEGER),
-            Some(n) if i32::try_from(n).is_err() => stat(ERR_NOT_INTEGER),
-            Some(0) => stat(OK),
-            Some(_) => error("ERR SELECT is not allowed in cluster mode"),
-        },
+        LocalCmd::Select => select(shared, s, arg(1)),
         LocalCmd::Time => time(s),
         LocalCmd::Lolwut => built(
             |e| {
@@ -217,6 +212,34 @@ fn time(s: &Session) -> Outcome {
         },
         s,
     )
+}
+
+/// SELECT n: within the pool's `databases` (a cluster pool has one, as a
+/// cluster node has), the session's later requests take that database's
+/// connections. Not while a WATCH pins the session to a connection of the
+/// database it watched in.
+fn select(shared: &Shared, s: &mut Session, arg: &[u8]) -> Outcome {
+    let n = match parse_i64(arg) {
+        Some(n) if i32::try_from(n).is_ok() => n,
+        _ => return stat(ERR_NOT_INTEGER),
+    };
+    let databases = shared.pools.get(s.pool()).map_or(1, |p| p.databases);
+    if databases <= 1 {
+        return match n {
+            0 => stat(OK),
+            _ => error("ERR SELECT is not allowed in cluster mode"),
+        };
+    }
+    if n < 0 || n >= i64::from(databases) {
+        return error("ERR DB index is out of range");
+    }
+    if s.pin.is_some() {
+        return error(
+            "ERR mithril: SELECT while a WATCH is in force is not supported, UNWATCH first",
+        );
+    }
+    s.select(n as u32);
+    stat(OK)
 }
 
 #[cfg(test)]

@@ -189,6 +189,8 @@ pub struct Placement {
     /// Unit → master address learned from MOVED, until the next epoch.
     overrides: SlotMap<SocketAddr>,
     read_from: ReadFrom,
+    /// Each pool's database (twemproxy's `redis_db`), by pool index.
+    dbs: Vec<u32>,
     /// The rotation of keyless commands over the masters.
     rotation: usize,
     /// The state of the numbers a `random` ring picks servers with.
@@ -204,6 +206,7 @@ impl Placement {
     pub fn new(
         map: Arc<Topology>,
         conns_per_node: Vec<usize>,
+        dbs: Vec<u32>,
         read_from: ReadFrom,
         seed: u64,
         rotation: usize,
@@ -216,6 +219,7 @@ impl Placement {
             shard_replicas: Vec::new(),
             overrides: SlotMap::default(),
             read_from,
+            dbs,
             rotation,
             rng: Cell::new((seed as u32) | 1),
         };
@@ -315,10 +319,11 @@ impl Placement {
                 .iter()
                 .position(|p| p.shards.contains(&i))
                 .unwrap_or(0) as u16;
+            let db = self.dbs.get(usize::from(pool)).copied().unwrap_or(0);
             let pair = map.master_of(i).map(|n| {
                 [
-                    self.conns.master_pool(n.addr, Proto::Resp2, pool),
-                    self.conns.master_pool(n.addr, Proto::Resp3, pool),
+                    self.conns.master_pool(n.addr, Proto::Resp2, pool, db),
+                    self.conns.master_pool(n.addr, Proto::Resp3, pool, db),
                 ]
             });
             self.shard_master.push(pair);
@@ -335,6 +340,7 @@ impl Placement {
                             proto,
                             readonly: true,
                             pool,
+                            db,
                         })
                     };
                     reps.push([set(Proto::Resp2), set(Proto::Resp3)]);
@@ -370,7 +376,8 @@ impl Placement {
         if !self.overrides.is_empty() {
             if let Some(&addr) = self.overrides.get(&unit) {
                 let pool = self.pool_of_unit(unit);
-                return Some(self.conns.master_pool(addr, proto, pool));
+                let db = self.dbs.get(usize::from(pool)).copied().unwrap_or(0);
+                return Some(self.conns.master_pool(addr, proto, pool, db));
             }
         }
         self.shard_master(self.map.shard_of(unit)?, proto)
@@ -471,7 +478,22 @@ impl Placement {
     /// The master connection set at `addr` (a redirect's target) for a
     /// session of pool `pool`.
     pub fn at(&mut self, addr: SocketAddr, proto: Proto, pool: PoolId) -> usize {
-        self.conns.master_pool(addr, proto, pool as u16)
+        let db = self.dbs.get(pool).copied().unwrap_or(0);
+        self.conns.master_pool(addr, proto, pool as u16, db)
+    }
+
+    /// The set of the same node, protocol and mode as `set`, in database
+    /// `db` (`set` itself when it is already there: the common case, one
+    /// compare). The tables name the pools' own databases; a set of
+    /// another database is made on first use, and retired with the next
+    /// map (its connections close once idle, and it is made again).
+    #[inline]
+    pub fn in_db(&mut self, set: usize, db: u32) -> usize {
+        let key = self.conns.pools[set].key;
+        if key.db == db {
+            return set;
+        }
+        self.conns.pool_for(PoolKey { db, ..key })
     }
 
     /// The pool whose range holds `unit`.

@@ -33,7 +33,7 @@ fn topo() -> Topology {
 }
 
 fn placement(conns: usize, read_from: ReadFrom, map: Topology) -> Placement {
-    Placement::new(Arc::new(map), vec![conns], read_from, 7, 0)
+    Placement::new(Arc::new(map), vec![conns], vec![0], read_from, 7, 0)
 }
 
 #[test]

@@ -267,6 +267,9 @@ pub struct Session {
     /// The pool whose listener accepted the client: where its requests
     /// go (`crate::placement::PoolId`). Fixed for the session's life.
     pool: usize,
+    /// The database its requests run in (SELECT): which connection set of
+    /// a node they take.
+    db: u32,
     pub rbuf: BytesMut,
     pub scanner: RequestScanner,
     pub ring: ReplyRing,
@@ -424,6 +427,18 @@ impl Session {
         self.pool
     }
 
+    /// The database the session's requests run in.
+    #[inline]
+    pub fn db(&self) -> u32 {
+        self.db
+    }
+
+    /// SELECT: later requests run in database `db` (the caller checked it
+    /// is one the pool has).
+    pub fn select(&mut self, db: u32) {
+        self.db = db;
+    }
+
     /// Which of a node's connections its requests take: its own among
     /// `backend-conns`, or `PIPE`, the node's shared pipe.
     #[inline]
@@ -456,6 +471,7 @@ impl Session {
             peer,
             local,
             pool,
+            db: 0,
             // Allocated on first read, so an idle connection costs little.
             rbuf: BytesMut::new(),
             scanner: RequestScanner::new(),

@@ -149,8 +149,11 @@ pub struct PoolRuntime {
     /// Sent first on every connection to the pool's nodes: AUTH with the
     /// pool's `password`, else with `backend-user` / `backend-password`.
     pub auth: Option<bytes::Bytes>,
-    /// Sent next when the pool's `db` is not 0.
-    pub select: Option<bytes::Bytes>,
+    /// The pool's database (twemproxy's `redis_db`): where its sessions
+    /// start, and what its connections select.
+    pub db: u32,
+    /// How many databases its clients may SELECT among (1: SELECT 0 only).
+    pub databases: u32,
     /// The password the pool's clients AUTH with (twemproxy's
     /// `redis_auth`); None: the users of the configuration apply.
     pub client_password: Option<String>,
@@ -177,11 +180,6 @@ impl PoolRuntime {
             crate::resp::encode::request(&mut out, &[b"AUTH", pool.password.as_bytes()]);
             Some(bytes::Bytes::from(out))
         };
-        let select = (pool.db != 0).then(|| {
-            let mut out = Vec::with_capacity(32);
-            crate::resp::encode::request(&mut out, &[b"SELECT", pool.db.to_string().as_bytes()]);
-            bytes::Bytes::from(out)
-        });
         let health = match &pool.kind {
             PoolKind::Ring {
                 servers,
@@ -205,7 +203,8 @@ impl PoolRuntime {
         PoolRuntime {
             name: pool.name.clone(),
             auth,
-            select,
+            db: pool.db,
+            databases: pool.databases(),
             client_password: (!pool.password.is_empty()).then(|| pool.password.clone()),
             health,
             timeout: (timeout_ms > 0).then(|| std::time::Duration::from_millis(timeout_ms)),

@@ -267,7 +267,7 @@ impl Worker {
             let e = Bytes::from_static(router::ERR_NO_TOPOLOGY);
             return self.collect_part(session, seq, part, e);
         };
-        match self.take_lease(cx, addr, proto, self.pool_of(session)) {
+        match self.take_lease(cx, addr, proto, self.where_of(session)) {
             Ok(lease) => {
                 if wrote {
                     let restore = Bytes::from_static(RESTORE_NOTHING);

@@ -104,8 +104,9 @@ impl Worker {
         if s.closing() {
             return None;
         }
-        let (proto, pool) = (s.proto, s.pool());
-        Some(self.take_lease(cx, addr, proto, pool))
+        let proto = s.proto;
+        let at = (s.pool(), s.db());
+        Some(self.take_lease(cx, addr, proto, at))
     }
 
     /// Whether `session` still waits for the blocking command at `seq` (a
@@ -149,9 +150,9 @@ impl Worker {
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
         proto: crate::resp::Proto,
-        pool: usize,
+        at: (usize, u32),
     ) -> Result<Key, Bytes> {
-        self.try_lease(cx, addr, proto, pool).map_err(|e| {
+        self.try_lease(cx, addr, proto, at).map_err(|e| {
             e.unwrap_or_else(|| {
                 Bytes::from(format!(
                     "-ERR mithril: too many blocked clients on {addr} (at most {} per node)\r\n",
@@ -161,17 +162,17 @@ impl Worker {
         })
     }
 
-    /// An idle lease on `addr` for server pool `pool`, or a new one. The
-    /// error: `None` at the per-node cap (the caller says what for), else
-    /// the reply to give.
+    /// An idle lease on `addr` for server pool and database `at`, or a new
+    /// one. The error: `None` at the per-node cap (the caller says what
+    /// for), else the reply to give.
     pub(super) fn try_lease(
         &mut self,
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
         proto: crate::resp::Proto,
-        pool: usize,
+        at: (usize, u32),
     ) -> Result<Key, Option<Bytes>> {
-        if let Some(idle) = self.idle_leases.get_mut(&(addr, proto, pool)) {
+        if let Some(idle) = self.idle_leases.get_mut(&(addr, proto, at)) {
             while let Some(k) = idle.pop() {
                 if self.backends.contains(k) {
                     return Ok(k);
@@ -181,7 +182,7 @@ impl Worker {
         if !self.shared.lease_opened(addr) {
             return Err(None);
         }
-        match self.open_backend(cx, addr, pool, Role::Lease, proto, false) {
+        match self.open_backend(cx, addr, at, Role::Lease, proto, false) {
             Ok(k) => Ok(k),
             Err(e) => {
                 self.shared.lease_closed(addr);
@@ -204,7 +205,7 @@ impl Worker {
         if let Some(s) = self.sessions.get_mut(session) {
             s.lease_returned(lease);
         }
-        let slot = (b.addr, b.proto, b.server_pool);
+        let slot = (b.addr, b.proto, (b.server_pool, b.db));
         // A node that left the map keeps no idle lease.
         let known = self.place.map().nodes.iter().any(|n| n.addr == b.addr);
         let idle = if known {

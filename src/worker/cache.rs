@@ -355,14 +355,12 @@ impl Worker {
         frame: Bytes,
         ranges: &[Range<usize>],
     ) {
-        let Some((proto, pool)) = self.sessions.get(key).map(|s| (s.proto, s.pool())) else {
+        let Some((proto, cached)) = self.sessions.get(key).map(|s| (s.proto, caches(s))) else {
             return;
         };
         let multi = !frame[ranges[0].clone()].eq_ignore_ascii_case(b"get");
         let keys = ranges[1..].iter().map(|r| &frame[r.clone()]);
-        // The cache holds the first pool's keys only: the same key in
-        // another pool is another value.
-        if ranges.len() - 1 > MAX_FILL_KEYS || pool != 0 {
+        if ranges.len() - 1 > MAX_FILL_KEYS || !cached {
             if self.cache.tracked_read {
                 return self.tracked_unit(cx, key, slot, frame);
             }
@@ -391,11 +389,11 @@ impl Worker {
         slot: u16,
         req: Bytes,
     ) {
-        let Some((proto, pool)) = self.sessions.get(key).map(|s| (s.proto, s.pool())) else {
+        let Some((proto, cached)) = self.sessions.get(key).map(|s| (s.proto, caches(s))) else {
             return;
         };
-        if pool != 0 {
-            // The cache holds the first pool's keys only (`cached_read`).
+        if !cached {
+            // Not a key the cache holds (`caches`).
             let f = InFlight::new(key, seq, req, Purpose::Part(part));
             return match self.place.master(slot, proto) {
                 Some(set) => self.send_to_pool(cx, set, f),
@@ -585,16 +583,17 @@ impl Worker {
             }
             return;
         }
-        let Some(sticky) = self
+        let Some((sticky, db)) = self
             .sessions
             .get(session)
-            .map(crate::session::Session::conn_choice)
+            .map(|s| (s.conn_choice(), s.db()))
         else {
             if let Some((t, _)) = fill {
                 self.cancel_fill(&req, t);
             }
             return;
         };
+        let pool = self.place.in_db(pool, db);
         let bkey = match self.backend_for(cx, pool, sticky) {
             Ok(b) => b,
             Err(err) => {
@@ -835,6 +834,13 @@ fn release_seq(cache: &mut ReplyCache, holds: &mut Vec<(u64, u16)>, seq: u64) {
             true
         }
     });
+}
+
+/// Whether the reply cache serves session `s`: it holds the keys of the
+/// first pool's database 0 only (the same key in another pool, or another
+/// database, is another value).
+fn caches(s: &crate::session::Session) -> bool {
+    s.pool() == 0 && s.db() == 0
 }
 
 #[cfg(test)]

@@ -178,7 +178,7 @@ pub struct Worker {
     /// node that is down).
     resubscribe_ticks: u8,
     /// Idle leased connections by node and protocol.
-    idle_leases: HashMap<(SocketAddr, Proto, usize), Vec<Key>>,
+    idle_leases: HashMap<(SocketAddr, Proto, (usize, u32)), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
     retrying: GenSlab<(InFlight, SocketAddr)>,
     /// Requests waiting out a CLUSTERDOWN in order, by session, one wait
@@ -234,6 +234,7 @@ impl Worker {
         let place = Placement::new(
             shared.topology.load(),
             shared.pools.iter().map(|p| p.conns).collect(),
+            shared.pools.iter().map(|p| p.db).collect(),
             cfg.read_from_replicas,
             0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1),
             id,
@@ -301,6 +302,15 @@ impl Worker {
         self.sessions.get(key).map_or(0, Session::pool)
     }
 
+    /// The pool and database of session `key`: where a connection of its
+    /// own (a lease) must point.
+    #[inline]
+    pub(super) fn where_of(&self, key: Key) -> (usize, u32) {
+        self.sessions
+            .get(key)
+            .map_or((0, 0), |s| (s.pool(), s.db()))
+    }
+
     fn accept(&mut self, cx: &mut Context<'_, Timer>, a: crate::shared::Accepted) {
         if self.draining.is_some() {
             return; // dropping `a` closes the socket and releases the ticket
@@ -323,8 +333,12 @@ impl Worker {
         let id = self.shared.new_client_id();
         let start = self.shared.session_start(a.pool);
         let now = cx.now;
-        self.sessions
-            .insert_with(|k| Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now));
+        let db = self.shared.pools.get(a.pool).map_or(0, |p| p.db);
+        self.sessions.insert_with(|k| {
+            let mut s = Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now);
+            s.select(db);
+            s
+        });
         self.shared.workers[self.id]
             .sessions
             .fetch_add(1, Ordering::Relaxed);
@@ -543,7 +557,7 @@ impl Worker {
             }
         }
         let topo = self.place.map();
-        let gone: Vec<(SocketAddr, Proto, usize)> = self
+        let gone: Vec<(SocketAddr, Proto, (usize, u32))> = self
             .idle_leases
             .keys()
             .filter(|(addr, _, _)| !topo.nodes.iter().any(|n| n.addr == *addr))

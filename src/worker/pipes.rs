@@ -347,6 +347,7 @@ impl Worker {
             proto,
             readonly,
             pool: server_pool,
+            db,
         } = self.place.conns.pools[pool].key;
         let now = cx.now;
         let link = crate::backend::Link {
@@ -358,6 +359,7 @@ impl Worker {
             .insert_with(|k| Backend::new_link(k, addr, Role::Shared(pool), proto, link, now));
         if let Some(b) = self.backends.get_mut(key) {
             b.server_pool = usize::from(server_pool);
+            b.db = db;
         }
         self.place.conns.pools[pool].link = key;
         log::debug!(target: "mithril::worker", "worker {}: linked to worker {owner}'s pipe to {addr}", self.id);
@@ -384,6 +386,7 @@ impl Worker {
             proto: b.proto,
             readonly: link.readonly,
             pool: b.server_pool as u16,
+            db: b.db,
         };
         let owner = link.owner;
         let from = self.id as u16;

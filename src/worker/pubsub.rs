@@ -361,8 +361,8 @@ impl Worker {
             else {
                 return self.reply_static(key, router::ERR_NO_TOPOLOGY);
             };
-            let pool = s.pool();
-            let conn = match self.open_backend(cx, home, pool, Role::Pubsub(key), proto, false) {
+            let at = (s.pool(), s.db());
+            let conn = match self.open_backend(cx, home, at, Role::Pubsub(key), proto, false) {
                 Ok(k) => k,
                 Err(e) => return self.reply(key, e),
             };
@@ -454,12 +454,12 @@ impl Worker {
         addr: SocketAddr,
     ) -> Option<usize> {
         let s = self.sessions.get(key)?;
-        let (proto, pool) = (s.proto, s.pool());
+        let (proto, at) = (s.proto, (s.pool(), s.db()));
         if let Some(i) = s.sub.as_ref()?.conns.iter().position(|c| c.addr == addr) {
             return Some(i);
         }
         let conn = self
-            .open_backend(cx, addr, pool, Role::Pubsub(key), proto, false)
+            .open_backend(cx, addr, at, Role::Pubsub(key), proto, false)
             .ok()?;
         let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.as_mut()) else {
             self.drop_backend(cx, conn);

@@ -356,7 +356,7 @@ impl Worker {
         &mut self,
         cx: &mut Context<'_, Timer>,
         addr: SocketAddr,
-        server_pool: usize,
+        (server_pool, db): (usize, u32),
         role: Role,
         proto: Proto,
         readonly: bool,
@@ -387,14 +387,22 @@ impl Worker {
         if let Some(b) = self.backends.get_mut(key) {
             b.server_pool = server_pool;
             b.ring_server = ring_server.map(|i| i as u16);
+            b.db = db;
             let pool = self.shared.pools.get(server_pool);
             // The pool's password, or backend-password: authenticate
             // before anything else, then select the pool's database.
             if let Some(auth) = pool.and_then(|p| p.auth.clone()) {
                 b.enqueue(InFlight::new(Key::NONE, 0, auth, Purpose::Init));
             }
-            if let Some(select) = pool.and_then(|p| p.select.clone()) {
-                b.enqueue(InFlight::new(Key::NONE, 0, select, Purpose::Init));
+            if db != 0 {
+                let mut select = Vec::with_capacity(32);
+                crate::resp::encode::request(&mut select, &[b"SELECT", db.to_string().as_bytes()]);
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from(select),
+                    Purpose::Init,
+                ));
             }
             if proto == Proto::Resp3 {
                 b.enqueue(InFlight::new(
@@ -448,6 +456,7 @@ impl Worker {
             proto,
             readonly,
             pool: server_pool,
+            db,
         } = self.place.conns.pools[pool].key;
         if self.place.conns.is_down(pool, cx.now) {
             // Keep asking for the map while a node is down: a failover is
@@ -459,7 +468,14 @@ impl Worker {
             )));
         }
         let server_pool = usize::from(server_pool);
-        match self.open_backend(cx, addr, server_pool, Role::Shared(pool), proto, readonly) {
+        match self.open_backend(
+            cx,
+            addr,
+            (server_pool, db),
+            Role::Shared(pool),
+            proto,
+            readonly,
+        ) {
             Ok(key) => {
                 self.place.conns.set_conn(pool, sticky, key);
                 Ok(key)
@@ -502,7 +518,8 @@ impl Worker {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        let sticky = s.conn_choice();
+        let (sticky, db) = (s.conn_choice(), s.db());
+        let pool = self.place.in_db(pool, db);
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => {
                 let Some(s) = self.sessions.get_mut(session) else {
@@ -521,7 +538,8 @@ impl Worker {
         let Some(s) = self.sessions.get(f.session) else {
             return;
         };
-        let sticky = s.conn_choice();
+        let (sticky, db) = (s.conn_choice(), s.db());
+        let pool = self.place.in_db(pool, db);
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => self.send_on(bkey, f),
             Err(err) => self.fail(cx, f, err),

@@ -571,7 +571,7 @@ impl Worker {
                 continue;
             };
             let addr = self.place.conns.pools[pool].key.addr;
-            match self.take_lease(cx, addr, proto, self.pool_of(key)) {
+            match self.take_lease(cx, addr, proto, self.where_of(key)) {
                 Ok(lease) => {
                     let out = InFlight::new(key, seq, frame.clone(), Purpose::Kill(part));
                     self.send_on(lease, out);

@@ -238,7 +238,8 @@ impl Worker {
         purpose: Purpose,
     ) -> Option<Key> {
         let pool = self.place.map().pool_of_addr(addr).unwrap_or(0);
-        match self.open_backend(cx, addr, pool, Role::Tracker, Proto::Resp3, false) {
+        let db = self.shared.pools.get(pool).map_or(0, |p| p.db);
+        match self.open_backend(cx, addr, (pool, db), Role::Tracker, Proto::Resp3, false) {
             Ok(conn) => {
                 if let Some(b) = self.backends.get_mut(conn) {
                     b.enqueue(InFlight::new(

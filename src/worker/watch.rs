@@ -84,7 +84,7 @@ impl Worker {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
         let addr = self.place.conns.pools[pool].key.addr;
-        let conn = match self.try_lease(cx, addr, proto, self.pool_of(key)) {
+        let conn = match self.try_lease(cx, addr, proto, self.where_of(key)) {
             Ok(conn) => conn,
             Err(e) => return self.fail_new(key, e.unwrap_or_else(|| watch_cap_reply(addr))),
         };
