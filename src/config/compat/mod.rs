@@ -4,15 +4,19 @@
 //!
 //! ```text
 //!   file bytes ─▶ detect() ─┬─ Native     ─▶ config::parse_file
-//!                           ├─ Nutcracker ─▶ yaml::parse ─▶ nutcracker::translate ─┐
-//!                           └─ Predixy    ─▶ predixy::parse ─▶ predixy::translate ──┤
-//!                                                  Translation (Config + warnings) ◀┘
+//!                           ├─ Nutcracker ─▶ nutcracker::load (YAML events) ─▶ translate ─┐
+//!                           └─ Predixy    ─▶ predixy::parse ─▶ predixy::translate ────────┤
+//!                                                    Translation (Config + warnings) ◀────┘
 //! ```
 //!
 //! The format is told by the content, not by the name: a YAML mapping key
 //! (`alpha:`) on the first line means twemproxy; a block (`Key ... {`) or
 //! a keyword only predixy has (`WorkerThreads`, `ClusterServerPool`, ...)
 //! means predixy; anything else is mithril's own.
+//!
+//! YAML is read with the `saphyr-parser` crate, the one dependency of
+//! this module: `nutcracker/load.rs` says why a crate, why that one and
+//! what it costs.
 //!
 //! Invariants:
 //! - A foreign setting reaches the [`Config`] only through the native
@@ -29,7 +33,6 @@
 
 mod nutcracker;
 mod predixy;
-mod yaml;
 
 use std::path::Path;
 

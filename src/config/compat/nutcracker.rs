@@ -21,8 +21,14 @@
 //! | redis_db             | must be 0: a cluster has one database          |
 //! | hash, distribution, auto_eject_hosts, server_retry_timeout,           |
 //! | server_failure_limit, preconnect, reuseport   | warned: no meaning     |
+//!
+//! The YAML is read by `load.rs`, with the `saphyr-parser` crate; it says
+//! why a crate and why that one.
 
-use super::yaml::{self, Entry, Value};
+mod load;
+
+use load::{load, Entry, Node};
+
 use super::{backend_password, bind_host, keep_exposure, split_listen, Loc, Translation};
 use crate::config::ConfigError;
 
@@ -32,7 +38,7 @@ pub(crate) fn translate(
     origin: &str,
     t: &mut Translation,
 ) -> Result<(), ConfigError> {
-    let pools = yaml::parse(bytes).map_err(|e| ConfigError::at(origin, e.line, None, e.message))?;
+    let pools = load(bytes).map_err(|e| ConfigError::at(origin, e.line, None, e.message))?;
     let pool =
         match pools.as_slice() {
             [pool] => pool,
@@ -60,7 +66,7 @@ pub(crate) fn translate(
         origin,
         line: pool.line,
     };
-    let Value::Map(keys) = &pool.value else {
+    let Node::Map(keys) = &pool.value else {
         return Err(at.error(&pool.key, "a pool must be a mapping of settings"));
     };
     let find = |name: &str| keys.iter().find(|e| e.key == name);
@@ -213,14 +219,14 @@ pub(crate) fn translate(
 /// How an entry is quoted in messages: `key: value`.
 fn shown(entry: &Entry) -> String {
     match &entry.value {
-        Value::Scalar(v) => format!("{}: {v}", entry.key),
+        Node::Scalar(v) => format!("{}: {v}", entry.key),
         _ => format!("{}:", entry.key),
     }
 }
 
 fn text<'a>(entry: &'a Entry, origin: &str) -> Result<&'a str, ConfigError> {
     match &entry.value {
-        Value::Scalar(v) => Ok(v),
+        Node::Scalar(v) if !v.is_empty() => Ok(v),
         _ => Err(ConfigError::at(
             origin,
             entry.line,
@@ -274,7 +280,7 @@ fn listen(t: &mut Translation, at: &Loc<'_>, shown: &str, addr: &str) -> Result<
 
 fn servers(t: &mut Translation, entry: &Entry, origin: &str) -> Result<(), ConfigError> {
     let items = match &entry.value {
-        Value::Seq(items) if !items.is_empty() => items,
+        Node::Seq(items) if !items.is_empty() => items,
         _ => {
             return Err(ConfigError::at(
                 origin,
@@ -285,12 +291,12 @@ fn servers(t: &mut Translation, entry: &Entry, origin: &str) -> Result<(), Confi
         }
     };
     let mut weighted = None;
-    for (line, item) in items {
+    for item in items {
         let at = Loc {
             origin,
-            line: *line,
+            line: item.line,
         };
-        let Value::Scalar(spec) = item else {
+        let Node::Scalar(spec) = &item.node else {
             return Err(at.error("- ...", "a server must be host:port:weight [name]"));
         };
         let shown = format!("- {spec}");
@@ -325,3 +331,6 @@ fn servers(t: &mut Translation, entry: &Entry, origin: &str) -> Result<(), Confi
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -172,7 +172,7 @@ fn nutcracker_small_cases() {
     assert!(e.message().contains("no servers"), "{e}");
     let e = run("e.yml", &format!("{base}  redis: maybe\n")).unwrap_err();
     assert!(
-        e.message().contains("appears twice") || e.message().contains("true or false"),
+        e.message().contains("given twice") || e.message().contains("true or false"),
         "{e}"
     );
     let e = run("f.yml", "# nothing but a comment\np:\n").unwrap_err();
