@@ -46,12 +46,12 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
     let yml = write(
         &dir,
         "bad.yml",
-        "alpha:\n  listen: 127.0.0.1:22121\n  redis: true\n  hash_tag: \"ab\"\n  servers:\n   - 127.0.0.1:7000:1\n",
+        "alpha:\n  listen: 127.0.0.1:22121\n  redis: true\n  hash_tag: \"abc\"\n  servers:\n   - 127.0.0.1:7000:1\n",
     );
     let o = run_mithril(&["-t", "-c", &yml]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        err(&o).contains(&format!("{yml}:4: 'hash_tag: ab'")),
+        err(&o).contains(&format!("{yml}:4: 'hash_tag: abc'")),
         "{}",
         err(&o)
     );
@@ -61,6 +61,27 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).contains(&format!("{px}:2: 'WorkerThreads many'")),
+        "{}",
+        err(&o)
+    );
+
+    // A twemproxy file that is fine but for a key with no meaning here:
+    // syntax ok, and the warning names file and line.
+    let yml = write(
+        &dir,
+        "good.yml",
+        "alpha:\n  listen: 127.0.0.1:22121\n  redis: true\n  reuseport: true\n  servers:\n   - 127.0.0.1:7000:1\n",
+    );
+    let o = run_mithril(&["-t", "-c", &yml]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert_eq!(
+        out(&o),
+        format!("configuration file {yml} (twemproxy (nutcracker) configuration) syntax is ok\n")
+    );
+    assert!(
+        err(&o).starts_with(&format!(
+            "mithril: warning: {yml}:4: 'reuseport: true': ignored"
+        )),
         "{}",
         err(&o)
     );

@@ -9,14 +9,20 @@
 //!                                                    Translation (Config + warnings) ◀────┘
 //! ```
 //!
+//! What each becomes: a twemproxy file is pools of standalone servers,
+//! and each of its redis pools becomes a ring pool (`pool NAME ...`
+//! lines; the table is in `nutcracker.rs`); a predixy file fronts one
+//! Redis Cluster and becomes the top-level directives (`predixy.rs`).
+//!
 //! The format is told by the content, not by the name: a YAML mapping key
-//! (`alpha:`) on the first line means twemproxy; a block (`Key ... {`) or
-//! a keyword only predixy has (`WorkerThreads`, `ClusterServerPool`, ...)
-//! means predixy; anything else is mithril's own.
+//! (`alpha:`, `{alpha:`) on the first line, or a `%YAML` directive, means
+//! twemproxy; a block (`Key ... {`) or a keyword only predixy has
+//! (`WorkerThreads`, `ClusterServerPool`, ...) means predixy; anything else
+//! is mithril's own.
 //!
 //! YAML is read with the `saphyr-parser` crate, the one dependency of
-//! this module: `nutcracker/load.rs` says why a crate, why that one and
-//! what it costs.
+//! this module: `nutcracker.rs` says why a crate, why that one and what it
+//! costs.
 //!
 //! Invariants:
 //! - A foreign setting reaches the [`Config`] only through the native
@@ -24,8 +30,10 @@
 //!   apply, and `--print-config` (which renders the `Config`) shows exactly
 //!   what was understood.
 //! - Every foreign setting is either mapped, or named in one warning saying
-//!   why it does not matter for a Redis Cluster proxy, or refused with an
-//!   error saying what mithril cannot do and why. None is dropped silently.
+//!   why it does not matter to mithril, or refused with an error saying
+//!   what mithril cannot do and why. None is dropped silently; a part of
+//!   the file that is left out (a twemproxy pool mithril cannot serve) is
+//!   named in a warning.
 //! - Errors and warnings name the file and the line.
 //!
 //! Must never: panic on any file content, read files other than the one
@@ -99,15 +107,23 @@ const PREDIXY_KEYWORDS: &[&str] = &[
 /// Tells the format of a configuration text by its content.
 pub fn detect(text: &[u8]) -> Format {
     let text = String::from_utf8_lossy(text);
-    let mut lines = text
+    let lines = text
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#') && *l != "---");
+        .filter(|l| !l.is_empty() && !l.starts_with('#'));
+    // A YAML document marker (`---`, maybe with a comment after it) says
+    // nothing yet; a YAML directive (`%YAML 1.1`) says YAML.
+    let mut lines = lines.skip_while(|l| l.split_whitespace().next() == Some("---"));
     let Some(first) = lines.next() else {
         return Format::Native;
     };
+    let first = first.trim_start_matches('\u{feff}');
     let first_word = first.split_whitespace().next().unwrap_or("");
-    if first_word.ends_with(':') && !first_word.starts_with('-') {
+    // `alpha:`, `alpha: ...`, and `my pool:` (a key with a space, which no
+    // directive is).
+    let key = (first_word.ends_with(':') && !first_word.starts_with('-'))
+        || (first.ends_with(':') && lookup(first_word).is_none());
+    if key || first.starts_with("%YAML") {
         return Format::Nutcracker;
     }
     for line in std::iter::once(first).chain(lines) {
@@ -201,7 +217,16 @@ impl Translation {
             Some(d) => d.set(&mut self.config, args),
             None => Err(format!("mithril has no '{directive}' directive")),
         };
-        result.map_err(|m| at.error(shown, format!("{m} (as {directive})")))
+        // A message that starts with the directive (`pool NAME: ...`)
+        // already says what it was applied as.
+        result.map_err(|m| {
+            let m = if m.starts_with(directive) {
+                m
+            } else {
+                format!("{m} (as {directive})")
+            };
+            at.error(shown, m)
+        })
     }
 
     /// Records a warning located at `at` about the setting `shown`.

@@ -1,5 +1,5 @@
-//! The YAML tree, below the file-level tests of `compat/tests.rs`; and
-//! nasty bytes, which must never panic.
+//! The YAML tree and the `servers:` lines, below the file-level tests of
+//! `compat/tests.rs`; and nasty bytes, which must never panic.
 
 use super::load::{load, Entry, Item, Node, MAX_DEPTH, MAX_VALUES};
 use super::*;
@@ -167,6 +167,57 @@ fn nesting_and_aliases_are_bounded() {
     );
 }
 
+#[test]
+fn servers_are_cut_from_the_end_as_nutcracker_cuts_them() {
+    let ok = |spec: &str| parse_server(spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    let s = ok("127.0.0.1:6379:1");
+    assert_eq!(
+        (s.host.as_str(), s.port, s.weight, s.alias, s.name.as_str()),
+        ("127.0.0.1", 6379, 1, None, "127.0.0.1:6379")
+    );
+    // The name is what follows the last space, colons and all.
+    let s = ok("10.0.0.1:6380:5 shard:a");
+    assert_eq!((s.weight, s.alias.as_deref()), (5, Some("shard:a")));
+    assert_eq!(s.name, "shard:a");
+    // The port as written is part of the name; 11211 is left out.
+    assert_eq!(ok("127.0.0.1:06379:1").name, "127.0.0.1:06379");
+    assert_eq!(ok("127.0.0.1:06379:1").port, 6379);
+    assert_eq!(ok("cache:011211:1").name, "cache");
+    // A bare IPv6 host is put in brackets; its name stays as written.
+    let s = ok("::1:6379:1");
+    assert_eq!((s.host.as_str(), s.name.as_str()), ("[::1]", "::1:6379"));
+    assert_eq!(ok("[::1]:6379:1").name, "[::1]:6379");
+    // A socket: `path:`, weight after the last colon.
+    let s = ok("/tmp/redis.sock:2");
+    assert!(s.unix);
+    assert_eq!((s.weight, s.name.as_str()), (2, "/tmp/redis.sock:"));
+    for (spec, why) in [
+        ("127.0.0.1:6379:0", "weight is 0"),
+        ("127.0.0.1:6379", "host:port:weight"),
+        ("127.0.0.1:6379:x", "not a weight"),
+        ("127.0.0.1:6379:-1", "not a weight"),
+        ("127.0.0.1:0:1", "not a port"),
+        ("127.0.0.1:65536:1", "not a port"),
+        ("127.0.0.1:+1:1", "not a port"),
+        (":6379:1", "host is missing"),
+        ("127.0.0.1:6379:1 ", "nothing follows the space"),
+        // Two words of name: nutcracker reads the weight as "1 my".
+        ("127.0.0.1:6379:1 my name", "not a weight"),
+        ("", "host:port:weight"),
+    ] {
+        let e = parse_server(spec).unwrap_err();
+        assert!(e.contains(why), "{spec:?}: {e}");
+    }
+}
+
+#[test]
+fn pool_names_become_valid_names() {
+    assert_eq!(pool_name("alpha"), "alpha");
+    assert_eq!(pool_name("a.b-c_d9"), "a.b-c_d9");
+    assert_eq!(pool_name("my pool/1"), "my_pool_1");
+    assert_eq!(pool_name("caf\u{e9}"), "caf_");
+}
+
 /// A small deterministic generator (xorshift), so the bytes below are the
 /// same on every run.
 struct Rng(u64);
@@ -189,7 +240,8 @@ impl Rng {
 #[test]
 fn no_bytes_make_it_panic() {
     let good = std::fs::read(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/nutcracker.yml"),
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/compat/twemproxy_nutcracker.yml"),
     )
     .unwrap();
     let mut inputs: Vec<Vec<u8>> = Vec::new();
