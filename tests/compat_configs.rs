@@ -478,3 +478,79 @@ fn the_example_files_check_and_print() {
     }
     remove_temp_dir(&dir);
 }
+
+/// `mithril -t` and nutcracker 0.5.0's own `-t` on the same files: what
+/// nutcracker refuses, mithril refuses, but for YAML syntax nutcracker
+/// does not take and for `reuseport` (a key newer than 0.5.0); what it
+/// accepts, mithril accepts, as long as a redis pool on TCP is left.
+#[test]
+fn nutcracker_and_mithril_agree_on_what_a_file_may_say() {
+    let base = "p:\n  listen: 127.0.0.1:22121\n  redis: true\n  servers:\n   - 127.0.0.1:6379:1\n";
+    let with = |extra: &str| format!("{base}{extra}");
+    let other = |pool: &str| format!("{base}{pool}");
+    let cases: Vec<(String, bool, bool)> = vec![
+        // Both accept.
+        (base.to_string(), true, true),
+        (with("  hash: murmur\n  distribution: modula\n  hash_tag: \":$\"\n"), true, true),
+        (with("  timeout: 0\n  backlog: 64\n  redis_db: 2\n  redis_auth: pw\n"), true, true),
+        (with("  server_retry_timeout: 0\n  server_failure_limit: 0\n"), true, true),
+        (with("  client_connections: 5\n  tcpkeepalive: true\n  preconnect: true\n"), true, true),
+        (base.replace("6379:1", "06379:1"), true, true),
+        (base.replace("127.0.0.1:22121", "localhost:22121"), true, true),
+        (other("m:\n  listen: 127.0.0.1:22122\n  servers:\n   - 127.0.0.1:11211:1\n"), true, true),
+        (other("u:\n  listen: /tmp/mithril-nc-test.sock 0600\n  redis: true\n  servers:\n   - 127.0.0.1:6380:1\n"), true, true),
+        // Both refuse.
+        (with("  frob: 1\n"), false, false),
+        (with("  timeout: -1\n"), false, false),
+        (with("  redis: yes\n"), false, false),
+        (with("  hash: FNV1A_64\n"), false, false),
+        (with("  distribution: Ketama\n"), false, false),
+        (with("  hash_tag: abc\n"), false, false),
+        (with("  server_connections: 0\n"), false, false),
+        (with("  redis_auth:\n"), false, false),
+        (with("  listen: 127.0.0.1:22122\n"), false, false),
+        (base.replace("6379:1", "6379:0"), false, false),
+        (base.replace("6379:1", "6379"), false, false),
+        (base.replace("6379:1", "0:1"), false, false),
+        (base.replace("6379:1", "6379:1 my name"), false, false),
+        (base.replace("   - 127.0.0.1:6379:1\n", "   - 127.0.0.1:6379:1 a\n   - 127.0.0.1:6380:1 a\n"), false, false),
+        (base.replace("  listen: 127.0.0.1:22121\n", ""), false, false),
+        (base.replace("  servers:\n   - 127.0.0.1:6379:1\n", ""), false, false),
+        (other("q:\n  listen: 127.0.0.1:22121\n  redis: true\n  servers:\n   - 127.0.0.1:6380:1\n"), false, false),
+        (other("m:\n  listen: 127.0.0.1:22122\n  redis_auth: pw\n  servers:\n   - 127.0.0.1:11211:1\n"), false, false),
+        ("p: 1\n".to_string(), false, false),
+        // mithril reads more YAML than nutcracker, and reuseport.
+        (format!("---\n{base}"), false, true),
+        ("p: {listen: 127.0.0.1:22121, redis: true, servers: [127.0.0.1:6379:1]}\n".to_string(), false, true),
+        (with("  reuseport: true\n"), false, true),
+        // Nothing mithril can serve.
+        (base.replace("  redis: true\n", ""), true, false),
+        (base.replace("127.0.0.1:22121", "/tmp/mithril-nc-test.sock"), true, false),
+    ];
+    let dir = make_temp_dir();
+    let yml = dir.join("parity.yml");
+    for (text, nutcracker_ok, mithril_ok) in cases {
+        fs::write(&yml, &text).unwrap();
+        let nc = Command::new(nutcracker_path())
+            .arg("-t")
+            .arg("-c")
+            .arg(&yml)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            nc.status.success(),
+            nutcracker_ok,
+            "nutcracker -t on {text:?}: {}",
+            String::from_utf8_lossy(&nc.stderr)
+        );
+        let m = run_mithril(&["-t", "-c", yml.to_str().unwrap()]);
+        assert_eq!(
+            m.status.success(),
+            mithril_ok,
+            "mithril -t on {text:?}: {}",
+            String::from_utf8_lossy(&m.stderr)
+        );
+    }
+    remove_temp_dir(&dir);
+}
