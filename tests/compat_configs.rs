@@ -228,7 +228,6 @@ fn a_nutcracker_yml_checks_and_prints_as_pool_lines() {
 /// Traffic through the pools of a nutcracker.yml, each key on the server
 /// twemproxy would have put it on.
 #[test]
-#[ignore = "needs ring pools served: the runtime does not serve `pool` lines yet"]
 fn a_nutcracker_yml_serves_its_pools() {
     let set = StandaloneSet::start(3);
     let dir = make_temp_dir();
@@ -277,6 +276,65 @@ fn a_nutcracker_yml_serves_its_pools() {
         1,
         "{out}"
     );
+    remove_temp_dir(&dir);
+}
+
+/// twemproxy's own conf/nutcracker.yml, unchanged, starts mithril and
+/// serves both of its redis pools (alpha: one server at 6379; beta: four
+/// named servers at 6380-6383, hash tag "{}"), on the ports the file names.
+/// A port already taken by a redis-server (a distribution's own on 6379)
+/// is used as it is; one taken by anything else fails the test, naming it.
+#[test]
+fn twemproxys_own_nutcracker_yml_serves_every_redis_pool_unchanged() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/compat/twemproxy_nutcracker.yml");
+    let mut servers = Vec::new();
+    for port in 6379..=6383u16 {
+        match Standalone::start_on(port) {
+            Some(s) => servers.push(s),
+            None => {
+                let mut c = Conn::try_connect(&format!("127.0.0.1:{port}"))
+                    .unwrap_or_else(|e| panic!("port {port} taken, and not by a server: {e}"));
+                c.send(&[b"PING"]);
+                let r = c.try_read_reply(Duration::from_secs(2));
+                assert!(
+                    matches!(&r, Ok(Reply::Simple(s)) if s == "PONG"),
+                    "port {port}, which the file names, is taken by something that is not a \
+                     redis-server: {r:?}"
+                );
+            }
+        }
+    }
+    let dir = make_temp_dir();
+    let p = Proxy::start(&file, 22121, &dir);
+    let mut alpha = p.conn();
+    let mut beta = Conn::connect("127.0.0.1:22122");
+    let pools = mithril::config::compat::read_file(&file)
+        .unwrap()
+        .config
+        .pools;
+    let (names, ring, hash, tag) = ring_of(&pools[1]);
+    for i in 0..40 {
+        let key = format!("mithril-compat:{{t{}}}:{i}", i % 7);
+        assert_eq!(alpha.cmd(&["SET", &key, "a"]), Reply::Simple("OK".into()));
+        assert_eq!(beta.cmd(&["SET", &key, "b"]), Reply::Simple("OK".into()));
+        assert_eq!(alpha.cmd(&["GET", &key]), Reply::Bulk(Some(b"a".to_vec())));
+        assert_eq!(beta.cmd(&["GET", &key]), Reply::Bulk(Some(b"b".to_vec())));
+        // beta's key on the server twemproxy picks for it (server1..4 are
+        // 6380..6383).
+        let at = ring.locate(hash, tag, key.as_bytes(), 0).unwrap();
+        let n: u16 = names[at].trim_start_matches("server").parse().unwrap();
+        let mut owner = Conn::connect(&format!("127.0.0.1:{}", 6379 + n));
+        assert_eq!(owner.cmd(&["GET", &key]), Reply::Bulk(Some(b"b".to_vec())));
+        // alpha's on its only server.
+        let mut one = Conn::connect("127.0.0.1:6379");
+        assert_eq!(one.cmd(&["GET", &key]), Reply::Bulk(Some(b"a".to_vec())));
+        for c in [&mut owner, &mut one] {
+            let _ = c.cmd(&["DEL", &key]);
+        }
+    }
+    let (code, out) = p.stop();
+    assert_eq!(code, Some(0), "{out}");
+    drop(servers);
     remove_temp_dir(&dir);
 }
 

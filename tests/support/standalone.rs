@@ -52,6 +52,21 @@ impl Standalone {
         s
     }
 
+    /// Starts one server on `port` (a configuration that names its
+    /// servers' ports) and waits until it answers; `None` when the port is
+    /// taken.
+    pub fn start_on(port: u16) -> Option<Standalone> {
+        let mut s = Standalone::spawn(port);
+        match s.boot() {
+            Ok(()) => Some(s),
+            Err(BootError::PortInUse) => {
+                s.kill();
+                None
+            }
+            Err(BootError::Failed(why)) => panic!("{why}"),
+        }
+    }
+
     /// Writes the config for `port` in a fresh temp dir and starts the
     /// process, without waiting.
     fn spawn(port: u16) -> Standalone {

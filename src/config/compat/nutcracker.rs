@@ -28,8 +28,8 @@
 //! | server_retry_timeout | server-retry-timeout (0: 1)                     |
 //! | server_failure_limit | server-failure-limit (0: 1, the same thing)     |
 //! | tcpkeepalive         | tcp-keepalive                                   |
-//! | client_connections   | client-connections, warned: nutcracker 0.5.0    |
-//! |                      | reads it and never applies it                   |
+//! | client_connections   | warned, not applied: nutcracker 0.5.0 reads it  |
+//! |                      | and never applies it, so neither does mithril   |
 //! | reuseport            | warned: no meaning here (newer than 0.5.0)      |
 //! | anything else        | refused, as nutcracker refuses it               |
 //!
@@ -293,20 +293,18 @@ fn read_pool(entry: &Entry, origin: &str) -> Result<ReadPool, ConfigError> {
             }
             "tcpkeepalive" => set(&mut s, "tcp-keepalive", &[yes_no(boolean(e, origin)?)])?,
             "client_connections" => {
+                // A drop-in takes the clients nutcracker took: the limit
+                // is read (so its errors stay nutcracker's) and not set.
                 let n = number(e, origin)?;
-                let n = if n > MAX_CLIENT_CONNECTIONS { 0 } else { n };
-                set(&mut s, "client-connections", &[&n.to_string()])?;
                 s.warn(
                     &at,
                     &shown,
                     format!(
-                        "nutcracker 0.5.0 reads client_connections but never applies it; \
-                         mithril does{}: remove the line if the pool had more clients",
-                        if n == 0 {
-                            String::from(" (above 1000000: no limit but maxclients)")
-                        } else {
-                            format!(", turning away the pool's clients past {n}")
-                        }
+                        "nutcracker 0.5.0 reads client_connections but never applies it, so \
+                         mithril does not either; to bound the pool's clients write \
+                         'pool {} client-connections {}'",
+                        name,
+                        n.min(MAX_CLIENT_CONNECTIONS)
                     ),
                 );
             }

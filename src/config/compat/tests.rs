@@ -154,7 +154,6 @@ fn a_nutcracker_pool_becomes_a_ring_pool() {
             p.backlog = 1024;
             p.preconnect = true;
             p.password = "s3cr3t".into();
-            p.client_connections = 2048;
             p.server_connections = 2;
             let (_, tag, _, eject, retry, limit) = ring_settings(p);
             *tag = Some(*b"{}");
