@@ -808,12 +808,7 @@ pub fn protected_mode_refusal(cfg: &Config) -> Option<String> {
     if !cfg.protected_mode || !default_user_is_open(cfg) {
         return None;
     }
-    let exposed: Vec<String> = cfg
-        .bind
-        .iter()
-        .filter(|b| b.ip().is_some_and(|ip| !ip.is_loopback()))
-        .map(|b| b.addr.clone())
-        .collect();
+    let exposed = exposed_listeners(cfg);
     if exposed.is_empty() {
         return None;
     }
@@ -824,6 +819,34 @@ pub fn protected_mode_refusal(cfg: &Config) -> Option<String> {
          client that can reach that address is trusted, set 'protected-mode no'",
         exposed.join(", ")
     ))
+}
+
+/// The addresses clients could reach without a password from beyond this
+/// host: the top-level `bind` addresses (when the top-level cluster is
+/// served) and the listeners of pools without a `password`, that are not
+/// loopback.
+pub fn exposed_listeners(cfg: &Config) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if !cfg.cluster_nodes.is_empty() {
+        out.extend(
+            cfg.bind
+                .iter()
+                .filter(|b| b.ip().is_some_and(|ip| !ip.is_loopback()))
+                .map(|b| b.addr.clone()),
+        );
+    }
+    for p in cfg.pools.iter().filter(|p| p.password.is_empty()) {
+        for l in &p.listen {
+            let host = l.rsplit_once(':').map_or(l.as_str(), |(h, _)| h);
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            let loopback =
+                host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            if !loopback {
+                out.push(l.clone());
+            }
+        }
+    }
+    out
 }
 
 impl Config {

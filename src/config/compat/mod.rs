@@ -301,8 +301,8 @@ fn keep_exposure(t: &mut Translation, at: &Loc<'_>, shown: &str) -> Result<(), C
     if crate::config::protected_mode_refusal(&t.config).is_none() {
         return Ok(());
     }
+    let addrs = crate::config::exposed_listeners(&t.config);
     t.set(at, shown, "protected-mode", &["no"])?;
-    let addrs: Vec<String> = t.config.bind.iter().map(|b| b.addr.clone()).collect();
     t.warn(
         at,
         shown,
@@ -310,7 +310,7 @@ fn keep_exposure(t: &mut Translation, at: &Loc<'_>, shown: &str) -> Result<(), C
             "clients need no password and the proxy listens on {} (not loopback only); \
              mithril refuses that unless protected-mode is off, so the translation sets \
              'protected-mode no' to keep the old exposure: better, give clients a password \
-             (requirepass or user lines) and remove it",
+             (requirepass, user lines, or the pool's password) and remove it",
             addrs.join(" ")
         ),
     );

@@ -136,7 +136,13 @@ pub(crate) fn translate(
             ),
         ));
     }
-    Ok(())
+    // nutcracker has no protected mode: a pool open beyond loopback stays
+    // open, said at the first pool's line.
+    let at = Loc {
+        origin,
+        line: pools.first().map_or(1, |p| p.line),
+    };
+    super::keep_exposure(t, &at, "listen")
 }
 
 /// One pool of the file, read and checked.

@@ -137,3 +137,21 @@ fn too_many_units_for_one_process_are_refused() {
         refused(&text)
     );
 }
+
+#[test]
+fn protected_mode_covers_pool_listeners_without_a_password() {
+    let open = "pool a listen 0.0.0.0:6000\npool a server 127.0.0.1:6379\n";
+    assert!(
+        refused(open).contains("protected mode"),
+        "{}",
+        refused(open)
+    );
+    for ok in [
+        format!("{open}pool a password pw\n"),
+        format!("{open}protected-mode no\n"),
+        "pool a listen 127.0.0.1:6000\npool a server 127.0.0.1:6379\n".to_string(),
+        "pool a listen localhost:6000\npool a server 127.0.0.1:6379\n".to_string(),
+    ] {
+        crate::config::validate(&read(&ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+}
