@@ -490,3 +490,55 @@ fn select_keeps_databases_apart_through_pipelines_transactions_scripts_and_scan(
     assert_eq!(c.cmd(&["RESET"]), Reply::Simple("RESET".into()));
     assert_eq!(c.cmd(&["GET", "p7"]), bulk("0"));
 }
+
+#[test]
+fn a_cluster_pool_over_standalone_servers_is_refused_at_start_with_the_fix() {
+    let set = StandaloneSet::start(1);
+    let mut m = Mithril::spawn(bin(), &[set.servers[0].addr()], "");
+    let status = m.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1));
+    let out = m.stdio();
+    assert!(
+        out.contains("is not a Redis Cluster node")
+            && out.contains(&format!("'pool default server {}'", set.servers[0].addr())),
+        "{out}"
+    );
+}
+
+#[test]
+fn shard_channels_and_client_tracking_work_on_a_pool() {
+    let (_set, m) = ring_pool("");
+    // Sharded pub/sub: the channel lives on its server, SPUBLISH finds it.
+    let mut sub = m.conn();
+    sub.send(&[b"SSUBSCRIBE", b"orders"]);
+    assert_eq!(
+        sub.read_reply(),
+        Reply::Array(Some(vec![
+            bulk("ssubscribe"),
+            bulk("orders"),
+            Reply::Int(1)
+        ]))
+    );
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["SPUBLISH", "orders", "o1"]), Reply::Int(1));
+    assert_eq!(
+        sub.read_reply(),
+        Reply::Array(Some(vec![bulk("smessage"), bulk("orders"), bulk("o1")]))
+    );
+    // Client-side caching: a key read is invalidated when another client
+    // writes it.
+    let mut t = m.conn();
+    let _ = t.cmd(&["HELLO", "3"]);
+    assert_eq!(t.cmd(&["CLIENT", "TRACKING", "ON"]), ok());
+    assert_eq!(c.cmd(&["SET", "tracked", "1"]), ok());
+    assert_eq!(t.cmd(&["GET", "tracked"]), bulk("1"));
+    assert_eq!(c.cmd(&["SET", "tracked", "2"]), ok());
+    let push = wait_until("the invalidation", Duration::from_secs(5), || {
+        t.try_read_reply(Duration::from_millis(200)).ok()
+    });
+    let text = format!("{push:?}");
+    assert!(
+        text.contains("invalidate") && text.contains("tracked"),
+        "{text}"
+    );
+}

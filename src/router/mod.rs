@@ -538,7 +538,20 @@ fn unit_of_first_key(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) 
                 read: cmd.flags & flags::READONLY != 0,
             }
         }
-        None => Decision::AnyMaster,
+        None => shard_channel(cmd, args, loc),
+    }
+}
+
+/// SPUBLISH names no key but a shard channel, which lives where a key of
+/// its name would: routed so (a ring's server does not redirect).
+#[cold]
+fn shard_channel(cmd: &'static Command, args: &Args<'_>, loc: &impl Locate) -> Decision {
+    match args.get(1) {
+        Some(channel) if cmd.name == "spublish" => Decision::Unit {
+            unit: loc.unit_of(channel),
+            read: false,
+        },
+        _ => Decision::AnyMaster,
     }
 }
 

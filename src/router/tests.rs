@@ -913,6 +913,14 @@ fn a_ring_refuses_keys_of_several_servers_where_a_cluster_node_would() {
             "{words:?}"
         );
     }
+    // A shard channel lives on the server its name hashes to.
+    assert_eq!(
+        ring(&plain(), &["spublish", "b-channel", "m"]),
+        Decision::Unit {
+            unit: 1,
+            read: false
+        }
+    );
     // Fan-outs split by server as by slot.
     assert_eq!(
         ring(&plain(), &["mget", "a", "b"]),
