@@ -461,6 +461,22 @@ impl Backend {
         self.queued_bytes + self.rbuf.len()
     }
 
+    /// observe: bytes of the requests in the FIFO (queued or awaiting
+    /// their reply): twemproxy's `in_queue_bytes` plus `out_queue_bytes`.
+    pub fn request_bytes(&self) -> usize {
+        self.queued_bytes
+    }
+
+    /// observe: bytes of the requests not written yet (of the first, what
+    /// is left of it): twemproxy's `in_queue_bytes`. Walks the unsent
+    /// tail, which is empty after every loop turn's writes unless the
+    /// node stopped reading; called per tick, never per request.
+    pub fn unsent_bytes(&self) -> usize {
+        let start = self.inflight.len() - self.unsent;
+        let whole: usize = self.inflight.range(start..).map(|f| f.req.len()).sum();
+        whole.saturating_sub(if self.unsent > 0 { self.woff } else { 0 })
+    }
+
     /// The worker a remote request at the FIFO's head came from.
     #[inline]
     pub fn head_remote(&self) -> Option<u16> {
@@ -839,6 +855,39 @@ mod tests {
         assert!(matches!(next(&mut b), Read::Intermediate(_, b'+')));
         // The last reply (EXEC's) cannot come before the end of the write.
         assert!(matches!(next(&mut b), Read::Broken(_)));
+    }
+
+    #[test]
+    fn queued_bytes_split_into_unsent_and_awaiting() {
+        let (mut b, mut node) = pair();
+        send_get(&mut b); // 20 bytes, written
+        assert_eq!((b.unsent_bytes(), b.request_bytes()), (0, 20));
+        // A long request stops part way; one behind it is not written.
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from(vec![b'x'; LONG]),
+            Purpose::Client,
+        ));
+        b.enqueue(InFlight::new(
+            Key::NONE,
+            0,
+            Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+            Purpose::Client,
+        ));
+        b.flush().unwrap();
+        assert!(b.has_unsent());
+        let unsent = b.unsent_bytes();
+        assert_eq!(b.request_bytes(), 20 + LONG + 14);
+        assert!(
+            unsent > 14 && unsent < LONG + 14,
+            "{unsent}: written in part"
+        );
+        // The GET's reply: only the unsent part is left.
+        node.write_all(b"$-1\r\n").unwrap();
+        assert!(matches!(next(&mut b), Read::Reply(..)));
+        assert_eq!(b.request_bytes(), LONG + 14);
+        assert_eq!(b.unsent_bytes(), unsent);
     }
 
     #[test]

@@ -614,6 +614,7 @@ fn memory(t: &mut String, cx: &Ctx) {
 fn stats(t: &mut String, cx: &Ctx) {
     let tt = &cx.totals;
     let k = &tt.counters;
+    let every = tt.all_pools();
     let failed: u64 = tt.cmds.iter().map(|c| c.failed).sum();
     let reconnects: u64 = tt.nodes.iter().map(|n| n.reconnects).sum();
     // Clients closed by a limit (overload control keeps these counters).
@@ -671,10 +672,10 @@ fn stats(t: &mut String, cx: &Ctx) {
         k.tryagain,
         k.clusterdown,
         k.splits,
-        k.fragments,
+        every.fragments,
         k.backend_errors,
         k.backend_timeouts,
-        k.forward_errors,
+        every.forward_errors,
         k.slow_entries,
         k.slow_skipped,
         // Per worker, summed (a key read on two workers counts twice).

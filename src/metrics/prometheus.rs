@@ -66,6 +66,7 @@ pub fn render(shared: &Shared) -> String {
 
 fn process(o: &mut Out, shared: &Shared, t: &Totals) {
     let k = &t.counters;
+    let every = t.all_pools();
     o.single(
         "uptime_seconds",
         "gauge",
@@ -123,7 +124,7 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "client_errors_total",
         "counter",
         "Client connections ended by a read or write error.",
-        k.client_err,
+        every.client_err,
     );
     o.single(
         "commands_processed_total",
@@ -193,7 +194,7 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "fanout_parts_total",
         "counter",
         "Parts sent for multi-key and cluster-wide requests.",
-        k.fragments,
+        every.fragments,
     );
     o.single(
         "rejected_commands_total",
@@ -217,7 +218,7 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "forward_errors_total",
         "counter",
         "Requests answered with an error because their node was unreachable.",
-        k.forward_errors,
+        every.forward_errors,
     );
     o.single(
         "slowlog_entries_total",

@@ -40,7 +40,7 @@ pub fn render(shared: &Shared) -> String {
         shared.total_connections.load(Ordering::Relaxed),
         shared.clients.load(Ordering::Relaxed),
     );
-    let k = &t.counters;
+    let k = t.all_pools();
     let ejects = t.nodes.iter().filter(|n| n.down).count();
     let _ = write!(
         j,

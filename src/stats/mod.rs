@@ -21,6 +21,14 @@
 //! to the client. Both are microseconds since the process started, kept
 //! with the command's dense id in one `u64` per reply slot (the *stamp*).
 //!
+//! Per server pool: twemproxy's pool figures (client EOFs and errors,
+//! forward errors, fragments) are counted per pool ([`PoolCounters`], by
+//! the session's pool, or the backend's `server_pool` for requests lost
+//! with its connection), and node totals per pool and address (a node two
+//! pools name is counted apart in each); the open clients of each pool are
+//! counted as the snapshot is made. Readers sum them pool by pool and
+//! group nodes by pool through the map ([`pools`]).
+//!
 //! Invariants: a worker's counters are written by that worker only; other
 //! threads see them only through published snapshots, which are immutable.
 //! A snapshot is at most one tick old, and INFO asks every worker to
@@ -76,10 +84,6 @@ struct CmdStats {
 /// where they happen. Summed over workers by readers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
-    /// Client connections that ended with the client's EOF, and with a
-    /// read or write error.
-    pub client_eof: u64,
-    pub client_err: u64,
     /// Clients closed for passing a limit (`query-buffer-limit`).
     pub evicted_qbuf: u64,
     /// Redirects followed.
@@ -90,22 +94,46 @@ pub struct Counters {
     pub clusterdown: u64,
     /// Requests (or fan-out parts) re-sent key by key after TRYAGAIN.
     pub splits: u64,
-    /// Parts sent for fanned-out and cluster-wide requests.
-    pub fragments: u64,
     /// Requests refused before running (unknown command, arity, NOAUTH).
     pub rejected: u64,
     /// Backend connections lost with requests on them (any cause).
     pub backend_errors: u64,
     /// Of those, by `backend-timeout`.
     pub backend_timeouts: u64,
-    /// Requests answered with the proxy's own error because their node
-    /// could not be reached or its connection was lost.
-    pub forward_errors: u64,
     /// Slow log entries written.
     pub slow_entries: u64,
     /// Slow requests not logged: the worker's budget for this tick was
     /// spent (see `WorkerStats::slow_budget`).
     pub slow_skipped: u64,
+}
+
+/// Counters of one server pool (`Shared::pools`' index), kept by each
+/// worker for the sessions of that pool and for its nodes' connections:
+/// twemproxy's pool fields. Summed over workers by readers, pool by pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Client connections that ended with the client's EOF, and with a
+    /// read or write error.
+    pub client_eof: u64,
+    pub client_err: u64,
+    /// Clients of the pool open when the snapshot was taken (a gauge,
+    /// counted at publication, not kept between snapshots).
+    pub client_connections: u64,
+    /// Requests answered with the proxy's own error because their node
+    /// could not be reached or its connection was lost.
+    pub forward_errors: u64,
+    /// Parts sent for fanned-out and cluster-wide requests.
+    pub fragments: u64,
+}
+
+impl PoolCounters {
+    fn add(&mut self, o: &PoolCounters) {
+        self.client_eof += o.client_eof;
+        self.client_err += o.client_err;
+        self.client_connections += o.client_connections;
+        self.forward_errors += o.forward_errors;
+        self.fragments += o.fragments;
+    }
 }
 
 /// Per-node totals of one worker, kept across reconnections.
@@ -235,9 +263,12 @@ struct Errors {
     published: Option<Arc<ErrorCounts>>,
 }
 
-/// One node as a worker sees it.
+/// One node as a worker sees it, for one server pool (a node two pools
+/// name is two entries, as it has a connection set for each).
 #[derive(Clone, Debug)]
 pub struct NodeSnap {
+    /// The server pool (`Shared::pools`' index).
+    pub pool: usize,
     pub addr: SocketAddr,
     /// Live connections (pooled, leased, subscriber).
     pub connections: u64,
@@ -245,11 +276,33 @@ pub struct NodeSnap {
     pub in_flight: u64,
     /// Requests not yet written.
     pub unsent: u64,
+    /// Bytes of the requests not yet written (what is left of them), and
+    /// of those written and not answered yet.
+    pub unsent_bytes: u64,
+    pub awaiting_bytes: u64,
     /// Connects after a failure (the pool came back).
     pub reconnects: u64,
     /// The pool is backing off after failed connects.
     pub down: bool,
     pub totals: NodeTotals,
+}
+
+impl NodeSnap {
+    /// A node of `pool` with nothing counted yet.
+    pub fn blank(pool: usize, addr: SocketAddr) -> NodeSnap {
+        NodeSnap {
+            pool,
+            addr,
+            connections: 0,
+            in_flight: 0,
+            unsent: 0,
+            unsent_bytes: 0,
+            awaiting_bytes: 0,
+            reconnects: 0,
+            down: false,
+            totals: NodeTotals::default(),
+        }
+    }
 }
 
 /// The clients of one worker at snapshot time.
@@ -292,6 +345,8 @@ pub struct Snapshot {
     /// The sample closest to one second before `now` (for rates).
     pub before: Sample,
     pub counters: Counters,
+    /// By server pool (`Shared::pools`' index).
+    pub pools: Vec<PoolCounters>,
     pub clients: ClientsSnap,
     pub cmds: Vec<Arc<CmdSnap>>,
     pub nodes: Vec<NodeSnap>,
@@ -314,6 +369,7 @@ impl Snapshot {
             now: s,
             before: s,
             counters: Counters::default(),
+            pools: Vec::new(),
             clients: ClientsSnap::default(),
             cmds: Vec::new(),
             nodes: Vec::new(),
@@ -379,6 +435,8 @@ fn slow_threshold(micros: i64) -> u64 {
 pub struct Totals {
     pub commands: u64,
     pub counters: Counters,
+    /// By server pool (`Shared::pools`' index), summed over workers.
+    pub pools: Vec<PoolCounters>,
     pub clients: ClientsSnap,
     pub net_in: u64,
     pub net_out: u64,
@@ -388,7 +446,8 @@ pub struct Totals {
     pub out_kbps: f64,
     /// By command id, merged.
     pub cmds: Vec<CmdSnap>,
-    /// By node address, merged, sorted by address.
+    /// By server pool and node address, merged, sorted by pool then
+    /// address.
     pub nodes: Vec<NodeSnap>,
     /// The reply caches, summed.
     pub cache: crate::cache::CacheStats,
@@ -396,11 +455,28 @@ pub struct Totals {
     pub errors: Vec<(Vec<u8>, u64)>,
 }
 
+impl Totals {
+    /// Server pool `pool`'s counters (zero for a pool no worker counted).
+    pub fn pool(&self, pool: usize) -> PoolCounters {
+        self.pools.get(pool).copied().unwrap_or_default()
+    }
+
+    /// Every pool's counters added up: the process's.
+    pub fn all_pools(&self) -> PoolCounters {
+        let mut sum = PoolCounters::default();
+        for p in &self.pools {
+            sum.add(p);
+        }
+        sum
+    }
+}
+
 /// Add up the workers' snapshots.
 pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
     let mut t = Totals {
         commands: 0,
         counters: Counters::default(),
+        pools: Vec::new(),
         clients: ClientsSnap::default(),
         net_in: 0,
         net_out: 0,
@@ -414,7 +490,7 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
     };
     let mut errors: BTreeMap<&[u8], u64> = BTreeMap::new();
     let mut cmds: HashMap<u16, CmdSnap> = HashMap::new();
-    let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
+    let mut nodes: HashMap<(usize, SocketAddr), NodeSnap> = HashMap::new();
     for s in snaps {
         t.commands += s.now.commands;
         t.net_in += s.now.net_in;
@@ -430,6 +506,12 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
             t.out_kbps += s.now.net_out.saturating_sub(s.before.net_out) as f64 / secs / 1024.0;
         }
         add_counters(&mut t.counters, &s.counters);
+        if t.pools.len() < s.pools.len() {
+            t.pools.resize(s.pools.len(), PoolCounters::default());
+        }
+        for (sum, p) in t.pools.iter_mut().zip(&s.pools) {
+            sum.add(p);
+        }
         t.cache.add(&s.cache);
         let c = &mut t.clients;
         c.connected += s.clients.connected;
@@ -466,18 +548,14 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
             *errors.entry(code).or_default() += n;
         }
         for n in &s.nodes {
-            let e = nodes.entry(n.addr).or_insert_with(|| NodeSnap {
-                addr: n.addr,
-                connections: 0,
-                in_flight: 0,
-                unsent: 0,
-                reconnects: 0,
-                down: false,
-                totals: NodeTotals::default(),
-            });
+            let e = nodes
+                .entry((n.pool, n.addr))
+                .or_insert_with(|| NodeSnap::blank(n.pool, n.addr));
             e.connections += n.connections;
             e.in_flight += n.in_flight;
             e.unsent += n.unsent;
+            e.unsent_bytes += n.unsent_bytes;
+            e.awaiting_bytes += n.awaiting_bytes;
             e.reconnects += n.reconnects;
             e.down |= n.down;
             e.totals.add(&n.totals);
@@ -487,25 +565,21 @@ pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
     t.cmds
         .sort_by_key(|c| c.command().map(|c| c.name).unwrap_or(""));
     t.nodes = nodes.into_values().collect();
-    t.nodes.sort_by_key(|n| n.addr);
+    t.nodes.sort_by_key(|n| (n.pool, n.addr));
     t.errors = errors.into_iter().map(|(c, n)| (c.to_vec(), n)).collect();
     t
 }
 
 fn add_counters(a: &mut Counters, b: &Counters) {
-    a.client_eof += b.client_eof;
-    a.client_err += b.client_err;
     a.evicted_qbuf += b.evicted_qbuf;
     a.moved += b.moved;
     a.ask += b.ask;
     a.tryagain += b.tryagain;
     a.clusterdown += b.clusterdown;
     a.splits += b.splits;
-    a.fragments += b.fragments;
     a.rejected += b.rejected;
     a.backend_errors += b.backend_errors;
     a.backend_timeouts += b.backend_timeouts;
-    a.forward_errors += b.forward_errors;
     a.slow_entries += b.slow_entries;
     a.slow_skipped += b.slow_skipped;
 }
@@ -530,8 +604,12 @@ pub struct WorkerStats {
     cmds: Vec<CmdStats>,
     errors: Errors,
     pub counters: Counters,
-    /// Per-node totals of connections already closed, and node events.
-    pub nodes: HashMap<SocketAddr, NodeTotals>,
+    /// By server pool (`Shared::pools`' index; never empty): see
+    /// [`WorkerStats::pool`].
+    pub pools: Vec<PoolCounters>,
+    /// Per-node totals of connections already closed, and node events,
+    /// by server pool and address.
+    pub nodes: HashMap<(usize, SocketAddr), NodeTotals>,
     /// Client bytes of sessions already closed.
     pub retired_in: u64,
     pub retired_out: u64,
@@ -544,7 +622,8 @@ pub struct WorkerStats {
 }
 
 impl WorkerStats {
-    pub fn new(hub: &Hub) -> WorkerStats {
+    /// A worker's statistics for `pools` server pools.
+    pub fn new(hub: &Hub, pools: usize) -> WorkerStats {
         let mut cmds = Vec::new();
         cmds.resize_with(cmdid::count(), CmdStats::default);
         WorkerStats {
@@ -557,6 +636,7 @@ impl WorkerStats {
             cmds,
             errors: Errors::default(),
             counters: Counters::default(),
+            pools: vec![PoolCounters::default(); pools.max(1)],
             nodes: HashMap::new(),
             retired_in: 0,
             retired_out: 0,
@@ -689,9 +769,18 @@ impl WorkerStats {
             .clone()
     }
 
-    /// The node totals for `addr`.
-    pub fn node(&mut self, addr: SocketAddr) -> &mut NodeTotals {
-        self.nodes.entry(addr).or_default()
+    /// The counters of server pool `pool` (a session's `pool()`, a
+    /// backend's `server_pool`); an index past the last, which no caller
+    /// has, counts in the last pool rather than panicking.
+    #[inline]
+    pub fn pool(&mut self, pool: usize) -> &mut PoolCounters {
+        let last = self.pools.len() - 1;
+        &mut self.pools[pool.min(last)]
+    }
+
+    /// The node totals for `addr` as a node of server pool `pool`.
+    pub fn node(&mut self, pool: usize, addr: SocketAddr) -> &mut NodeTotals {
+        self.nodes.entry((pool, addr)).or_default()
     }
 
     /// CONFIG RESETSTAT: forget every counter (not the slow log). Byte
@@ -706,6 +795,7 @@ impl WorkerStats {
             }
         }
         self.counters = Counters::default();
+        self.pools.fill(PoolCounters::default());
         self.errors = Errors::default();
         self.nodes.clear();
         self.samples.clear();
@@ -787,7 +877,7 @@ mod tests {
     #[test]
     fn stamps_count_calls_time_and_failures() {
         let h = hub();
-        let mut w = WorkerStats::new(&h);
+        let mut w = WorkerStats::new(&h, 1);
         let get = command::lookup(b"get").unwrap();
         w.set_now(h.base + Duration::from_micros(100), 100);
         let s = w.stamp(get);
@@ -856,7 +946,7 @@ mod tests {
         assert_eq!(error_code(b"- lead\r\n"), b"");
 
         let h = hub();
-        let mut w = WorkerStats::new(&h);
+        let mut w = WorkerStats::new(&h, 1);
         w.error_reply(b"-ERR x\r\n");
         w.error_reply(b"-WRONGTYPE y\r\n");
         w.error_reply(b"-ERR z\r\n");
@@ -885,6 +975,49 @@ mod tests {
             t.errors,
             vec![(b"ERR".to_vec(), 5), (b"WRONGTYPE".to_vec(), 1)]
         );
+    }
+
+    #[test]
+    fn pools_and_their_nodes_add_up_apart() {
+        let h = hub();
+        let mut w = WorkerStats::new(&h, 2);
+        w.pool(0).fragments += 3;
+        w.pool(1).client_eof += 1;
+        w.pool(7).forward_errors += 1; // past the last: the last pool's
+        let addr: SocketAddr = "127.0.0.1:7000".parse().unwrap();
+        w.node(0, addr).requests += 2;
+        w.node(1, addr).requests += 5;
+        let t0 = Instant::now();
+        let snap = |w: &WorkerStats, id| {
+            let mut s = Snapshot::empty(id, t0);
+            s.pools = w.pools.clone();
+            s.nodes = w
+                .nodes
+                .iter()
+                .map(|(&(pool, addr), t)| NodeSnap {
+                    totals: *t,
+                    ..NodeSnap::blank(pool, addr)
+                })
+                .collect();
+            Arc::new(s)
+        };
+        let (a, b) = (snap(&w, 0), snap(&w, 1));
+        let t = totals(&[a, b]);
+        assert_eq!(t.pools.len(), 2);
+        assert_eq!(t.pool(0).fragments, 6);
+        assert_eq!(t.pool(1).client_eof, 2);
+        assert_eq!(t.pool(1).forward_errors, 2);
+        assert_eq!(t.pool(9), PoolCounters::default());
+        assert_eq!(t.all_pools().fragments, 6);
+        // One address, two pools: two nodes, in pool order.
+        let nodes: Vec<(usize, u64)> = t
+            .nodes
+            .iter()
+            .map(|n| (n.pool, n.totals.requests))
+            .collect();
+        assert_eq!(nodes, [(0, 4), (1, 10)]);
+        w.reset();
+        assert_eq!(w.pools, vec![PoolCounters::default(); 2]);
     }
 
     #[test]

@@ -215,7 +215,7 @@ impl Worker {
         let mut g = Gathering::new(targets.len(), finish);
         g.request = frame; // sent on the leases; observe: slow log
         let seq = s.ring.push_gather(g);
-        self.obs.stats.counters.fragments += targets.len() as u64; // observe
+        self.obs.stats.pool(s.pool()).fragments += targets.len() as u64; // observe
         for (part, &shard) in targets.iter().enumerate() {
             let purpose = Purpose::WaitSync {
                 part: part as u16,

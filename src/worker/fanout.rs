@@ -285,7 +285,7 @@ impl Worker {
         merge.request = frame.clone(); // observe: slow log
         let parts = runs.len() as u64;
         let seq = s.ring.push_merge(merge);
-        self.obs.stats.counters.fragments += parts; // observe
+        self.obs.stats.pool(s.pool()).fragments += parts; // observe
         let slots = runs.into_iter().map(|(slot, _)| slot);
         // MGETs the cache serves: up to 64 keys (so up to 64 parts).
         let cached =
@@ -373,7 +373,7 @@ impl Worker {
         merge.gated = gated;
         merge.request = frame; // observe: slow log
         let seq = s.ring.push_merge(merge);
-        self.obs.stats.counters.fragments += nkeys as u64; // observe
+        self.obs.stats.pool(s.pool()).fragments += nkeys as u64; // observe
         self.send_parts(cx, key, seq, reqs, slots.into_iter().zip(ends), false);
     }
 
@@ -581,7 +581,7 @@ impl Worker {
         let mut merge = Merge::new(fold, masters as u32);
         merge.request = req.clone(); // observe: slow log
         let seq = s.ring.push_merge(merge);
-        self.obs.stats.counters.fragments += masters as u64; // observe
+        self.obs.stats.pool(s.pool()).fragments += masters as u64; // observe
         self.parts_to_masters(cx, key, seq, masters, proto, &req);
     }
 

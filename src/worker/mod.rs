@@ -473,8 +473,9 @@ impl Worker {
             return;
         }
         // observe: counted per node; the warning is sampled per node.
+        let node = (b.server_pool, addr);
         self.obs
-            .backend_failed(self.id, addr, reason, b.in_flight(), cx.now);
+            .backend_failed(self.id, node, reason, b.in_flight(), cx.now);
         self.shared.topology.request_refresh();
         if let Role::Pubsub(owner) = b.role {
             // A subscriber that lost its home connection lost its

@@ -96,7 +96,7 @@ pub struct Observe {
 impl Observe {
     pub fn new(shared: &Shared) -> Observe {
         Observe {
-            stats: WorkerStats::new(&shared.stats),
+            stats: WorkerStats::new(&shared.stats, shared.pools.len()),
             outbox: Vec::new(),
             asks_out: 0,
             waiting: VecDeque::new(),
@@ -112,13 +112,13 @@ impl Observe {
         self.stats.retired_in += s.net_in;
         self.stats.retired_out += s.net_out;
         if s.eof {
-            self.stats.counters.client_eof += 1;
+            self.stats.pool(s.pool()).client_eof += 1;
         }
     }
 
     /// A backend connection is going away: keep its totals for its node.
     pub fn retire_backend(&mut self, b: &Backend) {
-        let n = self.stats.node(b.addr);
+        let n = self.stats.node(b.server_pool, b.addr);
         n.requests += b.replies + b.in_flight() as u64;
         n.responses += b.replies;
         n.bytes_in += b.obs.bytes_in;
@@ -127,24 +127,25 @@ impl Observe {
         n.rtt_count += b.obs.clock.count;
     }
 
-    /// A backend connection failed with `lost` requests on it: count it
-    /// and log it, at most once a second per node.
+    /// A backend connection of server pool `pool` failed with `lost`
+    /// requests on it: count it and log it, at most once a second per
+    /// node.
     pub fn backend_failed(
         &mut self,
         worker: usize,
-        addr: SocketAddr,
+        (pool, addr): (usize, SocketAddr),
         reason: &str,
         lost: usize,
         now: Instant,
     ) {
         let c = &mut self.stats.counters;
         c.backend_errors += 1;
-        c.forward_errors += lost as u64;
         let timeout = reason.starts_with("backend-timeout");
         if timeout {
             c.backend_timeouts += 1;
         }
-        let n = self.stats.node(addr);
+        self.stats.pool(pool).forward_errors += lost as u64;
+        let n = self.stats.node(pool, addr);
         n.errors += 1;
         if timeout {
             n.timeouts += 1;
@@ -741,9 +742,12 @@ impl Worker {
     pub(super) fn publish_stats(&mut self, tick: bool) {
         let now = self.obs.stats.now();
         let mut clients = ClientsSnap::default();
+        let mut pools = self.obs.stats.pools.clone();
+        let last = pools.len() - 1;
         let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
         for (_, s) in self.sessions.iter() {
             clients.connected += 1;
+            pools[s.pool().min(last)].client_connections += 1;
             clients.blocked += u64::from(s.input().is_blocked());
             clients.watching += u64::from(s.pin.is_some());
             clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
@@ -772,25 +776,27 @@ impl Worker {
             prefixes.dedup();
             clients.tracking_prefixes = prefixes.len() as u64;
         }
-        let mut nodes: HashMap<SocketAddr, NodeSnap> = HashMap::new();
-        let blank = |addr| NodeSnap {
-            addr,
-            connections: 0,
-            in_flight: 0,
-            unsent: 0,
-            reconnects: 0,
-            down: false,
-            totals: Default::default(),
-        };
-        for (&addr, t) in &self.obs.stats.nodes {
-            nodes.entry(addr).or_insert_with(|| blank(addr)).totals = *t;
+        let mut nodes: HashMap<(usize, SocketAddr), NodeSnap> = HashMap::new();
+        for (&(pool, addr), t) in &self.obs.stats.nodes {
+            nodes
+                .entry((pool, addr))
+                .or_insert_with(|| NodeSnap::blank(pool, addr))
+                .totals = *t;
         }
         for (_, b) in self.backends.iter() {
-            let e = nodes.entry(b.addr).or_insert_with(|| blank(b.addr));
+            let (pool, addr) = (b.server_pool, b.addr);
+            let e = nodes
+                .entry((pool, addr))
+                .or_insert_with(|| NodeSnap::blank(pool, addr));
             let in_flight = b.in_flight() as u64;
             e.connections += 1;
             e.in_flight += in_flight;
             e.unsent += in_flight - b.awaiting() as u64;
+            // observe: per tick, over the unsent tail only (empty but for
+            // a node that stopped reading).
+            let (unsent_bytes, queued_bytes) = (b.unsent_bytes() as u64, b.request_bytes() as u64);
+            e.unsent_bytes += unsent_bytes;
+            e.awaiting_bytes += queued_bytes.saturating_sub(unsent_bytes);
             e.totals.requests += b.replies + in_flight;
             e.totals.responses += b.replies;
             e.totals.bytes_in += b.obs.bytes_in;
@@ -802,7 +808,10 @@ impl Worker {
             if p.retired {
                 continue;
             }
-            let e = nodes.entry(p.key.addr).or_insert_with(|| blank(p.key.addr));
+            let (pool, addr) = (usize::from(p.key.pool), p.key.addr);
+            let e = nodes
+                .entry((pool, addr))
+                .or_insert_with(|| NodeSnap::blank(pool, addr));
             e.reconnects += p.reconnects;
             e.down |= self.place.conns.is_down(i, now);
         }
@@ -823,6 +832,7 @@ impl Worker {
             now: sample,
             before,
             counters: self.obs.stats.counters,
+            pools,
             clients,
             cmds: self.obs.stats.command_snaps(),
             nodes: nodes.into_values().collect(),

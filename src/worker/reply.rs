@@ -477,7 +477,7 @@ impl Worker {
             match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {
-                    self.obs.stats.counters.client_err += 1; // observe
+                    self.obs.stats.pool(s.pool()).client_err += 1; // observe
                     log::debug!(target: "mithril::worker", "client {} write error: {e}", s.id);
                     self.close_session(cx, key);
                     continue;

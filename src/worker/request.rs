@@ -139,7 +139,7 @@ impl Worker {
                     return Taken::Nothing;
                 }
                 ReadOutcome::Error(e) => {
-                    self.obs.stats.counters.client_err += 1; // observe
+                    self.obs.stats.pool(s.pool()).client_err += 1; // observe
                     log::debug!(target: "mithril::worker", "client {} read error: {e}", s.id);
                     self.close_session(cx, key);
                     return Taken::Nothing;
@@ -492,14 +492,16 @@ impl Worker {
 
     /// Answer a request that could not be sent (it has its ring slot).
     pub(super) fn fail(&mut self, cx: &mut Context<'_, Timer>, f: InFlight, err: Bytes) {
-        self.obs.stats.counters.forward_errors += 1; // observe
+        let pool = self.pool_of(f.session);
+        self.obs.stats.pool(pool).forward_errors += 1; // observe
         self.complete_error(cx, f, err);
     }
 
     /// Answer a new request that could not be sent: it has no ring slot
     /// yet, so the error is the session's next reply.
     pub(super) fn fail_new(&mut self, session: Key, err: Bytes) {
-        self.obs.stats.counters.forward_errors += 1; // observe
+        let pool = self.pool_of(session);
+        self.obs.stats.pool(pool).forward_errors += 1; // observe
         self.reply(session, err);
     }
 

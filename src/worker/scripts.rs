@@ -453,7 +453,7 @@ impl Worker {
         let mut g = Gathering::new(masters, finish);
         g.request = frame.clone(); // observe: slow log
         let seq = s.ring.push_gather(g);
-        self.obs.stats.counters.fragments += masters as u64; // observe
+        self.obs.stats.pool(s.pool()).fragments += masters as u64; // observe
         match on_leases {
             true => self.parts_on_leases(cx, key, seq, masters, proto, &frame),
             false => self.parts_to_masters(cx, key, seq, masters, proto, &frame),
@@ -541,7 +541,7 @@ impl Worker {
         };
         let proto = s.proto;
         let seq = s.ring.push_gather(Gathering::new(masters, finish));
-        self.obs.stats.counters.fragments += masters as u64; // observe
+        self.obs.stats.pool(s.pool()).fragments += masters as u64; // observe
         if !matches!(wide, Wide::ScriptKill | Wide::FunctionKill) {
             return self.parts_to_masters(cx, key, seq, masters, proto, &frame);
         }
