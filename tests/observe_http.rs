@@ -187,7 +187,7 @@ fn twemproxy_stats_port_serves_nutcrackers_document() {
         Duration::from_secs(5),
         || {
             let d = stats_json(port);
-            let servers = d["mithril"].as_object()?;
+            let servers = d["default"].as_object()?;
             let total: u64 = servers
                 .values()
                 .filter_map(|v| v.get("requests")?.as_u64())
@@ -202,7 +202,8 @@ fn twemproxy_stats_port_serves_nutcrackers_document() {
     assert!(doc["source"].as_str().is_some());
     assert!(doc["total_connections"].as_u64().unwrap() >= 1);
     assert_eq!(doc["curr_connections"], 1);
-    let pool = doc["mithril"].as_object().unwrap();
+    // One object per pool, by name: the top-level cluster is `default`.
+    let pool = doc["default"].as_object().unwrap();
     for k in [
         "client_eof",
         "client_err",
@@ -250,7 +251,7 @@ fn twemproxy_stats_port_serves_nutcrackers_document() {
     wait_until(
         "client_eof to count the client that left",
         Duration::from_secs(5),
-        || (stats_json(port)["mithril"]["client_eof"] == 1).then_some(()),
+        || (stats_json(port)["default"]["client_eof"] == 1).then_some(()),
     );
 }
 

@@ -146,6 +146,8 @@ pub struct WorkerSlot {
 /// What the workers need of one pool besides its map.
 pub struct PoolRuntime {
     pub name: String,
+    /// The addresses its clients connect to (`PoolSpec::listen`).
+    pub listen: Vec<String>,
     /// Sent first on every connection to the pool's nodes: AUTH with the
     /// pool's `password`, else with `backend-user` / `backend-password`.
     pub auth: Option<bytes::Bytes>,
@@ -202,6 +204,7 @@ impl PoolRuntime {
         };
         PoolRuntime {
             name: pool.name.clone(),
+            listen: pool.listen.clone(),
             auth,
             db: pool.db,
             databases: pool.databases(),

@@ -40,6 +40,7 @@
 pub mod cmdid;
 pub mod gather;
 pub mod hist;
+pub mod pools;
 pub mod sample;
 pub mod slowlog;
 

@@ -4,7 +4,7 @@
 //! ```text
 //!  StandaloneSet::start(n) ──> n servers, each answering INFO with our PID
 //!  Nutcracker::start(pool body) ──> nutcracker.yml (listen: a free port)
-//!                                   nutcracker -c yml -s <stats> -a 127.0.0.1 -o log
+//!                                   nutcracker -c yml -s <stats> -i 100 -a 127.0.0.1 -o log
 //!                                   ──> PING through it answers PONG
 //! ```
 //!
@@ -446,10 +446,14 @@ impl Nutcracker {
                 .unwrap_or_else(|e| panic!("cannot open {}: {e}", stdio_path.display()))
         };
         let mut cmd = Command::new(nutcracker_path());
+        // Stats aggregated every 100 ms (nutcracker's default is 30 s), so
+        // `stats()` follows traffic as closely as mithril's stats port.
         cmd.arg("-c")
             .arg(&self.conf_path)
             .arg("-s")
             .arg(stats_port.to_string())
+            .arg("-i")
+            .arg("100")
             .arg("-a")
             .arg("127.0.0.1")
             .arg("-o")
