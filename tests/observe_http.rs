@@ -113,7 +113,22 @@ fn prometheus_endpoint_serves_counters_and_histograms() {
     assert!(body.contains("mithril_command_duration_seconds_bucket{cmd=\"get\",le=\"0.000015\"}"));
     assert!(sample(&body, "mithril_commands_processed_total").unwrap() >= 750.0);
     assert_eq!(sample(&body, "mithril_connected_clients"), Some(1.0));
-    assert_eq!(sample(&body, "mithril_cluster_masters"), Some(3.0));
+    // Pool-scoped families carry the pool: the top-level cluster's is
+    // `default`.
+    assert_eq!(
+        sample(&body, "mithril_cluster_masters{pool=\"default\"}"),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_pool_clients{pool=\"default\"}"),
+        Some(1.0)
+    );
+    assert!(body
+        .lines()
+        .filter(|l| l.starts_with("mithril_backend_requests_total{"))
+        .all(
+            |l| l.starts_with("mithril_backend_requests_total{pool=\"default\",addr=\"127.0.0.1:")
+        ));
     assert_eq!(
         sample(&body, "mithril_redirects_total{kind=\"moved\"}"),
         Some(0.0)

@@ -1,12 +1,13 @@
 //! Observability per pool and per server, against twemproxy itself: the
 //! stats port's document beside a real nutcracker's for the same pool of
 //! servers (same pool, server and field names; counts that move alike
-//! under the same traffic, and a server ejected under auto-eject-hosts).
+//! under the same traffic, and a server ejected under auto-eject-hosts),
+//! then Prometheus's `pool` label with two pools in one process.
 
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -332,4 +333,152 @@ fn the_stats_port_matches_nutcrackers_for_the_same_servers() {
         );
         assert_eq!(conn.cmd(&["GET", &key]), bulk("again"));
     }
+}
+
+/// `GET /metrics` on `port`: the body.
+fn metrics(port: u16) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the metrics port");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (_, body) = raw.split_once("\r\n\r\n").expect("a head");
+    body.to_string()
+}
+
+/// The value of the sample `name` with exactly these labels.
+fn sample(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map(|v| v.parse().unwrap())
+}
+
+/// The sum of the samples of `family` whose labels include `label`.
+fn sum_with(body: &str, family: &str, label: &str) -> f64 {
+    body.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) && l.contains(label))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Two ring pools in one process, `alpha` (3 servers, on mithril's port)
+/// and `beta` (2), with the metrics and stats ports, and one client of
+/// each (kept open) that wrote 20 and 5 keys; alpha's also read its 20
+/// with one MGET.
+struct TwoPools {
+    _alpha: StandaloneSet,
+    _beta: StandaloneSet,
+    _m: Mithril,
+    _a: Conn,
+    _b: Conn,
+    metrics_port: u16,
+    stats_port: u16,
+}
+
+fn two_pools() -> TwoPools {
+    let alpha = StandaloneSet::start(3);
+    let beta = StandaloneSet::start(2);
+    let (pa, pb, metrics_port, stats_port) = (free_port(), free_port(), free_port(), free_port());
+    let conf = format!(
+        "port {pa}\nmetrics-port {metrics_port}\nstats-port {stats_port}\n{}{}",
+        pool_lines(&alpha, "alpha", pa, &[]),
+        pool_lines(&beta, "beta", pb, &[])
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    let mut a = m.conn();
+    let mut b = Conn::connect(&format!("127.0.0.1:{pb}"));
+    for i in 0..20 {
+        assert_eq!(a.cmd(&["SET", &format!("a:{i}"), "v"]), ok());
+    }
+    for i in 0..5 {
+        assert_eq!(b.cmd(&["SET", &format!("b:{i}"), "v"]), ok());
+    }
+    let keys: Vec<String> = (0..20).map(|i| format!("a:{i}")).collect();
+    let mut mget = vec!["MGET"];
+    mget.extend(keys.iter().map(String::as_str));
+    assert_eq!(a.cmd(&mget).as_array().len(), 20);
+    TwoPools {
+        _alpha: alpha,
+        _beta: beta,
+        _m: m,
+        _a: a,
+        _b: b,
+        metrics_port,
+        stats_port,
+    }
+}
+
+#[test]
+fn prometheus_and_the_stats_port_label_every_pool_and_server() {
+    let t = two_pools();
+    // Prometheus: the backends and the pool counters carry their pool.
+    let body = wait_until(
+        "the metrics to show both pools' SETs",
+        Duration::from_secs(10),
+        || {
+            let body = metrics(t.metrics_port);
+            let ra = sum_with(&body, "mithril_backend_requests_total", "pool=\"alpha\"");
+            let rb = sum_with(&body, "mithril_backend_requests_total", "pool=\"beta\"");
+            (ra >= 21.0 && rb == 5.0).then_some(body)
+        },
+    );
+    let servers = |pool: &str| {
+        body.lines()
+            .filter(|l| {
+                l.starts_with("mithril_backend_requests_total{")
+                    && l.contains(&format!("pool=\"{pool}\""))
+            })
+            .count()
+    };
+    assert_eq!((servers("alpha"), servers("beta")), (3, 2), "{body}");
+    assert!(sample(&body, "mithril_fanout_parts_total{pool=\"alpha\"}").unwrap() >= 2.0);
+    assert_eq!(
+        sample(&body, "mithril_fanout_parts_total{pool=\"beta\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_pool_clients{pool=\"alpha\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_pool_clients{pool=\"beta\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_pool_servers{pool=\"alpha\"}"),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_pool_servers_live{pool=\"beta\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_server_ejections_total{pool=\"beta\"}"),
+        Some(0.0)
+    );
+    assert_eq!(
+        sample(&body, "mithril_cluster_masters{pool=\"alpha\"}"),
+        Some(3.0)
+    );
+    // Each family once, announced before its samples.
+    let mut families = BTreeSet::new();
+    for l in body.lines().filter(|l| l.starts_with("# TYPE ")) {
+        let name = l.split(' ').nth(2).unwrap();
+        assert!(families.insert(name.to_string()), "{name} twice");
+    }
+    for l in body.lines().filter(|l| !l.starts_with('#')) {
+        let name = l.split(['{', ' ']).next().unwrap();
+        let family = ["_bucket", "_sum", "_count"]
+            .iter()
+            .find_map(|s| name.strip_suffix(s).filter(|f| families.contains(*f)))
+            .unwrap_or(name);
+        assert!(families.contains(family), "no TYPE for {name}");
+    }
+
+    // The stats port: one object per pool, by name.
+    let doc = stats_json(t.stats_port);
+    assert_eq!(n(&doc, &["alpha", "client_connections"]), 1);
+    assert!(doc["alpha"]["s2"].is_object() && doc["beta"]["s1"].is_object());
+    assert!(doc["beta"]["s2"].is_null(), "beta has two servers");
 }

@@ -7,11 +7,23 @@
 //! those bounds fall exactly on the edges of the workers' log-linear
 //! buckets, so every count is exact, not interpolated.
 //!
+//! Labels: everything that belongs to one server pool carries
+//! `pool="NAME"` (the pool's name; `default` for the top-level
+//! `cluster-nodes`): the per-pool counters and gauges (`client_errors`,
+//! `client_eof`, `fanout_parts`, `forward_errors`, `pool_clients`,
+//! `pool_servers`, `pool_servers_live`, `server_ejections` for ring
+//! pools, `cluster_masters`, `cluster_replicas`, `cluster_slots_served`)
+//! and every `backend_*` family, whose samples are labelled
+//! `pool`, `addr` and `role`. A node two pools name is a series in each.
+//! Summing a family over `pool` gives the process's figure. The rest
+//! (clients, commands, memory, redirects, retries, the reply cache) is the
+//! whole process's and has no pool label.
+//!
 //! Never: block, or allocate more than the text it returns.
 
 use crate::shared::Shared;
+use crate::stats::pools::PoolView;
 use crate::stats::{self, Totals};
-use crate::topology::Role;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -54,19 +66,26 @@ fn secs(us: u64) -> String {
 pub fn render(shared: &Shared) -> String {
     let snaps = shared.stats.load_all();
     let t = stats::totals(&snaps);
+    let topo = shared.topology.load();
+    let pools = stats::pools::pools(shared, &topo, &t);
     let mut o = Out {
-        text: String::with_capacity(8192 + t.cmds.len() * 2048),
+        text: String::with_capacity(8192 + t.cmds.len() * 2048 + t.nodes.len() * 2048),
     };
     process(&mut o, shared, &t);
+    per_pool(&mut o, &topo, &pools);
     reply_cache(&mut o, &t);
     commands(&mut o, &t);
-    backends(&mut o, shared, &t);
+    backends(&mut o, &pools);
     o.text
+}
+
+/// `pool="NAME"`.
+fn pool_label(p: &PoolView) -> String {
+    format!("pool=\"{}\"", p.name)
 }
 
 fn process(o: &mut Out, shared: &Shared, t: &Totals) {
     let k = &t.counters;
-    let every = t.all_pools();
     o.single(
         "uptime_seconds",
         "gauge",
@@ -119,12 +138,6 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "evicted_clients_total",
         "limit=\"query_buffer\"",
         k.evicted_qbuf,
-    );
-    o.single(
-        "client_errors_total",
-        "counter",
-        "Client connections ended by a read or write error.",
-        every.client_err,
     );
     o.single(
         "commands_processed_total",
@@ -191,34 +204,10 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         k.splits,
     );
     o.single(
-        "fanout_parts_total",
-        "counter",
-        "Parts sent for multi-key and cluster-wide requests.",
-        every.fragments,
-    );
-    o.single(
         "rejected_commands_total",
         "counter",
         "Requests refused before running (unknown, arity, NOAUTH).",
         k.rejected,
-    );
-    o.single(
-        "backend_errors_total",
-        "counter",
-        "Node connections lost (all causes).",
-        k.backend_errors,
-    );
-    o.single(
-        "backend_timeouts_total",
-        "counter",
-        "Node connections dropped by backend-timeout.",
-        k.backend_timeouts,
-    );
-    o.single(
-        "forward_errors_total",
-        "counter",
-        "Requests answered with an error because their node was unreachable.",
-        every.forward_errors,
     );
     o.single(
         "slowlog_entries_total",
@@ -232,31 +221,11 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
         "Slow log entries kept.",
         shared.stats.slowlog.len(),
     );
-    let topo = shared.topology.load();
-    let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
     o.single(
         "topology_epoch",
         "gauge",
         "Epoch of the slot map in use.",
-        topo.epoch,
-    );
-    o.single(
-        "cluster_masters",
-        "gauge",
-        "Masters in the slot map.",
-        topo.shards.len(),
-    );
-    o.single(
-        "cluster_replicas",
-        "gauge",
-        "Replicas in the slot map.",
-        replicas,
-    );
-    o.single(
-        "cluster_slots_served",
-        "gauge",
-        "Slots some master serves.",
-        topo.covered_slots(),
+        shared.topology.load().epoch,
     );
     let last = shared.topology.last_ok_ms();
     let now_ms = SystemTime::now()
@@ -279,6 +248,91 @@ fn process(o: &mut Out, shared: &Shared, t: &Totals) {
             now_ms.saturating_sub(last) as f64 / 1000.0
         },
     );
+}
+
+/// The families of each server pool, labelled `pool`.
+fn per_pool(o: &mut Out, topo: &crate::topology::Topology, pools: &[PoolView]) {
+    type Field = fn(&PoolView) -> u64;
+    let families: [(&str, &str, &str, Field); 7] = [
+        (
+            "pool_clients",
+            "gauge",
+            "Client connections open, per pool.",
+            |p| p.counters.client_connections,
+        ),
+        (
+            "client_eof_total",
+            "counter",
+            "Client connections the client closed, per pool.",
+            |p| p.counters.client_eof,
+        ),
+        (
+            "client_errors_total",
+            "counter",
+            "Client connections ended by a read or write error, per pool.",
+            |p| p.counters.client_err,
+        ),
+        (
+            "fanout_parts_total",
+            "counter",
+            "Parts sent for multi-key and every-server requests, per pool.",
+            |p| p.counters.fragments,
+        ),
+        (
+            "forward_errors_total",
+            "counter",
+            "Requests answered with an error because their server was unreachable, per pool.",
+            |p| p.counters.forward_errors,
+        ),
+        (
+            "pool_servers",
+            "gauge",
+            "Servers of the pool: a ring's servers, a cluster's nodes.",
+            |p| p.servers.len() as u64,
+        ),
+        (
+            "pool_servers_live",
+            "gauge",
+            "Servers that serve now: in the ring, or healthy and reachable.",
+            |p| p.live() as u64,
+        ),
+    ];
+    for (name, kind, help, f) in families {
+        o.family(name, kind, help);
+        for p in pools {
+            o.value(name, &pool_label(p), f(p));
+        }
+    }
+    o.family(
+        "server_ejections_total",
+        "counter",
+        "Ejections of a ring pool's servers (auto-eject-hosts).",
+    );
+    for p in pools.iter().filter(|p| p.ring) {
+        o.value("server_ejections_total", &pool_label(p), p.server_ejects);
+    }
+    // Each pool's part of the map.
+    let part = |p: &PoolView| stats::pools::map_counts(topo, p.index);
+    type Part = fn((usize, usize, usize)) -> usize;
+    let families: [(&str, &str, Part); 3] = [
+        (
+            "cluster_masters",
+            "Masters in the pool's map (a ring's servers).",
+            |x| x.0,
+        ),
+        ("cluster_replicas", "Replicas in the pool's map.", |x| x.1),
+        (
+            "cluster_slots_served",
+            "Units some master serves: a cluster's slots, a ring's servers.",
+            |x| x.2,
+        ),
+    ];
+    for (name, help, f) in families {
+        o.family(name, "gauge", help);
+        for p in pools {
+            o.value(name, &pool_label(p), f(part(p)));
+        }
+    }
 }
 
 /// The reply cache (`reply-cache`), summed over workers: INFO replycache.
@@ -430,16 +484,39 @@ fn commands(o: &mut Out, t: &Totals) {
     }
 }
 
-fn backends(o: &mut Out, shared: &Shared, t: &Totals) {
-    let topo = shared.topology.load();
-    let label = |n: &stats::NodeSnap| {
-        let role = match topo.node_by_addr(n.addr).map(|x| x.role) {
-            Some(Role::Master) => "master",
-            Some(Role::Replica) => "replica",
-            None => "unknown",
-        };
-        format!("addr=\"{}\",role=\"{role}\"", n.addr)
-    };
+/// One server's series: its labels and figures.
+struct Row {
+    labels: String,
+    node: stats::NodeSnap,
+    /// A ring pool's server: its ejections and the last one's time (µs).
+    ejections: Option<(u64, u64)>,
+}
+
+fn backends(o: &mut Out, pools: &[PoolView]) {
+    // Every server of every pool, each address once per pool (a ring may
+    // name one address twice).
+    let mut rows: Vec<Row> = Vec::new();
+    for p in pools {
+        let mut seen = std::collections::HashSet::new();
+        for s in &p.servers {
+            if !seen.insert(s.addr) {
+                continue;
+            }
+            rows.push(Row {
+                labels: format!(
+                    "{},addr=\"{}\",role=\"{}\"",
+                    pool_label(p),
+                    s.addr,
+                    s.role_name()
+                ),
+                node: s
+                    .node
+                    .cloned()
+                    .unwrap_or_else(|| stats::NodeSnap::blank(p.index, s.addr)),
+                ejections: p.ring.then_some((s.ejects, s.ejected_at_us)),
+            });
+        }
+    }
     type Field = fn(&stats::NodeSnap) -> f64;
     let families: [(&str, &str, &str, Field); 13] = [
         (
@@ -523,8 +600,33 @@ fn backends(o: &mut Out, shared: &Shared, t: &Totals) {
     ];
     for (name, kind, help, f) in families {
         o.family(name, kind, help);
-        for n in &t.nodes {
-            o.value(name, &label(n), f(n));
+        for r in &rows {
+            o.value(name, &r.labels, f(&r.node));
+        }
+    }
+    // A ring's servers: their ejections (`auto-eject-hosts`).
+    o.family(
+        "backend_ejections_total",
+        "counter",
+        "Times a ring pool's server was ejected.",
+    );
+    for r in &rows {
+        if let Some((n, _)) = r.ejections {
+            o.value("backend_ejections_total", &r.labels, n);
+        }
+    }
+    o.family(
+        "backend_last_ejection_timestamp_seconds",
+        "gauge",
+        "Unix time of a ring pool's server's last ejection (0: never).",
+    );
+    for r in &rows {
+        if let Some((_, at_us)) = r.ejections {
+            o.value(
+                "backend_last_ejection_timestamp_seconds",
+                &r.labels,
+                secs(at_us),
+            );
         }
     }
 }
