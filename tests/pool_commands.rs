@@ -391,6 +391,25 @@ fn pools_in_one_process_serve_apart_one_of_them_a_cluster() {
         .as_str()
         .contains("cluster_state:ok"));
     assert!(on_a.cmd(&["CLUSTER", "INFO"]).is_error());
+    // INFO: each client sees its own pool.
+    let info = on_cluster.cmd(&["INFO", "server", "cluster"]);
+    for want in [
+        "redis_mode:cluster\r\n",
+        "cluster_enabled:1\r\n",
+        "cluster_masters:3\r\n",
+        "cluster_slots_served:16384\r\n",
+    ] {
+        assert!(info.as_str().contains(want), "{want:?} in {info:?}");
+    }
+    let info = on_a.cmd(&["INFO", "server", "cluster"]);
+    for want in [
+        "redis_mode:standalone\r\n",
+        &format!("tcp_port:{pa}\r\n"),
+        "cluster_enabled:0\r\n",
+    ] {
+        assert!(info.as_str().contains(want), "{want:?} in {info:?}");
+    }
+    assert!(!info.as_str().contains("cluster_masters"), "{info:?}");
     // Every server of beta dead: beta answers errors, the others serve.
     b.kill(0);
     b.kill(1);

@@ -2,7 +2,8 @@
 //! stats port's document beside a real nutcracker's for the same pool of
 //! servers (same pool, server and field names; counts that move alike
 //! under the same traffic, and a server ejected under auto-eject-hosts),
-//! then Prometheus's `pool` label with two pools in one process.
+//! then Prometheus's `pool` label and INFO as a client of one pool sees
+//! it, with two pools in one process.
 
 mod support;
 
@@ -362,6 +363,15 @@ fn sum_with(body: &str, family: &str, label: &str) -> f64 {
         .sum()
 }
 
+fn info_fields(c: &mut Conn, section: &str) -> BTreeMap<String, String> {
+    c.cmd(&["INFO", section])
+        .as_str()
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.trim_end().to_string()))
+        .collect()
+}
+
 /// Two ring pools in one process, `alpha` (3 servers, on mithril's port)
 /// and `beta` (2), with the metrics and stats ports, and one client of
 /// each (kept open) that wrote 20 and 5 keys; alpha's also read its 20
@@ -370,8 +380,10 @@ struct TwoPools {
     _alpha: StandaloneSet,
     _beta: StandaloneSet,
     _m: Mithril,
-    _a: Conn,
-    _b: Conn,
+    a: Conn,
+    b: Conn,
+    pa: u16,
+    pb: u16,
     metrics_port: u16,
     stats_port: u16,
 }
@@ -402,8 +414,10 @@ fn two_pools() -> TwoPools {
         _alpha: alpha,
         _beta: beta,
         _m: m,
-        _a: a,
-        _b: b,
+        a,
+        b,
+        pa,
+        pb,
         metrics_port,
         stats_port,
     }
@@ -481,4 +495,31 @@ fn prometheus_and_the_stats_port_label_every_pool_and_server() {
     assert_eq!(n(&doc, &["alpha", "client_connections"]), 1);
     assert!(doc["alpha"]["s2"].is_object() && doc["beta"]["s1"].is_object());
     assert!(doc["beta"]["s2"].is_null(), "beta has two servers");
+}
+
+#[test]
+fn info_shows_a_client_its_own_pool() {
+    let mut t = two_pools();
+    // INFO: a client of a ring pool sees one standalone server: its
+    // pool's mode, port and keys, and every pool in `backends`.
+    let server = info_fields(&mut t.b, "server");
+    assert_eq!(server["redis_mode"], "standalone");
+    assert_eq!(server["tcp_port"], t.pb.to_string());
+    assert_eq!(info_fields(&mut t.b, "cluster")["cluster_enabled"], "0");
+    assert!(info_fields(&mut t.b, "keyspace")["db0"].starts_with("keys=5,"));
+    assert!(info_fields(&mut t.a, "keyspace")["db0"].starts_with("keys=20,"));
+    let be = info_fields(&mut t.a, "backends");
+    assert_eq!(
+        be["pool0"],
+        format!(
+            "name=alpha,kind=ring,listen=127.0.0.1:{},servers=3,servers_live=3,server_ejects=0,clients=1",
+            t.pa
+        )
+    );
+    assert!(be["pool1"].starts_with("name=beta,kind=ring,"), "{be:?}");
+    let on_beta = be
+        .iter()
+        .filter(|(k, v)| k.starts_with("backend") && v.ends_with(",pool=beta"))
+        .count();
+    assert_eq!(on_beta, 2, "{be:?}");
 }

@@ -1,5 +1,15 @@
 //! INFO: the sections Redis users know, filled with the proxy's own
-//! figures, plus `backends` (one line per cluster node).
+//! figures, plus `backends` (one line per server pool, then one per node).
+//!
+//! Pools: a client sees its own pool (the one whose listener it reached).
+//! `redis_mode` and `tcp_port` in `server`, and `cluster`, are that
+//! pool's: a ring of standalone servers says `redis_mode:standalone` and
+//! `cluster_enabled:0`, as a standalone server does; a cluster pool counts
+//! its own masters, replicas and slots. The masters whose INFO is merged
+//! below are the pool's. Everything else is the whole process's; the
+//! per-pool figures are in `backends` (`poolN:` lines, `pool=` on each
+//! node's line), in twemproxy's stats JSON and in Prometheus's `pool`
+//! label (`crate::metrics`).
 //!
 //! The text has Redis's layout: `# Section` headers, `field:value` lines,
 //! CRLF line ends, a blank line between sections, sections always in
@@ -26,7 +36,6 @@ use crate::command::Args;
 use crate::session::Session;
 use crate::shared::Shared;
 use crate::stats::{self, rss_bytes, Totals};
-use crate::topology::Role;
 use bytes::Bytes;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
@@ -35,6 +44,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// What the section fillers read.
 struct Ctx<'a> {
     shared: &'a Shared,
+    /// The asking session's server pool (`Shared::pools`' index).
+    pool: usize,
     totals: Totals,
     /// The `keyspace` section's lines, already summed.
     keyspace: &'a str,
@@ -48,6 +59,25 @@ struct Ctx<'a> {
     replication: &'a str,
     /// The masters' `blocked_clients` summed, when they were asked.
     node_blocked: Option<u64>,
+}
+
+impl Ctx<'_> {
+    /// Whether the asking session's pool is a ring of standalone servers
+    /// (else a Redis Cluster).
+    fn ring(&self) -> bool {
+        self.shared.pools.get(self.pool).is_some_and(|p| p.ring)
+    }
+
+    /// The port the asking session's pool listens on: its first
+    /// listener's (the top-level `port` for `default`).
+    fn port(&self) -> u16 {
+        self.shared
+            .pools
+            .get(self.pool)
+            .and_then(|p| p.listen.first())
+            .and_then(|l| l.rsplit_once(':')?.1.parse().ok())
+            .unwrap_or(self.shared.config.port)
+    }
 }
 
 struct Section {
@@ -160,7 +190,7 @@ const SECTIONS: &[Section] = &[
 /// keyspace): the fallback when the worker core does not intercept it.
 pub fn info(shared: &Shared, s: &Session, args: &Args) -> Outcome {
     let asked: Vec<&[u8]> = (1..args.len()).filter_map(|i| args.get(i)).collect();
-    let text = info_text(shared, &asked, &[]);
+    let text = info_text(shared, s.pool(), &asked, &[]);
     built(
         |e| {
             e.verbatim(b"txt", text.as_bytes());
@@ -189,10 +219,11 @@ pub fn wants(asked: &[&[u8]], name: &str) -> bool {
         .is_some_and(|s| is_wanted(s, asked))
 }
 
-/// The INFO text for the requested section names (none: the defaults),
-/// the masters' parts made of their replies to `INFO keyspace persistence
-/// stats memory replication clients` (`masters`; empty: none).
-pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String {
+/// The INFO text for a session of server pool `pool` and the requested
+/// section names (none: the defaults), the masters' parts made of the
+/// pool's masters' replies to `INFO keyspace persistence stats memory
+/// replication clients` (`masters`; empty: none).
+pub fn info_text(shared: &Shared, pool: usize, asked: &[&[u8]], masters: &[Bytes]) -> String {
     let snaps = shared.stats.load_all();
     let keyspace = keyspace_sum(masters);
     let persistence = persistence_merge(masters);
@@ -210,6 +241,7 @@ pub fn info_text(shared: &Shared, asked: &[&[u8]], masters: &[Bytes]) -> String 
         .and_then(|v| v.trim().parse().ok());
     let cx = Ctx {
         shared,
+        pool,
         totals: stats::totals(&snaps),
         keyspace: &keyspace,
         persistence: &persistence,
@@ -495,7 +527,7 @@ fn server(t: &mut String, cx: &Ctx) {
         "redis_version:{}\r\n\
          redis_git_sha1:00000000\r\n\
          redis_git_dirty:0\r\n\
-         redis_mode:cluster\r\n\
+         redis_mode:{}\r\n\
          os:{}\r\n\
          arch_bits:{}\r\n\
          multiplexing_api:epoll\r\n\
@@ -511,11 +543,14 @@ fn server(t: &mut String, cx: &Ctx) {
          mithril_version:{}\r\n\
          threads:{}\r\n",
         super::reported_version(shared),
+        // A ring of standalone servers is one standalone server to its
+        // clients (HELLO says so too).
+        if cx.ring() { "standalone" } else { "cluster" },
         os_name(),
         usize::BITS,
         std::process::id(),
         shared.admin.run_id,
-        cfg.port,
+        cx.port(),
         now.as_micros(),
         uptime / 86_400,
         super::MITHRIL_VERSION,
@@ -769,9 +804,25 @@ fn latencystats(t: &mut String, cx: &Ctx) {
     }
 }
 
+/// The asking session's pool: a cluster's part of the map, or
+/// `cluster_enabled:0` for a ring (as a standalone server says), then the
+/// refresher's figures, which are the whole map's.
 fn cluster(t: &mut String, cx: &Ctx) {
     let topo = cx.shared.topology.load();
-    let replicas: usize = topo.shards.iter().map(|s| s.replicas.len()).sum();
+    if cx.ring() {
+        let _ = write!(t, "cluster_enabled:0\r\ntopology_epoch:{}\r\n", topo.epoch);
+    } else {
+        let (masters, replicas, served) = stats::pools::map_counts(&topo, cx.pool);
+        let _ = write!(
+            t,
+            "cluster_enabled:1\r\n\
+             topology_epoch:{}\r\n\
+             cluster_masters:{masters}\r\n\
+             cluster_replicas:{replicas}\r\n\
+             cluster_slots_served:{served}\r\n",
+            topo.epoch,
+        );
+    }
     let last = cx.shared.topology.last_ok_ms();
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -779,17 +830,9 @@ fn cluster(t: &mut String, cx: &Ctx) {
         .unwrap_or(0);
     let _ = write!(
         t,
-        "cluster_enabled:1\r\n\
-         topology_epoch:{}\r\n\
-         cluster_masters:{}\r\n\
-         cluster_replicas:{replicas}\r\n\
-         cluster_slots_served:{}\r\n\
-         topology_refreshes:{}\r\n\
+        "topology_refreshes:{}\r\n\
          topology_last_refresh_ms:{last}\r\n\
          topology_refresh_age_ms:{}\r\n",
-        topo.epoch,
-        topo.shards.len(),
-        topo.covered_slots(),
         cx.shared.topology.refresh_count(),
         if last == 0 {
             0
@@ -882,14 +925,32 @@ fn replycache(t: &mut String, cx: &Ctx) {
     );
 }
 
+/// One line per server pool (`pool0`, ...: its name, kind, listeners,
+/// servers live and in all, twemproxy's `server_ejects` and its clients),
+/// then one per node the workers counted (`backend0`, ...), each with its
+/// pool.
 fn backends(t: &mut String, cx: &Ctx) {
     let topo = cx.shared.topology.load();
+    let pools = stats::pools::pools(cx.shared, &topo, &cx.totals);
+    for p in &pools {
+        let _ = write!(
+            t,
+            "pool{}:name={},kind={},listen={},servers={},servers_live={},server_ejects={},clients={}\r\n",
+            p.index,
+            p.name,
+            p.kind(),
+            p.listen.join(" "),
+            p.servers.len(),
+            p.live(),
+            p.server_ejects,
+            p.counters.client_connections,
+        );
+    }
     for (i, n) in cx.totals.nodes.iter().enumerate() {
-        let role = match topo.node_by_addr(n.addr).map(|x| x.role) {
-            Some(Role::Master) => "master",
-            Some(Role::Replica) => "replica",
-            None => "unknown",
-        };
+        let role = pools
+            .get(n.pool)
+            .and_then(|p| p.servers.iter().find(|s| s.addr == n.addr))
+            .map_or("unknown", |s| s.role_name());
         let tt = &n.totals;
         let avg = if tt.rtt_count > 0 {
             tt.rtt_sum_us as f64 / tt.rtt_count as f64
@@ -899,7 +960,7 @@ fn backends(t: &mut String, cx: &Ctx) {
         let _ = write!(
             t,
             "backend{i}:addr={},role={role},connections={},in_flight={},requests={},responses={},\
-             errors={},timeouts={},reconnects={},down={},avg_latency_usec={avg:.2}\r\n",
+             errors={},timeouts={},reconnects={},down={},avg_latency_usec={avg:.2},pool={}\r\n",
             n.addr,
             n.connections,
             n.in_flight,
@@ -909,6 +970,7 @@ fn backends(t: &mut String, cx: &Ctx) {
             tt.timeouts,
             n.reconnects,
             u8::from(n.down),
+            pools.get(n.pool).map_or("", |p| p.name),
         );
     }
 }

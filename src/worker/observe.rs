@@ -561,8 +561,9 @@ impl Worker {
             "replication",
             "clients",
         ];
+        let pool = self.pool_of(key);
         let masters = if from_masters.iter().any(|s| info::wants(&refs, s)) {
-            self.place.master_count(self.pool_of(key))
+            self.place.master_count(pool)
         } else {
             0
         };
@@ -579,7 +580,10 @@ impl Worker {
                 return e;
             }
             let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
-            encode_text(proto, info::info_text(&shared, &refs, nodes).as_bytes())
+            encode_text(
+                proto,
+                info::info_text(&shared, pool, &refs, nodes).as_bytes(),
+            )
         });
         let workers = self.shared.workers.len();
         let Some(seq) = self.gather_slot(key, args, masters + workers, finish) else {
