@@ -24,7 +24,7 @@
 //! non-zero only when something failed to run.
 //!
 //! Settings: ROUNDS (3), BENCH_SECONDS (5), WORKLOADS (all: GET,SET,MGET),
-//! MITHRIL_BIN, MITHRIL_THREADS.
+//! MITHRIL_BIN, MITHRIL_THREADS, MITHRIL_CONF (more configuration lines).
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -196,6 +196,12 @@ fn main() -> ExitCode {
     if let Ok(t) = std::env::var("MITHRIL_THREADS") {
         conf.push_str(&format!("threads {t}\n"));
     }
+    // MITHRIL_CONF: more lines for mithril's configuration, `\n`
+    // separated (e.g. `backend-sharding yes`), to compare settings.
+    if let Ok(more) = std::env::var("MITHRIL_CONF") {
+        conf.push_str(&more.replace("\\n", "\n"));
+        conf.push('\n');
+    }
     for s in &servers {
         conf.push_str(&format!("pool bench server {s}\n"));
     }
@@ -286,8 +292,8 @@ fn main() -> ExitCode {
             ms,
             mc,
             ceiling(mp, ms, mc),
-            idle * 100.0,
-            steal * 100.0
+            idle,
+            steal
         );
     }
     println!("us/req p/s/c: CPU microseconds per request of the proxy, the servers and redis-benchmark; ceiling: mithril's req/s bound on {cores} cores at that CPU; idle/steal: the machine's during the runs");
