@@ -63,102 +63,15 @@ const GROWTH: Growth = Growth {
 /// long as the connection lives.
 const LARGE_REPLY: usize = 1024 * 1024;
 
-/// What the worker does with the reply to an in-flight request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Purpose {
-    /// A client's request: the reply goes to `session` at `seq`.
-    Client,
-    /// One part of a fanned-out request: folds into the merge at `seq`.
-    Part(u32),
-    /// SCAN on the master with this index: the keys join the page being
-    /// filled in the merge at `seq` (`worker/fanout.rs`).
-    Scan(u32),
-    /// WAIT / WAITAOF part `part` for master `shard`: a PING on the
-    /// session's shared connection; once answered, the WAIT goes on a
-    /// lease (`worker/admin.rs`), behind the restore that sets the lease's
-    /// write offset when the session `wrote` there.
-    WaitSync { part: u16, shard: u16, wrote: bool },
-    /// A whole transaction (MULTI ... EXEC in one frame): every reply but
-    /// the last (EXEC's) is checked for redirects and dropped.
-    Txn,
-    /// A blocking command on a leased connection.
-    Blocking,
-    /// A part of the gathering at `seq` sent on a lease (SCRIPT / FUNCTION
-    /// KILL, WAIT, FUNCTION STATS, PING while a script runs long): the
-    /// lease goes back when answered.
-    Kill(u32),
-    /// ASKING before a redirected request: its +OK is dropped.
-    Asking,
-    /// SCRIPT LOAD / FUNCTION LOAD of a remembered text before a call sent
-    /// again to a node that lacked it: its reply is dropped. Also used for
-    /// other commands of the proxy's own whose reply nobody reads (the
-    /// restore before a WAIT, CLIENT UNBLOCK of a lease).
-    Reload,
-    /// A connection set-up command (HELLO 3, READONLY): dropped, but an
-    /// error fails the connection.
-    Init,
-    /// A client's GET (or one-slot MGET) whose reply fills the reply cache
-    /// under this ticket (`crate::cache`); otherwise exactly `Client`.
-    Fill(u32),
-    /// A fan-out MGET part (of at most 64 keys, so the part number fits
-    /// 16 bits) whose reply fills the cache under the ticket (the second
-    /// number); otherwise exactly `Part`.
-    FillPart(u16, u32),
-    /// CLIENT TRACKING ON REDIRECT <tracker> OPTIN on a shared connection:
-    /// an error leaves its tracking off.
-    Tracking,
-    /// CLIENT CACHING YES before a `Fill`: an error means tracking is off
-    /// on the connection, and the `Fill` behind it fills nothing.
-    Caching,
-    /// CLIENT ID on a tracker connection: its reply is the id shared
-    /// connections redirect their invalidations to.
-    TrackerId,
-    /// CLIENT ID on a new lease: its reply is `Backend::node_id`, what
-    /// CLIENT UNBLOCK names to the node (`worker/blocking.rs`).
-    LeaseId,
-    /// On a session's pinned connection (WATCH in force,
-    /// `worker/watch.rs`).
-    Pin(PinOp),
-    /// Another worker's request on a pipe this worker owns
-    /// (`backend-sharding yes`): its replies go back to that worker, for
-    /// the link whose key is the entry's `seq`.
-    Remote(u16),
-}
-
-/// What a request on a pinned connection is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PinOp {
-    /// WATCH itself: never followed elsewhere (a watch on a shared
-    /// connection would abort other sessions' transactions).
-    Watch,
-    /// A read or write while watching; a redirect breaks the pin and is
-    /// followed off it, as for `Client`.
-    Cmd,
-    /// A blocking command while watching (the session is `Blocked` on the
-    /// pin meanwhile, so a client leaving mid-block closes it); followed
-    /// off it on a lease, as `Blocking`.
-    Block,
-    /// `MULTI, the queued requests, EXEC` (as `Txn`): the pin is released
-    /// with its reply.
-    Exec,
-    /// UNWATCH sent to release the pin, in the place of the client's
-    /// command that released it, which gets the answer named here: the
-    /// connection goes back idle only when it answers +OK with nothing
-    /// else in flight.
-    Release(Release),
-}
-
-/// The answer to the command that released a pin with an UNWATCH.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Release {
-    /// UNWATCH, DISCARD, a session that left (nobody to answer): +OK.
-    Ok,
-    /// RESET: +RESET.
-    Reset,
-    /// EXEC of a broken pin: nil.
-    ExecNil,
-    /// EXEC of a doomed transaction: EXECABORT.
-    ExecAbort,
+/// What the owner of a request makes of its reply: opaque to this module,
+/// which only pairs replies with requests and hands each back with its tag
+/// (the worker's purposes). The one thing a connection must know of it:
+/// whether the request is a set-up command of the connection itself,
+/// paired even on a subscriber connection, where every other frame is a
+/// push.
+pub trait Tag: Copy + Eq + std::fmt::Debug {
+    /// A set-up command (AUTH, HELLO 3, SELECT, READONLY).
+    fn is_setup(&self) -> bool;
 }
 
 /// A request on its way to a node: built by the worker when it sends the
@@ -166,19 +79,7 @@ pub enum Release {
 /// (or, when the connection dies, with an error) to be delivered, redirected
 /// or sent again. The one type from dispatch to reply: a resend is the same
 /// value, sent again.
-impl Purpose {
-    /// A fill's plain purpose and its ticket (`None` for anything else):
-    /// what a fill becomes when it will not fill after all.
-    pub fn unfilled(self) -> Option<(Purpose, u32)> {
-        match self {
-            Purpose::Fill(t) => Some((Purpose::Client, t)),
-            Purpose::FillPart(p, t) => Some((Purpose::Part(u32::from(p)), t)),
-            _ => None,
-        }
-    }
-}
-
-pub struct InFlight {
+pub struct InFlight<T> {
     /// The session the reply goes to (`Key::NONE` for the proxy's own
     /// commands: set-up, ASKING, reloads).
     pub session: Key,
@@ -186,7 +87,8 @@ pub struct InFlight {
     /// commands).
     pub seq: u64,
     pub req: Bytes,
-    pub purpose: Purpose,
+    /// What the reply is for (see [`Tag`]).
+    pub purpose: T,
     /// Redirects followed so far.
     pub hops: u8,
     /// TRYAGAIN waits spent so far.
@@ -199,8 +101,8 @@ pub struct InFlight {
     pub expect: u32,
 }
 
-impl InFlight {
-    pub fn new(session: Key, seq: u64, req: Bytes, purpose: Purpose) -> InFlight {
+impl<T> InFlight<T> {
+    pub fn new(session: Key, seq: u64, req: Bytes, purpose: T) -> InFlight<T> {
         InFlight {
             session,
             seq,
@@ -248,9 +150,9 @@ pub enum State {
     Connected,
 }
 
-pub enum Read {
+pub enum Read<T> {
     /// A complete reply frame for the FIFO's head.
-    Reply(InFlight, Bytes, u8),
+    Reply(InFlight<T>, Bytes, u8),
     /// A reply for the FIFO's head, which expects more (a transaction).
     Intermediate(Bytes, u8),
     /// A frame not tied to a request: a RESP3 push, or anything a
@@ -271,7 +173,7 @@ pub enum Io {
     Error(io::Error),
 }
 
-pub struct Backend {
+pub struct Backend<T> {
     pub key: Key,
     pub addr: SocketAddr,
     pub role: Role,
@@ -296,7 +198,7 @@ pub struct Backend {
     pub link: Option<Link>,
     rbuf: BytesMut,
     scanner: ReplyScanner,
-    inflight: VecDeque<InFlight>,
+    inflight: VecDeque<InFlight<T>>,
     /// Entries at the back of `inflight` not yet fully written.
     unsent: usize,
     /// Bytes of the first unsent entry already written.
@@ -334,7 +236,7 @@ pub struct Backend {
     pub db: u32,
 }
 
-impl Backend {
+impl<T: Tag> Backend<T> {
     pub fn new(
         key: Key,
         addr: SocketAddr,
@@ -342,7 +244,7 @@ impl Backend {
         proto: Proto,
         stream: TcpStream,
         now: Instant,
-    ) -> Backend {
+    ) -> Backend<T> {
         let fd = stream.as_raw_fd();
         Backend {
             state: State::Connecting,
@@ -362,14 +264,20 @@ impl Backend {
         proto: Proto,
         link: Link,
         now: Instant,
-    ) -> Backend {
+    ) -> Backend<T> {
         Backend {
             link: Some(link),
             ..Backend::unconnected(key, addr, role, proto, now)
         }
     }
 
-    fn unconnected(key: Key, addr: SocketAddr, role: Role, proto: Proto, now: Instant) -> Backend {
+    fn unconnected(
+        key: Key,
+        addr: SocketAddr,
+        role: Role,
+        proto: Proto,
+        now: Instant,
+    ) -> Backend<T> {
         Backend {
             key,
             addr,
@@ -421,7 +329,7 @@ impl Backend {
 
     /// A link's unsent requests, each with the replies it expects, marked
     /// sent (they are on their way to the pipe's owner).
-    pub fn take_unsent(&mut self, mut each: impl FnMut(&InFlight)) {
+    pub fn take_unsent(&mut self, mut each: impl FnMut(&InFlight<T>)) {
         let start = self.inflight.len() - self.unsent;
         for f in self.inflight.range(start..) {
             self.obs.bytes_out += f.req.len() as u64; // observe
@@ -438,7 +346,7 @@ impl Backend {
     }
 
     /// The head request, taken whole (the pipe failed under it).
-    pub fn take_head(&mut self) -> Option<InFlight> {
+    pub fn take_head(&mut self) -> Option<InFlight<T>> {
         let f = self.inflight.pop_front()?;
         if self.inflight.len() < self.unsent {
             self.unsent = self.inflight.len();
@@ -449,7 +357,7 @@ impl Backend {
 
     /// Queue a request; it is written at the end of the loop turn.
     #[inline]
-    pub fn enqueue(&mut self, f: InFlight) {
+    pub fn enqueue(&mut self, f: InFlight<T>) {
         self.queued_bytes += f.req.len();
         self.inflight.push_back(f);
         self.unsent += 1;
@@ -477,22 +385,13 @@ impl Backend {
         whole.saturating_sub(if self.unsent > 0 { self.woff } else { 0 })
     }
 
-    /// The worker a remote request at the FIFO's head came from.
-    #[inline]
-    pub fn head_remote(&self) -> Option<u16> {
-        match self.inflight.front()?.purpose {
-            Purpose::Remote(from) => Some(from),
-            _ => None,
-        }
-    }
-
     /// The request at the FIFO's head (the next to be answered).
-    pub fn head_mut(&mut self) -> Option<&mut InFlight> {
+    pub fn head_mut(&mut self) -> Option<&mut InFlight<T>> {
         self.inflight.front_mut()
     }
 
     /// The requests written and not answered yet, oldest first.
-    pub fn sent(&self) -> impl Iterator<Item = &InFlight> {
+    pub fn sent(&self) -> impl Iterator<Item = &InFlight<T>> {
         self.inflight.iter().take(self.awaiting())
     }
 
@@ -623,7 +522,7 @@ impl Backend {
 
     /// The next complete frame in the read buffer, paired with the request
     /// it answers.
-    pub fn next_reply(&mut self) -> Read {
+    pub fn next_reply(&mut self) -> Read<T> {
         match self.scanner.scan(&self.rbuf) {
             ReplyScan::Incomplete => {
                 // A large reply announced by its header (the node is
@@ -652,10 +551,7 @@ impl Backend {
                     // else it sends belongs to the subscriber.
                     self.forget_sent_commands();
                     let init_sent = self.head_written()
-                        && self
-                            .inflight
-                            .front()
-                            .is_some_and(|f| f.purpose == Purpose::Init);
+                        && self.inflight.front().is_some_and(|f| f.purpose.is_setup());
                     if init_sent {
                         if let Some(f) = self.inflight.pop_front() {
                             self.queued_bytes -= f.req.len().min(self.queued_bytes);
@@ -717,10 +613,7 @@ impl Backend {
     /// (HELLO 3) until their reply arrives.
     fn forget_sent_commands(&mut self) {
         while self.inflight.len() > self.unsent
-            && self
-                .inflight
-                .front()
-                .is_some_and(|f| f.purpose != Purpose::Init)
+            && self.inflight.front().is_some_and(|f| !f.purpose.is_setup())
         {
             if let Some(f) = self.inflight.pop_front() {
                 self.queued_bytes -= f.req.len().min(self.queued_bytes);
@@ -771,7 +664,7 @@ impl Backend {
     /// each with whether all of it reached the socket. One written in
     /// part did not run, whatever it was answered so far: a node runs a
     /// command, or a transaction's EXEC, only once it has all of it.
-    pub fn drain(&mut self) -> impl Iterator<Item = (InFlight, bool)> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = (InFlight<T>, bool)> + '_ {
         let sent = self.inflight.len() - self.unsent;
         self.unsent = 0;
         self.woff = 0;
@@ -788,6 +681,24 @@ mod tests {
     use super::*;
     use std::io::Write;
     use std::net::{TcpListener, TcpStream as StdStream};
+
+    /// What the worker's purposes are to a connection, for these tests.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Purpose {
+        Client,
+        Txn,
+        Init,
+    }
+
+    impl Tag for Purpose {
+        fn is_setup(&self) -> bool {
+            *self == Purpose::Init
+        }
+    }
+
+    type Backend = super::Backend<Purpose>;
+    type InFlight = super::InFlight<Purpose>;
+    type Read = super::Read<Purpose>;
 
     /// A connected backend and the node's end of its socket (which reads
     /// nothing until told to, so a long write stops part way).

@@ -34,9 +34,9 @@
 //! theirs, anything else as the first master's reply. The ones that stop
 //! or crash a server are refused.
 
+use super::purpose::{InFlight, Purpose};
 use super::scripts::{all_ok, first_error, is_error};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
 use crate::command::Args;
 use crate::resp::encode::{array_into, bulk_into, Encoder, Proto};
 use crate::resp::value::{self, Value};

@@ -27,8 +27,9 @@
 //! every reply it earned before it is still written, then the session
 //! closes.
 
+use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose, Role};
+use crate::backend::Role;
 
 use crate::router;
 

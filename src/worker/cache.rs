@@ -30,8 +30,9 @@
 //! cache by the node's invalidation, as a write sent directly to a node.
 
 use super::fanout::NIL_RESP2;
+use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose, Role};
+use crate::backend::Role;
 use crate::cache::tracking::TrackingTable;
 use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, PREFETCH_MAX, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};

@@ -3,8 +3,8 @@
 //! (one arm per variant): send it to a node, several nodes, a lease, the
 //! subscriber connection, the open transaction, or answer it here.
 
+use super::purpose::{InFlight, Purpose, Release};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{flags, Args, Command, LocalCmd, Route};
 use crate::local::{self as local, Outcome};
 use crate::placement::Unit;

@@ -5,9 +5,9 @@
 //! slot's gate, waits for the refusing connections' barriers, sends the
 //! first again alone after the usual waits, then the rest in order.
 
+use super::purpose::{InFlight, Purpose};
 use super::retry::{first_unit_in, wait_for};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
 use bytes::Bytes;
 use reactor::{Context, Key, TimerId};
 use std::net::SocketAddr;

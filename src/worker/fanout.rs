@@ -25,8 +25,8 @@
 //! every master; SCAN walks the masters one after the other with a cursor
 //! that carries the master's index in its top bits.
 
+use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Wide};
 use crate::placement::Locate;
 use crate::resp::encode::{array_into, bulk_into, Proto};

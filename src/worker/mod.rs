@@ -50,6 +50,7 @@ mod observe;
 mod overload;
 mod pipes;
 mod pubsub;
+mod purpose;
 mod replfeed;
 mod reply;
 mod request;
@@ -62,8 +63,9 @@ mod tracking;
 mod txn;
 mod watch;
 
+use self::purpose::{Backend, InFlight, Purpose, Read};
 use crate::backend::pool::PoolKey;
-use crate::backend::{Backend, InFlight, Io, Purpose, Read, Role, State};
+use crate::backend::{Io, Role, State};
 use crate::placement::Placement;
 use crate::resp::limits::Limits;
 use crate::resp::Proto;

@@ -27,8 +27,8 @@
 //! full mailbox refused wait in the outbox and are retried each tick, never
 //! dropped.
 
+use super::purpose::{Backend, Purpose};
 use super::{Timer, Worker};
-use crate::backend::{Backend, Purpose};
 use crate::command::{Args, Command};
 use crate::local::client::{self as aclient, client_info_line};
 use crate::local::info;

@@ -43,8 +43,9 @@
 //! subscriber; past that the proxy stops reading its subscriber
 //! connections, and the nodes' own pubsub output limit applies.
 
+use super::purpose::InFlight;
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Role};
+use crate::backend::Role;
 use crate::command::{Args, Command};
 use crate::resp::encode::Encoder;
 use crate::resp::Proto;
@@ -426,7 +427,7 @@ impl Worker {
                 key,
                 0,
                 frame,
-                crate::backend::Purpose::Client,
+                super::purpose::Purpose::Client,
             ));
             self.mark_backend_dirty(conn);
         }

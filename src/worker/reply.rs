@@ -101,7 +101,7 @@ impl Worker {
                     }
                 }
                 Read::Intermediate(frame, head) => {
-                    if let Some(from) = b.head_remote() {
+                    if let Some(from) = b.head_mut().and_then(|h| h.purpose.remote()) {
                         let link = b.head_mut().map_or(0, |h| h.seq);
                         self.pipe_answer(from, link, frame, true);
                         continue;

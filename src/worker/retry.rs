@@ -58,8 +58,8 @@
 //!
 //! Replies that are not errors pay nothing for any of this.
 
+use super::purpose::{InFlight, Purpose};
 use super::{resend, Timer, Worker};
-use crate::backend::{InFlight, Purpose};
 use crate::command::{self, Args, Command, Fanout, Route};
 use crate::placement::{Locate, Unit};
 use crate::resp::encode::{array_into, bulk_into};

@@ -55,8 +55,8 @@
 //! before the NOSCRIPT came back may run before the call does, as with a
 //! redirected request.
 
+use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose};
 use crate::command::{self, flags, Args, Command, Wide};
 use crate::placement::Unit;
 use crate::resp::limits::Limits;

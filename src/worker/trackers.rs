@@ -24,8 +24,9 @@
 //! ```
 
 use super::cache::{limits, BcastTracker, Tracker, CLIENT_ID};
+use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose, Role};
+use crate::backend::Role;
 use crate::resp::value::{self, Value};
 use crate::resp::Proto;
 use bytes::Bytes;

@@ -33,8 +33,8 @@
 //! another worker reaches this worker's clients as the node's
 //! invalidation, as a write made directly on a node.
 
+use super::purpose::Purpose;
 use super::{Timer, Worker};
-use crate::backend::Purpose;
 use crate::cache::tracking::{self, Request};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::resp::Proto;

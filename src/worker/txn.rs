@@ -25,8 +25,8 @@
 //!
 //! The queue is bounded by `query-buffer-limit` bytes.
 
+use super::purpose::{InFlight, Purpose, Release};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, Purpose, Release};
 use crate::command::{self, Args, Command, Route, Wide};
 use crate::placement::Unit;
 use crate::resp::limits::Limits;

@@ -37,8 +37,9 @@
 //! EXEC, so it cannot be sent again). A pin whose connection is lost is
 //! broken too, and the session's commands are routed as usual meanwhile.
 
+use super::purpose::{InFlight, PinOp, Purpose, Release};
 use super::{Timer, Worker};
-use crate::backend::{InFlight, PinOp, Purpose, Release, Role};
+use crate::backend::Role;
 use crate::command::{self, Args, Command};
 use crate::resp::Proto;
 use crate::router::{self, Redirect};
