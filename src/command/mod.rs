@@ -24,6 +24,7 @@
 //! particular connection; policy beyond the static `Route` belongs to the core.
 
 mod keys;
+pub mod known;
 /// For COMMAND GETKEYS, which reads the same key specs.
 pub(crate) use keys::{kw_eq, resolve_spec, SpecOutcome};
 mod reply;

@@ -25,8 +25,10 @@ pub enum LocalCmd {
     Asking,
     Auth,
     Client,
+    ClientId,
     ClientKill,
     ClientList,
+    ClientTracking,
     ClientUnblock,
     Cluster,
     Command,
@@ -1095,7 +1097,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local(L::Client),
+                route: Route::Local(L::ClientId),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Returns the client ID for the current connection",
@@ -1395,7 +1397,7 @@ pub(super) static COMMANDS: [Command; 241] = [
                 acl: A::SLOW | A::CONNECTION,
                 key_specs: &[],
                 legacy_keys: (0, 0, 0),
-                route: Route::Local(L::Client),
+                route: Route::Local(L::ClientTracking),
                 subcommands: &[],
                 doc: Doc {
                     summary: "Enable or disable server assisted client side caching support",

@@ -174,7 +174,11 @@ pub fn execute(
         LocalCmd::Hello => auth::hello(shared, s, args),
         LocalCmd::Reset => auth::reset(shared, s),
         LocalCmd::Acl => acl_cmd::acl(shared, s, cmd, args),
-        LocalCmd::Client => client::client(shared, s, cmd, args),
+        // CLIENT ID too; CLIENT TRACKING's state is the worker's, which
+        // answers it before this (worker/tracking.rs) but for its errors.
+        LocalCmd::Client | LocalCmd::ClientId | LocalCmd::ClientTracking => {
+            client::client(shared, s, cmd, args)
+        }
         LocalCmd::Config => config_cmd::config(shared, s, cmd, args),
         LocalCmd::Cluster => cluster::cluster(shared, s, cmd, args),
         LocalCmd::Command => introspect::command(shared, s, cmd, args),

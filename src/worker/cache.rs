@@ -750,8 +750,7 @@ impl Worker {
         }
         // Scripts carry no WRITE flag: EVAL, EVALSHA and FCALL may write
         // their declared keys (their _RO forms may not).
-        let script = cmd.route == Route::Eval || matches!(cmd.name, "evalsha" | "fcall");
-        let writes = cmd.flags & flags::WRITE != 0 || script;
+        let writes = cmd.flags & flags::WRITE != 0 || crate::command::known::script_may_write(cmd);
         if !writes {
             return false;
         }

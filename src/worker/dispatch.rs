@@ -5,7 +5,7 @@
 
 use super::purpose::{InFlight, Purpose, Release};
 use super::{Timer, Worker};
-use crate::command::{flags, Args, Command, LocalCmd, Route};
+use crate::command::{flags, known, Args, Command, LocalCmd, Route};
 use crate::local::{self as local, Outcome};
 use crate::placement::Unit;
 use crate::router::{self, Decision, Refusal, TxnOp, View};
@@ -50,9 +50,7 @@ impl Worker {
         if let (Some(first), Some(s)) = (first, self.sessions.get_mut(key)) {
             // CLIENT REPLY OFF / SKIP (a SUBSCRIBE's confirmations are
             // pushes: they always go out).
-            let confirms = cmd.is_some_and(|c| {
-                c.route == Route::Pubsub || matches!(c.name, "ssubscribe" | "sunsubscribe")
-            });
+            let confirms = cmd.is_some_and(|c| c.route == Route::Pubsub);
             s.after_command(first, confirms);
         }
         self.args = ranges;
@@ -105,7 +103,8 @@ impl Worker {
                     over_memory,
                     scripts_busy: s.txn.is_some() && self.shared.scripts.scripts_stalled(),
                     script_writes: over_memory
-                        && matches!(cmd.name, "fcall" | "evalsha")
+                        && known::script_may_write(cmd)
+                        && known::script_call(cmd) != Some(known::ScriptCall::Eval)
                         && script_writes(&self.shared, cmd, &args),
                     acl: if s.restricted {
                         s.user
@@ -235,7 +234,7 @@ impl Worker {
                 }
             }
             Decision::Unit { unit, .. }
-                if self.cache.tracked_read && !(self.cache_on() && cmd.name == "get") =>
+                if self.cache.tracked_read && !(self.cache_on() && known::is_cached_read(cmd)) =>
             {
                 self.tracked_unit(cx, key, unit, frame)
             }
@@ -260,7 +259,7 @@ impl Worker {
         seq: u64,
     ) {
         if let Decision::Unit { unit, read } = decision {
-            if cmd.name == "get" && self.cache_on() {
+            if known::is_cached_read(cmd) && self.cache_on() {
                 return self.cached_read(cx, key, unit, read, frame, ranges);
             }
         }
@@ -373,7 +372,7 @@ impl Worker {
                 self.monitor_start(key);
                 self.slow_local(key, cmd, args); // observe
             }
-            Decision::Local(LocalCmd::Client) if cmd.name == "client|tracking" => {
+            Decision::Local(LocalCmd::ClientTracking) => {
                 self.client_tracking(cx, key, args);
                 self.slow_local(key, cmd, args); // observe
             }
@@ -382,11 +381,11 @@ impl Worker {
             // (replfeed.rs).
             Decision::Local(LocalCmd::Sync) => self.feed_start(cx, key, cmd, args),
             Decision::Local(which) => {
-                if matches!(cmd.name, "client|id" | "hello") {
+                if matches!(which, LocalCmd::ClientId | LocalCmd::Hello) {
                     self.tracking_named(key);
                 }
                 self.local(key, which, cmd, args);
-                if cmd.name == "hello" {
+                if which == LocalCmd::Hello {
                     self.pin_protocol(key);
                 }
                 self.slow_local(key, cmd, args); // observe
@@ -408,7 +407,7 @@ impl Worker {
             // observe: refused before running; the error is no call.
             self.observe_rejected(key, known);
         }
-        let exec = cmd.is_some_and(|c| c.name == "exec");
+        let exec = cmd.is_some_and(|c| c.route == Route::Local(LocalCmd::Exec));
         if exec
             && self
                 .sessions
@@ -615,7 +614,7 @@ fn script_writes(shared: &crate::shared::Shared, cmd: &Command, args: &Args) -> 
         return false;
     };
     let scripts = &shared.scripts;
-    if cmd.name == "evalsha" {
+    if known::script_call(cmd) == Some(known::ScriptCall::Sha) {
         return crate::script::sha1::parse_hex(name)
             .and_then(|sha| scripts.script(&sha))
             .is_some_and(|body| {

@@ -96,37 +96,6 @@ pub(crate) fn repr(out: &mut Vec<u8>, arg: &[u8]) {
     out.push(b'"');
 }
 
-/// The arguments Redis 7.0 shows as `(redacted)`: AUTH's (unless it has
-/// too many, a syntax error found first), and the user and password of
-/// each HELLO AUTH up to the first option HELLO stops at.
-fn redacted(cmd: &Command, args: &Args) -> Vec<usize> {
-    match cmd.name {
-        "auth" if args.len() <= 3 => (1..args.len()).collect(),
-        "hello" if args.len() >= 2 => {
-            let ver = crate::resp::parse_i64(args.get(1).unwrap_or_default());
-            if !matches!(ver, Some(2 | 3)) {
-                return Vec::new();
-            }
-            let mut out = Vec::new();
-            let mut j = 2;
-            while j < args.len() {
-                let more = args.len() - 1 - j;
-                let opt = args.get(j).unwrap_or_default();
-                if opt.eq_ignore_ascii_case(b"auth") && more >= 2 {
-                    out.extend([j + 1, j + 2]);
-                    j += 3;
-                } else if opt.eq_ignore_ascii_case(b"setname") && more >= 1 {
-                    j += 2;
-                } else {
-                    break;
-                }
-            }
-            out
-        }
-        _ => Vec::new(),
-    }
-}
-
 /// One feed line for `args`, sent by `peer` at `now`.
 pub(crate) fn line(
     out: &mut Vec<u8>,
@@ -135,7 +104,7 @@ pub(crate) fn line(
     cmd: &Command,
     args: &Args,
 ) {
-    let hidden = redacted(cmd, args);
+    let hidden = crate::command::known::secret_args(cmd, args);
     let _ = write!(
         out,
         "+{}.{:06} [0 {peer}] ",

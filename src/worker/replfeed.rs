@@ -291,7 +291,8 @@ impl Worker {
         }
         // The first bytes a replica sees: +FULLRESYNC for PSYNC, a newline
         // (as a master's keepalive) for SYNC. The feed goes behind it.
-        let first = if cmd.name == "psync" {
+        // PSYNC takes a replication id and an offset; SYNC nothing.
+        let first = if cmd.arity != 1 {
             Bytes::from(format!("+FULLRESYNC {} 0\r\n", new_replid()))
         } else {
             Bytes::from_static(b"\n")

@@ -57,6 +57,7 @@
 
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
+use crate::command::known;
 use crate::command::{self, flags, Args, Command, Wide};
 use crate::placement::Unit;
 use crate::resp::limits::Limits;
@@ -383,10 +384,12 @@ impl Worker {
             };
             let first = args.get(1)?;
             let scripts = &self.shared.scripts;
-            let literal = match cmd.name {
-                "evalsha" | "evalsha_ro" => scripts.script_slot(&sha1::parse_hex(first)?)?,
-                "function|stats" => return Some(None),
-                "fcall" | "fcall_ro" => scripts.function_slot(first),
+            if known::is_function_stats(cmd) {
+                return Some(None);
+            }
+            let literal = match known::script_call(cmd) {
+                Some(known::ScriptCall::Sha) => scripts.script_slot(&sha1::parse_hex(first)?)?,
+                Some(known::ScriptCall::Function) => scripts.function_slot(first),
                 _ => None,
             }?;
             let unit = self.place.unit_of(self.pool_of(key), &literal);

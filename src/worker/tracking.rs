@@ -303,7 +303,7 @@ impl Worker {
         };
         let in_txn = s.txn.is_some();
         if let Some(t) = s.tracking.as_mut() {
-            if !in_txn && !cmd.name.starts_with("client|") {
+            if !in_txn && !crate::command::known::is_client_subcommand(cmd) {
                 t.caching = false;
             }
         }
