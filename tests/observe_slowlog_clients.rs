@@ -415,3 +415,60 @@ fn client_list_and_kill_span_every_worker() {
     let left = list(&mut last, &[]);
     assert_eq!(left.len(), 1, "{left:?}");
 }
+
+/// redis-py's test_client_kill_filter_by_user: CLIENT KILL USER names any
+/// user the ACL knows (made with ACL SETUSER or by a `user` line) and
+/// closes only that user's connections, on every worker; SKIPME spares the
+/// caller only.
+#[test]
+fn client_kill_user_closes_that_users_connections_on_every_worker() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    for threads in [1, 2, 4] {
+        let m = Mithril::start(
+            bin(),
+            &cluster.seeds(),
+            &format!("threads {threads}\nuser fileuser on >filepw ~* &* +@all\n"),
+        );
+        let mut admin = m.conn();
+        assert_eq!(
+            admin.cmd(&["ACL", "SETUSER", "made", "on", ">madepw", "~*", "&*", "+@all"]),
+            ok()
+        );
+        let login = |user: &str, pass: &str| {
+            let mut c = m.conn();
+            assert_eq!(c.cmd(&["AUTH", user, pass]), ok());
+            c
+        };
+        let mut made: Vec<Conn> = (0..4).map(|_| login("made", "madepw")).collect();
+        let mut file: Vec<Conn> = (0..3).map(|_| login("fileuser", "filepw")).collect();
+        assert_eq!(
+            admin.cmd(&["CLIENT", "KILL", "USER", "made"]),
+            Reply::Int(4),
+            "threads {threads}"
+        );
+        for c in &mut made {
+            assert!(c.is_closed(Duration::from_secs(5)), "threads {threads}");
+        }
+        // `default` is the admin's own user here: SKIPME spares it, and
+        // nobody else is `default`.
+        assert_eq!(
+            admin.cmd(&["CLIENT", "KILL", "USER", "default", "SKIPME", "yes"]),
+            Reply::Int(0),
+            "threads {threads}"
+        );
+        for c in &mut file {
+            assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+        }
+        assert_eq!(
+            admin.cmd(&["CLIENT", "KILL", "USER", "nosuch"]).as_error(),
+            "ERR No such user 'nosuch'"
+        );
+        assert_eq!(
+            admin.cmd(&["CLIENT", "KILL", "USER", "fileuser", "SKIPME", "no"]),
+            Reply::Int(3)
+        );
+    }
+}

@@ -429,6 +429,12 @@ impl KillFilter {
         if self.laddr.as_ref().is_some_and(|a| *a != laddr()) {
             return false;
         }
+        if let Some(user) = &self.user {
+            let name = s.user.as_ref().map_or("default", |u| u.name.as_str());
+            if name != user {
+                return false;
+            }
+        }
         true
     }
 }
@@ -469,7 +475,7 @@ pub fn parse_unblock(args: &Args) -> Result<Option<(u64, bool)>, Bytes> {
 }
 
 /// CLIENT KILL's arguments for the caller `s`; an error is the reply.
-pub fn parse_kill(s: &Session, args: &Args) -> Result<KillFilter, Bytes> {
+pub fn parse_kill(s: &Session, acl: &crate::acl::Acl, args: &Args) -> Result<KillFilter, Bytes> {
     let arg = |i: usize| args.get(i).unwrap_or_default();
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     let mut f = KillFilter {
@@ -478,6 +484,7 @@ pub fn parse_kill(s: &Session, args: &Args) -> Result<KillFilter, Bytes> {
         ctype: None,
         addr: None,
         laddr: None,
+        user: None,
         skipme: true,
         caller: s.id,
     };
@@ -509,10 +516,12 @@ pub fn parse_kill(s: &Session, args: &Args) -> Result<KillFilter, Bytes> {
         } else if opt.eq_ignore_ascii_case(b"laddr") {
             f.laddr = Some(text(value));
         } else if opt.eq_ignore_ascii_case(b"user") {
-            // One user, "default", owns every connection.
-            if value != b"default" {
-                return Err(error_frame(&format!("ERR No such user '{}'", text(value))));
+            // A user the ACL knows (the file's, and ACL SETUSER's).
+            let name = text(value);
+            if !acl.users().iter().any(|u| u.name == name) {
+                return Err(error_frame(&format!("ERR No such user '{name}'")));
             }
+            f.user = Some(name);
         } else if opt.eq_ignore_ascii_case(b"skipme") {
             if value.eq_ignore_ascii_case(b"yes") {
                 f.skipme = true;

@@ -65,6 +65,9 @@ pub struct KillFilter {
     pub ctype: Option<ClientType>,
     pub addr: Option<String>,
     pub laddr: Option<String>,
+    /// Only the sessions logged in as this user (`default` for those that
+    /// never authenticated as another).
+    pub user: Option<String>,
     /// Spare the calling connection (the new form's default).
     pub skipme: bool,
     /// The calling connection's id.

@@ -643,7 +643,7 @@ impl Worker {
                 b"-NOPERM this user has no permissions to run the 'client|kill' command\r\n",
             );
         }
-        let filter = match aclient::parse_kill(s, args) {
+        let filter = match aclient::parse_kill(s, &self.shared.admin.acl, args) {
             Ok(f) => f,
             Err(e) => {
                 self.reply(key, e);
