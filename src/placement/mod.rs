@@ -125,7 +125,9 @@ impl Locate for PoolLocator<'_> {
     fn unit_of(&self, key: &[u8]) -> Unit {
         match &self.pool.layout {
             Layout::Cluster => self.pool.base.wrapping_add(key_slot(key)),
-            Layout::Ring { ring, hash, tag } => match ring.locate(*hash, *tag, key, self.random) {
+            Layout::Ring {
+                ring, hash, tag, ..
+            } => match ring.locate(*hash, *tag, key, self.random) {
                 Some(i) => self.pool.base.wrapping_add(i as Unit),
                 None => NOWHERE,
             },
@@ -244,19 +246,28 @@ impl Placement {
     /// (an unknown pool: the first, so that nothing panics).
     #[inline]
     pub fn locator(&self, pool: PoolId) -> PoolLocator<'_> {
+        let map = &*self.map;
+        let pool = map
+            .pools
+            .get(pool)
+            .or(map.pools.first())
+            .unwrap_or(&EMPTY_POOL);
+        let random = match pool.layout {
+            Layout::Ring { random: true, .. } => self.next_random(),
+            _ => 0,
+        };
+        PoolLocator { pool, random }
+    }
+
+    /// The next number a `random` ring picks a server with.
+    #[cold]
+    fn next_random(&self) -> u32 {
         let mut x = self.rng.get();
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
         self.rng.set(x);
-        let map = &*self.map;
-        match map.pools.get(pool).or(map.pools.first()) {
-            Some(pool) => PoolLocator { pool, random: x },
-            None => PoolLocator {
-                pool: &EMPTY_POOL,
-                random: x,
-            },
-        }
+        x
     }
 
     /// The pool's place in the map.
@@ -371,7 +382,7 @@ impl Placement {
 
     /// The master connection set serving `unit`, as far as this worker
     /// knows (an address MOVED taught first, then the map).
-    #[inline]
+    #[inline(always)]
     pub fn master(&mut self, unit: Unit, proto: Proto) -> Option<usize> {
         if !self.overrides.is_empty() {
             if let Some(&addr) = self.overrides.get(&unit) {

@@ -950,3 +950,57 @@ fn a_ring_refuses_keys_of_several_servers_where_a_cluster_node_would() {
         "-CROSSSLOT two servers\r\n"
     );
 }
+
+/// The fast path's decision for `words`, if it takes it, against the
+/// whole router's for a plain session.
+fn fast_and_whole(words: &[&str], loc: &impl Locate) -> (Option<Decision>, Decision) {
+    let call = Call::words(words);
+    let args = call.args();
+    let cmd = resolve(&args).unwrap_or_else(|_| panic!("{words:?} resolves"));
+    (
+        decide_plain(cmd, &args, loc),
+        decide_command(&plain(), cmd, &args, loc),
+    )
+}
+
+#[test]
+fn the_plain_fast_path_decides_as_the_whole_router_does() {
+    let calls: &[&[&str]] = &[
+        &["get", "foo"],
+        &["set", "foo", "1"],
+        &["set", "{user1}.a", "1"],
+        &["evalsha", SHA, "0"],
+        &["evalsha", SHA, "1", "foo"],
+        &["fcall_ro", "f", "1", "foo", "x"],
+        &["rename", "a", "b"],
+        &["xread", "streams", "s", "0"],
+        &["xread", "block", "0", "streams", "s", "$"],
+        &["blpop", "q", "0"],
+        &["spublish", "ch", "m"],
+        &["mget", "a", "b"],
+        &["ping"],
+        &["cluster", "countkeysinslot", "42"],
+        &["msetnx", "a", "1", "b"],
+        &["eval", "return 1", "1", "foo"],
+    ];
+    let mut taken = 0;
+    for words in calls {
+        for (fast, whole) in [
+            fast_and_whole(words, &topo()),
+            fast_and_whole(words, &OneNode),
+            fast_and_whole(words, &TwoServers),
+            fast_and_whole(words, &Topology::empty()),
+        ] {
+            if let Some(fast) = fast {
+                assert_eq!(fast, whole, "{words:?}");
+                taken += 1;
+            }
+        }
+    }
+    assert!(taken >= 30, "the fast path took {taken}");
+    // It takes the keyed commands that do not block, and leaves the rest.
+    assert!(fast_and_whole(&["get", "foo"], &topo()).0.is_some());
+    assert!(fast_and_whole(&["mget", "a", "b"], &topo()).0.is_none());
+    assert!(fast_and_whole(&["blpop", "q", "0"], &topo()).0.is_none());
+    assert!(fast_and_whole(&["ping"], &topo()).0.is_none());
+}

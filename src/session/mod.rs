@@ -268,8 +268,9 @@ pub struct Session {
     /// go (`crate::placement::PoolId`). Fixed for the session's life.
     pool: usize,
     /// The database its requests run in (SELECT): which connection set of
-    /// a node they take.
+    /// a node they take; and its pool's, where it starts.
     db: u32,
+    home_db: u32,
     pub rbuf: BytesMut,
     pub scanner: RequestScanner,
     pub ring: ReplyRing,
@@ -439,6 +440,20 @@ impl Session {
         self.db = db;
     }
 
+    /// The pool's database: where the session starts (and RESET goes).
+    pub fn set_home_db(&mut self, db: u32) {
+        self.home_db = db;
+        self.db = db;
+    }
+
+    /// The database the session selected when it is not its pool's: the
+    /// connection sets the placement names are the pool's, so only then
+    /// does a request look up the set of its database.
+    #[inline]
+    pub fn other_db(&self) -> Option<u32> {
+        (self.db != self.home_db).then_some(self.db)
+    }
+
     /// Which of a node's connections its requests take: its own among
     /// `backend-conns`, or `PIPE`, the node's shared pipe.
     #[inline]
@@ -472,6 +487,7 @@ impl Session {
             local,
             pool,
             db: 0,
+            home_db: 0,
             // Allocated on first read, so an idle connection costs little.
             rbuf: BytesMut::new(),
             scanner: RequestScanner::new(),

@@ -46,6 +46,7 @@ const fn crc16_hi_table() -> [u16; 256] {
     out
 }
 
+#[inline]
 pub fn crc16(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     let mut pairs = data.chunks_exact(2);
@@ -95,6 +96,7 @@ pub fn hash_tag(key: &[u8]) -> &[u8] {
     key
 }
 
+#[inline]
 pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key)) & (SLOTS as u16 - 1)
 }

@@ -64,6 +64,9 @@ pub enum Layout {
         ring: Ring,
         hash: HashFn,
         tag: Option<[u8; 2]>,
+        /// Distribution `random`: each request picks its server by a
+        /// random number of the caller's.
+        random: bool,
     },
 }
 
@@ -169,7 +172,12 @@ impl Topology {
             slots: (0..n as u16).collect::<Vec<u16>>().into_boxed_slice(),
             pools: vec![PoolMap {
                 name: name.to_string(),
-                layout: Layout::Ring { ring, hash, tag },
+                layout: Layout::Ring {
+                    ring,
+                    hash,
+                    tag,
+                    random: dist == crate::hashkit::Distribution::Random,
+                },
                 base: 0,
                 units: n as u32,
                 shards: 0..n,

@@ -587,14 +587,14 @@ impl Worker {
         let Some((sticky, db)) = self
             .sessions
             .get(session)
-            .map(|s| (s.conn_choice(), s.db()))
+            .map(|s| (s.conn_choice(), s.other_db()))
         else {
             if let Some((t, _)) = fill {
                 self.cancel_fill(&req, t);
             }
             return;
         };
-        let pool = self.place.in_db(pool, db);
+        let pool = db.map_or(pool, |db| self.place.in_db(pool, db));
         let bkey = match self.backend_for(cx, pool, sticky) {
             Ok(b) => b,
             Err(err) => {

@@ -58,7 +58,9 @@ impl Worker {
 
     /// Decide what the request does (`router::decide`, pure), then carry
     /// the decision out: one arm per [`Decision`] variant. Returns the
-    /// command, when it is one of the table's.
+    /// command, when it is one of the table's. Its one caller is the
+    /// dispatch of every request: inlined there.
+    #[inline(always)]
     fn dispatch_with(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -87,44 +89,35 @@ impl Worker {
                     // Its user was deleted: Redis closes the connection.
                     s.close_after_flush();
                 }
-                let default_user = (s.restricted && s.user.is_none()).then(|| acl.default_user());
-                // A pin whose connection was lost routes nothing more
-                // (its EXEC answers nil: watch.rs).
-                let pin = match s.pin {
-                    Some(p) if self.backends.contains(p.conn) => Some(p.slot),
-                    _ => None,
+                // A plain session's keyed command: the router's hot path,
+                // without building the whole view.
+                let plain = s.authenticated
+                    && !s.restricted
+                    && !over_memory
+                    && s.txn.is_none()
+                    && s.sub.is_none()
+                    && s.pin.is_none()
+                    && !s.monitor;
+                let loc = self.place.locator(s.pool());
+                let fast = if plain {
+                    router::decide_plain(cmd, &args, &loc)
+                } else {
+                    None
                 };
-                let view = View {
-                    proto: s.proto,
-                    authenticated: s.authenticated,
-                    in_txn: s.txn.is_some(),
-                    txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
-                    subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
-                    over_memory,
-                    scripts_busy: s.txn.is_some() && self.shared.scripts.scripts_stalled(),
-                    script_writes: over_memory
-                        && known::script_may_write(cmd)
-                        && known::script_call(cmd) != Some(known::ScriptCall::Eval)
-                        && script_writes(&self.shared, cmd, &args),
-                    acl: if s.restricted {
-                        s.user
-                            .as_deref()
-                            .or(default_user.as_deref())
-                            .map(|u| (acl, u))
-                    } else {
-                        None
-                    },
-                    pin,
-                    txn_unit: s.txn.as_ref().and_then(|t| t.slot),
-                    monitor: s.monitor,
+                let decision = match fast {
+                    Some(d) => d,
+                    None => decide_full(
+                        &self.shared,
+                        &self.backends,
+                        self.id,
+                        cx.now,
+                        s,
+                        cmd,
+                        &args,
+                        over_memory,
+                        &loc,
+                    ),
                 };
-                let decision =
-                    router::decide_command(&view, cmd, &args, &self.place.locator(s.pool()));
-                if s.restricted
-                    && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM"))
-                {
-                    log_denial(acl, s, cmd, &args, self.id, cx.now);
-                }
                 if cmd.flags & (flags::WRITE | flags::MAY_REPLICATE) != 0
                     || matches!(decision, Decision::Txn(TxnOp::Exec))
                 {
@@ -430,7 +423,8 @@ impl Worker {
     }
 
     /// Send a single-unit request to the node serving `unit` (a replica
-    /// for reads when read splitting applies).
+    /// for reads when read splitting applies). The hot path's last step.
+    #[inline]
     pub(super) fn forward_unit(
         &mut self,
         cx: &mut Context<'_, Timer>,
@@ -517,6 +511,61 @@ impl Worker {
             Some(b"-ERR mithril: subscription cancelled by RESET\r\n"),
         );
     }
+}
+
+/// Every outcome of `router::decide` for a session that is not plain
+/// (or a command off the hot path): the session's whole view built,
+/// and a NOPERM logged in the ACL LOG.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn decide_full(
+    shared: &crate::shared::Shared,
+    backends: &reactor::GenSlab<super::purpose::Backend>,
+    worker: usize,
+    now: std::time::Instant,
+    s: &Session,
+    cmd: &'static Command,
+    args: &Args,
+    over_memory: bool,
+    loc: &crate::placement::PoolLocator<'_>,
+) -> Decision {
+    let acl = &shared.admin.acl;
+    let default_user = (s.restricted && s.user.is_none()).then(|| acl.default_user());
+    // A pin whose connection was lost routes nothing more
+    // (its EXEC answers nil: watch.rs).
+    let pin = match s.pin {
+        Some(p) if backends.contains(p.conn) => Some(p.slot),
+        _ => None,
+    };
+    let view = View {
+        proto: s.proto,
+        authenticated: s.authenticated,
+        in_txn: s.txn.is_some(),
+        txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
+        subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
+        over_memory,
+        scripts_busy: s.txn.is_some() && shared.scripts.scripts_stalled(),
+        script_writes: over_memory
+            && known::script_may_write(cmd)
+            && known::script_call(cmd) != Some(known::ScriptCall::Eval)
+            && script_writes(shared, cmd, args),
+        acl: if s.restricted {
+            s.user
+                .as_deref()
+                .or(default_user.as_deref())
+                .map(|u| (acl, u))
+        } else {
+            None
+        },
+        pin,
+        txn_unit: s.txn.as_ref().and_then(|t| t.slot),
+        monitor: s.monitor,
+    };
+    let decision = router::decide_command(&view, cmd, args, loc);
+    if s.restricted && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM")) {
+        log_denial(acl, s, cmd, args, worker, now);
+    }
+    decision
 }
 
 /// A session whose user was edited or deleted since it looked (`ACL

@@ -201,10 +201,6 @@ pub struct Worker {
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
-    /// The map's epoch was looked at this turn: a worker woken by a
-    /// client's request places it by the newest map, not the one of its
-    /// last turn (a ring that ejected a server while the worker slept).
-    epoch_seen: bool,
     /// The mailbox held messages when `has_pending_work` last looked.
     mail: bool,
     /// Output limits, dispatch windows, the memory budget (overload.rs).
@@ -277,7 +273,6 @@ impl Worker {
             draining: None,
             stop: false,
             tick_armed: false,
-            epoch_seen: false,
             mail: false,
             overload: overload::OverloadState::new(cfg),
             obs: observe::Observe::new(&shared),
@@ -338,7 +333,7 @@ impl Worker {
         let db = self.shared.pools.get(a.pool).map_or(0, |p| p.db);
         self.sessions.insert_with(|k| {
             let mut s = Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now);
-            s.select(db);
+            s.set_home_db(db);
             s
         });
         self.shared.workers[self.id]
@@ -533,16 +528,24 @@ impl Worker {
 
     // ----- housekeeping ---------------------------------------------------
 
+    /// A new map (one atomic load when there is none): installed before
+    /// the requests that come after it are placed.
+    #[inline]
     fn check_topology(&mut self, cx: &mut Context<'_, Timer>) {
-        let epoch = self.shared.topology.epoch();
-        if epoch != self.place.epoch() {
-            let retired = self.place.install(self.shared.topology.load());
-            self.retire_connections(cx, retired);
-            if self.cache.on {
-                self.cache_masters(cx);
-            }
-            self.subscribers_follow_topology(cx);
+        if self.shared.topology.epoch() != self.place.epoch() {
+            self.install_topology(cx);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn install_topology(&mut self, cx: &mut Context<'_, Timer>) {
+        let retired = self.place.install(self.shared.topology.load());
+        self.retire_connections(cx, retired);
+        if self.cache.on {
+            self.cache_masters(cx);
+        }
+        self.subscribers_follow_topology(cx);
     }
 
     /// Connections of pools the new map no longer names, and idle leases
@@ -666,10 +669,6 @@ impl Handler for Worker {
 
     fn on_event(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key, event: &Event) {
         self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
-        if !self.epoch_seen {
-            self.epoch_seen = true;
-            self.check_topology(cx);
-        }
         match kind {
             SESSION => {
                 if event.is_writable() {
@@ -681,6 +680,10 @@ impl Handler for Worker {
                     }
                 }
                 if event.is_readable() || event.is_read_closed() || event.is_error() {
+                    // A worker woken by a client's request places it by
+                    // the newest map, not the one of its last turn (a ring
+                    // that ejected a server while the worker slept).
+                    self.check_topology(cx);
                     self.session_input_batched(cx, key);
                 }
             }
@@ -700,9 +703,7 @@ impl Handler for Worker {
             self.tick_armed = true;
             cx.schedule_in(TICK, Timer::Tick);
         }
-        if !self.epoch_seen {
-            self.check_topology(cx);
-        }
+        self.check_topology(cx);
         // observe: CONFIG SET of the slow log holds from the next turn on.
         self.obs.stats.sync_slow_settings(&self.shared.stats);
         // The mailbox is looked at again only when has_pending_work saw
@@ -769,7 +770,6 @@ impl Handler for Worker {
     }
 
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
-        self.epoch_seen = false;
         self.monitor_flush(cx);
         self.flush_backends(cx);
         self.flush_sessions(cx);

@@ -520,8 +520,8 @@ impl Worker {
         let Some(s) = self.sessions.get(session) else {
             return;
         };
-        let (sticky, db) = (s.conn_choice(), s.db());
-        let pool = self.place.in_db(pool, db);
+        let (sticky, db) = (s.conn_choice(), s.other_db());
+        let pool = db.map_or(pool, |db| self.place.in_db(pool, db));
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => {
                 let Some(s) = self.sessions.get_mut(session) else {
@@ -540,8 +540,8 @@ impl Worker {
         let Some(s) = self.sessions.get(f.session) else {
             return;
         };
-        let (sticky, db) = (s.conn_choice(), s.db());
-        let pool = self.place.in_db(pool, db);
+        let (sticky, db) = (s.conn_choice(), s.other_db());
+        let pool = db.map_or(pool, |db| self.place.in_db(pool, db));
         match self.backend_for(cx, pool, sticky) {
             Ok(bkey) => self.send_on(bkey, f),
             Err(err) => self.fail(cx, f, err),

@@ -95,12 +95,12 @@ impl Worker {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
-        let (proto, sticky, db) = (s.proto, s.conn_choice(), s.db());
+        let (proto, sticky, db) = (s.proto, s.conn_choice(), s.other_db());
         for other in self.place.masters(s.pool()).filter(|&i| Some(i) != shard) {
             let Some(pool) = self.place.shard_master(other, proto) else {
                 continue;
             };
-            let pool = self.place.in_db(pool, db);
+            let pool = db.map_or(pool, |db| self.place.in_db(pool, db));
             if let Ok(bkey) = self.backend_for(cx, pool, sticky) {
                 for f in &frames {
                     self.send_on(
