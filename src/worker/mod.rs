@@ -170,7 +170,7 @@ pub struct Worker {
     /// Argument ranges of the request being dispatched (reused).
     args: Vec<Range<usize>>,
     /// (P)(UN)SUBSCRIBEs being dispatched in waves, at most one per
-    /// session (pubsub.rs).
+    /// session (pubsub/waves.rs).
     waves: Vec<(Key, pubsub::Wave)>,
     /// Subscribers with a subscription not where the map says (a lost
     /// connection, a refused resubscription): tried again once a second.
@@ -477,7 +477,7 @@ impl Worker {
         if let Role::Pubsub(owner) = b.role {
             // A subscriber that lost its home connection lost its
             // subscriptions: close it rather than let it wait forever.
-            // Another connection's are made again (pubsub.rs).
+            // Another connection's are made again (pubsub/mod.rs).
             if self.subscriber_lost(owner, key) {
                 self.close_session(cx, owner);
             }
