@@ -19,32 +19,35 @@
 //! What stops a session's input (a full dispatch window, a gated slot, a
 //! blocking command outstanding, a close pending) is one value, its input
 //! mode (`input::Input`), changed only through the methods there; the
-//! slot gates it waits on are `gate::Gates`.
+//! slot gates it waits on are `gate::Gates`. Its write side (the write
+//! queue, pushes, `flush`) is `output`; a subscriber's state is
+//! `subscriptions`.
 //!
 //! Invariants: replies leave in request order (the ring); the read buffer
 //! never grows past `query-buffer-limit`; a session never touches another
 //! session or a backend. What it may have outstanding is windowed by the
 //! size of its replies and its unsent output (`pressure`), and a reply
 //! that must wait for a slow client is not left pinning a backend buffer
-//! (`unpin`).
+//! (`output::unpin`).
 
 pub mod arena;
 pub mod gate;
 pub mod input;
+mod output;
 pub mod pressure;
 pub mod ring;
+mod subscriptions;
 
 use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
-use crate::stats::WorkerStats;
 use bytes::{Bytes, BytesMut};
 use gate::Gates;
 pub use input::Input;
 use mio::net::TcpStream;
+pub use output::FlushOutcome;
 use pressure::Pressure;
 use reactor::read::{read_budgeted, Growth, ReadEnd};
-use reactor::writev::{IoBatch, MAX_IOV};
 use reactor::Key;
 use ring::ReplyRing;
 use std::collections::VecDeque;
@@ -52,6 +55,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
+pub use subscriptions::{Expect, SubConn, Subscriptions, MAX_SUBSCRIPTIONS, PUSH_WINDOW};
 
 /// Read buffer growth: 16 KiB steps whenever less than 4 KiB is free.
 const GROWTH: Growth = Growth {
@@ -83,14 +87,6 @@ pub enum ReadOutcome {
     Eof,
     /// The read buffer reached `query-buffer-limit`.
     Overflow,
-    Error(io::Error),
-}
-
-pub enum FlushOutcome {
-    /// Everything ready was written (the front may still be pending).
-    Done,
-    /// The socket is full; wait for writability.
-    Blocked,
     Error(io::Error),
 }
 
@@ -130,85 +126,6 @@ pub struct Pin {
     pub broken: bool,
 }
 
-/// Most channels plus patterns one session may subscribe to.
-pub const MAX_SUBSCRIPTIONS: usize = 32768;
-/// Most published messages queued toward one slow subscriber before the
-/// proxy stops reading its subscriber connection.
-pub const PUSH_WINDOW: usize = 4096;
-
-/// A subscribed session's state: the mirror of its subscription set, its
-/// subscriber connections (one per node it subscribes on) and the ring
-/// slots reserved for the confirmations still to come.
-pub struct Subscriptions {
-    /// The subscriber connections (backends with `Role::Pubsub`): the
-    /// first is the home node's, which holds every channel and pattern;
-    /// others hold shard channels and the keyspace subscriptions.
-    pub conns: Vec<SubConn>,
-    pub channels: std::collections::HashSet<Vec<u8>>,
-    pub patterns: std::collections::HashSet<Vec<u8>>,
-    /// Shard channels, each with the node it is subscribed on (`None`:
-    /// to be placed again, after a slot move or a lost node).
-    pub shard: std::collections::HashMap<Vec<u8>, Option<std::net::SocketAddr>>,
-    /// The keyspace subscriptions are kept on every master (set once one
-    /// was made).
-    pub everywhere: bool,
-    /// In the worker's list of subscribers to try again (a subscription
-    /// could not be made where the map says: a lost node, a refusal).
-    pub retry_queued: bool,
-    /// The last confirmation's slot: pushes received after it may not
-    /// overtake it.
-    pub barrier: u64,
-    /// Reading the subscriber connections is paused (push window full).
-    pub throttled: bool,
-}
-
-/// One subscriber connection of a session.
-pub struct SubConn {
-    pub addr: std::net::SocketAddr,
-    pub conn: Key,
-    /// The confirmations the node will send on it, in order.
-    pub expect: VecDeque<Expect>,
-    /// It holds the keyspace subscriptions (its node was a master when the
-    /// session last looked).
-    pub everywhere: bool,
-}
-
-/// A confirmation a subscriber connection owes.
-pub struct Expect {
-    /// The client's ring slot it stands for; `None` for the proxy's own
-    /// (re)subscriptions, which the client never sees.
-    pub seq: Option<u64>,
-    /// What fills the slot when it comes: set on the one connection that
-    /// answers for the slot (a keyspace subscription is confirmed by
-    /// every master; the others only hold back later messages).
-    pub reply: Option<Bytes>,
-    /// A shard channel's SSUBSCRIBE (`false`) or SUNSUBSCRIBE (`true`):
-    /// tells the node's own SUNSUBSCRIBE (a slot moved away) from the
-    /// answer to ours, and where a MOVED applies.
-    pub shard: Option<(bool, Box<[u8]>)>,
-    /// MOVED answers followed for this shard channel so far.
-    pub hops: u8,
-    /// The first channel of its command: a node refuses a command with
-    /// one error, which answers every channel from here to the next first.
-    pub first: bool,
-}
-
-impl Subscriptions {
-    pub fn count(&self) -> usize {
-        self.channels.len() + self.patterns.len() + self.shard.len()
-    }
-
-    /// The count a node puts in (P)(UN)SUBSCRIBE confirmations.
-    pub fn plain_count(&self) -> usize {
-        self.channels.len() + self.patterns.len()
-    }
-
-    /// The index of subscriber connection `conn`.
-    pub fn conn_index(&self, conn: Key) -> Option<usize> {
-        self.conns.iter().position(|c| c.conn == conn)
-    }
-}
-
 /// CLIENT REPLY's state, as Redis's REPLY_OFF, REPLY_SKIP and
 /// REPLY_SKIP_NEXT client flags: OFF silences every reply until ON; SKIP
 /// silences its own and the next command's.
@@ -225,24 +142,6 @@ impl ReplyMode {
     #[inline]
     fn any(self) -> bool {
         self.off || self.skip || self.skip_next
-    }
-}
-
-/// Replies below this size are copied when they must wait (see `unpin`).
-const UNPIN_BELOW: usize = 64 * 1024;
-
-/// A reply that will wait in the write queue of a client that is not
-/// reading is copied out of the backend read buffer it is a slice of, when
-/// it is small: a slice keeps its whole buffer (64 KiB or more, shared
-/// with other clients' replies) alive, so a slow client's small replies
-/// could otherwise hold thousands of times their size. Clients that keep
-/// up never pay for the copy.
-#[inline]
-fn unpin(frame: Bytes, waiting: bool) -> Bytes {
-    if waiting && frame.len() < UNPIN_BELOW {
-        Bytes::copy_from_slice(&frame)
-    } else {
-        frame
     }
 }
 
@@ -597,148 +496,6 @@ impl Session {
         }
     }
 
-    /// Move what may leave now into the write queue: pushes whose barrier
-    /// has been passed, and the ready front of the ring, in order. Each
-    /// reply leaving the ring is counted in `stats` (observe).
-    fn collect(&mut self, stats: &mut WorkerStats) {
-        // Output left from the last flush: the client is not keeping up,
-        // and what is queued now will wait (see `unpin`).
-        let waiting = !self.out.is_empty();
-        loop {
-            while let Some(&(barrier, _)) = self.pushes.front() {
-                if barrier >= self.ring.base() {
-                    break;
-                }
-                if let Some((_, p)) = self.pushes.pop_front() {
-                    self.pressure.push_bytes -= p.len().min(self.pressure.push_bytes);
-                    self.out_bytes += p.len();
-                    self.out.push_back(unpin(p, waiting));
-                }
-            }
-            let seq = self.ring.base();
-            match self.ring.pop_ready_stamped() {
-                Some((r, stamp)) => {
-                    stats.reply_left(stamp, r.first().copied().unwrap_or(0));
-                    if !self.quiet.is_empty() && self.silenced(seq) {
-                        continue;
-                    }
-                    self.out_bytes += r.len();
-                    // The reply-size estimate behind the dispatch window.
-                    self.pressure.batch_max = self.pressure.batch_max.max(r.len());
-                    self.out.push_back(unpin(r, waiting));
-                }
-                None => break,
-            }
-        }
-    }
-
-    /// Whether its ready replies should wait for the rest of their read's
-    /// (at most `hold_us` from `held_since`): the replies to a pipelined
-    /// read then leave in one write, which the client takes in one read,
-    /// instead of one write per node that answered part of it. They wait
-    /// only when all of them belong to the latest read (every earlier
-    /// read's replies have left), some of that read's are still to come,
-    /// and nothing else is queued for the client; never for a subscriber,
-    /// a transaction or a WATCH (they may wait long by design), nor for a
-    /// session paused on its dispatch window (its flush lets it go on).
-    #[inline]
-    pub fn holds_back(&self, now_us: u64, hold_us: u64) -> bool {
-        hold_us > 0
-            && !self.ring.all_ready()
-            && self.ring.front_ready()
-            && self.ring.base() >= self.batch_start
-            && self.out.is_empty()
-            && self.pushes.is_empty()
-            && self.sub.is_none()
-            && self.txn.is_none()
-            && self.pin.is_none()
-            && !self.input.is_paused()
-            && (self.held_since == 0
-                || (self.held_since != HELD_OVER
-                    && now_us.saturating_sub(self.held_since) < hold_us))
-    }
-
-    /// Write everything that may leave: one `writev` of up to 256 frames at
-    /// a time, until nothing is left or the socket is full.
-    pub fn flush(&mut self, stats: &mut WorkerStats) -> FlushOutcome {
-        self.collect(stats);
-        while !self.out.is_empty() {
-            let mut batch = IoBatch::new();
-            for (i, reply) in self.out.iter().take(MAX_IOV).enumerate() {
-                let part = if i == 0 {
-                    &reply[self.out_off.min(reply.len())..]
-                } else {
-                    &reply[..]
-                };
-                batch.push(part);
-            }
-            let wanted = batch.bytes();
-            if wanted == 0 {
-                self.out.clear();
-                self.out_off = 0;
-                self.out_bytes = 0;
-                break;
-            }
-            let written = match batch.write_to(self.fd) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return FlushOutcome::Blocked,
-                Err(e) => return FlushOutcome::Error(e),
-            };
-            self.net_out += written as u64; // observe
-            self.consume(written);
-            self.pressure.wrote |= written > 0;
-            if written < wanted {
-                return FlushOutcome::Blocked;
-            }
-        }
-        // Everything written: the small hits split off the arena are gone,
-        // and its buffer is taken again from its start, with no allocation.
-        // (Not if some still wait in the ring: the hit path then takes a
-        // new buffer once this one is full.)
-        self.hit_arena.reclaim();
-        FlushOutcome::Done
-    }
-
-    fn consume(&mut self, mut n: usize) {
-        self.out_bytes -= n.min(self.out_bytes);
-        while let Some(front) = self.out.front() {
-            let left = front.len() - self.out_off.min(front.len());
-            if n >= left {
-                n -= left;
-                self.out_off = 0;
-                self.out.pop_front();
-            } else {
-                self.out_off += n;
-                return;
-            }
-        }
-    }
-
-    /// Queue an out-of-band push (a published message). It leaves once
-    /// every reply up to `barrier` has left.
-    pub fn push_oob(&mut self, barrier: u64, frame: Bytes) {
-        self.pressure.push_bytes += frame.len();
-        self.pushes.push_back((barrier, frame));
-    }
-
-    /// Pushes not yet written (queued or in the write queue counts only
-    /// those still waiting for their barrier).
-    pub fn pushes_waiting(&self) -> usize {
-        self.pushes.len()
-    }
-
-    /// Frames the push window counts toward a subscriber: pushes waiting
-    /// for their barrier and everything in the write queue (a client that
-    /// does not read holds its pushes there).
-    pub fn push_backlog(&self) -> usize {
-        self.pushes.len() + self.out.len()
-    }
-
-    /// Unsent bytes in the write queue.
-    pub fn out_bytes(&self) -> usize {
-        self.out_bytes
-    }
-
     /// Replies dispatched and not yet written (the ring plus the write
     /// queue): what the per-session bound counts.
     #[inline]
@@ -772,21 +529,6 @@ impl Session {
     /// pushes included).
     pub fn buffered(&self) -> usize {
         self.rbuf.len() + self.out_bytes + self.pressure.push_bytes
-    }
-
-    /// Unsent output the output limits count: the write queue plus pushes
-    /// waiting for their barrier.
-    pub fn unsent(&self) -> usize {
-        self.out_bytes + self.pressure.push_bytes
-    }
-
-    /// Output held for the client: the unsent write queue, pushes waiting
-    /// for their barrier, and replies that arrived but wait in the ring
-    /// (behind an earlier one, or until the flush). What Redis's output
-    /// buffer counts, and so what the hard output limit is checked on.
-    #[inline]
-    pub fn output_held(&self) -> usize {
-        self.unsent() + self.ring.ready_bytes()
     }
 
     /// Give back the buffers an idle session grew (its read buffer, and

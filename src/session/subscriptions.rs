@@ -1,0 +1,94 @@
+//! A subscribed session's state: the mirror of its subscriptions, its
+//! subscriber connections (one per node it subscribes on) and the
+//! confirmations each of them owes, and its bounds
+//! ([`MAX_SUBSCRIPTIONS`], [`PUSH_WINDOW`]). The worker fills and reads
+//! it (`worker/pubsub/`); the session only carries it (`Session::sub`).
+//!
+//! Invariants: the first connection is home's, which holds every channel
+//! and pattern; a connection's owed confirmations are in the order the
+//! node will send them.
+//!
+//! Never: do socket work (the connections are the worker's backends).
+
+use bytes::Bytes;
+use reactor::Key;
+use std::collections::VecDeque;
+
+/// Most channels plus patterns one session may subscribe to.
+pub const MAX_SUBSCRIPTIONS: usize = 32768;
+/// Most published messages queued toward one slow subscriber before the
+/// proxy stops reading its subscriber connection.
+pub const PUSH_WINDOW: usize = 4096;
+
+/// A subscribed session's state: the mirror of its subscription set, its
+/// subscriber connections (one per node it subscribes on) and the ring
+/// slots reserved for the confirmations still to come.
+pub struct Subscriptions {
+    /// The subscriber connections (backends with `Role::Pubsub`): the
+    /// first is the home node's, which holds every channel and pattern;
+    /// others hold shard channels and the keyspace subscriptions.
+    pub conns: Vec<SubConn>,
+    pub channels: std::collections::HashSet<Vec<u8>>,
+    pub patterns: std::collections::HashSet<Vec<u8>>,
+    /// Shard channels, each with the node it is subscribed on (`None`:
+    /// to be placed again, after a slot move or a lost node).
+    pub shard: std::collections::HashMap<Vec<u8>, Option<std::net::SocketAddr>>,
+    /// The keyspace subscriptions are kept on every master (set once one
+    /// was made).
+    pub everywhere: bool,
+    /// In the worker's list of subscribers to try again (a subscription
+    /// could not be made where the map says: a lost node, a refusal).
+    pub retry_queued: bool,
+    /// The last confirmation's slot: pushes received after it may not
+    /// overtake it.
+    pub barrier: u64,
+    /// Reading the subscriber connections is paused (push window full).
+    pub throttled: bool,
+}
+
+/// One subscriber connection of a session.
+pub struct SubConn {
+    pub addr: std::net::SocketAddr,
+    pub conn: Key,
+    /// The confirmations the node will send on it, in order.
+    pub expect: VecDeque<Expect>,
+    /// It holds the keyspace subscriptions (its node was a master when the
+    /// session last looked).
+    pub everywhere: bool,
+}
+
+/// A confirmation a subscriber connection owes.
+pub struct Expect {
+    /// The client's ring slot it stands for; `None` for the proxy's own
+    /// (re)subscriptions, which the client never sees.
+    pub seq: Option<u64>,
+    /// What fills the slot when it comes: set on the one connection that
+    /// answers for the slot (a keyspace subscription is confirmed by
+    /// every master; the others only hold back later messages).
+    pub reply: Option<Bytes>,
+    /// A shard channel's SSUBSCRIBE (`false`) or SUNSUBSCRIBE (`true`):
+    /// tells the node's own SUNSUBSCRIBE (a slot moved away) from the
+    /// answer to ours, and where a MOVED applies.
+    pub shard: Option<(bool, Box<[u8]>)>,
+    /// MOVED answers followed for this shard channel so far.
+    pub hops: u8,
+    /// The first channel of its command: a node refuses a command with
+    /// one error, which answers every channel from here to the next first.
+    pub first: bool,
+}
+
+impl Subscriptions {
+    pub fn count(&self) -> usize {
+        self.channels.len() + self.patterns.len() + self.shard.len()
+    }
+
+    /// The count a node puts in (P)(UN)SUBSCRIBE confirmations.
+    pub fn plain_count(&self) -> usize {
+        self.channels.len() + self.patterns.len()
+    }
+
+    /// The index of subscriber connection `conn`.
+    pub fn conn_index(&self, conn: Key) -> Option<usize> {
+        self.conns.iter().position(|c| c.conn == conn)
+    }
+}
