@@ -394,7 +394,7 @@ impl Worker {
         let Some(m) = s.ring.merge_mut(seq) else {
             // A gathered answer (INFO, CLIENT LIST/KILL; SCRIPT and
             // FUNCTION on every master) keeps each part's raw reply; its
-            // closure builds the reply (worker/observe.rs).
+            // closure builds the reply (worker/observe/ask.rs).
             return self.collect_part(session, seq, part, frame);
         };
         if m.fold.kind == Fold::Union {
