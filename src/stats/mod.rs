@@ -36,6 +36,10 @@
 //!
 //! Never: take a lock or touch an atomic on the per-request path; allocate
 //! there except the first time a command is seen (its histogram).
+//!
+//! Layout: this file holds the published shapes (`Snapshot` and its
+//! parts), the stamps and the `Hub`; `worker` what one worker counts
+//! (`WorkerStats`), `totals` the sums readers make of the snapshots.
 
 pub mod cmdid;
 pub mod gather;
@@ -43,11 +47,16 @@ pub mod hist;
 pub mod pools;
 pub mod sample;
 pub mod slowlog;
+mod totals;
+mod worker;
+
+pub use self::totals::{totals, Totals};
+pub use self::worker::WorkerStats;
 
 use crate::command::Command;
 use arc_swap::ArcSwap;
 use hist::Hist;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -66,19 +75,6 @@ pub fn stamp_cmd(stamp: u64) -> u16 {
 #[inline]
 pub fn stamp_start(stamp: u64) -> u64 {
     stamp >> 16
-}
-
-/// Per-command counters of one worker.
-#[derive(Default)]
-struct CmdStats {
-    calls: u64,
-    usec: u64,
-    rejected: u64,
-    failed: u64,
-    hist: Option<Box<Hist>>,
-    /// What the last snapshot published for this command, reused while
-    /// nothing changed.
-    published: Option<Arc<CmdSnap>>,
 }
 
 /// Counters of events that are not per request, or cheap enough to count
@@ -256,14 +252,6 @@ pub fn error_code(frame: &[u8]) -> &[u8] {
     }
 }
 
-/// One worker's error replies by code.
-#[derive(Default)]
-struct Errors {
-    counts: ErrorCounts,
-    /// What the last snapshot published, reused while nothing changed.
-    published: Option<Arc<ErrorCounts>>,
-}
-
 /// One node as a worker sees it, for one server pool (a node two pools
 /// name is two entries, as it has a connection set for each).
 #[derive(Clone, Debug)]
@@ -432,427 +420,6 @@ fn slow_threshold(micros: i64) -> u64 {
     u64::try_from(micros).unwrap_or(u64::MAX)
 }
 
-/// Sums over a set of snapshots.
-pub struct Totals {
-    pub commands: u64,
-    pub counters: Counters,
-    /// By server pool (`Shared::pools`' index), summed over workers.
-    pub pools: Vec<PoolCounters>,
-    pub clients: ClientsSnap,
-    pub net_in: u64,
-    pub net_out: u64,
-    /// Per second over about the last second.
-    pub ops_per_sec: f64,
-    pub in_kbps: f64,
-    pub out_kbps: f64,
-    /// By command id, merged.
-    pub cmds: Vec<CmdSnap>,
-    /// By server pool and node address, merged, sorted by pool then
-    /// address.
-    pub nodes: Vec<NodeSnap>,
-    /// The reply caches, summed.
-    pub cache: crate::cache::CacheStats,
-    /// Error replies by code, merged, sorted by code (as Redis lists them).
-    pub errors: Vec<(Vec<u8>, u64)>,
-}
-
-impl Totals {
-    /// Server pool `pool`'s counters (zero for a pool no worker counted).
-    pub fn pool(&self, pool: usize) -> PoolCounters {
-        self.pools.get(pool).copied().unwrap_or_default()
-    }
-
-    /// Every pool's counters added up: the process's.
-    pub fn all_pools(&self) -> PoolCounters {
-        let mut sum = PoolCounters::default();
-        for p in &self.pools {
-            sum.add(p);
-        }
-        sum
-    }
-}
-
-/// Add up the workers' snapshots.
-pub fn totals(snaps: &[Arc<Snapshot>]) -> Totals {
-    let mut t = Totals {
-        commands: 0,
-        counters: Counters::default(),
-        pools: Vec::new(),
-        clients: ClientsSnap::default(),
-        net_in: 0,
-        net_out: 0,
-        ops_per_sec: 0.0,
-        in_kbps: 0.0,
-        out_kbps: 0.0,
-        cmds: Vec::new(),
-        nodes: Vec::new(),
-        cache: Default::default(),
-        errors: Vec::new(),
-    };
-    let mut errors: BTreeMap<&[u8], u64> = BTreeMap::new();
-    let mut cmds: HashMap<u16, CmdSnap> = HashMap::new();
-    let mut nodes: HashMap<(usize, SocketAddr), NodeSnap> = HashMap::new();
-    for s in snaps {
-        t.commands += s.now.commands;
-        t.net_in += s.now.net_in;
-        t.net_out += s.now.net_out;
-        let secs = s
-            .now
-            .at
-            .saturating_duration_since(s.before.at)
-            .as_secs_f64();
-        if secs > 0.0 {
-            t.ops_per_sec += s.now.commands.saturating_sub(s.before.commands) as f64 / secs;
-            t.in_kbps += s.now.net_in.saturating_sub(s.before.net_in) as f64 / secs / 1024.0;
-            t.out_kbps += s.now.net_out.saturating_sub(s.before.net_out) as f64 / secs / 1024.0;
-        }
-        add_counters(&mut t.counters, &s.counters);
-        if t.pools.len() < s.pools.len() {
-            t.pools.resize(s.pools.len(), PoolCounters::default());
-        }
-        for (sum, p) in t.pools.iter_mut().zip(&s.pools) {
-            sum.add(p);
-        }
-        t.cache.add(&s.cache);
-        let c = &mut t.clients;
-        c.connected += s.clients.connected;
-        c.blocked += s.clients.blocked;
-        c.watching += s.clients.watching;
-        c.pubsub += s.clients.pubsub;
-        c.tracking += s.clients.tracking;
-        c.tracking_keys += s.clients.tracking_keys;
-        c.tracking_items += s.clients.tracking_items;
-        c.tracking_prefixes += s.clients.tracking_prefixes;
-        c.qbuf += s.clients.qbuf;
-        c.qbuf_max = c.qbuf_max.max(s.clients.qbuf_max);
-        c.out += s.clients.out;
-        c.out_max = c.out_max.max(s.clients.out_max);
-        c.outstanding += s.clients.outstanding;
-        for x in &s.cmds {
-            let e = cmds.entry(x.id).or_insert_with(|| CmdSnap {
-                id: x.id,
-                calls: 0,
-                usec: 0,
-                rejected: 0,
-                failed: 0,
-                hist: None,
-            });
-            e.calls += x.calls;
-            e.usec += x.usec;
-            e.rejected += x.rejected;
-            e.failed += x.failed;
-            if let Some(h) = &x.hist {
-                e.hist.get_or_insert_with(Hist::new).merge(h);
-            }
-        }
-        for (code, n) in s.errors.iter() {
-            *errors.entry(code).or_default() += n;
-        }
-        for n in &s.nodes {
-            let e = nodes
-                .entry((n.pool, n.addr))
-                .or_insert_with(|| NodeSnap::blank(n.pool, n.addr));
-            e.connections += n.connections;
-            e.in_flight += n.in_flight;
-            e.unsent += n.unsent;
-            e.unsent_bytes += n.unsent_bytes;
-            e.awaiting_bytes += n.awaiting_bytes;
-            e.reconnects += n.reconnects;
-            e.down |= n.down;
-            e.totals.add(&n.totals);
-        }
-    }
-    t.cmds = cmds.into_values().collect();
-    t.cmds
-        .sort_by_key(|c| c.command().map(|c| c.name).unwrap_or(""));
-    t.nodes = nodes.into_values().collect();
-    t.nodes.sort_by_key(|n| (n.pool, n.addr));
-    t.errors = errors.into_iter().map(|(c, n)| (c.to_vec(), n)).collect();
-    t
-}
-
-fn add_counters(a: &mut Counters, b: &Counters) {
-    a.evicted_qbuf += b.evicted_qbuf;
-    a.moved += b.moved;
-    a.ask += b.ask;
-    a.tryagain += b.tryagain;
-    a.clusterdown += b.clusterdown;
-    a.splits += b.splits;
-    a.rejected += b.rejected;
-    a.backend_errors += b.backend_errors;
-    a.backend_timeouts += b.backend_timeouts;
-    a.slow_entries += b.slow_entries;
-    a.slow_skipped += b.slow_skipped;
-}
-
-/// Samples kept for rates: one per tick, a bit more than a second's worth.
-const SAMPLES: usize = 12;
-
-/// One worker's statistics. Owned by the worker; `pub` fields are the
-/// event counters the worker bumps where the event happens.
-pub struct WorkerStats {
-    /// The current turn's clock, µs since the hub's `base`.
-    pub now_us: u64,
-    turn: Instant,
-    enabled: bool,
-    /// `slowlog-log-slower-than` in µs (`u64::MAX`: off).
-    pub slow_us: u64,
-    /// Slow log entries this worker may still write this tick: at most
-    /// `slowlog-max-len` per tick, since no more could be kept anyway, so
-    /// a flood of slow requests cannot make the proxy slower still.
-    slow_budget: usize,
-    slow_per_tick: usize,
-    cmds: Vec<CmdStats>,
-    errors: Errors,
-    pub counters: Counters,
-    /// By server pool (`Shared::pools`' index; never empty): see
-    /// [`WorkerStats::pool`].
-    pub pools: Vec<PoolCounters>,
-    /// Per-node totals of connections already closed, and node events,
-    /// by server pool and address.
-    pub nodes: HashMap<(usize, SocketAddr), NodeTotals>,
-    /// Client bytes of sessions already closed.
-    pub retired_in: u64,
-    pub retired_out: u64,
-    /// Repeated error lines, sampled.
-    pub sampler: sample::Sampler,
-    samples: VecDeque<Sample>,
-    /// Per pool (by index): (failures, reconnects) as the last tick saw
-    /// them, to log a node going down and coming back.
-    pub pool_seen: Vec<(u32, u64)>,
-}
-
-impl WorkerStats {
-    /// A worker's statistics for `pools` server pools.
-    pub fn new(hub: &Hub, pools: usize) -> WorkerStats {
-        let mut cmds = Vec::new();
-        cmds.resize_with(cmdid::count(), CmdStats::default);
-        WorkerStats {
-            now_us: 0,
-            turn: hub.base,
-            enabled: hub.enabled,
-            slow_us: hub.slow_threshold_us.load(Ordering::Relaxed),
-            slow_budget: hub.slowlog.max_len(),
-            slow_per_tick: hub.slowlog.max_len(),
-            cmds,
-            errors: Errors::default(),
-            counters: Counters::default(),
-            pools: vec![PoolCounters::default(); pools.max(1)],
-            nodes: HashMap::new(),
-            retired_in: 0,
-            retired_out: 0,
-            sampler: sample::Sampler::new(),
-            samples: VecDeque::with_capacity(SAMPLES + 1),
-            pool_seen: Vec::new(),
-        }
-    }
-
-    /// Move the clock to this turn's `now`; `now_us` is the same instant
-    /// in µs since `base`, which the event loop computes once per turn
-    /// (its epoch is the hub's base: `server.rs`).
-    #[inline]
-    pub fn set_now(&mut self, now: Instant, now_us: u64) {
-        self.turn = now;
-        self.now_us = now_us;
-    }
-
-    pub fn now(&self) -> Instant {
-        self.turn
-    }
-
-    /// The stamp for a request of `cmd` dispatched this turn.
-    #[inline]
-    pub fn stamp(&self, cmd: &'static Command) -> u64 {
-        if !self.enabled {
-            return NO_STAMP;
-        }
-        (self.now_us << 16) | u64::from(cmdid::of(cmd))
-    }
-
-    /// A reply stamped `stamp` left for its client this turn; `head` is
-    /// its first byte (an error reply counts as a failed call).
-    #[inline]
-    pub fn reply_left(&mut self, stamp: u64, head: u8) {
-        let Some(c) = self.cmds.get_mut(usize::from(stamp_cmd(stamp))) else {
-            return;
-        };
-        let took = self.now_us.saturating_sub(stamp_start(stamp));
-        c.calls += 1;
-        c.usec += took;
-        c.failed += u64::from(head == b'-' || head == b'!');
-        match c.hist.as_mut() {
-            Some(h) => h.record(took),
-            None => {
-                let mut h = Box::<Hist>::default();
-                h.record(took);
-                c.hist = Some(h);
-            }
-        }
-    }
-
-    /// Whether a reply stamped `stamp`, arriving now, is slow-log material.
-    #[inline]
-    pub fn is_slow(&self, stamp: u64) -> bool {
-        // NO_STAMP's start is 0: its command check comes second, so the
-        // usual case (not slow) costs one compare.
-        self.now_us.saturating_sub(stamp_start(stamp)) >= self.slow_us
-            && stamp_cmd(stamp) != cmdid::NONE
-    }
-
-    /// Take one slow log entry from this tick's budget; false (and the
-    /// request counted as skipped) when it is spent.
-    pub fn take_slow_budget(&mut self) -> bool {
-        if self.slow_budget == 0 {
-            self.counters.slow_skipped += 1;
-            return false;
-        }
-        self.slow_budget -= 1;
-        true
-    }
-
-    /// A new tick: the slow log settings as CONFIG SET last left them,
-    /// and the budget full again.
-    pub fn refill_slow_budget(&mut self, hub: &Hub) {
-        self.slow_us = hub.slow_threshold_us.load(Ordering::Relaxed);
-        self.slow_per_tick = hub.slowlog.max_len();
-        self.slow_budget = self.slow_per_tick;
-    }
-
-    /// Once per loop turn: the slow log settings as CONFIG SET last left
-    /// them (two relaxed loads), so a change made through any worker holds
-    /// for every reply this worker receives from the next turn on, as a
-    /// CONFIG SET on a Redis node holds for the next command. A longer
-    /// `slowlog-max-len` adds to this tick's budget at once (from 0, the
-    /// log starts at once); a shorter one applies from the next tick.
-    #[inline]
-    pub fn sync_slow_settings(&mut self, hub: &Hub) {
-        self.slow_us = hub.slow_threshold_us.load(Ordering::Relaxed);
-        let per_tick = hub.slowlog.max_len();
-        if per_tick != self.slow_per_tick {
-            self.slow_budget += per_tick.saturating_sub(self.slow_per_tick);
-            self.slow_per_tick = per_tick;
-        }
-    }
-
-    /// A request of `cmd` was refused before running.
-    pub fn rejected(&mut self, cmd: Option<&'static Command>) {
-        self.counters.rejected += 1;
-        if let Some(cmd) = cmd {
-            if let Some(c) = self.cmds.get_mut(usize::from(cmdid::of(cmd))) {
-                c.rejected += 1;
-            }
-        }
-    }
-
-    /// An error reply reaches a client (`frame` starts with `-`): counted
-    /// under its code. Called where errors are made or relayed, never for
-    /// other replies.
-    #[cold]
-    pub fn error_reply(&mut self, frame: &[u8]) {
-        if !self.enabled {
-            return;
-        }
-        let code = error_code(frame);
-        let counts = &mut self.errors.counts;
-        match counts.iter().position(|(c, _)| **c == *code) {
-            Some(i) => counts[i].1 += 1,
-            None if counts.len() < MAX_ERROR_CODES => counts.push((code.into(), 1)),
-            None => return,
-        }
-        self.errors.published = None;
-    }
-
-    /// The error counts for a snapshot (shared while unchanged).
-    pub fn error_snaps(&mut self) -> Arc<ErrorCounts> {
-        self.errors
-            .published
-            .get_or_insert_with(|| Arc::new(self.errors.counts.clone()))
-            .clone()
-    }
-
-    /// The counters of server pool `pool` (a session's `pool()`, a
-    /// backend's `server_pool`); an index past the last, which no caller
-    /// has, counts in the last pool rather than panicking.
-    #[inline]
-    pub fn pool(&mut self, pool: usize) -> &mut PoolCounters {
-        let last = self.pools.len() - 1;
-        &mut self.pools[pool.min(last)]
-    }
-
-    /// The node totals for `addr` as a node of server pool `pool`.
-    pub fn node(&mut self, pool: usize, addr: SocketAddr) -> &mut NodeTotals {
-        self.nodes.entry((pool, addr)).or_default()
-    }
-
-    /// CONFIG RESETSTAT: forget every counter (not the slow log). Byte
-    /// totals keep counting: the worker subtracts where they stood.
-    pub fn reset(&mut self) {
-        for c in &mut self.cmds {
-            let hist = c.hist.take();
-            *c = CmdStats::default();
-            if let Some(mut h) = hist {
-                h.clear();
-                c.hist = Some(h);
-            }
-        }
-        self.counters = Counters::default();
-        self.pools.fill(PoolCounters::default());
-        self.errors = Errors::default();
-        self.nodes.clear();
-        self.samples.clear();
-    }
-
-    /// Record a rate sample (once per tick) and return the one closest to
-    /// a second before it.
-    pub fn sample(&mut self, now: Sample) -> Sample {
-        self.samples.push_back(now);
-        while self.samples.len() > SAMPLES {
-            self.samples.pop_front();
-        }
-        self.before(now)
-    }
-
-    /// The kept sample closest to a second before `now` (`now` itself when
-    /// none is older).
-    pub fn before(&self, now: Sample) -> Sample {
-        let target = now.at.checked_sub(std::time::Duration::from_secs(1));
-        let found = match target {
-            Some(t) => self.samples.iter().find(|s| s.at >= t),
-            None => self.samples.front(),
-        };
-        found.copied().filter(|s| s.at <= now.at).unwrap_or(now)
-    }
-
-    /// The per-command part of a snapshot: entries unchanged since the
-    /// last one are shared, not copied.
-    pub fn command_snaps(&mut self) -> Vec<Arc<CmdSnap>> {
-        let mut out = Vec::new();
-        for (id, c) in self.cmds.iter_mut().enumerate() {
-            if c.calls == 0 && c.rejected == 0 {
-                continue;
-            }
-            let fresh = match &c.published {
-                Some(p) => p.calls != c.calls || p.rejected != c.rejected,
-                None => true,
-            };
-            if fresh {
-                c.published = Some(Arc::new(CmdSnap {
-                    id: id as u16,
-                    calls: c.calls,
-                    usec: c.usec,
-                    rejected: c.rejected,
-                    failed: c.failed,
-                    hist: c.hist.as_deref().cloned(),
-                }));
-            }
-            if let Some(p) = &c.published {
-                out.push(p.clone());
-            }
-        }
-        out
-    }
-}
-
 /// Resident set size, from /proc/self/statm (0 where it cannot be read):
 /// INFO memory and the metrics endpoint show it.
 pub fn rss_bytes() -> u64 {
@@ -868,44 +435,9 @@ pub fn rss_bytes() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command;
-    use std::time::Duration;
 
     fn hub() -> Hub {
         Hub::new(1, &crate::config::Config::default(), Instant::now())
-    }
-
-    #[test]
-    fn stamps_count_calls_time_and_failures() {
-        let h = hub();
-        let mut w = WorkerStats::new(&h, 1);
-        let get = command::lookup(b"get").unwrap();
-        w.set_now(h.base + Duration::from_micros(100), 100);
-        let s = w.stamp(get);
-        assert_eq!(stamp_start(s), 100);
-        assert_eq!(cmdid::command(stamp_cmd(s)).unwrap().name, "get");
-        w.set_now(h.base + Duration::from_micros(350), 350);
-        w.reply_left(s, b'$');
-        w.reply_left(s, b'-');
-        w.reply_left(NO_STAMP, b'$');
-        w.rejected(Some(get));
-        let snaps = w.command_snaps();
-        assert_eq!(snaps.len(), 1);
-        let g = &snaps[0];
-        assert_eq!((g.calls, g.usec, g.failed, g.rejected), (2, 500, 1, 1));
-        assert_eq!(g.hist.as_ref().unwrap().count(), 2);
-        let again = w.command_snaps();
-        assert!(
-            Arc::ptr_eq(&snaps[0], &again[0]),
-            "unchanged entries are shared"
-        );
-        w.slow_us = 200;
-        assert!(w.is_slow(s));
-        w.slow_us = 300;
-        assert!(!w.is_slow(s));
-        assert!(!w.is_slow(NO_STAMP));
-        w.reset();
-        assert!(w.command_snaps().is_empty());
     }
 
     #[test]
@@ -1019,57 +551,5 @@ mod tests {
         assert_eq!(nodes, [(0, 4), (1, 10)]);
         w.reset();
         assert_eq!(w.pools, vec![PoolCounters::default(); 2]);
-    }
-
-    #[test]
-    fn totals_add_workers_up() {
-        let t0 = Instant::now();
-        let mut a = Snapshot::empty(0, t0);
-        let mut b = Snapshot::empty(1, t0);
-        a.before.at = t0;
-        a.now = Sample {
-            at: t0 + Duration::from_secs(1),
-            commands: 100,
-            net_in: 2048,
-            net_out: 0,
-        };
-        b.now = Sample {
-            at: t0 + Duration::from_secs(2),
-            commands: 50,
-            net_in: 0,
-            net_out: 0,
-        };
-        a.counters.moved = 2;
-        b.counters.moved = 3;
-        let get = cmdid::of(command::lookup(b"get").unwrap());
-        let mut h = Hist::new();
-        h.record(10);
-        a.cmds.push(Arc::new(CmdSnap {
-            id: get,
-            calls: 1,
-            usec: 10,
-            rejected: 0,
-            failed: 0,
-            hist: Some(h.clone()),
-        }));
-        b.cmds.push(Arc::new(CmdSnap {
-            id: get,
-            calls: 1,
-            usec: 30,
-            rejected: 1,
-            failed: 0,
-            hist: Some(h),
-        }));
-        let t = totals(&[Arc::new(a), Arc::new(b)]);
-        assert_eq!(t.commands, 150);
-        assert_eq!(t.counters.moved, 5);
-        assert!((t.ops_per_sec - 125.0).abs() < 1e-9, "{}", t.ops_per_sec);
-        assert!((t.in_kbps - 2.0).abs() < 1e-9);
-        assert_eq!(t.cmds.len(), 1);
-        assert_eq!(
-            (t.cmds[0].calls, t.cmds[0].usec, t.cmds[0].rejected),
-            (2, 40, 1)
-        );
-        assert_eq!(t.cmds[0].hist.as_ref().unwrap().count(), 2);
     }
 }
