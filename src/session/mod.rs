@@ -247,7 +247,7 @@ pub struct Session {
     pub net_out: u64,
     /// Reply cache holds of this session's writes in flight: (the write's
     /// ring sequence, the hold bucket), released when it is answered
-    /// (`worker/cache.rs`). `cache::TXN_HOLD` marks a queued command's,
+    /// (`worker/cache/mod.rs`). `cache::TXN_HOLD` marks a queued command's,
     /// until its EXEC.
     pub holds: Vec<(u64, u16)>,
     /// CLIENT TRACKING, while on (`worker/tracking.rs`).

@@ -207,7 +207,7 @@ pub struct Worker {
     overload: overload::OverloadState,
     /// observe: statistics, published snapshots, cross-worker questions.
     obs: observe::Observe,
-    /// The reply cache and its trackers (cache.rs).
+    /// The reply cache and its trackers (cache/).
     cache: cache::CacheState,
     /// backend-sharding: links to other workers' pipes (pipes.rs).
     pipes: pipes::PipeState,

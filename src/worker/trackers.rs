@@ -5,7 +5,7 @@
 //! redirects to; its pushes are the invalidations (`invalidate [keys]`,
 //! or a null after a flush on the node). Losing one, or a change of the
 //! masters, empties the cache, and fills wait until every master has a
-//! tracker with a known id again (see `cache.rs`).
+//! tracker with a known id again (see `cache/`).
 //!
 //! BCAST clients have trackers of their own (`Role::Tracker` too, one per
 //! master per worker, in `CacheState::bcast_trackers`): a connection in

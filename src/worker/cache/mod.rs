@@ -28,11 +28,15 @@
 //! GETs, error replies. Sessions of another worker are served by that
 //! worker's cache; a write sent through another worker reaches this one's
 //! cache by the node's invalidation, as a write sent directly to a node.
+//!
+//! Layout: this file holds the cache's state, the lookups and the writes'
+//! holds; `fill` the fills and the opt-in they are sent behind.
+
+mod fill;
 
 use super::fanout::NIL_RESP2;
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::Role;
 use crate::cache::tracking::TrackingTable;
 use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, PREFETCH_MAX, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
@@ -44,7 +48,6 @@ use std::net::SocketAddr;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 
-const CACHING_YES: &[u8] = b"*3\r\n$6\r\nCLIENT\r\n$7\r\nCACHING\r\n$3\r\nYES\r\n";
 pub(super) const CLIENT_ID: &[u8] = b"*2\r\n$6\r\nCLIENT\r\n$2\r\nID\r\n";
 const NIL_RESP3: &[u8] = b"_\r\n";
 /// `GET ""`, the shortest GET frame.
@@ -279,23 +282,6 @@ fn reply_items(frame: &[u8]) -> Option<Bulks<'_>> {
     })
 }
 
-fn tracking_frame(id: u64) -> Bytes {
-    let id = id.to_string();
-    let mut out = Vec::with_capacity(64);
-    crate::resp::encode::request(
-        &mut out,
-        &[
-            b"CLIENT",
-            b"TRACKING",
-            b"ON",
-            b"REDIRECT",
-            id.as_bytes(),
-            b"OPTIN",
-        ],
-    );
-    Bytes::from(out)
-}
-
 impl Worker {
     /// Whether a request goes through the cache's dispatch step (the
     /// reply cache, or some session's client tracking: one test on the
@@ -483,248 +469,6 @@ impl Worker {
             return None;
         }
         Some(arena.split().freeze())
-    }
-
-    /// The tracker a read sent on `pool` may opt in for (0: none: the
-    /// node is not tracked, or its pipe is another worker's).
-    fn fill_tracker(&mut self, session: Key, pool: usize) -> u64 {
-        if self.goes_remote(session, pool) {
-            // Its pipe's tracking is the owner's: the owner's tracker
-            // hears the invalidations and passes them on (pipes.rs).
-            return self.owner_tracker(pool);
-        }
-        self.cache.tracker_id(self.place.addr_of(pool))
-    }
-
-    /// Send `req` of `session` (at `seq` if it has its ring slot) on its
-    /// connection of `pool`, as `plain`; when a fill is admitted for its
-    /// keys, preceded by the opt-in and as `filling(ticket)`.
-    #[allow(clippy::too_many_arguments)]
-    fn send_filling(
-        &mut self,
-        cx: &mut Context<'_, Timer>,
-        pool: usize,
-        session: Key,
-        seq: Option<u64>,
-        req: Bytes,
-        plain: Purpose,
-        filling: impl FnOnce(u32) -> Purpose,
-    ) {
-        let tracker = self.fill_tracker(session, pool);
-        let mut keys = frame_args(&req);
-        let multi = !keys.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
-        let ticket = match (tracker, multi) {
-            (0, _) => None,
-            (_, false) => keys.next().and_then(|k| self.cache.cache.arm(k, 1).ok()),
-            (_, true) => {
-                let n = keys.clone().count();
-                self.cache.cache.arm_all(keys, n)
-            }
-        };
-        match ticket {
-            Some(t) => {
-                let fill = Some((t, filling(t)));
-                self.send_opted(cx, pool, session, seq, req, (plain, 1), fill)
-            }
-            None if self.cache.tracked_read => {
-                self.send_opted(cx, pool, session, seq, req, (plain, 1), None)
-            }
-            None => match seq {
-                Some(seq) => self.send_to_pool(cx, pool, InFlight::new(session, seq, req, plain)),
-                None => self.send_new(cx, pool, session, |seq| {
-                    InFlight::new(session, seq, req, plain)
-                }),
-            },
-        }
-    }
-
-    /// Send `req` for `session` (at `seq`, or a new ring slot) on its
-    /// connection of `pool` preceded by the opt-in (CLIENT CACHING YES,
-    /// and CLIENT TRACKING toward the tracker first when the connection's
-    /// is not): the node tracks its keys for this worker's tracker. As
-    /// `plain` (with its count of replies), or with a fill's ticket as the
-    /// fill's purpose.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn send_opted(
-        &mut self,
-        cx: &mut Context<'_, Timer>,
-        pool: usize,
-        session: Key,
-        seq: Option<u64>,
-        req: Bytes,
-        (plain, expect): (Purpose, u32),
-        fill: Option<(u32, Purpose)>,
-    ) {
-        let entry = move |seq: u64, req: Bytes, purpose: Purpose| InFlight {
-            expect,
-            ..InFlight::new(session, seq, req, purpose)
-        };
-        let tracker = self.fill_tracker(session, pool);
-        if tracker == 0 {
-            // Only fills check for a tracker before: a tracking read's was
-            // known at its dispatch and has gone since; the node will not
-            // track it, so the null follows its reply.
-            if let Some((t, _)) = fill {
-                self.cancel_fill(&req, t);
-            }
-            let seq = match seq {
-                Some(seq) => {
-                    self.send_to_pool(cx, pool, entry(seq, req, plain));
-                    Some(seq)
-                }
-                None => {
-                    self.send_new(cx, pool, session, |seq| entry(seq, req, plain));
-                    self.sessions
-                        .get(session)
-                        .and_then(|s| s.ring.next_seq().checked_sub(1))
-                }
-            };
-            if let (true, Some(seq)) = (self.cache.tracked_read, seq) {
-                self.track_push(session, None, Some(seq));
-            }
-            return;
-        }
-        let Some((sticky, db)) = self
-            .sessions
-            .get(session)
-            .map(|s| (s.conn_choice(), s.other_db()))
-        else {
-            if let Some((t, _)) = fill {
-                self.cancel_fill(&req, t);
-            }
-            return;
-        };
-        let pool = db.map_or(pool, |db| self.place.in_db(pool, db));
-        let bkey = match self.backend_for(cx, pool, sticky) {
-            Ok(b) => b,
-            Err(err) => {
-                if let Some((t, _)) = fill {
-                    self.cancel_fill(&req, t);
-                }
-                return match seq {
-                    Some(seq) => self.fail(cx, entry(seq, req, plain), err),
-                    None => self.fail_new(session, err),
-                };
-            }
-        };
-        if let Some(b) = self.backends.get_mut(bkey) {
-            if b.tracking != tracker {
-                b.tracking = tracker;
-                b.enqueue(InFlight::new(
-                    Key::NONE,
-                    0,
-                    tracking_frame(tracker),
-                    Purpose::Tracking,
-                ));
-            }
-            b.enqueue(InFlight::new(
-                Key::NONE,
-                0,
-                Bytes::from_static(CACHING_YES),
-                Purpose::Caching,
-            ));
-        }
-        let seq = match seq {
-            Some(seq) => seq,
-            None => match self.sessions.get_mut(session) {
-                Some(s) => s.ring.push_pending(),
-                None => return,
-            },
-        };
-        let purpose = fill.map_or(plain, |f| f.1);
-        self.send_on(bkey, entry(seq, req, purpose));
-    }
-
-    /// Give up the ticket of every key of `req` (a GET or an MGET).
-    fn cancel_fill(&mut self, req: &[u8], ticket: u32) {
-        for k in frame_args(req).skip(1) {
-            self.cache.cache.cancel(k, ticket);
-        }
-    }
-
-    /// The reply to a fill: each key stored if its ticket stands.
-    pub(super) fn cache_fill(&mut self, ticket: u32, req: &[u8], frame: &[u8]) {
-        let mut args = frame_args(req);
-        let multi = !args.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
-        let now = self.cache_now_ms();
-        if !multi {
-            if let Some(k) = args.next() {
-                match storable(frame) {
-                    Some(f) => {
-                        self.cache.cache.fill(k, ticket, f, now);
-                    }
-                    None => self.cache.cache.cancel(k, ticket),
-                }
-            }
-            return;
-        }
-        let mut items = reply_items(frame);
-        for k in args {
-            match items.as_mut().and_then(Iterator::next).and_then(storable) {
-                Some(f) => {
-                    self.cache.cache.fill(k, ticket, f, now);
-                }
-                None => self.cache.cache.cancel(k, ticket),
-            }
-        }
-    }
-
-    /// A fill that will not fill (redirected, retried, refused opt-in):
-    /// its tickets are given up and it goes on as a plain request.
-    pub(super) fn unfill(&mut self, f: &mut InFlight) {
-        // A tracking client's read goes again without the opt-in: the
-        // node that answers will not track it, so the client is told to
-        // keep nothing once that reply is out.
-        if self.cache.clients > 0 {
-            self.track_push(f.session, None, Some(f.seq));
-        }
-        let Some((plain, ticket)) = f.purpose.unfilled() else {
-            return;
-        };
-        f.purpose = plain;
-        let req = f.req.clone();
-        self.cancel_fill(&req, ticket);
-    }
-
-    /// The reply to an opt-in frame on a shared connection. An error:
-    /// tracking is off there (CLIENT TRACKING refused, e.g. for a tracker
-    /// id that died); the GET behind a refused CACHING fills nothing, and
-    /// the next fill on the connection asks for tracking again.
-    pub(super) fn opt_in_answered(&mut self, bkey: Key, purpose: Purpose, head: u8) {
-        if self
-            .backends
-            .get(bkey)
-            .is_some_and(|b| b.role == Role::Tracker)
-        {
-            // A BCAST tracker's CLIENT TRACKING ON BCAST (`trackers.rs`).
-            return self.bcast_tracker_on(bkey, head != b'-');
-        }
-        if head != b'-' {
-            return;
-        }
-        let Some(b) = self.backends.get_mut(bkey) else {
-            return;
-        };
-        b.tracking = 0;
-        if purpose == Purpose::Caching {
-            // A tracking client's read behind it was not tracked by the
-            // node: the client may not keep what it read.
-            let behind = b.head_mut().map(|f| (f.session, f.seq));
-            if let Some((session, seq)) = behind.filter(|_| self.cache.clients > 0) {
-                self.track_push(session, None, Some(seq));
-            }
-            let Some(b) = self.backends.get_mut(bkey) else {
-                return;
-            };
-            let refused = b.head_mut().and_then(|f| {
-                let (plain, ticket) = f.purpose.unfilled()?;
-                f.purpose = plain;
-                Some((f.req.clone(), ticket))
-            });
-            if let Some((req, ticket)) = refused {
-                self.cancel_fill(&req, ticket);
-            }
-        }
     }
 
     /// At dispatch, before the decision is applied: a write forgets its
