@@ -8,7 +8,7 @@
 //! request's ring sequence). A later request of the same session that
 //! names a held slot, or any cluster-wide command while any gate is held,
 //! is not dispatched: the session waits at the gate (`Input::AtGate`) and
-//! is woken when one opens. The worker (`worker/fanout.rs`,
+//! is woken when one opens. The worker (`worker/fanout/`,
 //! `worker/retry.rs`) decides when to hold and release; this type only
 //! keeps the count.
 //!

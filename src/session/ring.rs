@@ -74,7 +74,7 @@ pub enum Fold {
     /// Every part's non-nil reply kept; one of them, at random, is the
     /// answer, nil only when every part was nil (RANDOMKEY).
     AnyOf,
-    /// A SCAN page filled over the masters (`worker/fanout.rs`): `items`
+    /// A SCAN page filled over the masters (`worker/fanout/scan.rs`): `items`
     /// holds the keys so far, `sum` the COUNT asked for, and `parts_left`
     /// the node calls the page may still make. Its replies do not go
     /// through the fold of parts.

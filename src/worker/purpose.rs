@@ -21,7 +21,7 @@ pub enum Purpose {
     /// One part of a fanned-out request: folds into the merge at `seq`.
     Part(u32),
     /// SCAN on the master with this index: the keys join the page being
-    /// filled in the merge at `seq` (`worker/fanout.rs`).
+    /// filled in the merge at `seq` (`worker/fanout/mod.rs`).
     Scan(u32),
     /// WAIT / WAITAOF part `part` for master `shard`: a PING on the
     /// session's shared connection; once answered, the WAIT goes on a
