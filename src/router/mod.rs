@@ -10,11 +10,13 @@
 //!
 //! [`redirect`] reads the cluster's answers that send a request elsewhere
 //! (MOVED, ASK); what is done with TRYAGAIN and CLUSTERDOWN is the worker's
-//! retry policy (`worker/retry.rs`).
+//! retry policy (`worker/retry.rs`). `multi` holds the rules of what
+//! may be queued inside MULTI.
 //!
 //! Never: allocate on the plain single-key path (a GET decides to
 //! [`Decision::Slot`] with nothing but comparisons and the key's CRC16).
 
+mod multi;
 pub mod redirect;
 
 pub use redirect::{
@@ -22,6 +24,8 @@ pub use redirect::{
     MAX_HOPS,
 };
 
+use self::multi::queue_in_txn;
+pub use self::multi::runs_immediately;
 use crate::acl::{Acl, User};
 use crate::command::{self, flags, Args, Command, Fanout, LocalCmd, Rejection, Route, Wide};
 use crate::placement::{Locate, Unit};
@@ -52,7 +56,6 @@ pub const DEBUG_REFUSED: &[&str] = &[
 ];
 
 const ERR_BAD_SLOT: &[u8] = b"-ERR Invalid or out of range slot\r\n";
-const ERR_NO_MULTI: &[u8] = b"-ERR Command not allowed inside a transaction\r\n";
 const ERR_IN_MULTI: &[u8] =
     b"-ERR mithril: this command cannot be used inside MULTI through the proxy\r\n";
 /// Keys of several slots in one WATCH, or a command naming a slot other
@@ -710,9 +713,6 @@ fn local(v: &View<'_>, which: LocalCmd, args: &Args<'_>, loc: &impl Locate) -> D
     }
 }
 
-/// Inside MULTI: what may be queued. Keyed commands (one slot, checked as
-/// they queue), keyless ones any master runs, and PING/ECHO/TIME, which a
-/// node answers in the transaction like Redis does.
 /// Whether a DEBUG's subcommand is one the proxy refuses.
 fn debug_refused(args: &Args<'_>) -> bool {
     args.get(1).is_some_and(|sub| {
@@ -720,81 +720,6 @@ fn debug_refused(args: &Args<'_>) -> bool {
             .iter()
             .any(|r| sub.eq_ignore_ascii_case(r.as_bytes()))
     })
-}
-
-fn queue_in_txn(
-    v: &View<'_>,
-    cmd: &'static Command,
-    args: &Args<'_>,
-    loc: &impl Locate,
-) -> Decision {
-    if cmd.flags & flags::NO_MULTI != 0 {
-        // SAVE, SHUTDOWN, SYNC, PSYNC: Redis's own refusal.
-        return Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_NO_MULTI), true)));
-    }
-    let d = queueable(cmd, args);
-    if !matches!(d, Decision::Queue { .. }) {
-        return d;
-    }
-    // Every key of the transaction in one unit, as a node requires of its
-    // keys in one slot.
-    let mut unit = v.txn_unit;
-    for i in command::keys(cmd, args) {
-        let u = loc.unit_of(args.get(i).unwrap_or_default());
-        match unit {
-            None => unit = Some(u),
-            Some(t) if t == u => {}
-            Some(_) => return Decision::Refuse(Box::new(refusal(loc.cross_unit_reply(), true))),
-        }
-    }
-    Decision::Queue { unit }
-}
-
-/// What may be queued inside MULTI, by route.
-fn queueable(cmd: &'static Command, args: &Args<'_>) -> Decision {
-    const QUEUE: Decision = Decision::Queue { unit: None };
-    match cmd.route {
-        Route::Slot
-        | Route::SlotPairs
-        | Route::Eval
-        | Route::Fanout(_)
-        | Route::AnyMaster
-        | Route::Blocking => QUEUE,
-        // UNWATCH too, as on a node (where it does nothing inside EXEC).
-        Route::Local(LocalCmd::Ping | LocalCmd::Echo | LocalCmd::Time | LocalCmd::Unwatch) => QUEUE,
-        // MONITOR too: the node's EXEC answers it Redis's "MONITOR isn't
-        // allowed for DENY BLOCKING client" in the transaction's reply.
-        Route::Local(LocalCmd::Monitor) => QUEUE,
-        // Inside a transaction a node answers WAIT at once, with what it
-        // has: it runs there with the rest.
-        Route::ClusterWide(Wide::Wait) => QUEUE,
-        // FLUSHALL / FLUSHDB, SCRIPT LOAD / FLUSH: in the transaction on its node,
-        // and on the other masters just before EXEC is sent (worker/txn.rs).
-        Route::ClusterWide(Wide::Flushall | Wide::ScriptLoad | Wide::ScriptFlush) => QUEUE,
-        // DEBUG too (the suite's DEBUG SLEEP, DEBUG SET-ACTIVE-EXPIRE): it
-        // runs on the transaction's node, as in a transaction on a node.
-        Route::ClusterWide(Wide::Debug) if !debug_refused(args) => QUEUE,
-        Route::Unsupported => {
-            let r = unsupported_reply(cmd, args);
-            Decision::Refuse(Box::new(refusal(r, true)))
-        }
-        _ => Decision::Refuse(Box::new(refusal(Bytes::from_static(ERR_IN_MULTI), true))),
-    }
-}
-
-/// Commands that act at once even inside MULTI.
-pub fn runs_immediately(cmd: &Command) -> bool {
-    matches!(
-        cmd.route,
-        Route::Local(
-            LocalCmd::Exec
-                | LocalCmd::Discard
-                | LocalCmd::Multi
-                | LocalCmd::Quit
-                | LocalCmd::Reset
-                | LocalCmd::Watch
-        )
-    )
 }
 
 /// Commands a RESP2 client may send while subscribed.
