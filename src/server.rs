@@ -298,6 +298,13 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         scripts,
         pipes: crate::shared::pipe::Pipes::new(cfg_threads),
         monitors: crate::shared::monitor::Monitors::new(cfg_threads),
+        cache_epochs: Default::default(),
+        cache_seed: {
+            use std::hash::{BuildHasher, Hasher};
+            std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish()
+        },
         stats,
         acceptor: std::sync::OnceLock::new(),
     });

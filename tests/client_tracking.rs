@@ -284,16 +284,6 @@ fn redirect_reaches_a_resp2_subscriber_of_redis_invalidate() {
     });
 }
 
-fn worker_of(c: &mut Conn) -> String {
-    let info = c.cmd(&["CLIENT", "INFO"]);
-    let line = info.as_str().to_string();
-    line.split(' ')
-        .find_map(|f| f.strip_prefix("worker="))
-        .unwrap_or_else(|| panic!("no worker= in {line}"))
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn redirect_reaches_a_target_on_another_worker() {
     let (_cluster, m) = cluster_and_mithril("threads 2");

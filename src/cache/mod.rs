@@ -21,6 +21,11 @@
 //!   the value the write replaces.
 //! - Admission in proportion to the hit ratio, counted per key count (see
 //!   [`Admission`]).
+//! - Stamps: the process-wide write epochs ([`epochs`]) of an entry's key
+//!   and unit as they were when its fill was armed. A fill is stored, and
+//!   an entry served, only while both are unchanged: a write through any
+//!   worker, a unit changing owner, a script that may write, all move them
+//!   before their client is answered.
 //!
 //! What it must never do: perform I/O, know about sessions or nodes, or
 //! grow past its budget by more than one entry. Everything here is O(1)
@@ -28,22 +33,32 @@
 //! small one is copied into the caller's reused arena).
 
 use bytes::{Bytes, BytesMut};
+use epochs::{Epochs, Stamp};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
 
 /// What an entry costs beyond its key and frame bytes: the map's slot, the
 /// two handles and the allocation's header, rounded up.
-pub const ENTRY_OVERHEAD: usize = 96;
+pub const ENTRY_OVERHEAD: usize = 104;
 /// The least an entry costs, whatever its sizes: a small key and frame sit
-/// inside the table's slot (104 bytes today), and the index and the dense
-/// array's growth add the rest. Measured with nil replies under 16-byte
-/// keys: 125 to 142 bytes of RSS an entry, where key + frame + 96 counted
-/// 117. Follows the slot's size, so a layout change moves it too.
+/// inside the table's slot (112 bytes today, 8 of them the entry's write
+/// epochs), and the index and the dense array's growth add the rest.
+/// Measured with nil replies under 16-byte keys, before the epochs: 125
+/// to 142 bytes of RSS an entry, where key + frame + 96 counted 117.
+/// Follows the slot's size, so a layout change moves it too.
 pub const ENTRY_FLOOR: usize = table::slot_size::<Entry>() + 40;
-// mithril.conf, mithril.conf(5) and doc/architecture.md say 144.
-const _: () = assert!(ENTRY_FLOOR == 144, "update the docs' least entry cost");
-/// Buckets the holds are counted in (a false share only delays a fill).
+// mithril.conf, mithril.conf(5) and doc/architecture.md say 152.
+const _: () = assert!(ENTRY_FLOOR == 152, "update the docs' least entry cost");
+/// Buckets the holds are counted in (a false share only delays a fill):
+/// a key's bucket is its epoch counter's index over 16.
 const HOLD_BUCKETS: usize = 4096;
+const _: () = assert!(HOLD_BUCKETS << 4 == epochs::KEY_COUNTERS);
+/// A hold (as [`ReplyCache::release`] takes it) of a unit, not a key: a
+/// script that may write, released at its reply.
+pub const HOLD_UNIT: u32 = 1 << 16;
+/// A hold of every unit: a FLUSHALL, or a keyless script that may write.
+pub const HOLD_ALL: u32 = 1 << 17;
 /// Most keys one [`ReplyCache::prefetch`] looks at.
 pub const PREFETCH_MAX: usize = 32;
 /// Most keys one command fills (an MGET past this is not cached).
@@ -240,6 +255,16 @@ struct Entry {
     frame: Stored,
     /// Milliseconds (the cache's clock) when it was stored.
     born: u64,
+    /// The write epochs of its key and unit when its fill was armed.
+    stamp: Stamp,
+}
+
+/// A fill on its way: its ticket, and the epochs it was armed under.
+#[derive(Clone, Copy)]
+struct Armed {
+    ticket: u32,
+    unit: u16,
+    stamp: Stamp,
 }
 
 struct Generation {
@@ -329,10 +354,13 @@ pub struct ReplyCache {
     cur: usize,
     budget: usize,
     max_age_ms: u64,
-    tickets: HashMap<Bytes, u32, Seeded>,
+    tickets: HashMap<Bytes, Armed, Seeded>,
     next_ticket: u32,
     holds: Box<[u16]>,
     seed: Seeded,
+    /// The process-wide write epochs (every worker's cache hashes keys
+    /// with the same seed, so a key's counter is the same everywhere).
+    epochs: Arc<Epochs>,
     pub admission: Admission,
     /// Every master is tracked: fills may be armed.
     pub fills_open: bool,
@@ -340,7 +368,7 @@ pub struct ReplyCache {
 }
 
 impl ReplyCache {
-    pub fn new(budget: usize, max_age_ms: u64, seed: u64) -> ReplyCache {
+    pub fn new(budget: usize, max_age_ms: u64, seed: u64, epochs: Arc<Epochs>) -> ReplyCache {
         let seed = Seeded(seed | 1);
         ReplyCache {
             gens: [
@@ -360,6 +388,7 @@ impl ReplyCache {
             next_ticket: 1,
             holds: vec![0u16; HOLD_BUCKETS].into_boxed_slice(),
             seed,
+            epochs,
             admission: Admission::default(),
             fills_open: false,
             stats: CacheStats::default(),
@@ -385,12 +414,19 @@ impl ReplyCache {
         self.gens[0].map.len() + self.gens[1].map.len()
     }
 
-    /// The reply stored for `key`, if it is younger than the max age, as a
-    /// handle: a large frame shared, a small one copied into `arena` (a
-    /// reused buffer of the reader's) and split off it. A hit in the old
-    /// generation moves to the current one.
-    pub fn get(&mut self, key: &[u8], now_ms: u64, arena: &mut BytesMut) -> Option<Bytes> {
-        self.find(key, now_ms, |f| f.handle(arena))
+    /// The reply stored for `key` (of unit `unit`), if it is younger than
+    /// the max age and no write or owner change moved its epochs since it
+    /// was armed, as a handle: a large frame shared, a small one copied
+    /// into `arena` (a reused buffer of the reader's) and split off it. A
+    /// hit in the old generation moves to the current one.
+    pub fn get(
+        &mut self,
+        key: &[u8],
+        unit: u16,
+        now_ms: u64,
+        arena: &mut BytesMut,
+    ) -> Option<Bytes> {
+        self.find(key, unit, now_ms, |f| f.handle(arena))
     }
 
     /// `f` of the reply stored for `key`, found as [`get`](Self::get)
@@ -398,28 +434,39 @@ impl ReplyCache {
     pub fn get_with<R>(
         &mut self,
         key: &[u8],
+        unit: u16,
         now_ms: u64,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<R> {
-        self.find(key, now_ms, |s| f(s.as_slice()))
+        self.find(key, unit, now_ms, |s| f(s.as_slice()))
     }
 
     /// The frame stored for `key`, as tests look at it.
     #[cfg(test)]
     pub fn get_slice(&mut self, key: &[u8], now_ms: u64) -> Option<&[u8]> {
-        self.find(key, now_ms, |_| ())?;
+        self.find(key, 0, now_ms, |_| ())?;
         let h = self.hash(key);
         let e = self.gens.iter().find_map(|g| g.map.get(h, key))?;
         Some(e.frame.as_slice())
     }
 
     /// One lookup: `f` of the fresh entry for `key`, which moves to the
-    /// current generation if it was in the old one; a stale one goes.
-    fn find<R>(&mut self, key: &[u8], now_ms: u64, f: impl FnOnce(&Stored) -> R) -> Option<R> {
+    /// current generation if it was in the old one; a stale one goes (too
+    /// old, or its epochs moved).
+    fn find<R>(
+        &mut self,
+        key: &[u8],
+        unit: u16,
+        now_ms: u64,
+        f: impl FnOnce(&Stored) -> R,
+    ) -> Option<R> {
         let max_age = self.max_age_ms;
-        let fresh = |e: &Entry| max_age == 0 || now_ms.saturating_sub(e.born) <= max_age;
-        let cur = self.cur;
         let h = self.hash(key);
+        let stamp = self.epochs.stamp(Epochs::key_index(h), unit);
+        let fresh = |e: &Entry| {
+            e.stamp == stamp && (max_age == 0 || now_ms.saturating_sub(e.born) <= max_age)
+        };
+        let cur = self.cur;
         if let Some(e) = self.gens[cur].map.get(h, key) {
             if fresh(e) {
                 return Some(f(&e.frame));
@@ -448,9 +495,7 @@ impl ReplyCache {
     }
 
     fn bucket(&self, key: &[u8]) -> usize {
-        // The top bits (a table indexes by the low ones): they depend on
-        // every bit of the key.
-        (self.hash(key) >> 52) as usize % HOLD_BUCKETS
+        bucket_of(Epochs::key_index(self.hash(key)))
     }
 
     /// Start loading what lookups of `keys` will read (see
@@ -470,6 +515,7 @@ impl ReplyCache {
             for g in &self.gens {
                 g.map.prefetch_index(*h);
             }
+            self.epochs.prefetch(Epochs::key_index(*h));
         }
         if n < 2 {
             return hashes[..n].first().copied();
@@ -488,9 +534,10 @@ impl ReplyCache {
         }
     }
 
-    /// Arm a fill ticket for `key` after a miss of a command of `keys`
-    /// keys. The ticket's number travels with the request.
-    pub fn arm(&mut self, key: &[u8], keys: usize) -> Result<u32, NoFill> {
+    /// Arm a fill ticket for `key` (of unit `unit`) after a miss of a
+    /// command of `keys` keys. The ticket's number travels with the
+    /// request; the epochs it is armed under stay with the ticket.
+    pub fn arm(&mut self, key: &[u8], keys: usize, unit: u16) -> Result<u32, NoFill> {
         if !self.fills_open {
             return Err(NoFill::Paused);
         }
@@ -505,12 +552,18 @@ impl ReplyCache {
         if self.tickets.contains_key(key) {
             return Err(NoFill::Pending);
         }
-        if self.holds[self.bucket(key)] > 0 {
+        let index = Epochs::key_index(self.hash(key));
+        if self.holds[bucket_of(index)] > 0 {
             return Err(NoFill::Held);
         }
         let t = self.next_ticket;
         self.next_ticket = self.next_ticket.wrapping_add(1).max(1);
-        self.tickets.insert(Bytes::copy_from_slice(key), t);
+        let armed = Armed {
+            ticket: t,
+            unit,
+            stamp: self.epochs.stamp(index, unit),
+        };
+        self.tickets.insert(Bytes::copy_from_slice(key), armed);
         self.stats.fills_admitted += 1;
         Ok(t)
     }
@@ -522,6 +575,7 @@ impl ReplyCache {
         &mut self,
         keys: impl Iterator<Item = &'k [u8]> + Clone,
         n: usize,
+        unit: u16,
     ) -> Option<u32> {
         if !self.fills_open {
             return None;
@@ -539,7 +593,13 @@ impl ReplyCache {
         self.next_ticket = self.next_ticket.wrapping_add(1).max(1);
         for k in keys {
             if armable(self, k) {
-                self.tickets.insert(Bytes::copy_from_slice(k), t);
+                let stamp = self.epochs.stamp(Epochs::key_index(self.hash(k)), unit);
+                let armed = Armed {
+                    ticket: t,
+                    unit,
+                    stamp,
+                };
+                self.tickets.insert(Bytes::copy_from_slice(k), armed);
             }
         }
         self.stats.fills_admitted += 1;
@@ -548,17 +608,27 @@ impl ReplyCache {
 
     /// Give a ticket up (its reply was an error, or went elsewhere).
     pub fn cancel(&mut self, key: &[u8], ticket: u32) {
-        if self.tickets.get(key) == Some(&ticket) {
+        if self.tickets.get(key).is_some_and(|a| a.ticket == ticket) {
             self.tickets.remove(key);
         }
     }
 
-    /// The reply to a ticket's request: stored if the ticket still stands.
+    /// The reply to a ticket's request: stored if the ticket still stands
+    /// and its epochs have not moved since it was armed (a write, through
+    /// any worker, may have reached the node after this read).
     pub fn fill(&mut self, key: &[u8], ticket: u32, frame: &[u8], now_ms: u64) -> bool {
-        if self.tickets.get(key) != Some(&ticket) {
+        let Some(armed) = self.tickets.get(key).copied() else {
+            return false;
+        };
+        if armed.ticket != ticket {
             return false;
         }
         self.tickets.remove(key);
+        let h = self.hash(key);
+        if self.epochs.stamp(Epochs::key_index(h), armed.unit) != armed.stamp {
+            self.stats.poisoned += 1;
+            return false;
+        }
         let c = cost(key, frame);
         if c > self.budget / 2 {
             return false; // larger than a generation: never cached
@@ -566,9 +636,9 @@ impl ReplyCache {
         let e = Entry {
             frame: Stored::new(frame),
             born: now_ms,
+            stamp: armed.stamp,
         };
         let k = CacheKey::new(key);
-        let h = self.hash(key);
         self.remove_hashed(h, key);
         let cur = self.cur;
         self.gens[cur].bytes += c;
@@ -616,19 +686,57 @@ impl ReplyCache {
     }
 
     /// A write of `key` was dispatched: invalidate it and hold it until
-    /// [`release`](Self::release) of the bucket returned.
-    pub fn hold(&mut self, key: &[u8]) -> u16 {
+    /// [`release`](Self::release) of what is returned (its epoch
+    /// counter's index).
+    pub fn hold(&mut self, key: &[u8]) -> u32 {
         self.invalidate(key);
         self.stats.write_invalidations += 1;
-        let b = self.bucket(key);
+        let index = Epochs::key_index(self.hash(key));
+        let b = bucket_of(index);
         self.holds[b] = self.holds[b].saturating_add(1);
-        b as u16
+        index
     }
 
-    pub fn release(&mut self, bucket: u16) {
-        if let Some(h) = self.holds.get_mut(bucket as usize) {
-            *h = h.saturating_sub(1);
+    /// A script that may write was dispatched on `unit`: no worker serves
+    /// an entry of that unit armed before now, and none armed until its
+    /// reply ([`release`](Self::release) of what is returned) is kept.
+    pub fn hold_unit(&mut self, unit: u16) -> u32 {
+        self.epochs.bump_unit(unit);
+        HOLD_UNIT | u32::from(unit)
+    }
+
+    /// [`hold_unit`](Self::hold_unit) of every unit (a flush, a keyless
+    /// script that may write).
+    pub fn hold_all(&mut self) -> u32 {
+        self.epochs.bump_all_units();
+        HOLD_ALL
+    }
+
+    /// The write of a hold was answered (or its session went): its
+    /// epochs move, so no worker serves what was cached before it, and a
+    /// key's fills may be armed again here.
+    pub fn release(&mut self, hold: u32) {
+        if hold & HOLD_ALL != 0 {
+            self.epochs.bump_all_units();
+        } else if hold & HOLD_UNIT != 0 {
+            self.epochs.bump_unit(hold as u16);
+        } else {
+            if let Some(h) = self.holds.get_mut(bucket_of(hold)) {
+                *h = h.saturating_sub(1);
+            }
+            self.epochs.bump_key(hold);
         }
+    }
+
+    /// Unit `unit` changed owner (a new map, a redirect): whatever any
+    /// worker cached of it goes, and fills on their way are not kept.
+    pub fn unit_moved(&self, unit: u16) {
+        self.epochs.bump_unit(unit);
+    }
+
+    /// Keys may have changed units (a ring rebuilt): every entry goes.
+    pub fn units_remapped(&self) {
+        self.epochs.bump_all_keys();
     }
 
     /// Forget everything, and poison every fill on its way.
@@ -662,6 +770,11 @@ impl ReplyCache {
     }
 }
 
+fn bucket_of(index: u32) -> usize {
+    (index as usize >> 4) % HOLD_BUCKETS
+}
+
+pub mod epochs;
 mod table;
 pub mod tracking;
 

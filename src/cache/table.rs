@@ -232,7 +232,7 @@ impl<V> Table<V> {
 
 /// Prefetch every cache line of `len` bytes at `p`.
 #[inline]
-fn prefetch(p: *const u8, len: usize) {
+pub(super) fn prefetch(p: *const u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     {
         let first = p as usize & !63;

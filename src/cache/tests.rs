@@ -1,13 +1,13 @@
 use super::*;
 
 fn open(budget: usize) -> ReplyCache {
-    let mut c = ReplyCache::new(budget, 0, 7);
+    let mut c = ReplyCache::new(budget, 0, 7, Default::default());
     c.fills_open = true;
     c
 }
 
 fn filled(c: &mut ReplyCache, key: &[u8], frame: &[u8]) {
-    let t = c.arm(key, 1).expect("armed");
+    let t = c.arm(key, 1, 0).expect("armed");
     assert!(c.fill(key, t, frame, 0));
 }
 
@@ -26,8 +26,8 @@ fn a_filled_key_hits_until_it_is_invalidated() {
 #[test]
 fn one_ticket_per_key_and_only_that_ticket_fills() {
     let mut c = open(1 << 20);
-    let t = c.arm(b"k", 1).unwrap();
-    assert_eq!(c.arm(b"k", 1), Err(NoFill::Pending));
+    let t = c.arm(b"k", 1, 0).unwrap();
+    assert_eq!(c.arm(b"k", 1, 0), Err(NoFill::Pending));
     assert!(!c.fill(b"k", t.wrapping_add(1), b"$1\r\nx\r\n", 0));
     assert!(c.fill(b"k", t, b"$1\r\nv\r\n", 0));
     // The ticket is spent: a second reply cannot fill.
@@ -38,13 +38,13 @@ fn one_ticket_per_key_and_only_that_ticket_fills() {
 #[test]
 fn an_invalidation_racing_a_fill_poisons_it() {
     let mut c = open(1 << 20);
-    let t = c.arm(b"k", 1).unwrap();
+    let t = c.arm(b"k", 1, 0).unwrap();
     c.invalidate(b"k");
     assert!(!c.fill(b"k", t, b"$3\r\nold\r\n", 0));
     assert_eq!(c.get_slice(b"k", 0), None);
     assert_eq!(c.stats.poisoned, 1);
     // A later ticket is a new one; the poisoned reply cannot use it.
-    let t2 = c.arm(b"k", 1).unwrap();
+    let t2 = c.arm(b"k", 1, 0).unwrap();
     assert_ne!(t, t2);
     assert!(!c.fill(b"k", t, b"$3\r\nold\r\n", 0));
     assert!(c.fill(b"k", t2, b"$3\r\nnew\r\n", 0));
@@ -56,16 +56,16 @@ fn a_held_key_arms_no_ticket_until_released() {
     filled(&mut c, b"k", b"$1\r\nv\r\n");
     let b = c.hold(b"k");
     assert_eq!(c.get_slice(b"k", 0), None, "the write invalidated it");
-    assert_eq!(c.arm(b"k", 1), Err(NoFill::Held));
+    assert_eq!(c.arm(b"k", 1, 0), Err(NoFill::Held));
     let b2 = c.hold(b"k");
     c.release(b);
     assert_eq!(
-        c.arm(b"k", 1),
+        c.arm(b"k", 1, 0),
         Err(NoFill::Held),
         "one write still holds it"
     );
     c.release(b2);
-    assert!(c.arm(b"k", 1).is_ok());
+    assert!(c.arm(b"k", 1, 0).is_ok());
 }
 
 #[test]
@@ -96,16 +96,16 @@ fn generations_flip_under_the_budget_and_keep_what_is_read() {
 #[test]
 fn a_reply_larger_than_a_generation_is_not_cached() {
     let mut c = open(1000);
-    let t = c.arm(b"k", 1).unwrap();
+    let t = c.arm(b"k", 1, 0).unwrap();
     assert!(!c.fill(b"k", t, &[b'x'; 600], 0));
     assert_eq!(c.entries(), 0);
 }
 
 #[test]
 fn entries_older_than_the_max_age_are_not_served() {
-    let mut c = ReplyCache::new(1 << 20, 100, 1);
+    let mut c = ReplyCache::new(1 << 20, 100, 1, Default::default());
     c.fills_open = true;
-    let t = c.arm(b"k", 1).unwrap();
+    let t = c.arm(b"k", 1, 0).unwrap();
     assert!(c.fill(b"k", t, b"$1\r\nv\r\n", 1000));
     assert!(c.get_slice(b"k", 1100).is_some());
     assert!(c.get_slice(b"k", 1101).is_none());
@@ -116,7 +116,7 @@ fn entries_older_than_the_max_age_are_not_served() {
 fn a_flush_forgets_everything_and_poisons_fills() {
     let mut c = open(1 << 20);
     filled(&mut c, b"a", b"$1\r\n1\r\n");
-    let t = c.arm(b"b", 1).unwrap();
+    let t = c.arm(b"b", 1, 0).unwrap();
     c.flush();
     assert!(c.is_empty());
     assert!(!c.fill(b"b", t, b"$1\r\n2\r\n", 0));
@@ -125,8 +125,8 @@ fn a_flush_forgets_everything_and_poisons_fills() {
 
 #[test]
 fn paused_fills_arm_nothing() {
-    let mut c = ReplyCache::new(1 << 20, 0, 1);
-    assert_eq!(c.arm(b"k", 1), Err(NoFill::Paused));
+    let mut c = ReplyCache::new(1 << 20, 0, 1, Default::default());
+    assert_eq!(c.arm(b"k", 1, 0), Err(NoFill::Paused));
 }
 
 #[test]
@@ -171,18 +171,18 @@ fn hashing_a_key_and_its_bytes_handle_agree() {
 #[test]
 fn one_ticket_covers_the_keys_of_an_mget_that_can_fill() {
     let mut c = open(1 << 20);
-    let pending = c.arm(b"b", 1).unwrap();
+    let pending = c.arm(b"b", 1, 0).unwrap();
     let held = c.hold(b"c");
     let keys: [&[u8]; 3] = [b"a", b"b", b"c"];
-    let t = c.arm_all(keys.iter().copied(), 3).expect("a is armable");
+    let t = c.arm_all(keys.iter().copied(), 3, 0).expect("a is armable");
     assert!(c.fill(b"a", t, b"$1\r\n1\r\n", 0));
     assert!(!c.fill(b"b", t, b"$1\r\n2\r\n", 0), "b has its own ticket");
     assert!(c.fill(b"b", pending, b"$1\r\n2\r\n", 0));
     assert!(!c.fill(b"c", t, b"$1\r\n3\r\n", 0), "c is held");
     c.release(held);
     // Nothing armable: no ticket at all.
-    let t2 = c.arm(b"x", 1).unwrap();
-    assert_eq!(c.arm_all([&b"x"[..]].into_iter(), 1), None);
+    let t2 = c.arm(b"x", 1, 0).unwrap();
+    assert_eq!(c.arm_all([&b"x"[..]].into_iter(), 1, 0), None);
     c.cancel(b"x", t2);
 }
 
@@ -207,8 +207,8 @@ fn a_small_hit_is_copied_into_the_arena_and_a_large_one_shared() {
     filled(&mut c, b"l", large.as_bytes());
     let mut arena = BytesMut::with_capacity(256);
     let start = arena.as_ptr();
-    let a = c.get(b"s", 0, &mut arena).expect("hit");
-    let b = c.get(b"s", 0, &mut arena).expect("hit");
+    let a = c.get(b"s", 0, 0, &mut arena).expect("hit");
+    let b = c.get(b"s", 0, 0, &mut arena).expect("hit");
     assert_eq!((&a[..], &b[..]), (&small[..], &small[..]));
     // Copied one after the other into the arena.
     assert_eq!(a.as_ptr(), start);
@@ -218,8 +218,8 @@ fn a_small_hit_is_copied_into_the_arena_and_a_large_one_shared() {
     arena.reserve(256);
     assert_eq!(arena.as_ptr(), start, "the buffer is reused");
     // A large frame is one allocation, shared by every hit.
-    let x = c.get(b"l", 0, &mut arena).expect("hit");
-    let y = c.get(b"l", 0, &mut arena).expect("hit");
+    let x = c.get(b"l", 0, 0, &mut arena).expect("hit");
+    let y = c.get(b"l", 0, 0, &mut arena).expect("hit");
     assert_eq!(&x[..], large.as_bytes());
     assert_eq!(x.as_ptr(), y.as_ptr());
     assert!(arena.is_empty());

@@ -246,10 +246,10 @@ pub struct Session {
     pub net_in: u64,
     pub net_out: u64,
     /// Reply cache holds of this session's writes in flight: (the write's
-    /// ring sequence, the hold bucket), released when it is answered
-    /// (`worker/cache/mod.rs`). `cache::TXN_HOLD` marks a queued command's,
-    /// until its EXEC.
-    pub holds: Vec<(u64, u16)>,
+    /// ring sequence, the hold as `ReplyCache::release` takes it),
+    /// released when it is answered (`worker/cache/mod.rs`).
+    /// `cache::TXN_HOLD` marks a queued command's, until its EXEC.
+    pub holds: Vec<(u64, u32)>,
     /// CLIENT TRACKING, while on (`worker/tracking.rs`).
     pub tracking: Option<Box<crate::cache::tracking::ClientTracking>>,
     /// The worker and session REDIRECT names (`Key::NONE`: none).

@@ -276,6 +276,11 @@ pub struct Shared {
     pub pipes: pipe::Pipes,
     /// The MONITOR clients of every worker (`shared::monitor`).
     pub monitors: monitor::Monitors,
+    /// The reply caches' write epochs (`cache::epochs`), and the seed
+    /// every worker's cache hashes keys with (the same everywhere, so a
+    /// key has one counter; random per process).
+    pub cache_epochs: Arc<crate::cache::epochs::Epochs>,
+    pub cache_seed: u64,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

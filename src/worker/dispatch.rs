@@ -217,7 +217,7 @@ impl Worker {
             | Decision::Eval {
                 unit: Some(unit), ..
             } if self.cache.tracked_read && crate::cache::tracking::is_script(cmd.name) => {
-                let holds = self.cache_write(key, cmd, &args, false);
+                let holds = self.cache_write(key, cmd, &args, (false, Some(unit)));
                 if cmd.route == crate::command::Route::Eval {
                     self.note_eval(&args);
                 }
@@ -259,15 +259,20 @@ impl Worker {
         // The rest look at the arguments while handing the frame on.
         let held = frame.clone();
         let args = &Args { buf: &held, ranges };
+        let unit = match decision {
+            Decision::Unit { unit, .. } => Some(unit),
+            Decision::Eval { unit, .. } => unit,
+            _ => None,
+        };
         let holds = match &decision {
             Decision::Unit { .. }
             | Decision::Fanout(_)
             | Decision::Eval { .. }
             | Decision::Lease { .. }
             | Decision::Pinned
-            | Decision::Wide(_) => self.cache_write(key, cmd, args, false),
+            | Decision::Wide(_) => self.cache_write(key, cmd, args, (false, unit)),
             Decision::Queue { .. } => {
-                self.cache_write(key, cmd, args, true);
+                self.cache_write(key, cmd, args, (true, unit));
                 false
             }
             Decision::Txn(TxnOp::Exec) => {

@@ -279,12 +279,7 @@ impl Worker {
             pipes: pipes::PipeState::new(&shared),
             monitor: Default::default(),
             replfeed: replfeed::FeedState::default(),
-            cache: cache::CacheState::new(&shared, id, {
-                use std::hash::{BuildHasher, Hasher};
-                std::collections::hash_map::RandomState::new()
-                    .build_hasher()
-                    .finish()
-            }),
+            cache: cache::CacheState::new(&shared),
             #[cfg(debug_assertions)]
             test_retry_wait: None,
             shared,
@@ -540,9 +535,11 @@ impl Worker {
     #[cold]
     #[inline(never)]
     fn install_topology(&mut self, cx: &mut Context<'_, Timer>) {
+        let old = self.place.map().clone();
         let retired = self.place.install(self.shared.topology.load());
         self.retire_connections(cx, retired);
         if self.cache.on {
+            self.cache_map_changed(&old);
             self.cache_masters(cx);
         }
         self.subscribers_follow_topology(cx);

@@ -332,11 +332,15 @@ impl Worker {
                 crate::debug_sampled!(target: "mithril::worker", "worker {}: MOVED {slot} {addr}", self.id);
                 self.shared.topology.request_refresh();
                 self.place.learn_moved(slot, addr);
+                // The slot changed owner: no worker keeps what it cached
+                // of it, and fills on their way are not stored.
+                self.cache.cache.unit_moved(slot);
                 (addr, false)
             }
             Redirect::Ask { slot, addr } => {
                 self.obs.stats.counters.ask += 1; // observe
                 crate::debug_sampled!(target: "mithril::worker", "worker {}: ASK {slot} {addr}", self.id);
+                self.cache.cache.unit_moved(slot);
                 (addr, true)
             }
             Redirect::Unresolved { slot, ask } => {

@@ -7,6 +7,13 @@
 //! masters, empties the cache, and fills wait until every master has a
 //! tracker with a known id again (see `cache/`).
 //!
+//! A tracker's silence counts as its loss: every tick (100 ms) an idle
+//! tracker with a known id is sent a PING, and one that has let a request
+//! wait [`TRACKER_SILENCE`] with nothing at all arriving (its master
+//! frozen, or cut off) is closed as lost, so the cache stops answering
+//! from what that tracker was to keep current within about 0.5 s of the
+//! master's last word, long before a failover could promote a replica.
+//!
 //! BCAST clients have trackers of their own (`Role::Tracker` too, one per
 //! master per worker, in `CacheState::bcast_trackers`): a connection in
 //! `CLIENT TRACKING ON BCAST` that nothing redirects to, so its pushes are
@@ -36,6 +43,13 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 const BCAST_ON: &[u8] = b"*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n";
+const PING: &[u8] = b"*1\r\n$4\r\nPING\r\n";
+/// How long a tracker may leave a request (its heartbeat) unanswered, with
+/// no byte arriving, before it counts as lost. Measured by the tick's
+/// sweep, so a silent master is noticed 300 to 500 ms after its last
+/// reply (the PING goes out at most a tick after it, the sweep sees the
+/// wait from the next tick on).
+pub const TRACKER_SILENCE: Duration = Duration::from_millis(200);
 /// How long the trackers stay once neither the cache nor any client's
 /// tracking needs them.
 const TRACKER_LINGER: Duration = Duration::from_secs(5);
@@ -70,6 +84,7 @@ impl Worker {
         if self.cache.hooked {
             self.cache.unhooked = None;
             self.cache_masters(cx);
+            self.trackers_heartbeat(cx);
         } else if !self.cache.trackers.is_empty() {
             // Kept TRACKER_LINGER more: a client that turns tracking off
             // and on again reads with trackers that are up (a read before
@@ -85,6 +100,37 @@ impl Worker {
         }
         self.bcast_tick(cx);
         self.cache.update_open();
+    }
+
+    /// Each tracker with a known id: lost when it has left a request
+    /// unanswered for `TRACKER_SILENCE`, else sent a PING when idle.
+    fn trackers_heartbeat(&mut self, cx: &mut Context<'_, Timer>) {
+        let now = cx.now;
+        let mut silent = Vec::new();
+        for i in 0..self.cache.trackers.len() {
+            let t = &self.cache.trackers[i];
+            if t.id == 0 {
+                continue;
+            }
+            let conn = t.conn;
+            let Some(b) = self.backends.get_mut(conn) else {
+                continue;
+            };
+            if b.stalled_for(now) > TRACKER_SILENCE {
+                silent.push(conn);
+            } else if b.in_flight() == 0 {
+                b.enqueue(InFlight::new(
+                    Key::NONE,
+                    0,
+                    Bytes::from_static(PING),
+                    Purpose::Reload,
+                ));
+                self.mark_backend_dirty(conn);
+            }
+        }
+        for conn in silent {
+            self.backend_failed(cx, conn, "silent: no reply to its heartbeat");
+        }
     }
 
     /// The BCAST trackers close `BCAST_LINGER` after the last BCAST

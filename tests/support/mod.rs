@@ -70,6 +70,16 @@ pub fn cluster_and_mithril(extra_conf: &str) -> (RedisCluster, Mithril) {
     (cluster, m)
 }
 
+/// The worker a connection is served by (the `worker=` field of its
+/// CLIENT INFO line).
+pub fn worker_of(c: &mut Conn) -> String {
+    let line = c.cmd(&["CLIENT", "INFO"]).as_str().to_string();
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("worker="))
+        .unwrap_or_else(|| panic!("no worker= in {line:?}"))
+        .to_string()
+}
+
 /// A process-wide random u64 (std seeds `RandomState` from the OS).
 pub fn random_u64() -> u64 {
     let mut h = RandomState::new().build_hasher();

@@ -55,7 +55,7 @@ impl Worker {
 
     /// Send `req` of `session` (at `seq` if it has its ring slot) on its
     /// connection of `pool`, as `plain`; when a fill is admitted for its
-    /// keys, preceded by the opt-in and as `filling(ticket)`.
+    /// keys (of `unit`), preceded by the opt-in and as `filling(ticket)`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn send_filling(
         &mut self,
@@ -64,7 +64,7 @@ impl Worker {
         session: Key,
         seq: Option<u64>,
         req: Bytes,
-        plain: Purpose,
+        (plain, unit): (Purpose, u16),
         filling: impl FnOnce(u32) -> Purpose,
     ) {
         let tracker = self.fill_tracker(session, pool);
@@ -72,10 +72,12 @@ impl Worker {
         let multi = !keys.next().is_some_and(|c| c.eq_ignore_ascii_case(b"get"));
         let ticket = match (tracker, multi) {
             (0, _) => None,
-            (_, false) => keys.next().and_then(|k| self.cache.cache.arm(k, 1).ok()),
+            (_, false) => keys
+                .next()
+                .and_then(|k| self.cache.cache.arm(k, 1, unit).ok()),
             (_, true) => {
                 let n = keys.clone().count();
-                self.cache.cache.arm_all(keys, n)
+                self.cache.cache.arm_all(keys, n, unit)
             }
         };
         match ticket {

@@ -24,10 +24,18 @@
 //! tracker whose id is known again; a shared connection re-enables its
 //! tracking toward the new id before its next fill.
 //!
+//! Across workers, the process-wide write epochs (`crate::cache::epochs`):
+//! a write's reply moves its keys' counters before it is delivered, a
+//! script that may write moves its unit's at dispatch and at its reply, a
+//! FLUSHALL every unit's, a new map the units whose master changed, a
+//! MOVED or ASK its slot's. An entry is served only while the counters it
+//! was armed under stand, so no worker answers a value older than a write
+//! acknowledged through any worker.
+//!
 //! Not filled: replica reads (read splitting on), redirected or retried
 //! GETs, error replies. Sessions of another worker are served by that
-//! worker's cache; a write sent through another worker reaches this one's
-//! cache by the node's invalidation, as a write sent directly to a node.
+//! worker's cache; a write made directly on a node reaches it as the
+//! node's invalidation.
 //!
 //! Layout: this file holds the cache's state, the lookups and the writes'
 //! holds; `fill` the fills and the opt-in they are sent behind.
@@ -124,12 +132,14 @@ pub struct CacheState {
 }
 
 impl CacheState {
-    pub fn new(shared: &crate::shared::Shared, worker: usize, seed: u64) -> CacheState {
+    pub fn new(shared: &crate::shared::Shared) -> CacheState {
         let (budget, age) = limits(shared);
         let max_keys = table_share(shared);
+        let seed = shared.cache_seed;
+        let epochs = shared.cache_epochs.clone();
         CacheState {
             on: false,
-            cache: ReplyCache::new(budget, age, seed ^ (worker as u64).wrapping_mul(0x9E37)),
+            cache: ReplyCache::new(budget, age, seed, epochs),
             trackers: Vec::new(),
             bcast_trackers: Vec::new(),
             bcast_idle: None,
@@ -353,7 +363,7 @@ impl Worker {
             }
             return self.forward_unit(cx, key, slot, read, frame);
         }
-        if let Some(hit) = self.lookup_all(key, keys, multi, proto) {
+        if let Some(hit) = self.lookup_all(key, slot, keys, multi, proto) {
             return self.reply(key, hit);
         }
         if read && self.place.reads_replicas() && !self.cache.tracked_read {
@@ -362,7 +372,8 @@ impl Worker {
         let Some(pool) = self.place.master(slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
-        self.send_filling(cx, pool, key, None, frame, Purpose::Client, Purpose::Fill);
+        let plain = (Purpose::Client, slot);
+        self.send_filling(cx, pool, key, None, frame, plain, Purpose::Fill);
     }
 
     /// One part of a cross-slot MGET: folded in now when every key hits,
@@ -394,7 +405,7 @@ impl Worker {
             };
         }
         let held = req.clone();
-        if let Some(hit) = self.lookup_all(key, frame_args(&held).skip(1), true, proto) {
+        if let Some(hit) = self.lookup_all(key, slot, frame_args(&held).skip(1), true, proto) {
             return self.fold_part(cx, key, seq, part, hit);
         }
         let Some(pool) = self.place.master(slot, proto) else {
@@ -408,14 +419,24 @@ impl Worker {
             return self.send_to_pool(cx, pool, f);
         };
         let fill = move |t| Purpose::FillPart(short, t);
-        self.send_filling(cx, pool, key, Some(seq), req, Purpose::Part(part), fill);
+        self.send_filling(
+            cx,
+            pool,
+            key,
+            Some(seq),
+            req,
+            (Purpose::Part(part), slot),
+            fill,
+        );
     }
 
-    /// Look every key up (a lookup of as many keys as there are): the
-    /// reply when all of them hit, the GET's frame or an MGET's array.
+    /// Look every key (all of unit `unit`) up (a lookup of as many keys
+    /// as there are): the reply when all of them hit, the GET's frame or
+    /// an MGET's array.
     fn lookup_all<'k>(
         &mut self,
         session: Key,
+        unit: u16,
         keys: impl Iterator<Item = &'k [u8]> + Clone,
         multi: bool,
         proto: Proto,
@@ -430,7 +451,7 @@ impl Worker {
             // Full within a batch (its frames not written yet): a new
             // buffer; the old one goes with the last of its frames.
             let arena = self.sessions.get_mut(session)?.hit_arena.room(INLINE_FRAME);
-            let hit = keys.clone().next().and_then(|k| c.get(k, now, arena));
+            let hit = keys.clone().next().and_then(|k| c.get(k, unit, now, arena));
             let hit_now = hit.is_some();
             c.admission.record(1, hit_now);
             if let Some(h) = hit {
@@ -456,7 +477,7 @@ impl Worker {
                     arena.extend_from_slice(reply_of(h, proto));
                 }
             };
-            match c.get_with(k, now, copy) {
+            match c.get_with(k, unit, now, copy) {
                 Some(()) => found += 1,
                 None => all = false,
             }
@@ -472,25 +493,36 @@ impl Worker {
     }
 
     /// At dispatch, before the decision is applied: a write forgets its
-    /// keys and holds them until its reply (`seq`); FLUSHALL/FLUSHDB
-    /// forget everything. Returns whether holds were taken.
+    /// keys and holds them until its reply (`seq`); a script that may
+    /// write holds its whole unit (`unit`; every unit when it has none);
+    /// FLUSHALL/FLUSHDB forget everything and hold every unit. Returns
+    /// whether holds were taken.
     pub(super) fn cache_write(
         &mut self,
         key: Key,
         cmd: &'static Command,
         args: &Args,
-        queued: bool,
+        (queued, unit): (bool, Option<u16>),
     ) -> bool {
         let Some(next) = self.sessions.get(key).map(|s| s.ring.next_seq()) else {
             return false;
         };
+        let seq = if queued { TXN_HOLD } else { next };
         if cmd.route == Route::ClusterWide(command::Wide::Flushall) {
             self.cache.cache.flush();
             // Queued: tracking clients hear of it after EXEC's reply.
             if !queued {
                 self.tracking_flush(Some((key, next)));
             }
-            return false;
+            // Every other worker's entries go at the flush's reply.
+            if !self.cache.on {
+                return false;
+            }
+            let hold = self.cache.cache.hold_all();
+            if let Some(s) = self.sessions.get_mut(key) {
+                s.holds.push((seq, hold));
+            }
+            return !queued;
         }
         // Scripts carry no WRITE flag: EVAL, EVALSHA and FCALL may write
         // their declared keys (their _RO forms may not).
@@ -509,11 +541,21 @@ impl Worker {
         if !self.cache.on {
             return false;
         }
+        // A script may write keys it did not declare (in its slot, or
+        // anywhere on its node when it declared none): it holds its unit.
+        let unit_hold = (crate::command::known::script_may_write(cmd) && !no_writes_shebang(args))
+            .then(|| match unit {
+                Some(u) => self.cache.cache.hold_unit(u),
+                None => self.cache.cache.hold_all(),
+            });
         let Some(s) = self.sessions.get_mut(key) else {
             return false;
         };
-        let seq = if queued { TXN_HOLD } else { next };
         let mut any = false;
+        if let Some(h) = unit_hold {
+            s.holds.push((seq, h));
+            any = true;
+        }
         for i in command::keys(cmd, args) {
             if let Some(k) = args.get(i) {
                 let b = self.cache.cache.hold(k);
@@ -561,15 +603,67 @@ impl Worker {
         }
     }
 
+    /// A new map was installed over `old`: a unit of the cached pool whose
+    /// master changed drops what every worker cached of it (a nil too: the
+    /// new owner never tracked it); a ring rebuilt moves keys between
+    /// units, so everything cached goes.
+    pub(super) fn cache_map_changed(&mut self, old: &crate::topology::Topology) {
+        use crate::topology::snapshot::Layout;
+        let new = self.place.map().clone();
+        let (Some(a), Some(b)) = (old.pools.first(), new.pools.first()) else {
+            return;
+        };
+        let master = |m: &crate::topology::Topology, unit: u16| {
+            m.shard_of(unit)
+                .and_then(|s| m.master_of(s))
+                .map(|n| n.addr)
+        };
+        match (&a.layout, &b.layout) {
+            (Layout::Cluster, Layout::Cluster) if a.base == b.base => {
+                let units = b.base..b.base.saturating_add(b.units.min(1 << 16) as u16);
+                for unit in units {
+                    if master(old, unit) != master(&new, unit) {
+                        self.cache.cache.unit_moved(unit);
+                    }
+                }
+            }
+            _ => {
+                let servers =
+                    |m: &crate::topology::Topology, p: &crate::topology::snapshot::PoolMap| {
+                        p.shards
+                            .clone()
+                            .map(|s| m.master_of(s).map(|n| n.addr))
+                            .collect::<Vec<_>>()
+                    };
+                if a != b || servers(old, a) != servers(&new, b) {
+                    self.cache.cache.units_remapped();
+                }
+            }
+        }
+    }
+
     /// A session closes: its holds go (nobody is left to read its writes).
-    pub(super) fn cache_forget_session(&mut self, holds: Vec<(u64, u16)>) {
+    pub(super) fn cache_forget_session(&mut self, holds: Vec<(u64, u32)>) {
         for (_, b) in holds {
             self.cache.cache.release(b);
         }
     }
 }
 
-fn release_seq(cache: &mut ReplyCache, holds: &mut Vec<(u64, u16)>, seq: u64) {
+/// An EVAL whose script declares `#!lua flags=no-writes` (or any
+/// shebang naming no-writes): it writes nothing, like EVAL_RO.
+fn no_writes_shebang(args: &Args) -> bool {
+    let Some(body) = args.get(1) else {
+        return false;
+    };
+    if !body.starts_with(b"#!") {
+        return false;
+    }
+    let line = body.split(|&b| b == b'\n').next().unwrap_or_default();
+    line.windows(9).any(|w| w == b"no-writes")
+}
+
+fn release_seq(cache: &mut ReplyCache, holds: &mut Vec<(u64, u32)>, seq: u64) {
     holds.retain(|&(q, b)| {
         if q == seq {
             cache.release(b);
