@@ -127,7 +127,7 @@ fn each_mode_against_each_command_class() {
         w.cmd(&["MGET", "app:1", "app:2"]),
         Reply::Array(Some(vec![bulk("one"), bulk("two")]))
     );
-    // Scripts may reach undeclared keys: refused with limited keys.
+    // No script call: it would run with the backend user's rights.
     assert_eq!(w.cmd(&["EVAL", "return 1", "0"]), noperm_cmd("eval"));
 
     // %R~ / %W~: read and write patterns by the command's mode.
@@ -402,18 +402,20 @@ user admin on >a-pw mode admin
     let sha = a.cmd(&["SCRIPT", "LOAD", get]).as_str().to_string();
     assert_eq!(a.cmd(&["FUNCTION", "LOAD", lib]), bulk("acl"));
 
-    // read: the read-only calls and looking, nothing that writes or loads.
+    // No script call but an admin's: a script runs on the node with the
+    // backend user's rights (issue 30, tests/security_scripts.rs). read:
+    // looking, nothing that writes or loads.
     let mut r = login(&m, "reader", "r-pw");
-    assert_eq!(r.cmd(&["EVALSHA_RO", &sha, "1", "k"]), Reply::Bulk(None));
-    assert_eq!(r.cmd(&["EVAL_RO", get, "1", "k"]), Reply::Bulk(None));
-    assert_eq!(r.cmd(&["FCALL_RO", "ro_get", "1", "k"]), Reply::Bulk(None));
     assert_eq!(
         r.cmd(&["SCRIPT", "EXISTS", &sha]),
         Reply::Array(Some(vec![Reply::Int(1)]))
     );
     assert!(!r.cmd(&["FUNCTION", "LIST"]).is_error());
     for (cmd, name) in [
-        (&["EVALSHA", &sha, "1", "k"][..], "evalsha"),
+        (&["EVALSHA_RO", &sha, "1", "k"][..], "evalsha_ro"),
+        (&["EVAL_RO", get, "1", "k"], "eval_ro"),
+        (&["FCALL_RO", "ro_get", "1", "k"], "fcall_ro"),
+        (&["EVALSHA", &sha, "1", "k"], "evalsha"),
         (&["EVAL", get, "1", "k"], "eval"),
         (&["FCALL", "rw_set", "1", "k", "v"], "fcall"),
         (&["SCRIPT", "LOAD", get], "script|load"),
@@ -422,14 +424,14 @@ user admin on >a-pw mode admin
         assert_eq!(r.cmd(cmd), noperm_cmd(name), "{cmd:?}");
     }
 
-    // write: calls and loads (redis-py loads on NOSCRIPT), but nothing that
-    // flushes, deletes or kills what every client relies on.
+    // write: loads (redis-py loads on NOSCRIPT), but no call, and nothing
+    // that flushes, deletes or kills what every client relies on.
     let mut p = login(&m, "app", "p-pw");
     assert_eq!(p.cmd(&["SCRIPT", "LOAD", get]), bulk(&sha));
-    assert_eq!(p.cmd(&["FCALL", "rw_set", "1", "k", "v"]), ok());
-    assert_eq!(p.cmd(&["EVALSHA", &sha, "1", "k"]), bulk("v"));
     for (cmd, name) in [
-        (&["SCRIPT", "FLUSH"][..], "script|flush"),
+        (&["FCALL", "rw_set", "1", "k", "v"][..], "fcall"),
+        (&["EVALSHA", &sha, "1", "k"], "evalsha"),
+        (&["SCRIPT", "FLUSH"], "script|flush"),
         (&["SCRIPT", "KILL"], "script|kill"),
         (&["FUNCTION", "DELETE", "acl"], "function|delete"),
         (&["FUNCTION", "FLUSH"], "function|flush"),
@@ -439,8 +441,7 @@ user admin on >a-pw mode admin
         assert_eq!(p.cmd(cmd), noperm_cmd(name), "{cmd:?}");
     }
 
-    // Limited keys: no script runs (it may reach keys it does not declare),
-    // read-only or not; loading one runs nothing.
+    // Limited keys: no call either; loading one runs nothing.
     let mut l = login(&m, "limited", "l-pw");
     for (cmd, name) in [
         (&["EVALSHA_RO", &sha, "1", "app:1"][..], "evalsha_ro"),
@@ -451,6 +452,10 @@ user admin on >a-pw mode admin
     }
     assert_eq!(l.cmd(&["SCRIPT", "LOAD", get]), bulk(&sha));
 
+    // admin: everything.
+    assert_eq!(a.cmd(&["EVALSHA_RO", &sha, "1", "k"]), Reply::Bulk(None));
+    assert_eq!(a.cmd(&["FCALL", "rw_set", "1", "k", "v"]), ok());
+    assert_eq!(a.cmd(&["FCALL_RO", "ro_get", "1", "k"]), bulk("v"));
     // admin: everything.
     assert_eq!(a.cmd(&["SCRIPT", "FLUSH"]), ok());
     assert_eq!(a.cmd(&["FUNCTION", "DELETE", "acl"]), ok());
@@ -624,12 +629,12 @@ fn setuser_through_mithril_matches_a_node_with_the_same_rules() {
     assert_eq!(a.cmd(&["ACL", "WHOAMI"]), bulk("admin"));
 }
 
-/// A user made by ACL SETUSER with scripting granted by its rules runs
-/// scripts with its declared keys checked (Redis's own suite logs in such
-/// a user); one granted scripts only through a mode with limited keys is
-/// still refused them.
+/// A user made by ACL SETUSER with scripting granted by its rules (Redis's
+/// own suite logs in such a user) is refused script calls all the same
+/// when its keys are limited: the script would run with the backend
+/// user's rights (issue 30); its other commands are checked as usual.
 #[test]
-fn setuser_scripting_grant_checks_declared_keys() {
+fn setuser_scripting_grant_runs_no_script_with_limited_keys() {
     let (_cluster, m) = one_master();
     let mut a = login(&m, "admin", "a-pw");
     assert_eq!(
@@ -647,8 +652,9 @@ fn setuser_scripting_grant_checks_declared_keys() {
     );
     let mut b = login(&m, "bob", "123");
     let set = "return redis.call('set', KEYS[1], ARGV[1])";
-    assert_eq!(b.cmd(&["EVAL", set, "1", "xa", "1"]), ok());
-    assert_eq!(b.cmd(&["EVAL", set, "1", "ya", "1"]), err(NOPERM_KEY));
+    assert_eq!(b.cmd(&["EVAL", set, "1", "xa", "1"]), noperm_cmd("eval"));
+    assert_eq!(b.cmd(&["EVAL", set, "1", "ya", "1"]), noperm_cmd("eval"));
+    assert!(!b.cmd(&["SCRIPT", "LOAD", set]).is_error());
     assert_eq!(b.cmd(&["SET", "xb", "1"]), ok());
     assert_eq!(b.cmd(&["GET", "xb"]), noperm_cmd("get"));
     // The configuration's mode user with limited keys: still refused.

@@ -33,6 +33,10 @@
 //! - Key patterns are checked against every key the command table finds
 //!   (every key of a multi-key command, hence every part of a fan-out) and
 //!   against each command queued in a transaction, when it is queued.
+//! - A script call runs on the node with the backend user's rights, so
+//!   only a user that may do everything makes one; replacing a function
+//!   library needs admin rights, reading libraries' code the right to
+//!   load one ([`scripts`]: why, and where mithril differs from Redis).
 //!
 //! Never: log or echo a password, allocate on the allowed path, or touch a
 //! backend.
@@ -46,6 +50,8 @@ use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
+
+mod scripts;
 
 /// At most this many users (the configuration's and `ACL SETUSER`'s).
 pub const MAX_USERS: usize = 10_000;
@@ -187,12 +193,6 @@ impl User {
             found |= sha256::digests_equal(d, digest);
         }
         found
-    }
-
-    /// Whether the user's keys are limited (then scripts, which may touch
-    /// keys they do not declare, are refused).
-    fn keys_limited(&self) -> bool {
-        self.read_keys.is_some() || self.write_keys.is_some()
     }
 }
 
@@ -595,12 +595,9 @@ fn check_at(
     if !user.may_run(cmd) {
         return Err((Denial::Command, None));
     }
-    // A script may reach keys it does not declare: with limited keys, the
-    // proxy cannot vouch for it. A user whose command rules grant scripts
-    // (`+@scripting`, `+eval`: Redis's words, so the choice was made
-    // knowingly) runs them with its declared keys checked; what the script
-    // then does on the node is not checked again (mithril(8), ACL).
-    if user.keys_limited() && is_script_call(cmd) && user.allowed.is_none() {
+    // Scripts run on the node with the backend user's rights, and
+    // function management has an admin gate (`scripts`).
+    if scripts::refused(user, cmd, args) {
         return Err((Denial::Command, None));
     }
     let patterns = if mode == Mode::Read {
@@ -641,14 +638,6 @@ fn check_at(
         }
     }
     Ok(())
-}
-
-/// EVAL, EVALSHA, FCALL and their read-only variants.
-fn is_script_call(cmd: &Command) -> bool {
-    matches!(
-        cmd.name,
-        "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro"
-    )
 }
 
 /// What a refusal refused, for ACL LOG: the reason and the object (the

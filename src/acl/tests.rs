@@ -318,7 +318,9 @@ fn command_rules_add_to_and_take_from_the_mode() {
     assert_eq!(run(&a, "r", "GET k"), Err(Denial::Command));
     assert_eq!(run(&a, "r", "MGET k"), Ok(()));
     assert_eq!(run(&a, "r", "DEL k"), Err(Denial::Command));
-    assert_eq!(run(&a, "c", "EVAL x 0"), Ok(()));
+    assert_eq!(run(&a, "c", "SCRIPT LOAD x"), Ok(()));
+    // Not every command: no script call (`acl::scripts`).
+    assert_eq!(run(&a, "c", "EVAL x 0"), Err(Denial::Command));
     assert_eq!(run(&a, "c", "CONFIG GET port"), Ok(()));
     assert_eq!(run(&a, "c", "CONFIG SET port 1"), Err(Denial::Command));
     assert_eq!(run(&a, "c", "PING"), Err(Denial::Command));
@@ -355,9 +357,10 @@ fn setuser_edits_users_as_redis_does() {
     assert_eq!(run(&a, "bob", "SET xa 1"), Ok(()));
     assert_eq!(run(&a, "bob", "SET ya 1"), Err(Denial::Key));
     assert_eq!(run(&a, "bob", "HSET xa f 1"), Err(Denial::Command));
-    // Granted by its rules, a script runs with its declared keys checked.
-    assert_eq!(run(&a, "bob", "EVAL x 1 xa"), Ok(()));
-    assert_eq!(run(&a, "bob", "EVAL x 1 ya"), Err(Denial::Key));
+    // Granted by its rules, a script is still refused: it would run on
+    // the node with the backend user's rights (issue 30).
+    assert_eq!(run(&a, "bob", "EVAL x 1 xa"), Err(Denial::Command));
+    assert_eq!(run(&a, "bob", "EVAL x 1 ya"), Err(Denial::Command));
     assert_eq!(run(&a, "bob", "SUBSCRIBE ch"), Err(Denial::Command));
     // Edits apply in order to what is there; the old password goes with <.
     setuser(&a, "bob >456 <123 allchannels +subscribe").unwrap();
@@ -474,4 +477,63 @@ fn the_log_groups_like_redis_and_keeps_the_newest() {
     assert_eq!(l[0].object, format!("n{}", LOG_MAX + 4).into_bytes());
     a.log_reset();
     assert!(a.log_entries(10).is_empty());
+}
+
+/// Issue 30: a script call runs on the node with mithril's backend rights,
+/// so only a user that may do everything may make one; replacing a
+/// library needs the right to delete one, and reading code the right to
+/// load one.
+#[test]
+fn scripts_need_every_right_and_functions_an_admin() {
+    let a = acl(USERS);
+    setuser(&a, "kp on >k ~app:* -@all +@read +@scripting").unwrap();
+    setuser(&a, "all on >x ~* &* +@all").unwrap();
+    setuser(&a, "fdel on >x ~* &* -@all +function|load +function|delete").unwrap();
+    for name in ["reader", "writer", "split", "any", "kp"] {
+        for line in [
+            "EVAL x 0",
+            "EVAL x 1 app:1",
+            "EVALSHA x 0",
+            "EVAL_RO x 0",
+            "EVALSHA_RO x 0",
+            "FCALL f 0",
+            "FCALL_RO f 0",
+        ] {
+            assert_eq!(run(&a, name, line), Err(Denial::Command), "{name}: {line}");
+        }
+    }
+    assert_eq!(run(&a, "admin", "EVAL x 0"), Ok(()));
+    assert_eq!(run(&a, "all", "FCALL f 0"), Ok(()));
+    // Loading runs nothing: as the mode says.
+    assert_eq!(run(&a, "any", "FUNCTION LOAD code"), Ok(()));
+    assert_eq!(run(&a, "any", "SCRIPT LOAD x"), Ok(()));
+    // REPLACE: the right to delete a library.
+    for line in ["FUNCTION LOAD REPLACE code", "FUNCTION LOAD rEpLaCe code"] {
+        assert_eq!(run(&a, "any", line), Err(Denial::Command), "{line}");
+        assert_eq!(run(&a, "admin", line), Ok(()), "{line}");
+        assert_eq!(run(&a, "fdel", line), Ok(()), "{line}");
+    }
+    // The code itself may read "replace".
+    assert_eq!(run(&a, "any", "FUNCTION LOAD replace"), Ok(()));
+    // WITHCODE and DUMP: the right to load one.
+    for line in [
+        "FUNCTION LIST WITHCODE",
+        "FUNCTION LIST LIBRARYNAME x withcode",
+        "FUNCTION DUMP",
+    ] {
+        assert_eq!(run(&a, "reader", line), Err(Denial::Command), "{line}");
+        assert_eq!(run(&a, "any", line), Ok(()), "{line}");
+    }
+    assert_eq!(run(&a, "reader", "FUNCTION LIST"), Ok(()));
+    assert_eq!(
+        run(&a, "reader", "FUNCTION LIST LIBRARYNAME withcode"),
+        Ok(())
+    );
+    // What ACL LOG records: the call.
+    let cmd = resolve(&Call::line("EVAL x 0").args()).unwrap();
+    let call = Call::line("EVAL x 0");
+    assert_eq!(
+        explain(&user(&a, "writer"), cmd, &call.args()),
+        Some(("command", b"eval".to_vec()))
+    );
 }
