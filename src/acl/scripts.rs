@@ -34,6 +34,10 @@ use crate::command::{self, Args, Command};
 /// Whether `user`, which may run `cmd` by its command rules, is refused it
 /// by the scripting rules above (then the reply is the command's NOPERM).
 pub(super) fn refused(user: &User, cmd: &Command, args: &Args) -> bool {
+    // Every command below is in @scripting: one test for the others.
+    if cmd.acl & command::acl::SCRIPTING == 0 {
+        return false;
+    }
     match cmd.name {
         "eval" | "evalsha" | "eval_ro" | "evalsha_ro" | "fcall" | "fcall_ro" => !user.unrestricted,
         "function|load" if replaces(args) => !may(user, "function|delete"),
