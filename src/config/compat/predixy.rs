@@ -644,6 +644,8 @@ fn authority(t: &mut Translation, node: &Node) -> Result<(), ConfigError> {
         auths.push(a);
     }
     let mut made = Vec::new();
+    // Who loses the script calls predixy forwarded (acl::scripts).
+    let mut no_scripts = Vec::new();
     let mut numbered = 0;
     let mut default_seen = false;
     for a in &auths {
@@ -696,19 +698,31 @@ fn authority(t: &mut Translation, node: &Node) -> Result<(), ConfigError> {
         }
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
         t.set(&a.node.at(), "Auth ...", "user", &args)?;
+        if a.mode != "admin" || !keys.is_empty() {
+            no_scripts.push(name.clone());
+        }
         made.push(format!("{name} ({}{keys})", a.mode));
     }
     if !default_seen {
         t.set(&node.at(), "Authority", "user", &["default", "off"])?;
         made.push("default (off: every client must AUTH)".to_string());
     }
+    let scripts = if no_scripts.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} may not call scripts (EVAL, EVALSHA, FCALL): through mithril only a user \
+             with every right may, as a script runs with the proxy's backend credentials",
+            no_scripts.join(", ")
+        )
+    };
     t.warn(
         &node.at(),
         "Authority",
         format!(
             "mapped onto user lines: {}; clients keep authenticating with AUTH <password> \
              alone (mithril finds the user whose password it is), and mithril additionally \
-             accepts AUTH <user> <password>",
+             accepts AUTH <user> <password>{scripts}",
             made.join(", ")
         ),
     );

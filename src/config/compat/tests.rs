@@ -598,6 +598,11 @@ fn predixy_files_map_onto_directives() {
         ),
         "{auth}"
     );
+    // Issue 30: who may no longer call scripts is named.
+    assert!(
+        auth.ends_with("; default, auth2 may not call scripts (EVAL, EVALSHA, FCALL): through mithril only a user with every right may, as a script runs with the proxy's backend credentials"),
+        "{auth}"
+    );
     assert!(
         !auth.contains("complex password") && !auth.contains("writer"),
         "secrets stay out of warnings: {auth}"
