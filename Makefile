@@ -79,7 +79,8 @@ run: check-redis build
 # MSET,MGET,GETWIDE,ZIPF), MITHRIL_THREADS, MITHRIL_BIN; MODE=callgrind (or
 # `make bench-callgrind`) counts mithril's instructions per GET instead,
 # under valgrind (installed here if missing and root); CALLGRIND_CACHE=1
-# counts those of a reply-cache hit. A second pass (SHARDING=1, alone as
+# counts those of a reply-cache hit, CALLGRIND_SET=1 those of a SET. A
+# second pass (SHARDING=1, alone as
 # `make bench-sharding`) runs GET and SET with threads 1 and 2 and each
 # backend-sharding mode; a third (`make bench-pools`) a pool of standalone
 # servers against nutcracker.

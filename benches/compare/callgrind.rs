@@ -59,6 +59,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
 
     let run_out = dir.join("callgrind.run.out");
     let idle_out = dir.join("callgrind.idle.out");
+    let name = if settings.callgrind_set { "set" } else { "get" };
     let (conf, keyspace) = if settings.callgrind_cache {
         println!("reply-cache yes, 100 keys: the GETs after the first 100 are hits");
         ("threads 1\nloglevel notice\nreply-cache yes\n", 100)
@@ -78,7 +79,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         pipeline: settings.callgrind_pipeline as u32,
         data_size: DATA_SIZE,
         keyspace,
-        test: Test::Builtin("get"),
+        test: Test::Builtin(name),
     };
     println!("run:      redis-benchmark {}", spec.args().join(" "));
     let out = rb::run(&spec, &dir, Duration::from_secs(900));
@@ -86,7 +87,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     let run_ir = stop_and_read(&mut m, &run_out);
     if !out.errors.is_empty() {
         return Err(format!(
-            "the GET workload under callgrind failed:\n  {}",
+            "the {name} workload under callgrind failed:\n  {}",
             out.errors.join("\n  ")
         ));
     }
@@ -125,7 +126,8 @@ pub fn run(settings: &Settings) -> Result<(), String> {
     }
     println!("callgrind files kept in {}", dir.display());
     println!(
-        "\nir_per_request GET {} {per_request:.0}",
+        "\nir_per_request {} {} {per_request:.0}",
+        name.to_uppercase(),
         settings.callgrind_pipeline
     );
     Ok(())

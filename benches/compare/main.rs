@@ -87,6 +87,9 @@ pub struct Settings {
     /// `CALLGRIND_CACHE=1`: mithril with `reply-cache yes`, reading 100
     /// keys (so nearly every GET is a hit): the instructions of a hit.
     callgrind_cache: bool,
+    /// `CALLGRIND_SET=1`: the measured requests are SETs (a write's path,
+    /// with the cache's hold and epoch when `CALLGRIND_CACHE=1`).
+    callgrind_set: bool,
     /// `SHARDING=1`: GET and SET only, against direct, with threads 1 and
     /// 2 and each `backend-sharding` mode (SHARDING_SIDES).
     sharding: bool,
@@ -154,6 +157,7 @@ impl Settings {
             callgrind_requests,
             callgrind_pipeline: env_parse("CALLGRIND_PIPELINE", 1)?.max(1),
             callgrind_cache: env_parse("CALLGRIND_CACHE", 0u8)? != 0,
+            callgrind_set: env_parse("CALLGRIND_SET", 0u8)? != 0,
             sharding: env_parse("SHARDING", 0u8)? != 0,
         })
     }
