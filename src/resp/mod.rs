@@ -35,6 +35,7 @@ mod num;
 pub mod reply;
 pub mod request;
 pub mod value;
+pub mod walk;
 
 #[cfg(test)]
 mod testutil;

@@ -15,8 +15,9 @@
 //! Never: fill from a replica read, a redirected or retried GET, or an
 //! error reply.
 
-use super::{frame_args, reply_items, storable};
+use super::storable;
 use crate::backend::Role;
+use crate::resp::walk::{frame_args, reply_items};
 use crate::worker::purpose::{InFlight, Purpose};
 use crate::worker::{Timer, Worker};
 use bytes::Bytes;
