@@ -59,12 +59,60 @@ pub fn script_may_write(cmd: &Command) -> bool {
     script_call(cmd).is_some() && cmd.flags & flags::READONLY == 0
 }
 
+/// CONFIG SET parameters whose value is a secret (Redis 7.0's sensitive
+/// ones, and mithril's credentials for the nodes): shown `(redacted)`
+/// where the command is shown, `(hidden)` by CONFIG GET.
+pub const SECRET_PARAMS: &[&str] = &[
+    "requirepass",
+    "masterauth",
+    "masteruser",
+    "tls-key-file-pass",
+    "tls-client-key-file-pass",
+    "backend-password",
+];
+
+/// Whether CONFIG SET / GET parameter `name` holds a secret.
+pub fn secret_param(name: &[u8]) -> bool {
+    SECRET_PARAMS
+        .iter()
+        .any(|p| p.as_bytes().eq_ignore_ascii_case(name))
+}
+
 /// The arguments Redis 7.0 shows as `(redacted)` where it shows a command
-/// (MONITOR): AUTH's (unless it has too many, a syntax error found
-/// first), and the user and password of each HELLO AUTH up to the first
-/// option HELLO stops at.
+/// (MONITOR, SLOWLOG): AUTH's (unless it has too many, a syntax error
+/// found first), the user and password of each HELLO AUTH up to the first
+/// option HELLO stops at, MIGRATE's AUTH password and AUTH2 user and
+/// password, every argument of ACL SETUSER after the subcommand, and the
+/// value of each secret parameter of CONFIG SET ([`SECRET_PARAMS`]).
 pub fn secret_args(cmd: &Command, args: &Args) -> Vec<usize> {
     match cmd.name {
+        "acl|setuser" => (2..args.len()).collect(),
+        "config|set" => (2..args.len())
+            .step_by(2)
+            .filter(|&i| secret_param(args.get(i).unwrap_or_default()))
+            .map(|i| i + 1)
+            .filter(|&i| i < args.len())
+            .collect(),
+        "migrate" => {
+            let mut out = Vec::new();
+            let mut j = 6;
+            while j < args.len() {
+                let opt = args.get(j).unwrap_or_default();
+                if opt.eq_ignore_ascii_case(b"auth") {
+                    out.push(j + 1);
+                    j += 2;
+                } else if opt.eq_ignore_ascii_case(b"auth2") {
+                    out.extend([j + 1, j + 2]);
+                    j += 3;
+                } else if opt.eq_ignore_ascii_case(b"keys") {
+                    break;
+                } else {
+                    j += 1;
+                }
+            }
+            out.retain(|&i| i < args.len());
+            out
+        }
         "auth" if args.len() <= 3 => (1..args.len()).collect(),
         "hello" if args.len() >= 2 => {
             let ver = crate::resp::parse_i64(args.get(1).unwrap_or_default());
@@ -122,6 +170,39 @@ mod tests {
             assert_eq!(script_call(cmd(w)), None, "{w:?}");
         }
         assert!(is_cached_read(cmd(&["get", "k"])));
+    }
+
+    #[test]
+    fn secrets_of_acl_setuser_config_set_and_migrate() {
+        let hidden = |w: &[&str]| {
+            let call = Call::words(w);
+            let args = call.args();
+            secret_args(resolve(&args).unwrap(), &args)
+        };
+        assert_eq!(hidden(&["acl", "setuser", "u", "on", ">pw"]), [2, 3, 4]);
+        assert_eq!(
+            hidden(&[
+                "config",
+                "set",
+                "maxclients",
+                "5",
+                "MasterAuth",
+                "pw",
+                "hz",
+                "5"
+            ]),
+            [5]
+        );
+        assert_eq!(hidden(&["config", "set", "requirepass", "x"]), [3]);
+        assert_eq!(
+            hidden(&["migrate", "h", "1", "", "0", "10", "AUTH2", "u", "p", "KEYS", "a"]),
+            [7, 8]
+        );
+        assert_eq!(
+            hidden(&["migrate", "h", "1", "k", "0", "10", "auth", "p"]),
+            [7]
+        );
+        assert!(hidden(&["migrate", "h", "1", "k", "0", "10"]).is_empty());
         assert!(!is_cached_read(cmd(&["getex", "k"])));
     }
 }

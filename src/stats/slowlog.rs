@@ -154,7 +154,9 @@ pub fn entry_args(frame: &[u8]) -> Option<Vec<Vec<u8>>> {
 /// Redis's trimming, plus redaction of passwords.
 pub fn trim_args(args: &Args) -> Vec<Vec<u8>> {
     let argc = args.len();
-    let name = args.get(0).unwrap_or_default();
+    let secret = crate::command::resolve(args)
+        .map(|cmd| crate::command::known::secret_args(cmd, args))
+        .unwrap_or_default();
     let kept = argc.min(MAX_ARGC);
     let mut out = Vec::with_capacity(kept);
     for i in 0..kept {
@@ -163,7 +165,7 @@ pub fn trim_args(args: &Args) -> Vec<Vec<u8>> {
             break;
         }
         let a = args.get(i).unwrap_or_default();
-        if redacted(name, args, i) {
+        if secret.contains(&i) {
             out.push(b"(redacted)".to_vec());
         } else if a.len() > MAX_ARG_LEN {
             let mut v = a[..MAX_ARG_LEN].to_vec();
@@ -174,28 +176,6 @@ pub fn trim_args(args: &Args) -> Vec<Vec<u8>> {
         }
     }
     out
-}
-
-/// Whether argument `i` is a secret: every argument of AUTH, what follows
-/// HELLO's AUTH, and MIGRATE's AUTH / AUTH2 credentials.
-fn redacted(name: &[u8], args: &Args, i: usize) -> bool {
-    if i == 0 {
-        return false;
-    }
-    if name.eq_ignore_ascii_case(b"auth") {
-        return true;
-    }
-    let after = |kw: &[u8], n: usize| {
-        (1..i)
-            .any(|k| args.get(k).is_some_and(|a| a.eq_ignore_ascii_case(kw)) && i > k && i <= k + n)
-    };
-    if name.eq_ignore_ascii_case(b"hello") {
-        return after(b"auth", 2);
-    }
-    if name.eq_ignore_ascii_case(b"migrate") {
-        return after(b"auth", 1) || after(b"auth2", 2);
-    }
-    false
 }
 
 const ERR_COUNT: &[u8] = b"-ERR count should be greater than or equal to -1\r\n";
@@ -307,6 +287,25 @@ mod tests {
                 b"n"
             ]
         );
+        // Issue 30: what Redis 7.0 redacts in its own slow log.
+        let got = entry_args(&req(&[b"ACL", b"SETUSER", b"u", b"on", b">s3cret"])).unwrap();
+        assert_eq!(
+            got,
+            [
+                &b"ACL"[..],
+                b"SETUSER",
+                b"(redacted)",
+                b"(redacted)",
+                b"(redacted)"
+            ]
+        );
+        let got = entry_args(&req(&[b"CONFIG", b"SET", b"masterauth", b"pw"])).unwrap();
+        assert_eq!(got, [&b"CONFIG"[..], b"SET", b"masterauth", b"(redacted)"]);
+        let got = entry_args(&req(&[
+            b"MIGRATE", b"h", b"1", b"k", b"0", b"9", b"AUTH2", b"u", b"p",
+        ]))
+        .unwrap();
+        assert_eq!(&got[6..], [&b"AUTH2"[..], b"(redacted)", b"(redacted)"]);
     }
 
     #[test]

@@ -179,6 +179,12 @@ fn config_get_reply(own: &[(Vec<u8>, String)], node: &[u8], proto: Proto) -> Byt
         e.bulk(k).bulk(v.as_bytes());
     }
     for (k, v) in theirs {
+        // A node's password (masterauth, requirepass) is never shown,
+        // as mithril's own backend-password is not.
+        let v = match crate::command::known::secret_param(k) && !v.is_empty() {
+            true => crate::local::HIDDEN_PASSWORD.as_bytes(),
+            false => v,
+        };
         e.bulk(k).bulk(v);
     }
     Bytes::from(out)
@@ -486,6 +492,11 @@ mod tests {
         assert_eq!(
             r,
             b(b"*4\r\n$9\r\nmaxmemory\r\n$1\r\n0\r\n$2\r\nhz\r\n$2\r\n10\r\n")
+        );
+        let node = b(b"*4\r\n$10\r\nmasterauth\r\n$2\r\npw\r\n$10\r\nmasteruser\r\n$0\r\n\r\n");
+        assert_eq!(
+            config_get_reply(&[], &node, Proto::Resp2),
+            b(b"*4\r\n$10\r\nmasterauth\r\n$8\r\n(hidden)\r\n$10\r\nmasteruser\r\n$0\r\n\r\n")
         );
         let node3 = b(b"%1\r\n$2\r\nhz\r\n$2\r\n10\r\n");
         let r = config_get_reply(&[], &node3, Proto::Resp3);
