@@ -91,6 +91,22 @@ pub const ERR_NOPERM_KEY: &[u8] =
 pub const ERR_NOPERM_CHANNEL: &[u8] =
     b"-NOPERM this user has no permissions to access one of the channels used as arguments\r\n";
 
+/// What EXEC answers, in place of a queued command, for a command an ACL
+/// change since it was queued refuses (Redis 7.0's text).
+const NOPERM_EXEC_HEAD: &str = "-NOPERM ACLs rules changed between the moment the transaction \
+was accumulated and the EXEC call. This command is no longer allowed for the following reason: ";
+
+/// The error EXEC answers for a queued command refused by `d` since it
+/// was queued.
+pub fn exec_refusal(d: Denial) -> Bytes {
+    let why = match d {
+        Denial::Command => "no permission to execute the command or subcommand",
+        Denial::Key => "no permission to touch the specified keys",
+        Denial::Channel => "no permission to access one of the channels used as arguments",
+    };
+    Bytes::from(format!("{NOPERM_EXEC_HEAD}{why}\r\n"))
+}
+
 /// What a new session starts as, and what RESET puts it back to: the
 /// `default` user's standing, fixed with the users at start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -638,6 +654,56 @@ fn check_at(
         }
     }
     Ok(())
+}
+
+/// Whether `user` may run the command named `name` (a full name:
+/// `monitor`, `psync`): what an ACL change re-checks for a session that
+/// became a monitor or a replication feed.
+pub fn may_run_command(user: &User, name: &str) -> bool {
+    command::lookup_full(name.as_bytes()).is_some_and(|c| user.may_run(c))
+}
+
+/// The commands `user` may run, as Redis's rules would grant them (what
+/// ACL GETUSER shows): `+@all`, or `-@all` then each command allowed
+/// (`+config|get` for a subcommand of a command not wholly allowed).
+pub fn command_rules(user: &User) -> String {
+    let all = command::all();
+    if all
+        .iter()
+        .all(|c| user.may_run(c) && c.subcommands.iter().all(|x| user.may_run(x)))
+    {
+        return "+@all".to_string();
+    }
+    let mut out = String::from("-@all");
+    for c in all {
+        let subs_ok = c.subcommands.iter().all(|x| user.may_run(x));
+        if user.may_run(c) && subs_ok {
+            out.push_str(" +");
+            out.push_str(c.name);
+            continue;
+        }
+        for x in c.subcommands.iter().filter(|x| user.may_run(x)) {
+            out.push_str(" +");
+            out.push_str(x.name);
+        }
+    }
+    out
+}
+
+/// Whether `user` may go on hearing a channel it subscribed to (its
+/// channel patterns, as SUBSCRIBE / SSUBSCRIBE are checked).
+pub fn may_hear_channel(user: &User, channel: &[u8]) -> bool {
+    user.channels
+        .as_ref()
+        .map_or(true, |p| matches_any(p, channel))
+}
+
+/// Whether `user` may keep a pattern subscription: the pattern must be one
+/// of its channel patterns exactly, as PSUBSCRIBE is checked.
+pub fn may_hear_pattern(user: &User, pattern: &[u8]) -> bool {
+    user.channels.as_ref().map_or(true, |p| {
+        p.iter().any(|q| q.as_slice() == pattern || q == b"*")
+    })
 }
 
 /// What a refusal refused, for ACL LOG: the reason and the object (the

@@ -110,6 +110,19 @@ pub struct Txn {
     pub flushes: bool,
     /// A SCRIPT FLUSH is queued: the registry forgets its scripts at EXEC.
     pub flushes_scripts: bool,
+    /// The `Acl::generation` at MULTI: EXEC checks the queued commands
+    /// again when it moved (`worker/txn.rs`).
+    pub acl_gen: u64,
+}
+
+/// The queued commands an ACL change refused at EXEC: their places in
+/// EXEC's reply and their errors, spliced in when the node's reply to
+/// the rest arrives (`worker/txn.rs`).
+pub struct ExecDenied {
+    /// The sequence number of EXEC's reply.
+    pub seq: u64,
+    /// (place in the transaction, NOPERM error line), in order.
+    pub errors: Vec<(usize, bytes::Bytes)>,
 }
 
 /// A session's WATCH: the exclusive connection (a lease) to the master of
@@ -210,6 +223,8 @@ pub struct Session {
     pub moving: bool,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
+    /// An EXEC in flight some of whose commands an ACL change refused.
+    pub exec_denied: Option<Box<ExecDenied>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
     /// WATCH in force: the pinned connection (see [`Pin`]).
@@ -409,6 +424,7 @@ impl Session {
             written: Written::default(),
             wait_leases: Vec::new(),
             txn: None,
+            exec_denied: None,
             sub: None,
             pin: None,
             gates: Gates::default(),

@@ -85,8 +85,10 @@ impl Worker {
                 s.last_cmd = cmd.name;
                 let acl = &self.shared.admin.acl;
                 let generation = acl.generation();
-                if s.acl_gen != generation && refresh_user(s, acl) {
-                    // Its user was deleted: Redis closes the connection.
+                if s.acl_gen != generation && super::revoke::refresh_rights(s, acl, false) {
+                    // Its user was deleted, or it lost the right to what
+                    // it holds (a subscription, MONITOR): Redis closes
+                    // the connection.
                     s.close_after_flush();
                 }
                 // A plain session's keyed command: the router's hot path,
@@ -571,33 +573,6 @@ fn decide_full(
         log_denial(acl, s, cmd, args, worker, now);
     }
     decision
-}
-
-/// A session whose user was edited or deleted since it looked (`ACL
-/// SETUSER`, `DELUSER`) takes the user as it is now; `true` when the user
-/// is gone (the session is then logged out, and should be closed).
-#[cold]
-#[inline(never)]
-fn refresh_user(s: &mut Session, acl: &crate::acl::Acl) -> bool {
-    match acl.refresh(s.user.as_ref()) {
-        crate::acl::Refreshed::User(user, start) => {
-            s.restricted = match &user {
-                Some(u) => !u.unrestricted,
-                None => start.restricted,
-            };
-            s.user = user;
-            s.acl_gen = start.generation;
-            false
-        }
-        crate::acl::Refreshed::Deleted => {
-            let start = acl.session_start();
-            s.user = None;
-            s.authenticated = false;
-            s.restricted = start.restricted;
-            s.acl_gen = start.generation;
-            true
-        }
-    }
 }
 
 /// ACL LOG: a restricted user's command refused with NOPERM.

@@ -55,6 +55,7 @@ mod replfeed;
 mod reply;
 mod request;
 mod retry;
+mod revoke;
 mod scripts;
 #[cfg(debug_assertions)]
 mod testhook;
@@ -179,6 +180,9 @@ pub struct Worker {
     /// Ticks since the last such try (once a second, not to hammer a
     /// node that is down).
     resubscribe_ticks: u8,
+    /// The `Acl::generation` every session was last looked at for
+    /// (`revoke.rs`).
+    acl_seen: u64,
     /// Idle leased connections by node and protocol.
     idle_leases: HashMap<(SocketAddr, Proto, (usize, u32)), Vec<Key>>,
     /// Requests waiting out a TRYAGAIN, and the node to resend them to.
@@ -258,6 +262,7 @@ impl Worker {
             waves: Vec::new(),
             resubscribe: Vec::new(),
             resubscribe_ticks: 0,
+            acl_seen: shared.admin.acl.generation(),
             idle_leases: HashMap::new(),
             retrying: GenSlab::new(),
             downs: HashMap::new(),
@@ -643,6 +648,7 @@ impl Worker {
         self.cache_tick(cx);
         self.pipes_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
+        self.revoke_tick(cx);
         if !self.replfeed.is_empty() {
             self.feeds_tick(cx);
         }

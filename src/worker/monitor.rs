@@ -259,6 +259,10 @@ impl Worker {
     pub(super) fn monitor_deliver(&mut self, lines: Bytes, from: Option<(Key, bool)>) {
         for i in 0..self.monitor.local.len() {
             let key = self.monitor.local[i];
+            // An ACL change took MONITOR away: it is closing.
+            if self.revoked(key) {
+                continue;
+            }
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };

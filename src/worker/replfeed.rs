@@ -535,6 +535,10 @@ impl Worker {
         if frames.is_empty() {
             return;
         }
+        // An ACL change took SYNC / PSYNC away: it is closing.
+        if self.revoked(session) {
+            return;
+        }
         let Some(barrier) = self.replfeed.feed_mut(session).map(|f| f.barrier) else {
             return;
         };

@@ -277,7 +277,10 @@ impl Worker {
                 self.cache_fill(ticket, &f.req, &frame);
                 self.deliver(f.session, f.seq, frame, &f.req)
             }
-            Purpose::Txn => self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME),
+            Purpose::Txn => {
+                let frame = self.exec_denied_spliced(f.session, f.seq, frame);
+                self.deliver(f.session, f.seq, frame, observe::EXEC_FRAME)
+            }
             Purpose::Part(part) | Purpose::Kill(part) => {
                 self.fold_part(cx, f.session, f.seq, part, frame)
             }

@@ -19,6 +19,12 @@
 //! FLUSHALL / FLUSHDB are refused while watching (the router), whose nil
 //! could not take them back.
 //!
+//! Rights are checked when a command is queued and, if any user was
+//! edited since MULTI, again at EXEC (`recheck`): a command the user may
+//! no longer run is left out, and EXEC's reply has Redis's NOPERM "ACLs
+//! rules changed between the moment the transaction was accumulated and
+//! the EXEC call" in its place (`spliced`), the others having run.
+//!
 //! An EXEC the router refuses (OOM, NOPERM, BUSY while a script runs long)
 //! ends the transaction with EXECABORT and the reason (`dispatch.rs`,
 //! `refuse_exec`).
@@ -130,6 +136,7 @@ impl Worker {
         }
         s.txn = Some(Box::new(Txn {
             slot,
+            acl_gen: s.acl_gen,
             ..Txn::default()
         }));
         self.reply_static(key, b"+OK\r\n");
@@ -192,13 +199,38 @@ impl Worker {
         self.reply_static(key, QUEUED);
     }
 
+    /// EXEC's reply, with the errors of the commands an ACL change
+    /// refused at EXEC put in (`recheck`); unchanged for every other
+    /// EXEC.
+    #[inline]
+    pub(super) fn exec_denied_spliced(&mut self, key: Key, seq: u64, frame: Bytes) -> Bytes {
+        let Some(s) = self.sessions.get_mut(key) else {
+            return frame;
+        };
+        match s.exec_denied.take() {
+            Some(d) if d.seq == seq => spliced(&d, &frame),
+            other => {
+                s.exec_denied = other;
+                frame
+            }
+        }
+    }
+
     pub(super) fn txn_exec(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        let Some(t) = s.txn.take() else {
+        let Some(mut t) = s.txn.take() else {
             return self.reply_static(key, ERR_EXEC_WITHOUT);
         };
+        if !t.failed && t.acl_gen != s.acl_gen && s.restricted {
+            recheck(&self.shared.admin.acl, s, &mut t, self.id, cx.now);
+            if t.queued.is_empty() && s.pin.is_none() {
+                if let Some(d) = s.exec_denied.take() {
+                    return self.reply(key, spliced(&d, b"*0\r\n"));
+                }
+            }
+        }
         if s.pin.is_some() {
             return self.pin_exec(key, *t);
         }
@@ -242,5 +274,145 @@ impl Worker {
             }),
             None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
         }
+    }
+}
+
+/// EXEC after an ACL change since MULTI (`ACL SETUSER`, `DELUSER` of
+/// another user: any edit bumps the generation): every queued command
+/// is checked again against the session's user as it is now, as Redis
+/// does at EXEC. A refused one leaves the transaction (and the frames
+/// sent to the other masters), is logged in ACL LOG (context `multi`),
+/// and its NOPERM goes in its place in EXEC's reply (`spliced`, when
+/// the node's reply to the rest arrives).
+#[cold]
+#[inline(never)]
+fn recheck(
+    acl: &crate::acl::Acl,
+    s: &mut crate::session::Session,
+    t: &mut Txn,
+    worker: usize,
+    now: std::time::Instant,
+) {
+    let user = s.user.clone().unwrap_or_else(|| acl.default_user());
+    let limits = Limits {
+        max_bulk_len: usize::MAX / 2,
+        ..Limits::default()
+    };
+    let mut sc = RequestScanner::new();
+    let mut errors = Vec::new();
+    let mut kept = Vec::with_capacity(t.queued.len());
+    for (i, q) in std::mem::take(&mut t.queued).into_iter().enumerate() {
+        sc.reset();
+        let refused = match sc.scan(&q, &limits, true) {
+            Scan::Request { .. } => {
+                let args = Args {
+                    buf: &q,
+                    ranges: sc.args(),
+                };
+                command::resolve(&args).ok().and_then(|cmd| {
+                    let d = acl.check(&user, cmd, &args).err()?;
+                    if let Some((reason, object)) = crate::acl::explain(&user, cmd, &args) {
+                        acl.log(crate::acl::LogEntry {
+                            count: 1,
+                            reason,
+                            context: "multi",
+                            object,
+                            username: user.name.clone(),
+                            at: now,
+                            client_info: crate::local::client::client_info_line(s, worker, now),
+                        });
+                    }
+                    Some(d)
+                })
+            }
+            _ => None,
+        };
+        match refused {
+            Some(d) => {
+                if let Some(at) = t.everywhere.iter().position(|e| *e == q) {
+                    t.everywhere.remove(at);
+                }
+                errors.push((i, crate::acl::exec_refusal(d)));
+            }
+            None => kept.push(q),
+        }
+    }
+    t.queued = kept;
+    t.bytes = t.queued.iter().map(|q| q.len()).sum();
+    if !errors.is_empty() {
+        s.exec_denied = Some(Box::new(crate::session::ExecDenied {
+            seq: s.ring.next_seq(),
+            errors,
+        }));
+    }
+}
+
+/// EXEC's reply with the refused commands' errors put back in their
+/// places; `reply` unchanged when it is not an array (EXECABORT, the nil
+/// of a WATCH that failed).
+pub(super) fn spliced(d: &crate::session::ExecDenied, reply: &[u8]) -> Bytes {
+    use crate::resp::reply::{ReplyScan, ReplyScanner};
+    let header = reply
+        .strip_prefix(b"*")
+        .and_then(|r| r.iter().position(|&b| b == b'\r').map(|e| (&r[..e], e + 3)));
+    let Some((n, mut at)) = header else {
+        return Bytes::copy_from_slice(reply);
+    };
+    let Some(n) = crate::resp::parse_i64(n).and_then(|n| usize::try_from(n).ok()) else {
+        return Bytes::copy_from_slice(reply);
+    };
+    let mut out = Vec::with_capacity(reply.len() + d.errors.len() * 200);
+    out.extend_from_slice(format!("*{}\r\n", n + d.errors.len()).as_bytes());
+    let mut errors = d.errors.iter().peekable();
+    let mut sc = ReplyScanner::new();
+    for place in 0..n + d.errors.len() {
+        if let Some((_, e)) = errors.next_if(|(i, _)| *i == place) {
+            out.extend_from_slice(e);
+            continue;
+        }
+        match sc.scan(reply.get(at..).unwrap_or_default()) {
+            ReplyScan::Complete { len, .. } => {
+                out.extend_from_slice(&reply[at..at + len]);
+                at += len;
+            }
+            _ => return Bytes::copy_from_slice(reply),
+        }
+    }
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_commands_take_their_places_in_execs_reply() {
+        let d = crate::session::ExecDenied {
+            seq: 0,
+            errors: vec![
+                (0, Bytes::from_static(b"-NOPERM a\r\n")),
+                (2, Bytes::from_static(b"-NOPERM b\r\n")),
+            ],
+        };
+        assert_eq!(
+            spliced(&d, b"*2\r\n+OK\r\n*2\r\n$1\r\nx\r\n:1\r\n"),
+            Bytes::from_static(b"*4\r\n-NOPERM a\r\n+OK\r\n-NOPERM b\r\n*2\r\n$1\r\nx\r\n:1\r\n")
+        );
+        let every = crate::session::ExecDenied {
+            seq: 0,
+            errors: vec![
+                (0, Bytes::from_static(b"-NOPERM a\r\n")),
+                (1, Bytes::from_static(b"-NOPERM b\r\n")),
+            ],
+        };
+        assert_eq!(
+            spliced(&every, b"*0\r\n"),
+            Bytes::from_static(b"*2\r\n-NOPERM a\r\n-NOPERM b\r\n")
+        );
+        assert_eq!(spliced(&d, b"*-1\r\n"), Bytes::from_static(b"*-1\r\n"));
+        assert_eq!(
+            spliced(&d, b"-EXECABORT x\r\n"),
+            Bytes::from_static(b"-EXECABORT x\r\n")
+        );
     }
 }

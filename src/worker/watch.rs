@@ -336,6 +336,7 @@ impl Worker {
                 }
             }
             PinOp::Exec => {
+                let frame = self.exec_denied_spliced(f.session, f.seq, frame);
                 self.deliver(f.session, f.seq, frame, super::observe::EXEC_FRAME);
                 self.unblock(f.session);
             }

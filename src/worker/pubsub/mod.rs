@@ -402,6 +402,10 @@ impl Worker {
         conn: Key,
         frame: Bytes,
     ) {
+        // An ACL change took the right away: nothing more reaches it.
+        if self.revoked(owner) {
+            return;
+        }
         let pool = self.pool_of(owner);
         let Some(s) = self.sessions.get_mut(owner) else {
             return;
