@@ -514,6 +514,9 @@ impl Acl {
 /// The scripting management commands by what they do to others (see
 /// [`scripting_mode`]).
 pub fn required_mode(cmd: &Command) -> Mode {
+    if ADMIN_TOO.contains(&cmd.name) {
+        return Mode::Admin;
+    }
     if cmd.acl & cat::SCRIPTING != 0 {
         if let Some(mode) = scripting_mode(cmd.name) {
             return mode;
@@ -534,6 +537,17 @@ pub fn required_mode(cmd: &Command) -> Mode {
     }
 }
 
+/// Commands Redis files under `@slow` alone (so a Redis user granted
+/// `+@read` cannot run them either) that need admin here: CLUSTER
+/// GETKEYSINSLOT and COUNTKEYSINSLOT list or count keys whatever the
+/// user's key patterns (as KEYS, which is admin), MEMORY PURGE changes
+/// every master.
+const ADMIN_TOO: &[&str] = &[
+    "cluster|getkeysinslot",
+    "cluster|countkeysinslot",
+    "memory|purge",
+];
+
 /// SCRIPT and FUNCTION subcommands: what affects every client's scripts
 /// (flushing, deleting or replacing libraries wholesale, killing a running
 /// script) needs admin; loading one needs write (redis-py's
@@ -547,6 +561,7 @@ fn scripting_mode(name: &str) -> Option<Mode> {
         "script|load" | "function|load" => Mode::Write,
         "script|exists" | "script|help" | "script|show" | "function|list" | "function|dump"
         | "function|stats" | "function|help" => Mode::Read,
+
         _ => return None,
     })
 }

@@ -738,6 +738,27 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         getter: |c| vec![c.stats_bind.clone()],
     },
+    Directive {
+        name: "metrics-allow",
+        default: "\"\"",
+        summary: "client addresses (IP or CIDR) the metrics and stats ports serve; empty is any",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 64),
+        setter: |c, a| {
+            c.metrics_allow.clear();
+            for w in a.iter().filter(|w| !w.is_empty()) {
+                if crate::config::values::parse_cidr(w).is_none() {
+                    return Err(format!(
+                        "metrics-allow: '{w}' is not an IP address or CIDR block (10.0.0.0/8)"
+                    ));
+                }
+                c.metrics_allow.push(w.to_string());
+            }
+            Ok(())
+        },
+        getter: |c| c.metrics_allow.clone(),
+    },
 ];
 
 /// Linux refuses a keepalive idle time above this (`MAX_TCP_KEEPIDLE`).

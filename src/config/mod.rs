@@ -37,7 +37,7 @@ mod lex;
 pub mod pool;
 pub mod sha256;
 pub mod user;
-mod values;
+pub(crate) mod values;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -411,6 +411,9 @@ pub struct Config {
     pub stats_port: u16,
     /// `stats-bind`: the address of the twemproxy-style stats port.
     pub stats_bind: String,
+    /// `metrics-allow`: the client addresses (IPs or CIDR blocks) the
+    /// metrics and stats ports serve; empty = any that reaches the bind.
+    pub metrics_allow: Vec<String>,
 }
 
 /// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
@@ -496,6 +499,7 @@ impl Default for Config {
             metrics_bind: "127.0.0.1".to_string(),
             stats_port: 0,
             stats_bind: "127.0.0.1".to_string(),
+            metrics_allow: Vec::new(),
         }
     }
 }

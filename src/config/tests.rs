@@ -1259,3 +1259,25 @@ fn output_limits_have_a_replica_class() {
     let e = error("client-output-buffer-limit master 1mb 0 0\n");
     assert!(e.contains("use normal, pubsub or replica"), "{e}");
 }
+
+#[test]
+fn metrics_allow_takes_addresses_and_cidr_blocks() {
+    use crate::config::values::{in_cidr, parse_cidr};
+    let cfg = parse("metrics-allow 10.0.0.0/8 ::1 192.168.1.7\n");
+    assert_eq!(cfg.metrics_allow, ["10.0.0.0/8", "::1", "192.168.1.7"]);
+    assert!(error("metrics-allow 10.0.0.0/33\n").contains("metrics-allow"));
+    assert!(error("metrics-allow host\n").contains("not an IP address"));
+    let net = parse_cidr("10.0.0.0/8").unwrap();
+    assert!(in_cidr("10.1.2.3".parse().unwrap(), net));
+    assert!(!in_cidr("11.0.0.1".parse().unwrap(), net));
+    // A v4-mapped v6 client counts as its v4 address.
+    assert!(in_cidr("::ffff:10.9.9.9".parse().unwrap(), net));
+    let one = parse_cidr("::1").unwrap();
+    assert!(in_cidr("::1".parse().unwrap(), one));
+    assert!(!in_cidr("127.0.0.1".parse().unwrap(), one));
+    assert!(in_cidr(
+        "1.2.3.4".parse().unwrap(),
+        parse_cidr("0.0.0.0/0").unwrap()
+    ));
+    assert_eq!(parse_cidr("10.0.0.0/"), None);
+}

@@ -239,3 +239,40 @@ pub(super) fn check_node(node: &str) -> Result<(), String> {
     number("cluster-nodes port", port, 1, 65535).map_err(|e| format!("'{node}': {e}"))?;
     Ok(())
 }
+
+/// An IP address or a CIDR block (`10.0.0.0/8`, `::1/128`): the network
+/// address and the prefix length. `None` when it is neither.
+pub fn parse_cidr(text: &str) -> Option<(std::net::IpAddr, u8)> {
+    let (ip, len) = match text.split_once('/') {
+        Some((ip, len)) => (ip, Some(len)),
+        None => (text, None),
+    };
+    let ip: std::net::IpAddr = ip.parse().ok()?;
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    let len = match len {
+        Some(l) if !l.is_empty() && l.bytes().all(|b| b.is_ascii_digit()) => l.parse().ok()?,
+        Some(_) => return None,
+        None => max,
+    };
+    (len <= max).then_some((ip, len))
+}
+
+/// Whether `addr` is inside the block `(net, len)` (a v4-mapped v6
+/// address counts as its v4 one).
+pub fn in_cidr(addr: std::net::IpAddr, (net, len): (std::net::IpAddr, u8)) -> bool {
+    use std::net::IpAddr;
+    let addr = match addr {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, IpAddr::V4),
+        v4 => v4,
+    };
+    let (a, n, bits) = match (addr, net) {
+        (IpAddr::V4(a), IpAddr::V4(n)) => (u32::from(a) as u128, u32::from(n) as u128, 32),
+        (IpAddr::V6(a), IpAddr::V6(n)) => (u128::from(a), u128::from(n), 128),
+        _ => return false,
+    };
+    if len == 0 {
+        return true;
+    }
+    let shift = bits - u32::from(len);
+    (a >> shift) == (n >> shift)
+}

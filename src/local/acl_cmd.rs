@@ -135,7 +135,9 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
 }
 
 /// ACL GETUSER's map, in Redis 7.0's order: flags, passwords (digests),
-/// commands, keys, channels, selectors (always none).
+/// commands (Redis's rules, or every command the user may run:
+/// `acl::command_rules`), keys,
+/// channels, selectors (always none).
 fn describe(e: &mut crate::resp::encode::Encoder<'_>, u: &User) {
     let spec = &u.spec;
     e.map(6);
@@ -162,8 +164,19 @@ fn describe(e: &mut crate::resp::encode::Encoder<'_>, u: &User) {
             .collect::<Vec<_>>()
             .join(" ")
     };
+    // Redis's rules as given when they start over (`+@all`, `-@all`: the
+    // mode no longer counts, as for every user ACL SETUSER makes);
+    // otherwise what the mode and the rules allow, in Redis's words (not
+    // `mode read`, which a Redis client cannot read).
     e.bulk(b"commands");
-    e.bulk(pick(|w| w.starts_with(['+', '-']) || w.starts_with("mode")).as_bytes());
+    let redis_rules = spec
+        .commands
+        .first()
+        .is_some_and(|c| c == "+@all" || c == "-@all");
+    match redis_rules {
+        true => e.bulk(pick(|w| w.starts_with(['+', '-'])).as_bytes()),
+        false => e.bulk(crate::acl::command_rules(u).as_bytes()),
+    };
     e.bulk(b"keys");
     let keys = pick(|w| w.starts_with(['~', '%']));
     e.bulk(keys.as_bytes());

@@ -15,6 +15,12 @@
 //! and [`DEADLINE`] per connection from accept to close. One response per
 //! connection (`Connection: close`).
 //!
+//! Who may ask: the ports listen on `metrics-bind` / `stats-bind`
+//! (loopback unless configured), and, when `metrics-allow` lists
+//! addresses or CIDR blocks, a connection from any other address is
+//! closed at accept, unanswered. There is no password: what they show is
+//! counters and the backends' addresses (see mithril.conf(5)).
+//!
 //! Never: block (every socket is non-blocking), read a worker's live
 //! counters, or keep running after the proxy started shutting down.
 
@@ -167,6 +173,16 @@ fn serve(mut l: Listeners, shared: &Shared) -> io::Result<()> {
     }
 }
 
+/// Whether `metrics-allow` lets `ip` in (an empty list lets everyone
+/// that reaches the bound address in).
+fn allowed(allow: &[String], ip: IpAddr) -> bool {
+    allow.is_empty()
+        || allow
+            .iter()
+            .filter_map(|w| crate::config::values::parse_cidr(w))
+            .any(|net| crate::config::values::in_cidr(ip, net))
+}
+
 fn accept_all(
     listener: &TcpListener,
     stats_port: bool,
@@ -176,7 +192,7 @@ fn accept_all(
     now: Instant,
 ) {
     loop {
-        let (mut stream, _) = match listener.accept() {
+        let (mut stream, peer) = match listener.accept() {
             Ok(x) => x,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -185,7 +201,7 @@ fn accept_all(
                 return;
             }
         };
-        if conns.len() >= MAX_CONNS {
+        if conns.len() >= MAX_CONNS || !allowed(&shared.config.metrics_allow, peer.ip()) {
             continue; // dropped: closed at once
         }
         let entry = conns.vacant_entry();

@@ -66,6 +66,9 @@ struct Ctx<'a> {
     replication: &'a str,
     /// The masters' `blocked_clients` summed, when they were asked.
     node_blocked: Option<u64>,
+    /// The asking user may read the configuration (`CONFIG GET`): the
+    /// `backends` section and the server's paths are shown (`Seen`).
+    seen: Seen,
 }
 
 impl Ctx<'_> {
@@ -197,7 +200,7 @@ const SECTIONS: &[Section] = &[
 /// keyspace): the fallback when the worker core does not intercept it.
 pub fn info(shared: &Shared, s: &Session, args: &Args) -> Outcome {
     let asked: Vec<&[u8]> = (1..args.len()).filter_map(|i| args.get(i)).collect();
-    let text = info_text(shared, s.pool(), &asked, &[]);
+    let text = info_text(shared, s.pool(), &asked, &[], Seen::of(shared, s));
     built(
         |e| {
             e.verbatim(b"txt", text.as_bytes());
@@ -230,7 +233,42 @@ pub fn wants(asked: &[&[u8]], name: &str) -> bool {
 /// section names (none: the defaults), the masters' parts made of the
 /// pool's masters' replies to `INFO keyspace persistence stats memory
 /// replication clients` (`masters`; empty: none).
-pub fn info_text(shared: &Shared, pool: usize, asked: &[&[u8]], masters: &[Bytes]) -> String {
+/// How much of INFO a user sees. INFO runs in every mode (unlike Redis,
+/// where it is `@dangerous`): it is the proxy's own counters. What tells
+/// where things are (the `backends` section: every node's address; the
+/// server's `executable` and `config_file`) is for the users who may read
+/// the configuration (`CONFIG GET`) only; the others get those fields
+/// empty and no `backends` section.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Seen {
+    All,
+    Counters,
+}
+
+impl Seen {
+    /// What session `s` sees.
+    pub fn of(shared: &Shared, s: &Session) -> Seen {
+        if !s.restricted {
+            return Seen::All;
+        }
+        let user = s
+            .user
+            .clone()
+            .unwrap_or_else(|| shared.admin.acl.default_user());
+        match crate::acl::may_run_command(&user, "config|get") {
+            true => Seen::All,
+            false => Seen::Counters,
+        }
+    }
+}
+
+pub fn info_text(
+    shared: &Shared,
+    pool: usize,
+    asked: &[&[u8]],
+    masters: &[Bytes],
+    seen: Seen,
+) -> String {
     let snaps = shared.stats.load_all();
     let keyspace = keyspace_sum(masters);
     let persistence = persistence_merge(masters);
@@ -256,10 +294,15 @@ pub fn info_text(shared: &Shared, pool: usize, asked: &[&[u8]], masters: &[Bytes
         data_memory: &data_memory,
         replication: &replication,
         node_blocked,
+        seen,
     };
     let mut text = String::with_capacity(2048);
     let mut first = true;
-    for sec in SECTIONS.iter().filter(|sec| is_wanted(sec, asked)) {
+    for sec in SECTIONS
+        .iter()
+        .filter(|sec| is_wanted(sec, asked))
+        .filter(|sec| seen == Seen::All || sec.name != "backends")
+    {
         if !first {
             text.push_str("\r\n");
         }

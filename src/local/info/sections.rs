@@ -40,12 +40,16 @@ pub(super) fn server(t: &mut String, cx: &Ctx) {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let uptime = shared.started.elapsed().as_secs();
+    let all = cx.seen == super::Seen::All;
     let exe = std::env::current_exe()
+        .ok()
+        .filter(|_| all)
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let conf = cfg
         .config_file
         .as_ref()
+        .filter(|_| all)
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let _ = write!(

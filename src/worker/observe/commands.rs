@@ -64,7 +64,11 @@ impl Worker {
         } else {
             0
         };
-        let Some(proto) = self.sessions.get(key).map(|s| s.proto) else {
+        let Some((proto, seen)) = self
+            .sessions
+            .get(key)
+            .map(|s| (s.proto, info::Seen::of(&self.shared, s)))
+        else {
             return;
         };
         if !self.may_ask(key) {
@@ -79,7 +83,7 @@ impl Worker {
             let refs: Vec<&[u8]> = asked.iter().map(Vec::as_slice).collect();
             encode_text(
                 proto,
-                info::info_text(&shared, pool, &refs, nodes).as_bytes(),
+                info::info_text(&shared, pool, &refs, nodes, seen).as_bytes(),
             )
         });
         let workers = self.shared.workers.len();
