@@ -52,6 +52,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 mod scripts;
+pub mod throttle;
 
 /// At most this many users (the configuration's and `ACL SETUSER`'s).
 pub const MAX_USERS: usize = 10_000;
@@ -249,6 +250,12 @@ pub struct Acl {
     pub denied: Counters,
     /// ACL LOG, newest first, at most [`LOG_MAX`].
     log: Mutex<VecDeque<LogEntry>>,
+    /// `auth-any-user`: `AUTH <password>` alone tries every user.
+    any_user: bool,
+    /// `acl-pubsub-default allchannels`.
+    pubsub_all: bool,
+    /// `auth-max-failures` and `auth-failures-per-source`.
+    pub throttle: throttle::Throttle,
 }
 
 /// What happened to a session's user since the session last looked.
@@ -276,18 +283,24 @@ impl Acl {
                 .passwords
                 .push(Password::Plain(cfg.requirepass.clone()));
         }
-        let mut users = vec![Arc::new(User::from_spec(&default))];
+        let pubsub_all = cfg.acl_pubsub_all;
+        let mut users = vec![Arc::new(User::from_spec(
+            &default.with_channels(pubsub_all),
+        ))];
         users.extend(
             cfg.users
                 .iter()
                 .filter(|u| u.name != "default")
-                .map(|u| Arc::new(User::from_spec(u))),
+                .map(|u| Arc::new(User::from_spec(&u.with_channels(pubsub_all)))),
         );
         Acl {
             users: RwLock::new(users),
             generation: AtomicU64::new(0),
             denied: Counters::default(),
             log: Mutex::new(VecDeque::new()),
+            any_user: cfg.auth_any_user,
+            pubsub_all,
+            throttle: throttle::Throttle::new(cfg.auth_max_failures, cfg.auth_failures_per_source),
         }
     }
 
@@ -374,10 +387,10 @@ impl Acl {
             None if users.len() >= MAX_USERS => {
                 return Err(format!("ERR mithril: at most {MAX_USERS} users"));
             }
-            None => UserSpec::for_setuser(name),
+            None => UserSpec::for_setuser(name, self.pubsub_all),
         };
         for rule in rules {
-            spec.apply_setuser(rule).map_err(|e| {
+            spec.apply_setuser(rule, self.pubsub_all).map_err(|e| {
                 format!(
                     "ERR Error in ACL SETUSER modifier '{}': {}",
                     String::from_utf8_lossy(rule),
@@ -446,11 +459,11 @@ impl Acl {
         !self.default_user().digests.is_empty()
     }
 
-    /// AUTH: `name` is `None` for the one-argument form. That form is
-    /// Redis's `default` first; unlike Redis, when `default` does not take
-    /// the password, any other enabled user with that password does (so a
-    /// predixy client, which authenticates with a password alone, keeps
-    /// working). A failure is counted.
+    /// AUTH: `name` is `None` for the one-argument form, which names
+    /// `default` as in Redis. Only with `auth-any-user yes`, when
+    /// `default` does not take the password, any other enabled user with
+    /// that password does (predixy's clients authenticate with a password
+    /// alone). A failure is counted.
     pub fn authenticate(&self, name: Option<&[u8]>, pass: &[u8]) -> Result<Arc<User>, AuthError> {
         let digest = sha256::digest(pass);
         let users = self.read();
@@ -461,6 +474,16 @@ impl Acl {
                 .filter(|u| u.enabled && (u.nopass || u.has_digest(&digest)))
                 .cloned()
                 .ok_or(AuthError::WrongPass),
+            None if !self.any_user => {
+                let d = &users[0];
+                if d.nopass {
+                    Err(AuthError::NoDefaultPassword)
+                } else if d.has_digest(&digest) && d.enabled {
+                    Ok(d.clone())
+                } else {
+                    Err(AuthError::WrongPass)
+                }
+            }
             None => {
                 // Compare with every digest of every user before deciding.
                 let mut found: Option<&Arc<User>> = None;

@@ -91,7 +91,7 @@ fn modes_follow_flags_and_categories() {
 const USERS: &str = "\
 user reader on >r mode read
 user writer on >w mode write ~app:* &news.* &chat
-user admin on >a mode admin
+user admin on >a mode admin allchannels
 user split on >s mode write %R~pub:* %W~mine:*
 user off off >x mode admin
 user any on nopass mode write
@@ -105,7 +105,8 @@ fn each_mode_against_each_class() {
         ("reader", "SET k v", Err(Denial::Command)),
         ("reader", "FLUSHALL", Err(Denial::Command)),
         ("reader", "PING", Ok(())),
-        ("reader", "SUBSCRIBE anything", Ok(())),
+        // No channel rule: acl-pubsub-default's none (issue 30).
+        ("reader", "SUBSCRIBE anything", Err(Denial::Channel)),
         ("reader", "PUBLISH c m", Err(Denial::Command)),
         ("writer", "SET app:1 v", Ok(())),
         ("writer", "CONFIG SET loglevel debug", Err(Denial::Command)),
@@ -238,13 +239,17 @@ fn authentication() {
     );
     // nopass: any password.
     assert_eq!(name(a.authenticate(Some(b"any"), b"")), Ok("any".into()));
-    // The built-in default needs none: AUTH default <anything> works, the
-    // one-argument form finds the user whose password it is.
+    // The built-in default needs none: AUTH default <anything> works; the
+    // one-argument form names default only, as Redis (issue 30): another
+    // user's password does not log in.
     assert_eq!(
         name(a.authenticate(Some(b"default"), b"zz")),
         Ok("default".into())
     );
-    assert_eq!(name(a.authenticate(None, b"w")), Ok("writer".into()));
+    assert_eq!(
+        name(a.authenticate(None, b"w")),
+        Err(AuthError::NoDefaultPassword)
+    );
     assert_eq!(a.denied.auth.load(Ordering::Relaxed), 3);
     assert!(!a.password_required());
     assert!(a.default_user().unrestricted);
@@ -269,6 +274,9 @@ fn authentication() {
     assert!(!a.default_user().unrestricted);
     let a = acl("user default off\nuser app on >pw mode write\n");
     assert!(a.password_required());
+    assert_eq!(name(a.authenticate(None, b"pw")), Err(AuthError::WrongPass));
+    // auth-any-user yes (predixy's clients): the user whose password it is.
+    let a = acl("user default off\nuser app on >pw mode write\nauth-any-user yes\n");
     assert_eq!(name(a.authenticate(None, b"pw")), Ok("app".into()));
     assert_eq!(
         name(a.authenticate(None, b"other")),
@@ -316,7 +324,7 @@ fn setuser(a: &Acl, line: &str) -> Result<(), String> {
 fn command_rules_add_to_and_take_from_the_mode() {
     let a = acl("user r on nopass mode read +set -get\n\
          user c on nopass -@all +@scripting +config|get ~*\n\
-         user all on nopass mode read +@all\n");
+         user all on nopass mode read +@all &*\n");
     assert_eq!(run(&a, "r", "SET k v"), Ok(()));
     assert_eq!(run(&a, "r", "GET k"), Err(Denial::Command));
     assert_eq!(run(&a, "r", "MGET k"), Ok(()));
@@ -332,10 +340,13 @@ fn command_rules_add_to_and_take_from_the_mode() {
     assert!(!user(&a, "c").unrestricted);
     // The line ACL LIST shows parses back to the same rights.
     let canon = user(&a, "c").canonical.clone();
-    assert_eq!(canon, "c on nopass ~* &* -@all +@scripting +config|get");
+    assert_eq!(
+        canon,
+        "c on nopass ~* resetchannels -@all +@scripting +config|get"
+    );
     assert_eq!(
         user(&a, "r").canonical,
-        "r on nopass ~* &* mode read +set -get"
+        "r on nopass ~* resetchannels mode read +set -get"
     );
 }
 

@@ -544,6 +544,63 @@ pub static DIRECTIVES: &[Directive] = &[
         getter: |_| Vec::new(),
     },
     Directive {
+        name: "acl-pubsub-default",
+        default: "resetchannels",
+        summary: "channels a user line without a channel rule may use: resetchannels (none) or allchannels",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.acl_pubsub_all = match first(a).to_ascii_lowercase().as_str() {
+                "allchannels" => true,
+                "resetchannels" => false,
+                _ => return Err("acl-pubsub-default must be resetchannels or allchannels".into()),
+            };
+            Ok(())
+        },
+        getter: |c| vec![if c.acl_pubsub_all { "allchannels" } else { "resetchannels" }.to_string()],
+    },
+    Directive {
+        name: "auth-any-user",
+        default: "no",
+        summary: "AUTH with a password alone also tries every user, not only default (predixy's clients)",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.auth_any_user = parse_bool(first(a)).ok_or("auth-any-user must be yes or no")?;
+            Ok(())
+        },
+        getter: |c| vec![if c.auth_any_user { "yes" } else { "no" }.to_string()],
+    },
+    Directive {
+        name: "auth-max-failures",
+        default: "10",
+        summary: "failed AUTH a connection may make before it is closed; 0 is no cap",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.auth_max_failures = number("auth-max-failures", first(a), 0, 1_000_000_000)?;
+            Ok(())
+        },
+        getter: |c| vec![c.auth_max_failures.to_string()],
+    },
+    Directive {
+        name: "auth-failures-per-source",
+        default: "100",
+        summary: "failed AUTH per second from one client address before its AUTH is refused unchecked; 0 is no cap",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.auth_failures_per_source =
+                number("auth-failures-per-source", first(a), 0, 1_000_000_000)?;
+            Ok(())
+        },
+        getter: |c| vec![c.auth_failures_per_source.to_string()],
+    },
+    Directive {
         name: "backend-user",
         default: "\"\"",
         summary: "user mithril authenticates as on the cluster's nodes; empty sends AUTH with the password alone",

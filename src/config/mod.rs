@@ -377,6 +377,20 @@ pub struct Config {
     /// `user`: the users clients may authenticate as, in the order written
     /// (one line each; a line named `default` replaces the built-in user).
     pub users: Vec<UserSpec>,
+    /// `acl-pubsub-default`: `true` (`allchannels`) when a user without a
+    /// channel rule may use every channel; `false` (`resetchannels`, as
+    /// Redis 7) when it may use none.
+    pub acl_pubsub_all: bool,
+    /// `auth-any-user`: `AUTH <password>` alone also tries the users other
+    /// than `default` (predixy's clients); off: `default` only, as Redis.
+    pub auth_any_user: bool,
+    /// `auth-max-failures`: failed AUTH / HELLO AUTH a connection may make
+    /// before it is closed; 0 = no cap.
+    pub auth_max_failures: u64,
+    /// `auth-failures-per-source`: failed AUTH from one client address in
+    /// one second after which that address's AUTH is refused unchecked
+    /// until the second ends; 0 = no cap.
+    pub auth_failures_per_source: u64,
     /// `backend-user`: the user mithril authenticates as on the cluster's
     /// nodes; empty means `AUTH <password>` alone.
     pub backend_user: String,
@@ -485,6 +499,10 @@ impl Default for Config {
             requirepass: String::new(),
             protected_mode: true,
             users: Vec::new(),
+            acl_pubsub_all: false,
+            auth_any_user: false,
+            auth_max_failures: 10,
+            auth_failures_per_source: 100,
             backend_user: String::new(),
             backend_password: String::new(),
             cluster_announce_ip: String::new(),

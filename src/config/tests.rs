@@ -1152,7 +1152,7 @@ fn config_get_hides_passwords() {
     assert_eq!(
         users,
         format!(
-            "alice on #{} ~app:* &* mode write; bob on nopass ~* &* mode read",
+            "alice on #{} ~app:* mode write; bob on nopass ~* mode read",
             crate::config::sha256::hex(&crate::config::sha256::digest(b"s3cret"))
         )
     );

@@ -18,15 +18,16 @@
 //! Rules follow Redis's ACL words where Redis has one. Commands are granted
 //! by `mode` (predixy's read / write / admin), then Redis's `+`/`-` command
 //! rules, if any, add to and take from what the mode gave, in order (`+@all`
-//! and `-@all` start over). A line without any key rule allows every key,
-//! and one without any channel rule every channel (Redis would allow none):
-//! a user line is about who may do what, and the common case is
-//! "everything, within a mode".
+//! and `-@all` start over). A line without any key rule allows every key
+//! (Redis would allow none): a user line is about who may do what, and
+//! the common case is "everything, within a mode". A line without any
+//! channel rule gets the channels of `acl-pubsub-default`: none unless it
+//! says `allchannels`, as in Redis 7 ([`UserSpec::with_channels`]).
 //!
 //! `ACL SETUSER` edits a user with Redis's own dialect of the same words
 //! ([`UserSpec::for_setuser`], [`UserSpec::apply_setuser`]): a new user
-//! starts as Redis's does (off, no password, no command, no key, no
-//! channel), `<password` and `!digest` remove a password, and errors are
+//! starts as Redis's does (off, no password, no command, no key, the
+//! channels of `acl-pubsub-default`), `<password` and `!digest` remove a password, and errors are
 //! Redis's texts ([`RuleError`]).
 //!
 //! Never: show a `>password` in a `Debug` output or an error message.
@@ -130,7 +131,8 @@ pub struct UserSpec {
     pub mode: Mode,
     /// `None`: no key rule was given, every key is allowed.
     pub keys: Option<Vec<KeyPattern>>,
-    /// `None`: no channel rule was given, every channel is allowed.
+    /// `None`: no channel rule was given (`acl-pubsub-default` decides:
+    /// [`UserSpec::with_channels`]).
     pub channels: Option<Vec<String>>,
     /// Redis's command rules applied after the mode, in order, lower case
     /// (`+get`, `-@write`, `+config|get`); a `+@all` or `-@all` drops the
@@ -163,7 +165,9 @@ impl UserSpec {
             passwords: Vec::new(),
             mode: Mode::Admin,
             keys: None,
-            channels: None,
+            // Every channel whatever `acl-pubsub-default` says, as Redis's
+            // own `default` (`&*`).
+            channels: Some(vec!["*".to_string()]),
             commands: Vec::new(),
             rules: vec!["on".into(), "nopass".into(), "mode".into(), "admin".into()],
         }
@@ -282,9 +286,21 @@ impl UserSpec {
         Ok(())
     }
 
+    /// The user as the running proxy takes it: a line without any channel
+    /// rule gets `acl-pubsub-default`'s (`all`: every channel; else none,
+    /// Redis 7's `resetchannels`).
+    pub fn with_channels(&self, all: bool) -> UserSpec {
+        let mut u = self.clone();
+        if u.channels.is_none() {
+            u.channels = Some(default_channels(all));
+        }
+        u
+    }
+
     /// A user `ACL SETUSER` has not seen before, as Redis creates one: off,
-    /// no password, no command, no key and no channel.
-    pub fn for_setuser(name: &str) -> UserSpec {
+    /// no password, no command, no key, and the channels of
+    /// `acl-pubsub-default` (`all`).
+    pub fn for_setuser(name: &str, all: bool) -> UserSpec {
         UserSpec {
             name: name.to_string(),
             enabled: false,
@@ -292,7 +308,7 @@ impl UserSpec {
             passwords: Vec::new(),
             mode: Mode::Read,
             keys: Some(Vec::new()),
-            channels: Some(Vec::new()),
+            channels: Some(default_channels(all)),
             commands: vec!["-@all".to_string()],
             rules: Vec::new(),
         }
@@ -300,8 +316,9 @@ impl UserSpec {
 
     /// Applies one `ACL SETUSER` rule, in Redis's dialect (no `mode`; `<`
     /// and `!` remove a password; a password may be any bytes). A clear
-    /// password is hashed at once and never kept.
-    pub fn apply_setuser(&mut self, rule: &[u8]) -> Result<(), RuleError> {
+    /// password is hashed at once and never kept. `pubsub_all` is
+    /// `acl-pubsub-default` (what `reset` gives).
+    pub fn apply_setuser(&mut self, rule: &[u8], pubsub_all: bool) -> Result<(), RuleError> {
         if rule.is_empty() {
             return Ok(());
         }
@@ -336,7 +353,7 @@ impl UserSpec {
             _ if self.login_rule(&lower) => {}
             "sanitize-payload" | "skip-sanitize-payload" | "clearselectors" => {}
             "reset" => {
-                *self = UserSpec::for_setuser(&self.name);
+                *self = UserSpec::for_setuser(&self.name, pubsub_all);
             }
             "allkeys" | "~*" => self.keys = Some(vec![KeyPattern::all()]),
             "resetkeys" => self.keys = Some(Vec::new()),
@@ -450,7 +467,9 @@ impl UserSpec {
             Some(k) => w.extend(k.iter().map(KeyPattern::word)),
         }
         match &self.channels {
-            None => w.push("&*".into()),
+            // No channel rule: `acl-pubsub-default` decides (the running
+            // proxy's users always have one: `with_channels`).
+            None => {}
             Some(c) if c.is_empty() => w.push("resetchannels".into()),
             Some(c) => w.extend(c.iter().map(|c| format!("&{c}"))),
         }
@@ -489,6 +508,15 @@ impl UserSpec {
             .collect();
         u.rules = u.canonical_words();
         u
+    }
+}
+
+/// The channels of a user without a channel rule: `acl-pubsub-default`.
+fn default_channels(all: bool) -> Vec<String> {
+    if all {
+        vec!["*".to_string()]
+    } else {
+        Vec::new()
     }
 }
 

@@ -5,10 +5,17 @@
 //! password) and the `user` lines. A session starts as `default`,
 //! authenticated when that user needs no password. `AUTH user password`
 //! and `HELLO ... AUTH user password` switch it to that user; `AUTH
-//! password` names `default`, or (unlike Redis, for predixy's clients)
-//! any other user with that password. A failed attempt never takes away
-//! an earlier success, as in Redis, and is counted in INFO
-//! (`acl_access_denied_auth`).
+//! password` names `default`, as in Redis (with `auth-any-user yes`, for
+//! predixy's clients, also any other user with that password). A failed
+//! attempt never takes away an earlier success, as in Redis, and is
+//! counted in INFO (`acl_access_denied_auth`) and logged (warning, with
+//! the user name and the client's address, sampled).
+//!
+//! Guessing is capped (`acl::throttle`): the failed attempt that reaches
+//! `auth-max-failures` on a connection is answered and the connection
+//! closed; an address over `auth-failures-per-source` this second gets
+//! [`ERR_THROTTLED`](crate::acl::throttle::ERR_THROTTLED) without its
+//! password being looked at.
 //!
 //! Never: log or echo a password.
 
@@ -66,10 +73,60 @@ fn log_in(
     Ok(())
 }
 
-/// A refused AUTH or HELLO AUTH, at debug level, sampled: a client can
-/// repeat it as fast as it is answered.
-fn log_refusal(what: &str, s: &Session) {
-    crate::debug_sampled!(target: "mithril::auth", "client {} ({}): {what} refused", s.id, s.peer);
+/// A refused AUTH or HELLO AUTH, as a warning naming the user, sampled
+/// (one line per second and thread, the next saying how many were held
+/// back): a client can repeat it as fast as it is answered. The name is
+/// the client's bytes: shown escaped and cut at 64.
+fn log_refusal(what: &str, s: &Session, user: &[u8]) {
+    if !log::log_enabled!(target: "mithril::auth", log::Level::Warn) {
+        return;
+    }
+    if let Some(n) = crate::stats::sample::allow_site(concat!(file!(), ":", line!())) {
+        log::warn!(
+            target: "mithril::auth",
+            "client {} ({}): {what} refused for user '{}'{}",
+            s.id,
+            s.peer,
+            user[..user.len().min(64)].escape_ascii(),
+            crate::stats::sample::note(n)
+        );
+    }
+}
+
+/// A failed login: counted for the connection and its address; the
+/// answer, or it and a close once the connection spent its
+/// `auth-max-failures`.
+fn failed(
+    shared: &Shared,
+    s: &mut Session,
+    what: &str,
+    user: &[u8],
+    reply: &'static [u8],
+) -> Outcome {
+    let throttle = &shared.admin.acl.throttle;
+    throttle.failed(s.peer.ip(), std::time::Instant::now());
+    s.auth_failures += 1;
+    log_refusal(what, s, user);
+    if throttle.conn_spent(s.auth_failures) {
+        return Outcome::ReplyAndClose(Bytes::from_static(reply));
+    }
+    stat(reply)
+}
+
+/// An address over `auth-failures-per-source` this second: refused
+/// unchecked (and counted against the connection's cap).
+fn throttled(shared: &Shared, s: &mut Session) -> Option<Outcome> {
+    let throttle = &shared.admin.acl.throttle;
+    if !throttle.refused(s.peer.ip(), std::time::Instant::now()) {
+        return None;
+    }
+    s.auth_failures += 1;
+    let reply = crate::acl::throttle::ERR_THROTTLED;
+    Some(if throttle.conn_spent(s.auth_failures) {
+        Outcome::ReplyAndClose(Bytes::from_static(reply))
+    } else {
+        stat(reply)
+    })
 }
 
 fn auth_error(e: AuthError) -> Outcome {
@@ -82,17 +139,20 @@ fn auth_error(e: AuthError) -> Outcome {
 /// AUTH password | AUTH username password.
 pub fn auth(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
     let arg = |i: usize| args.get(i).unwrap_or_default();
-    let outcome = match args.len() {
-        2 => log_in(shared, s, None, arg(1)),
-        3 => log_in(shared, s, Some(arg(1)), arg(2)),
-        _ => return stat(super::ERR_SYNTAX),
+    if !matches!(args.len(), 2 | 3) {
+        return stat(super::ERR_SYNTAX);
+    }
+    if let Some(refused) = throttled(shared, s) {
+        return refused;
+    }
+    let (user, outcome) = match args.len() {
+        2 => (&b"default"[..], log_in(shared, s, None, arg(1))),
+        _ => (arg(1), log_in(shared, s, Some(arg(1)), arg(2))),
     };
     match outcome {
         Ok(()) => stat(super::OK),
-        Err(e) => {
-            log_refusal("AUTH", s);
-            auth_error(e)
-        }
+        Err(AuthError::WrongPass) => failed(shared, s, "AUTH", user, ERR_WRONGPASS),
+        Err(e) => auth_error(e),
     }
 }
 
@@ -134,10 +194,12 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
         }
     }
     if let Some((user, pass)) = creds {
+        if let Some(refused) = throttled(shared, s) {
+            return refused;
+        }
         // HELLO always names the user: no password-only lookup here.
         if log_in(shared, s, Some(user), pass).is_err() {
-            log_refusal("HELLO AUTH", s);
-            return stat(ERR_WRONGPASS);
+            return failed(shared, s, "HELLO AUTH", user, ERR_WRONGPASS);
         }
     }
     if !s.authenticated {

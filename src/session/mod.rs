@@ -249,6 +249,8 @@ pub struct Session {
     pub restricted: bool,
     /// The `Acl::generation` `user` and `restricted` were read at.
     pub acl_gen: u64,
+    /// Failed AUTH / HELLO AUTH so far (`auth-max-failures`).
+    pub auth_failures: u64,
     /// Dispatch window and overload bookkeeping (see `pressure`).
     pub pressure: Pressure,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
@@ -437,6 +439,7 @@ impl Session {
             user: None,
             restricted: start.restricted,
             acl_gen: start.generation,
+            auth_failures: 0,
             pressure: Pressure::default(),
             lib_name: None,
             lib_ver: None,

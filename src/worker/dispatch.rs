@@ -487,7 +487,7 @@ impl Worker {
         };
         let outcome = local::execute(&self.shared, s, which, cmd, args);
         if matches!(which, LocalCmd::Auth | LocalCmd::Hello)
-            && matches!(&outcome, Outcome::Reply(r) if r.starts_with(b"-WRONGPASS"))
+            && matches!(&outcome, Outcome::Reply(r) | Outcome::ReplyAndClose(r) if r.starts_with(b"-WRONGPASS"))
         {
             log_failed_login(&self.shared.admin.acl, s, args, self.id);
         }

@@ -716,13 +716,22 @@ fn authority(t: &mut Translation, node: &Node) -> Result<(), ConfigError> {
             no_scripts.join(", ")
         )
     };
+    // predixy finds the Auth of a password alone, and limits no channel.
+    t.set(&node.at(), "Authority", "auth-any-user", &["yes"])?;
+    t.set(
+        &node.at(),
+        "Authority",
+        "acl-pubsub-default",
+        &["allchannels"],
+    )?;
     t.warn(
         &node.at(),
         "Authority",
         format!(
             "mapped onto user lines: {}; clients keep authenticating with AUTH <password> \
-             alone (mithril finds the user whose password it is), and mithril additionally \
-             accepts AUTH <user> <password>{scripts}",
+             alone (auth-any-user yes: mithril finds the user whose password it is), and \
+             mithril additionally accepts AUTH <user> <password>; every user may use every \
+             channel (acl-pubsub-default allchannels), as with predixy{scripts}",
             made.join(", ")
         ),
     );

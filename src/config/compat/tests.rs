@@ -613,13 +613,10 @@ fn predixy_files_map_onto_directives() {
     assert_eq!(
         users,
         [
-            "default on nopass ~* &* mode read".to_string(),
+            "default on nopass ~* mode read".to_string(),
+            format!("auth1 on #{} ~* mode admin", hash("#a complex password#")),
             format!(
-                "auth1 on #{} ~* &* mode admin",
-                hash("#a complex password#")
-            ),
-            format!(
-                "auth2 on #{} %R~app:* %R~cache:* %R~shared:* %W~app:* &* mode write",
+                "auth2 on #{} %R~app:* %R~cache:* %R~shared:* %W~app:* mode write",
                 hash("writer")
             ),
         ]
@@ -735,8 +732,8 @@ fn open_foreign_proxies_keep_their_exposure_with_a_warning() {
     assert!(r.config.protected_mode && !exposed(&r));
     let users: Vec<String> = r.config.users.iter().map(|u| u.canonical()).collect();
     assert_eq!(users.len(), 2);
-    assert!(users[0].starts_with("auth1 on #") && users[0].ends_with(" ~a:* ~b:* &* mode write"));
-    assert_eq!(users[1], "default off ~* &* mode read");
+    assert!(users[0].starts_with("auth1 on #") && users[0].ends_with(" ~a:* ~b:* mode write"));
+    assert_eq!(users[1], "default off ~* mode read");
     let acl = crate::acl::Acl::from_config(&r.config);
     assert!(acl.password_required());
     assert_eq!(acl.authenticate(None, b"pw").unwrap().name, "auth1");
@@ -748,7 +745,7 @@ fn open_foreign_proxies_keep_their_exposure_with_a_warning() {
     assert!(exposed(&r));
     let users: Vec<String> = r.config.users.iter().map(|u| u.canonical()).collect();
     // The later Auth of a password replaces the earlier one, as in predixy.
-    assert_eq!(users[0], "default on nopass ~* &* mode read");
+    assert_eq!(users[0], "default on nopass ~* mode read");
     assert!(
         users[1].starts_with("auth1 on #") && users[1].ends_with("mode write"),
         "{users:?}"
