@@ -91,7 +91,7 @@ fn modes_follow_flags_and_categories() {
 const USERS: &str = "\
 user reader on >r mode read
 user writer on >w mode write ~app:* &news.* &chat
-user admin on >a mode admin allchannels
+user admin on >a mode admin
 user split on >s mode write %R~pub:* %W~mine:*
 user off off >x mode admin
 user any on nopass mode write
@@ -550,4 +550,29 @@ fn scripts_need_every_right_and_functions_an_admin() {
         explain(&user(&a, "writer"), cmd, &call.args()),
         Some(("command", b"eval".to_vec()))
     );
+}
+
+/// Issue 30: a line without a channel rule has acl-pubsub-default's
+/// channels (none by default), except in mode admin.
+#[test]
+fn channels_default_to_acl_pubsub_default() {
+    let a = acl("user r on nopass mode read\nuser w on nopass mode write &news\nuser adm on nopass mode admin\n");
+    assert_eq!(run(&a, "r", "SUBSCRIBE x"), Err(Denial::Channel));
+    assert_eq!(run(&a, "w", "PUBLISH news m"), Ok(()));
+    assert_eq!(run(&a, "w", "PUBLISH other m"), Err(Denial::Channel));
+    assert!(user(&a, "adm").unrestricted);
+    assert_eq!(
+        user(&a, "r").canonical,
+        "r on nopass ~* resetchannels mode read"
+    );
+    let a = acl("user r on nopass mode read\nacl-pubsub-default allchannels\n");
+    assert_eq!(run(&a, "r", "SUBSCRIBE x"), Ok(()));
+    // ACL SETUSER: a new user, and `reset`, follow it too.
+    setuser(&a, "n on nopass +@all ~*").unwrap();
+    assert!(user(&a, "n").unrestricted);
+    setuser(&a, "n reset on nopass +@all ~*").unwrap();
+    assert!(user(&a, "n").unrestricted);
+    let a = acl("");
+    setuser(&a, "n on nopass +@all ~*").unwrap();
+    assert_eq!(run(&a, "n", "SUBSCRIBE x"), Err(Denial::Channel));
 }

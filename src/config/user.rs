@@ -22,7 +22,8 @@
 //! (Redis would allow none): a user line is about who may do what, and
 //! the common case is "everything, within a mode". A line without any
 //! channel rule gets the channels of `acl-pubsub-default`: none unless it
-//! says `allchannels`, as in Redis 7 ([`UserSpec::with_channels`]).
+//! says `allchannels`, as in Redis 7, or the line says `mode admin`
+//! ([`UserSpec::with_channels`]).
 //!
 //! `ACL SETUSER` edits a user with Redis's own dialect of the same words
 //! ([`UserSpec::for_setuser`], [`UserSpec::apply_setuser`]): a new user
@@ -288,11 +289,13 @@ impl UserSpec {
 
     /// The user as the running proxy takes it: a line without any channel
     /// rule gets `acl-pubsub-default`'s (`all`: every channel; else none,
-    /// Redis 7's `resetchannels`).
+    /// Redis 7's `resetchannels`), except in mode admin, which is every
+    /// channel too (so such a user stays unrestricted: scripts, the fast
+    /// path).
     pub fn with_channels(&self, all: bool) -> UserSpec {
         let mut u = self.clone();
         if u.channels.is_none() {
-            u.channels = Some(default_channels(all));
+            u.channels = Some(default_channels(all || u.mode == Mode::Admin));
         }
         u
     }
