@@ -489,19 +489,27 @@ fn auth_with_one_argument_names_default_and_guessing_is_capped() {
 
     // Per address: once it failed 40 times in a second, even the right
     // password is refused unchecked until the second ends. (A round that
-    // straddles a second boundary proves nothing: try again.)
+    // straddles a second boundary proves nothing: try again.) The count is
+    // process-wide: the connections land on every worker.
     let throttled =
         err("ERR mithril: too many failed AUTH attempts from this address, try again later");
-    wait_until("an address throttled", Duration::from_secs(60), || {
-        for _ in 0..5 {
-            let mut g = Conn::connect(&m.addr());
-            let cmds: Vec<Vec<Vec<u8>>> = (0..9).map(|_| argv(&["AUTH", "app", "nope"])).collect();
-            let _ = g.try_pipeline(&cmds);
-        }
-        let mut right = Conn::connect(&m.addr());
-        let r = right.cmd(&["AUTH", "app", "apppw"]);
-        (r == throttled).then_some(())
-    });
+    for threads in [1, 2, 4] {
+        let m = start_on(
+            &_cluster,
+            &format!("threads {threads}\nauth-failures-per-source 40\n"),
+        );
+        wait_until("an address throttled", Duration::from_secs(60), || {
+            for _ in 0..5 {
+                let mut g = Conn::connect(&m.addr());
+                let cmds: Vec<Vec<Vec<u8>>> =
+                    (0..9).map(|_| argv(&["AUTH", "app", "nope"])).collect();
+                let _ = g.try_pipeline(&cmds);
+            }
+            let mut right = Conn::connect(&m.addr());
+            let r = right.cmd(&["AUTH", "app", "apppw"]);
+            (r == throttled).then_some(())
+        });
+    }
 }
 
 #[test]
