@@ -18,7 +18,9 @@
 //!   PING while some worker sees one ──► every master on a lease each
 //!        ──► a master's BUSY, else the first answer
 //!   node: -NOSCRIPT to EVALSHA sha / -ERR Function not found to FCALL f
-//!        ──► registry knows it? ──► on that same connection:
+//!        ──► a later request of the session on that connection? ──► the
+//!            node's error is the reply (a reload would reorder them)
+//!        ──► else registry knows it? ──► on that same connection:
 //!            [SCRIPT LOAD body | FUNCTION LOAD code] (Purpose::Reload), then
 //!            the call again with its sequence number ──► the client sees the
 //!            call's reply only
@@ -48,12 +50,18 @@
 //! at most until the request has spent its redirects (`MAX_HOPS`): each
 //! reload counts as one. Libraries are loaded again only through a master
 //! connection (a replica refuses FUNCTION LOAD; FCALL_RO read from a
-//! replica gets the replica's error). Order: the reload and the call are
-//! queued behind whatever the connection already carries, and every later
-//! request of the session to that node behind them, so the session's later
-//! requests run after the call; a request it had already sent to that node
-//! before the NOSCRIPT came back may run before the call does, as with a
-//! redirected request.
+//! replica gets the replica's error). Order: a reload never reorders a
+//! session's requests. It happens only when nothing of the session was
+//! sent (or queued) on that connection after the call: the reload and
+//! the call go behind whatever the connection carries of other sessions,
+//! and every later request of the session to that node behind them. When
+//! the session has a later request there (a pipeline: EVALSHA, SET k,
+//! GET k), that request has already run or will run before a call sent
+//! again could, where Redis ran the call first: the client gets the
+//! node's NOSCRIPT (or "Function not found") exactly as from Redis, and
+//! its library loads the script and calls again (issue 32). A call that
+//! meets a new master after a failover (MOVED, then NOSCRIPT) is the
+//! common case of the first kind: cured unseen.
 
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
@@ -586,8 +594,9 @@ impl Worker {
 
     /// A node answered NOSCRIPT (EVALSHA) or "Function not found" (FCALL)
     /// to a client's request on `bkey`: when the registry knows the script
-    /// or the library, load it on that connection and send the request
-    /// again behind it; otherwise the node's error is the reply.
+    /// or the library and nothing of the session follows the call on that
+    /// connection, load it there and send the request again behind it;
+    /// otherwise the node's error is the reply.
     #[cold]
     #[inline(never)]
     pub(super) fn reload_missing(
@@ -597,8 +606,16 @@ impl Worker {
         f: InFlight,
         frame: Bytes,
     ) {
+        // A later request of the session on this connection (queued or
+        // already sent: the call was the head) would run before the call
+        // sent again, where Redis ran the call first: the client gets the
+        // node's error, as from Redis, and its library loads the script.
+        let behind = self
+            .backends
+            .get(bkey)
+            .is_some_and(|b| b.carries(f.session));
         // Each reload spends one of the request's redirects.
-        let load = if f.hops < router::MAX_HOPS {
+        let load = if f.hops < router::MAX_HOPS && !behind {
             self.reload_frame(bkey, &f, &frame)
         } else {
             None
