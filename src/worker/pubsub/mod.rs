@@ -30,8 +30,9 @@
 //! confirmation is built here from the mirror, with the count a single
 //! server would give (channels plus patterns; shard channels on their
 //! own), and fills its slot when the node it was sent to confirms (for a
-//! channel sent to every master, the first of them; the others' only hold
-//! back later messages). A command naming channels is admitted against
+//! channel or pattern sent to every master, the last of them: once the
+//! client has its confirmation, a write on any master publishes to it, as
+//! on a single server; a master lost meanwhile counts as confirmed). A command naming channels is admitted against
 //! the dispatch window like everything else: it goes in waves of as many
 //! channels as the window has room for (at most `WAVE_MOST`, the most one
 //! command does per loop turn), and the rest waits, as a paused session's
@@ -171,6 +172,7 @@ impl Worker {
                 retry_queued: false,
                 barrier: 0,
                 throttled: false,
+                owed: HashMap::new(),
             }));
         }
         if named > 0 {
@@ -380,10 +382,15 @@ impl Worker {
                 *placed = None;
             }
         }
+        // What it owed counts as given (the others' still fill it).
+        let mut fills = Vec::new();
         for e in c.expect {
             if let (Some(seq), Some(reply)) = (e.seq, e.reply) {
-                self.fill_confirmation(owner, seq, reply);
+                fills.extend(sub.confirmed(seq, reply, false).map(|r| (seq, r)));
             }
+        }
+        for (seq, reply) in fills {
+            self.fill_confirmation(owner, seq, reply);
         }
         self.retry_later(owner);
         false
@@ -469,7 +476,7 @@ impl Worker {
             };
             if let Some(seq) = e.seq {
                 sub.barrier = sub.barrier.max(seq);
-                if let Some(reply) = e.reply {
+                if let Some(reply) = e.reply.and_then(|r| sub.confirmed(seq, r, false)) {
                     self.fill_confirmation(owner, seq, reply);
                 }
             }
@@ -527,14 +534,17 @@ impl Worker {
         key: Key,
         cancel: Option<&'static [u8]>,
     ) {
-        let Some(sub) = self.sessions.get_mut(key).and_then(|s| s.sub.take()) else {
+        let Some(mut sub) = self.sessions.get_mut(key).and_then(|s| s.sub.take()) else {
             return;
         };
-        for c in sub.conns {
+        for c in std::mem::take(&mut sub.conns) {
             if let Some(err) = cancel {
                 for e in c.expect {
                     if let (Some(seq), Some(_)) = (e.seq, e.reply) {
-                        self.fill_confirmation(key, seq, Bytes::from_static(err));
+                        let err = Bytes::from_static(err);
+                        if let Some(answer) = sub.confirmed(seq, err, true) {
+                            self.fill_confirmation(key, seq, answer);
+                        }
                     }
                 }
             }

@@ -123,7 +123,14 @@ impl Worker {
         };
         if let (Some(seq), Some(reply)) = (e.seq, e.reply) {
             let answer = if error_answers { frame } else { reply };
-            self.fill_confirmation(owner, seq, answer);
+            let last = self
+                .sessions
+                .get_mut(owner)
+                .and_then(|s| s.sub.as_mut())
+                .and_then(|sub| sub.confirmed(seq, answer, error_answers));
+            if let Some(answer) = last {
+                self.fill_confirmation(owner, seq, answer);
+            }
         }
         if retry {
             self.retry_later(owner);

@@ -228,11 +228,14 @@ impl Worker {
             if targets.is_empty() {
                 local.push((seq, conf.clone()));
             }
+            // Every connection it goes to confirms it: the last fills it.
+            let owed = targets.iter().filter(|&&t| t < sub.conns.len()).count();
+            sub.owe(seq, owed);
             let slot = match w.kind {
                 Kind::Shard => self.place.unit_of(pool, name),
                 _ => 0,
             };
-            for (j, &t) in targets.iter().enumerate() {
+            for &t in targets.iter() {
                 let Some(c) = sub.conns.get_mut(t) else {
                     continue;
                 };
@@ -256,7 +259,7 @@ impl Worker {
                 };
                 c.expect.push_back(Expect {
                     seq: Some(seq),
-                    reply: (j == 0).then(|| conf.clone()),
+                    reply: Some(conf.clone()),
                     shard: (w.kind == Kind::Shard).then(|| (w.unsubscribe, Box::from(name))),
                     hops: 0,
                     first,
