@@ -123,6 +123,11 @@ impl Acceptor {
         let mut listeners = listeners;
         for (i, (l, _)) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
+            // Accepted sockets inherit it, so a client's first bytes are
+            // stamped too (`shared::block_order`).
+            if shared.workers.len() > 1 {
+                let _ = reactor::stamp::enable(std::os::fd::AsRawFd::as_raw_fd(&*l));
+            }
         }
         let placer = Placer::new(shared.config.placement, shared.workers.len());
         let pool_clients = shared
@@ -170,6 +175,9 @@ impl Acceptor {
                 return;
             }
             retry_soon = false;
+            // Connections established before this instant are all taken
+            // by this pass (`shared::block_order`).
+            let pass_ns = reactor::stamp::now_ns();
             // Requests seen before this pass's accepts are answered after.
             for (w, slot) in self.shared.workers.iter().enumerate() {
                 asked[w] = slot.handoff_asked.load(Ordering::Acquire);
@@ -194,6 +202,14 @@ impl Acceptor {
                             retry_soon = true;
                             break;
                         }
+                    }
+                }
+            }
+            if !retry_soon && self.shared.workers.len() > 1 {
+                let waiting = self.shared.block_order.accepted_until(pass_ns);
+                for (w, slot) in self.shared.workers.iter().enumerate() {
+                    if waiting & (1u64 << (w % 64)) != 0 {
+                        slot.tx.wake();
                     }
                 }
             }

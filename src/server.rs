@@ -305,6 +305,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
                 .build_hasher()
                 .finish()
         },
+        block_order: crate::shared::block_order::BlockOrder::new(cfg_threads),
         stats,
         acceptor: std::sync::OnceLock::new(),
     });
@@ -328,6 +329,13 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         .map_err(|e| StartError(format!("acceptor: {e}")))?;
     // Workers may now ask it for handoffs (observe: CLIENT LIST, INFO).
     let _ = shared.acceptor.set(acceptor_waker.clone());
+    // Blocking commands of different workers go in the order the kernel
+    // stamped their arrival (`shared::block_order`): stamps on before the
+    // first client (the listeners asked for them; Linux turns them on a
+    // moment later).
+    if cfg_threads > 1 && !reactor::stamp::wait_effective(std::time::Duration::from_secs(2)) {
+        log::warn!(target: "mithril::main", "the kernel gives no arrival stamps: blocking commands of clients on different workers are ordered by when each worker read them");
+    }
     let acc_thread = std::thread::Builder::new()
         .name("acceptor".into())
         .spawn(move || acceptor.run())

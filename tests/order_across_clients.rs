@@ -6,6 +6,10 @@
 //!   every master's (the suite's "Keyspace notifications" tests, where a
 //!   write on a master whose subscription was not yet made lost its event
 //!   and the subscriber waited for ever).
+//! - Clients blocked on one key from different workers are served in the
+//!   order their commands arrived at mithril (the suite's "BRPOPLPUSH with
+//!   multiple blocked clients", where the second client's command reached
+//!   the node first, was served, and the first waited for ever).
 
 mod support;
 
@@ -82,4 +86,46 @@ fn keyevents_reach_a_confirmed_subscriber_threads_2() {
 #[test]
 fn keyevents_reach_a_confirmed_subscriber_threads_4() {
     keyevents_reach_a_confirmed_subscriber(4);
+}
+
+/// The suite's "BRPOPLPUSH with multiple blocked clients", many times over,
+/// with new clients each time as the suite makes them: the first blocked
+/// client is served first (WRONGTYPE: its target is a string), so the
+/// second gets the element. Served the other way round, the first would
+/// wait for ever (timeout 0): a reply not there in 10 s is that hang.
+fn brpoplpush_with_multiple_blocked_clients(threads: usize, rounds: usize) {
+    let (_cluster, m) = cluster_and_mithril(&format!("threads {threads}"));
+    let mut r = m.conn();
+    for round in 0..rounds {
+        let mut rd1 = m.conn();
+        let mut rd2 = m.conn();
+        assert!(!r
+            .cmd(&["DEL", "blist{t}", "target1{t}", "target2{t}"])
+            .is_error());
+        assert_eq!(r.cmd(&["SET", "target1{t}", "nolist"]), ok());
+        rd1.send(&[b"BRPOPLPUSH", b"blist{t}", b"target1{t}", b"0"]);
+        rd2.send(&[b"BRPOPLPUSH", b"blist{t}", b"target2{t}", b"0"]);
+        assert_eq!(r.cmd(&["LPUSH", "blist{t}", "foo"]), Reply::Int(1));
+        let first = rd1.try_read_reply(Duration::from_secs(10));
+        assert!(
+            matches!(&first, Ok(Reply::Error(e)) if e.starts_with("WRONGTYPE")),
+            "threads {threads}, round {round}: the first blocked client got {first:?}"
+        );
+        assert_eq!(
+            rd2.read_reply(),
+            bulk("foo"),
+            "threads {threads}, round {round}"
+        );
+        assert_eq!(r.cmd(&["LINDEX", "target2{t}", "0"]), bulk("foo"));
+    }
+}
+
+#[test]
+fn blocked_clients_are_served_in_arrival_order_threads_2() {
+    brpoplpush_with_multiple_blocked_clients(2, 100);
+}
+
+#[test]
+fn blocked_clients_are_served_in_arrival_order_threads_4() {
+    brpoplpush_with_multiple_blocked_clients(4, 100);
 }

@@ -96,6 +96,12 @@ impl<M> FabricSender<M> {
         }
     }
 
+    /// Wake the receiver's loop now, whatever it is doing: it runs one
+    /// more turn (a waker's event) even without a message.
+    pub fn wake(&self) {
+        self.notifier.wake_now();
+    }
+
     pub fn len(&self) -> usize {
         self.tx.len()
     }

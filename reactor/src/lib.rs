@@ -28,6 +28,7 @@ pub mod fabric;
 pub mod net;
 pub mod read;
 pub mod signals;
+pub mod stamp;
 pub mod timer;
 pub mod token;
 pub mod writev;

@@ -62,6 +62,23 @@ pub fn read_budgeted(
     to_eof: bool,
     growth: Growth,
 ) -> (ReadEnd, usize) {
+    read_budgeted_stamped(fd, buf, budget, limit, to_eof, growth, None)
+}
+
+/// [`read_budgeted`] that also keeps, in `stamp`, the kernel's arrival
+/// stamp of the last bytes read (`crate::stamp`; a socket without stamps
+/// leaves it as it was).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub fn read_budgeted_stamped(
+    fd: RawFd,
+    buf: &mut BytesMut,
+    budget: usize,
+    limit: usize,
+    to_eof: bool,
+    growth: Growth,
+    mut stamp: Option<&mut u64>,
+) -> (ReadEnd, usize) {
     let mut total = 0;
     loop {
         if buf.len() >= limit {
@@ -84,7 +101,11 @@ pub fn read_budgeted(
             .min(limit - buf.len())
             .min(budget - total);
         let spare = &mut buf.spare_capacity_mut()[..room];
-        match read_into(fd, spare) {
+        let got = match stamp.as_deref_mut() {
+            Some(stamp) => crate::stamp::recv_stamped(fd, spare, stamp),
+            None => read_into(fd, spare),
+        };
+        match got {
             Ok(0) => return (ReadEnd::Eof, total),
             Ok(n) => {
                 // SAFETY: read(2) initialised exactly n bytes of the spare

@@ -47,7 +47,7 @@ pub use input::Input;
 use mio::net::TcpStream;
 pub use output::FlushOutcome;
 use pressure::Pressure;
-use reactor::read::{read_budgeted, Growth, ReadEnd};
+use reactor::read::{read_budgeted_stamped, Growth, ReadEnd};
 use reactor::Key;
 use ring::ReplyRing;
 use std::collections::VecDeque;
@@ -211,6 +211,10 @@ pub struct Session {
     /// The client half-closed (EOF): no more reads.
     pub eof: bool,
     /// A readiness event said the peer closed: read through to the EOF.
+    /// The kernel's arrival stamp (CLOCK_REALTIME ns) of the last bytes
+    /// read from the client, 0 if none came (`reactor::stamp`): what orders
+    /// blocking commands read by different workers (`worker/blocking.rs`).
+    pub arrived: u64,
     pub hup: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
@@ -419,6 +423,7 @@ impl Session {
             input: Input::Open,
             eof: false,
             hup: false,
+            arrived: 0,
             sticky: key.index as usize,
             pipe: false,
             pipe_score: PIPE_SCORE,
@@ -501,7 +506,16 @@ impl Session {
     /// calls of a request-response client) — unless `to_eof`: the event
     /// said the peer closed, and the EOF must be seen now.
     pub fn read(&mut self, budget: usize, limit: usize, to_eof: bool) -> ReadOutcome {
-        let (end, n) = read_budgeted(self.fd, &mut self.rbuf, budget, limit, to_eof, GROWTH);
+        let stamp = Some(&mut self.arrived);
+        let (end, n) = read_budgeted_stamped(
+            self.fd,
+            &mut self.rbuf,
+            budget,
+            limit,
+            to_eof,
+            GROWTH,
+            stamp,
+        );
         self.net_in += n as u64; // observe
         match end {
             ReadEnd::Drained => ReadOutcome::Drained,

@@ -4,6 +4,7 @@
 //! request except through a worker's own padded counters.
 
 pub mod admin;
+pub mod block_order;
 pub mod monitor;
 pub mod pipe;
 
@@ -281,6 +282,9 @@ pub struct Shared {
     /// key has one counter; random per process).
     pub cache_epochs: Arc<crate::cache::epochs::Epochs>,
     pub cache_seed: u64,
+    /// Blocking commands sent in the order they arrived, across workers
+    /// (`shared::block_order`).
+    pub block_order: block_order::BlockOrder,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

@@ -26,10 +26,21 @@
 //! closed) and what it sent after the blocking command is not run, but
 //! every reply it earned before it is still written, then the session
 //! closes.
+//!
+//! Arrival order (more than one worker): clients blocked on one node are
+//! served by it in the order their commands reached mithril, as on a
+//! single server. A blocking command is held, its session blocked and its
+//! lease taken, until `shared::block_order` lets it go (every worker has
+//! read what arrived before it, no earlier one for that node is on its
+//! way, its lease has been answered on); it is looked at again at the end
+//! of every turn and leaves the order once written. A held command whose
+//! client left gives its lease back; one whose lease failed is answered
+//! as a request that could not be sent. Nothing is held with one worker.
 
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
-use crate::backend::Role;
+use crate::backend::{Role, State};
+use crate::shared::block_order::Wait;
 
 use crate::router;
 
@@ -39,6 +50,42 @@ use std::net::SocketAddr;
 
 /// Most idle leased connections a worker keeps per node.
 const IDLE_LEASES: usize = 16;
+
+/// Readiness events a worker's poll takes at most (`server.rs`): a poll
+/// that filled them may have left some for the next.
+const EVENTS_PER_POLL: usize = 1024;
+
+/// A blocking command held until it may go in arrival order.
+pub(super) struct Held {
+    id: u64,
+    addr: SocketAddr,
+    lease: Key,
+    f: InFlight,
+}
+
+/// This worker's part of `shared::block_order`.
+#[derive(Default)]
+pub(super) struct InOrder {
+    /// Blocking commands held, oldest first (one per blocked session).
+    pub held: Vec<Held>,
+    /// Those queued on their lease this turn: they leave the order once
+    /// written.
+    went: Vec<u64>,
+    next_id: u64,
+    /// When the current turn's poll started (CLOCK_REALTIME ns).
+    pub poll_ns: u64,
+    published: u64,
+    /// Readiness events of the current turn.
+    pub events: usize,
+    /// Turn once more without sleeping (another worker waits on this one).
+    pub again: bool,
+    /// What the acceptor had handed over when the mailbox was last found
+    /// empty: the connections established before it are registered.
+    pub handed: u64,
+    /// `handed` as of the previous turn: their first bytes were in this
+    /// turn's poll.
+    handed_before: u64,
+}
 
 impl Worker {
     pub(super) fn blocking(
@@ -68,7 +115,139 @@ impl Worker {
         };
         let seq = s.ring.push_pending();
         s.block(lease, seq);
-        self.send_on(lease, InFlight::new(key, seq, frame, Purpose::Blocking));
+        let arrived = s.arrived;
+        let f = InFlight::new(key, seq, frame, Purpose::Blocking);
+        if self.shared.workers.len() > 1 {
+            return self.hold_in_order(addr, lease, arrived, f);
+        }
+        self.send_on(lease, f);
+    }
+
+    /// Hold a blocking command until it may go in arrival order
+    /// (`shared::block_order`): looked at again at the end of every turn.
+    fn hold_in_order(&mut self, addr: SocketAddr, lease: Key, arrived: u64, f: InFlight) {
+        // A read without a stamp: its own time stands in.
+        let stamp = if arrived == 0 {
+            reactor::stamp::now_ns()
+        } else {
+            arrived
+        };
+        self.in_order.next_id += 1;
+        let id = self.in_order.next_id;
+        self.shared.block_order.enter(addr, stamp, self.id, id);
+        self.in_order.held.push(Held { id, addr, lease, f });
+    }
+
+    /// End of turn, before the writes: every held blocking command that
+    /// may go now is queued on its lease (written by this turn's flush);
+    /// one whose client left is dropped, one whose lease failed answered
+    /// as a request that could not be sent.
+    pub(super) fn blocking_in_order(&mut self, cx: &mut Context<'_, Timer>) {
+        let order = self.shared.clone();
+        let order = &order.block_order;
+        let mut kept = Vec::new();
+        let mut behind = 0u64;
+        for h in std::mem::take(&mut self.in_order.held) {
+            let (session, seq) = (h.f.session, h.f.seq);
+            if !self.still_blocked(session, seq) {
+                // Left while held: the lease carries nothing of it.
+                order.leave(self.id, h.id);
+                if self
+                    .backends
+                    .get(h.lease)
+                    .is_some_and(|b| b.in_flight() == 0)
+                {
+                    self.lease_answered(h.lease, session);
+                }
+                continue;
+            }
+            let Some(b) = self.backends.get(h.lease) else {
+                order.leave(self.id, h.id);
+                let e = Bytes::from(format!(
+                    "-CLUSTERDOWN mithril: cannot reach {} (connection lost)\r\n",
+                    h.addr
+                ));
+                self.fail(cx, h.f, e);
+                continue;
+            };
+            // A lease the node has not answered on yet may not even be
+            // accepted: what is written on it could be read after a
+            // later command on a lease already open.
+            if b.state != State::Connected || b.in_flight() > 0 {
+                kept.push(h);
+                continue;
+            }
+            match order.may_go(self.id, h.id) {
+                Ok(()) => {
+                    self.in_order.went.push(h.id);
+                    self.send_on(h.lease, h.f);
+                }
+                Err(Wait::Behind(bits)) => {
+                    behind |= bits;
+                    kept.push(h);
+                }
+                Err(Wait::Earlier) => kept.push(h),
+            }
+        }
+        self.in_order.held = kept;
+        order.set_waiting(self.id, !self.in_order.held.is_empty());
+        if behind != 0 {
+            self.wake_workers(behind);
+            // A worker's reading is bounded by the acceptor's handing over.
+            if let Some(acceptor) = self.shared.acceptor.get() {
+                let _ = acceptor.wake();
+            }
+        }
+    }
+
+    /// End of turn, after the writes: the commands written leave the
+    /// order; this worker has read everything that arrived before its
+    /// poll started (unless that poll filled its event buffer); the
+    /// workers waiting on either are woken. A worker woken while another
+    /// waits turns once more at once, so what it publishes next is newer
+    /// than the command waiting.
+    pub(super) fn blocking_turn_done(&mut self, woken: bool) {
+        let order = &self.shared.block_order;
+        let mut wake = 0;
+        for id in self.in_order.went.drain(..) {
+            wake |= order.leave(self.id, id);
+        }
+        if self.in_order.events < EVENTS_PER_POLL {
+            // A connection registered this turn may hold bytes older than
+            // this poll, read only next turn.
+            let seen = self.in_order.poll_ns.min(self.in_order.handed_before);
+            if seen > self.in_order.published {
+                self.in_order.published = seen;
+                wake |= order.publish(self.id, seen);
+            }
+        }
+        self.in_order.events = 0;
+        self.in_order.handed_before = self.in_order.handed;
+        let others = wake & !(1u64 << (self.id % 64));
+        self.in_order.again = woken && others != 0;
+        self.wake_workers(others);
+    }
+
+    /// Whether `session`'s blocking command is held for `lease` (debug
+    /// checks: the lease then carries nothing of it yet).
+    #[cfg(debug_assertions)]
+    pub(super) fn holds_on(&self, lease: Key, session: Key) -> bool {
+        self.in_order
+            .held
+            .iter()
+            .any(|h| h.lease == lease && h.f.session == session)
+    }
+
+    /// Wake the workers whose bits are set (not this one).
+    fn wake_workers(&self, bits: u64) {
+        if bits == 0 {
+            return;
+        }
+        for (w, slot) in self.shared.workers.iter().enumerate() {
+            if w != self.id && bits & (1u64 << (w % 64)) != 0 {
+                slot.tx.wake();
+            }
+        }
     }
 
     /// Take a lease on `addr` and send `f`, a blocking command that has

@@ -7,7 +7,8 @@ use super::*;
 impl Worker {
     /// Debug builds: what must hold of session `key` (see
     /// `Session::check_invariants`), and what only the worker can see: the
-    /// lease of a blocked session carries its command, its pin is a lease
+    /// lease of a blocked session carries its command (or it is held for
+    /// that lease until it may go in arrival order), its pin is a lease
     /// off the idle list, its subscriber connection exists.
     #[cfg(debug_assertions)]
     pub(super) fn check_session(&self, key: Key) {
@@ -17,9 +18,9 @@ impl Worker {
         s.check_invariants();
         if let Some(lease) = s.input().lease() {
             assert!(
-                self.backends
-                    .get(lease)
-                    .is_some_and(|b| b.role == Role::Lease && b.carries(key)),
+                self.backends.get(lease).is_some_and(
+                    |b| b.role == Role::Lease && (b.carries(key) || self.holds_on(lease, key))
+                ),
                 "client {}: blocked on lease {lease:?}, which does not carry its command",
                 s.id
             );

@@ -202,6 +202,9 @@ pub struct Worker {
     script_watch: bool,
     /// Sweeps in a row that saw no stall while one was reported.
     script_unstall: u8,
+    /// Blocking commands held until they may go in arrival order
+    /// (`blocking.rs`, `shared::block_order`).
+    in_order: blocking::InOrder,
     draining: Option<Instant>,
     stop: bool,
     tick_armed: bool,
@@ -275,6 +278,7 @@ impl Worker {
             script_stalled: false,
             script_watch: false,
             script_unstall: 0,
+            in_order: blocking::InOrder::default(),
             draining: None,
             stop: false,
             tick_armed: false,
@@ -318,6 +322,11 @@ impl Worker {
         }
         let mut stream = mio::net::TcpStream::from_std(a.stream);
         let _ = reactor::net::configure(&stream, self.keepalive);
+        // Arrival stamps order blocking commands across workers; without
+        // them a read's own time stands in.
+        if self.shared.workers.len() > 1 {
+            let _ = reactor::stamp::enable(std::os::fd::AsRawFd::as_raw_fd(&stream));
+        }
         let key = self.sessions.vacant_key();
         if let Err(e) = cx.registry.register(
             &mut stream,
@@ -672,6 +681,7 @@ impl Handler for Worker {
 
     fn on_event(&mut self, cx: &mut Context<'_, Timer>, kind: Kind, key: Key, event: &Event) {
         self.obs.stats.set_now(cx.now, cx.now_us); // observe: the turn's clock
+        self.in_order.events += 1;
         match kind {
             SESSION => {
                 if event.is_writable() {
@@ -713,6 +723,7 @@ impl Handler for Worker {
         // messages or a sender woke the poll since (reactor::fabric): on
         // most turns it was looked at once, before the poll. is_empty is
         // two loads; try_recv on an empty channel costs more.
+        let handed = self.shared.block_order.accepted();
         while (self.mail || cx.woken) && !self.rx.is_empty() {
             let Some(msg) = self.rx.try_recv() else { break };
             match msg {
@@ -721,6 +732,10 @@ impl Handler for Worker {
                 WorkerMsg::Invalidate(m) => self.tracking_remote(*m),
                 other => self.observe_msg(cx, other), // observe
             }
+        }
+        if self.rx.is_empty() {
+            // Every connection handed over before `handed` is registered.
+            self.in_order.handed = self.in_order.handed.max(handed);
         }
         // Every turn: MONITOR lines use the inbox whatever
         // backend-sharding says (one load when it is empty).
@@ -774,8 +789,14 @@ impl Handler for Worker {
 
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
         self.monitor_flush(cx);
+        if !self.in_order.held.is_empty() {
+            self.blocking_in_order(cx);
+        }
         self.flush_backends(cx);
         self.flush_sessions(cx);
+        if self.shared.workers.len() > 1 {
+            self.blocking_turn_done(cx.woken);
+        }
         self.shared.workers[self.id]
             .commands
             .store(self.commands, Ordering::Relaxed);
@@ -786,7 +807,13 @@ impl Handler for Worker {
 
     fn has_pending_work(&mut self) -> bool {
         self.mail = !self.rx.is_empty();
+        if self.shared.workers.len() > 1 {
+            // Whatever arrived before this poll starts is read by the end
+            // of its turn (`blocking_turn_done` publishes it).
+            self.in_order.poll_ns = reactor::stamp::now_ns();
+        }
         self.mail
+            || std::mem::take(&mut self.in_order.again)
             || !self.ready_sessions.is_empty()
             || !self.ready_backends.is_empty()
             || self.replfeed.has_ready()
