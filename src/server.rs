@@ -260,6 +260,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
             sessions: Padded(AtomicUsize::new(0)),
             buffered: Padded(AtomicU64::new(0)),
             handoff_asked: Padded(AtomicU64::new(0)),
+            output: Padded(Default::default()),
             pipe: crate::shared::pipe::PipeInbox::new(el.notifier()),
         });
         receivers.push(rx);

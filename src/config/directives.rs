@@ -362,6 +362,19 @@ pub static DIRECTIVES: &[Directive] = &[
         },
     },
     Directive {
+        name: "client-output-total-limit",
+        default: "512mb",
+        summary: "output held for all clients together; past it the client holding the most is disconnected; 0 = no limit",
+        runtime_settable: false,
+        kind: Kind::Size,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.client_output_total_limit = size("client-output-total-limit", first(a), 0)?;
+            Ok(())
+        },
+        getter: |c| vec![c.client_output_total_limit.to_string()],
+    },
+    Directive {
         name: "maxmemory",
         default: "0",
         summary: "bytes buffered for clients past which write commands get -OOM; 0 is no limit",

@@ -338,6 +338,11 @@ pub struct Config {
     /// `client-output-buffer-limit replica ...`: limits for replication
     /// feeds (SYNC / PSYNC through the proxy).
     pub output_limit_replica: OutputLimit,
+    /// `client-output-total-limit`: output held for all clients at once
+    /// (what `client-output-buffer-limit` counts, summed over every
+    /// client of every worker); past it the client holding the most is
+    /// disconnected; 0 = no limit.
+    pub client_output_total_limit: u64,
     /// `maxmemory`: bytes the proxy may buffer (client input and output,
     /// requests in flight) before write commands get -OOM; 0 = no limit.
     pub maxmemory: u64,
@@ -484,6 +489,7 @@ impl Default for Config {
                 soft: 64 * 1024 * 1024,
                 soft_secs: 60,
             },
+            client_output_total_limit: 512 * 1024 * 1024,
             maxmemory: 0,
             script_registry_size: 16 * 1024 * 1024,
             reply_cache: false,

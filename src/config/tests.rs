@@ -1281,3 +1281,21 @@ fn metrics_allow_takes_addresses_and_cidr_blocks() {
     ));
     assert_eq!(parse_cidr("10.0.0.0/"), None);
 }
+
+#[test]
+fn client_output_total_limit() {
+    assert_eq!(
+        Config::default().client_output_total_limit,
+        512 * 1024 * 1024
+    );
+    assert_eq!(
+        parse("client-output-total-limit 64mb").client_output_total_limit,
+        64 * 1024 * 1024
+    );
+    assert_eq!(
+        parse("client-output-total-limit 0").client_output_total_limit,
+        0
+    );
+    let e = error("client-output-total-limit lots\n");
+    assert!(e.contains("client-output-total-limit"), "{e}");
+}

@@ -55,6 +55,9 @@ pub struct Pressure {
     pub soft_since: Option<Instant>,
     /// Bytes this session last added to its worker's buffered counter.
     pub accounted: usize,
+    /// Output held this session last added to its worker's share of
+    /// `client-output-total-limit` (worker/overload.rs).
+    pub held: usize,
     /// Its held output reached the hard output limit where a reply was
     /// appended: it is closed at this turn's flush, before writing, and
     /// its input is dropped meanwhile, whatever its input mode (see
@@ -73,6 +76,7 @@ impl Default for Pressure {
             push_bytes: 0,
             soft_since: None,
             accounted: 0,
+            held: 0,
             over_hard: false,
         }
     }

@@ -109,6 +109,10 @@ pub enum WorkerMsg {
     /// when this worker's handoff request `n` was seen has been handed
     /// over (see [`Shared::request_handoff`]).
     HandedOver(u64),
+    /// The output held for all clients passed `client-output-total-limit`
+    /// and the receiver holds the largest share of it: close its largest
+    /// holder (worker/overload.rs).
+    OutputBudget,
 }
 
 /// An invalidation for a client's REDIRECT target on another worker.
@@ -139,9 +143,28 @@ pub struct WorkerSlot {
     /// observe: the last handoff request this worker made (0: none); the
     /// acceptor answers each with [`WorkerMsg::HandedOver`].
     pub handoff_asked: Padded<AtomicU64>,
+    /// Its part of `client-output-total-limit`'s sum (worker/overload.rs).
+    pub output: Padded<OutputShare>,
     /// Requests for the node pipes this worker owns, and replies from the
     /// pipes other workers own (`backend-sharding yes`).
     pub pipe: pipe::PipeInbox,
+}
+
+/// A worker's part of the output held for every client
+/// (`client-output-total-limit`, see `worker/overload.rs`).
+#[derive(Default)]
+pub struct OutputShare {
+    /// Output held for its sessions, as it last published it (when it grew
+    /// by a step, at each tick, and after it closed a session for the
+    /// budget).
+    pub held: AtomicU64,
+    /// The most one of its sessions holds, as it last knew it: exact after
+    /// it looked at every session, an upper bound in between.
+    pub largest: AtomicU64,
+    /// Another worker found the sum over the budget and this worker
+    /// holding the largest: it looks at its sessions at its next turn
+    /// (cleared then). One [`WorkerMsg::OutputBudget`] per setting.
+    pub nudged: AtomicBool,
 }
 
 /// What the workers need of one pool besides its map.

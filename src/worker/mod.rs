@@ -358,6 +358,7 @@ impl Worker {
         };
         let _ = cx.registry.deregister(&mut s.stream);
         self.unaccount(s.pressure.accounted);
+        self.overload.held = self.overload.held.saturating_sub(s.pressure.held);
         self.obs.session_closed(&s); // observe
         self.shared.workers[self.id]
             .sessions
@@ -730,6 +731,7 @@ impl Handler for Worker {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
                 WorkerMsg::Shutdown => self.begin_drain(cx),
                 WorkerMsg::Invalidate(m) => self.tracking_remote(*m),
+                WorkerMsg::OutputBudget => self.overload.budget_due = true,
                 other => self.observe_msg(cx, other), // observe
             }
         }

@@ -13,6 +13,9 @@
 //!            (maxmemory's total; also as a session opens or closes);
 //!            once a second: idle timeout, soft limits of silent
 //!            sessions, give back idle sessions' buffers
+//!   held output grew 1 MiB, or tick ─► sum every worker's share; over
+//!            client-output-total-limit ─► the client holding the most
+//!            is closed (here, or by its worker, asked over the fabric)
 //! ```
 //!
 //! Output held for a session is its unsent write queue, its pushes
@@ -41,6 +44,24 @@
 //! whichever worker ran it) with one relaxed load, and the total with a
 //! second only when a budget is set; INFO's `used_memory` is that total.
 //!
+//! The output budget (`client-output-total-limit`): the output held for
+//! every client of every worker (what the hard limit counts, summed) has
+//! one bound. Each session remembers the held output it last added to its
+//! worker's share (`pressure.held`), corrected after each flush (what the
+//! client did not take), where a reply is appended that this turn's flush
+//! will not write (behind a pending one), and at close: a difference, no
+//! atomic, and for a client that keeps up one compare per flush. A worker publishes its share, and the most one of its sessions
+//! holds, to its padded slot when the share grew by `BUDGET_STEP` since
+//! it last did, and at each tick; it then adds up every slot. Over the
+//! budget, at the end of this turn's flush, it looks at its own sessions for the
+//! largest holder and compares it with the others' published largest:
+//! its own goes when it is the largest, as the hard limit closes a
+//! client; otherwise the worker holding the largest is sent
+//! `WorkerMsg::OutputBudget` (once until it has looked) and does the
+//! same at its next turn. So at most `BUDGET_STEP` per worker goes
+//! unseen by the sum, and the client closed first is the one holding the
+//! most, as Redis's `maxmemory-clients` closes the largest client first.
+//!
 //! Never: block, allocate per request, or close a session in the middle
 //! of another session's handling (closures happen at flush or tick time,
 //! or where the session itself is being served).
@@ -48,6 +69,7 @@
 use super::{Timer, Worker};
 use crate::config::{Config, OutputLimit};
 use crate::session::{ReadOutcome, Session};
+use crate::shared::WorkerMsg;
 use bytes::{Bytes, BytesMut};
 use reactor::{Context, Key};
 use std::sync::atomic::Ordering;
@@ -65,6 +87,12 @@ const ERR_REQUEST_TOO_LARGE: &[u8] =
 /// reply list behind its 16 KiB reply buffer holds more than 1 KiB; this is
 /// the same amount counted as one figure.
 pub const UNAUTH_OUTPUT_LIMIT: usize = 17 * 1024;
+
+/// Growth of a worker's held output (its share of
+/// `client-output-total-limit`) at which it publishes its share and adds
+/// up every worker's: what one worker holds may go unseen by the others by
+/// at most this much.
+const BUDGET_STEP: usize = 1024 * 1024;
 
 /// Ticks (100 ms) between sweeps over every session (about once a second,
 /// as Redis's clients cron visits each client).
@@ -115,6 +143,18 @@ pub struct OverloadState {
     pub pubsub: OutputLimit,
     /// A replication feed's (SYNC, replfeed.rs).
     pub replica: OutputLimit,
+    /// `client-output-total-limit` (0: none).
+    pub total_limit: u64,
+    /// Output held for this worker's sessions: the sum of their
+    /// `pressure.held`.
+    pub held: usize,
+    /// `held` when it was last published.
+    held_seen: usize,
+    /// The most one session held as last counted: exact after a look at
+    /// every session, an upper bound in between.
+    largest: usize,
+    /// The budget is looked at during this turn's flush.
+    pub budget_due: bool,
     /// `timeout` (None: never).
     pub idle_timeout: Option<Duration>,
     ticks: u32,
@@ -137,6 +177,11 @@ impl OverloadState {
             normal: cfg.output_limit_normal,
             pubsub: cfg.output_limit_pubsub,
             replica: cfg.output_limit_replica,
+            total_limit: cfg.client_output_total_limit,
+            held: 0,
+            held_seen: 0,
+            largest: 0,
+            budget_due: false,
             idle_timeout: (cfg.timeout_secs > 0).then(|| Duration::from_secs(cfg.timeout_secs)),
             ticks: 0,
             quiet: 0,
@@ -164,6 +209,29 @@ pub(super) enum Cut {
     Unauthenticated,
     Hard,
     Soft,
+    /// It held the most output when every client's together passed
+    /// `client-output-total-limit`.
+    Total,
+}
+
+/// Where `s`'s held output may have changed (a flush, a reply appended
+/// that the flush will not write):
+/// correct the worker's share by the difference, and ask for a look at
+/// the process sum when the share grew by `BUDGET_STEP` since the last.
+/// A few loads and compares; no atomic.
+#[inline]
+pub(super) fn count_held(o: &mut OverloadState, s: &mut Session) {
+    let now = s.output_held();
+    let was = s.pressure.held;
+    if now == was {
+        return;
+    }
+    s.pressure.held = now;
+    o.held = (o.held + now).saturating_sub(was);
+    o.largest = o.largest.max(now);
+    if o.total_limit != 0 && o.held >= o.held_seen + BUDGET_STEP {
+        o.budget_due = true;
+    }
 }
 
 /// The limits of `s`'s class.
@@ -240,6 +308,7 @@ pub(super) fn after_flush(o: &mut OverloadState, s: &mut Session, now: Instant) 
     }
     let unsent = s.unsent();
     s.pressure.update(unsent, o.high_water);
+    count_held(o, s);
     if unsent > 0 || s.pressure.soft_since.is_some() || s.ring.ready_bytes() > 0 {
         if let Some(cut) = output_verdict(s, now, o) {
             return AfterFlush::Close(cut);
@@ -319,16 +388,122 @@ impl Worker {
                 Cut::Unauthenticated => "output limit of an unauthenticated client",
                 Cut::Hard => "client-output-buffer-limit (hard)",
                 Cut::Soft => "client-output-buffer-limit (soft)",
+                Cut::Total => "",
             };
-            let line = format!(
-                "closing client {} ({}): {} bytes of output held passed the {why}",
-                s.id,
-                s.peer,
-                s.output_held()
-            );
+            let line = if cut == Cut::Total {
+                format!(
+                    "closing client {} ({}): it held the most output ({} bytes) when the output \
+                     held for all clients passed client-output-total-limit ({} bytes)",
+                    s.id,
+                    s.peer,
+                    s.output_held(),
+                    self.overload.total_limit
+                )
+            } else {
+                format!(
+                    "closing client {} ({}): {} bytes of output held passed the {why}",
+                    s.id,
+                    s.peer,
+                    s.output_held()
+                )
+            };
             self.log_sampled(cx.now, &line);
         }
         self.close_session(cx, key);
+    }
+
+    /// Store this worker's share of the held output and its largest
+    /// holder in its slot.
+    fn publish_output(&mut self) {
+        let o = &mut self.overload;
+        o.held_seen = o.held;
+        let slot = &self.shared.workers[self.id].output;
+        slot.held.store(o.held as u64, Ordering::Relaxed);
+        slot.largest.store(o.largest as u64, Ordering::Relaxed);
+    }
+
+    /// The output held for every client (each worker's share as it last
+    /// published it, this one's fresh), and the other worker whose
+    /// largest holder holds the most, with that figure.
+    pub(super) fn output_sum(&self) -> (u64, usize, u64) {
+        let mut total = 0u64;
+        let (mut who, mut most) = (self.id, 0u64);
+        for (w, slot) in self.shared.workers.iter().enumerate() {
+            if w == self.id {
+                total += self.overload.held as u64;
+                continue;
+            }
+            total += slot.output.held.load(Ordering::Relaxed);
+            let largest = slot.output.largest.load(Ordering::Relaxed);
+            if largest > most {
+                (who, most) = (w, largest);
+            }
+        }
+        (total, who, most)
+    }
+
+    /// This worker's session holding the most output, and how much (each
+    /// session's count corrected on the way).
+    fn largest_holder(&mut self) -> Option<(Key, usize)> {
+        let mut best: Option<(Key, usize)> = None;
+        for key in self.sessions.keys() {
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            count_held(&mut self.overload, s);
+            let held = s.pressure.held;
+            if held > best.map_or(0, |b| b.1) {
+                best = Some((key, held));
+            }
+        }
+        self.overload.largest = best.map_or(0, |b| b.1);
+        best
+    }
+
+    /// At the end of the flush, when the held output grew by a step, a tick found the
+    /// sum over `client-output-total-limit`, or another worker asked:
+    /// while every client's held output is over the budget, close the
+    /// client holding the most if it is this worker's; if another
+    /// worker's is larger, ask that worker (once until it has looked).
+    pub(super) fn output_budget(&mut self, cx: &mut Context<'_, Timer>) {
+        self.overload.budget_due = false;
+        let slot = &self.shared.workers[self.id].output;
+        slot.nudged.store(false, Ordering::Relaxed);
+        let limit = self.overload.total_limit;
+        if limit == 0 {
+            return;
+        }
+        self.publish_output();
+        if self.output_sum().0 <= limit {
+            return;
+        }
+        // Each pass closes one session; at most every session once.
+        for _ in 0..=self.sessions.len() {
+            let mine = self.largest_holder();
+            self.publish_output();
+            // Published: the counting on the way asks for no other look.
+            self.overload.budget_due = false;
+            let (total, other, theirs) = self.output_sum();
+            if total <= limit {
+                return;
+            }
+            match mine {
+                Some((key, held)) if held as u64 >= theirs => {
+                    self.output_limit_close(cx, key, Cut::Total);
+                }
+                _ if theirs > 0 => {
+                    let their = &self.shared.workers[other];
+                    if !their.output.nudged.swap(true, Ordering::AcqRel)
+                        && their.tx.send(WorkerMsg::OutputBudget).is_err()
+                    {
+                        // A full mailbox: asked again at the next step or tick.
+                        their.output.nudged.store(false, Ordering::Relaxed);
+                    }
+                    return;
+                }
+                _ => return,
+            }
+        }
     }
 
     /// At SIGTERM: a paused session has not read what the kernel holds
@@ -433,6 +608,12 @@ impl Worker {
         self.overload.idle_timeout = (secs > 0).then(|| Duration::from_secs(secs));
         self.publish_buffered();
         self.shared.overload.sum(&self.shared.workers);
+        if self.overload.total_limit != 0 {
+            self.publish_output();
+            if self.output_sum().0 > self.overload.total_limit {
+                self.overload.budget_due = true;
+            }
+        }
         self.overload.ticks += 1;
         if self.overload.ticks < SWEEP_TICKS {
             return;
@@ -440,10 +621,12 @@ impl Worker {
         self.overload.ticks = 0;
         let now = cx.now;
         let mut released = 0;
+        let mut largest = 0;
         for key in self.sessions.keys() {
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };
+            largest = largest.max(s.pressure.held);
             let idle_for = now.saturating_duration_since(s.last_active);
             let exempt = s.input().is_blocked() || s.sub.is_some() || s.input().is_feed();
             if let Some(limit) = self.overload.idle_timeout {
@@ -475,6 +658,7 @@ impl Worker {
                 released += cap;
             }
         }
+        self.overload.largest = largest;
         let total = self.overload.buffered + self.overload.backend_bytes;
         let burst = self.overload.peak.saturating_sub(total) >= TRIM_AFTER_BURST;
         self.overload.peak = total;

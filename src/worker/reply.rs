@@ -391,6 +391,11 @@ impl Worker {
                 observe::log_slow(&self.shared, self.id, &mut self.obs.stats, s, stamp, req);
             }
             let cut = overload::mark_over_hard(&self.overload, s);
+            if !front {
+                // Not written this turn: counted now (a front reply is,
+                // after this turn's flush).
+                overload::count_held(&mut self.overload, s);
+            }
             // A session holding replies back looks again at each one in.
             if (front || cut || s.held_since != 0) && !s.dirty {
                 s.dirty = true;
@@ -437,7 +442,11 @@ impl Worker {
         if let Some(s) = self.sessions.get_mut(key) {
             s.ring.push_ready(frame);
             let cut = overload::mark_over_hard(&self.overload, s);
-            if (s.ring.front_ready() || cut) && !s.dirty {
+            let front = s.ring.front_ready();
+            if !front {
+                overload::count_held(&mut self.overload, s);
+            }
+            if (front || cut) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(key);
             }
@@ -518,6 +527,12 @@ impl Worker {
         }
         if self.dirty_sessions.is_empty() {
             self.dirty_sessions = list;
+        }
+        // What the flushes left held for the clients, counted after each
+        // (overload::after_flush), against client-output-total-limit
+        // (also when a tick or another worker asked).
+        if self.overload.budget_due {
+            self.output_budget(cx);
         }
     }
 }

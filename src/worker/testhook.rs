@@ -9,7 +9,8 @@
 //! `MITHRIL-TEST PANIC` panics while the calling session is being served,
 //! to prove the worker's panic fence. `MITHRIL-TEST SESSIONS` answers an
 //! array: first `worker buffered=N used_memory=N obuf_closes=N
-//! qbuf_closes=N idle_closes=N`, then one line per
+//! qbuf_closes=N idle_closes=N output_held=N` (output_held: the output
+//! held for every client, as this worker sums it), then one line per
 //! session on this worker, `id=N rbuf=N rbufcap=N outstanding=N window=N
 //! unsent=N paused=0|1 backlog=0|1 pushes=N subs=N`. `MITHRIL-TEST
 //! RETRY-WAIT ms` makes every TRYAGAIN / CLUSTERDOWN wait on this worker
@@ -53,12 +54,13 @@ impl Worker {
             b"SESSIONS" => {
                 let o = &self.shared.overload;
                 let mut lines = vec![format!(
-                    "worker buffered={} used_memory={} obuf_closes={} qbuf_closes={} idle_closes={}",
+                    "worker buffered={} used_memory={} obuf_closes={} qbuf_closes={} idle_closes={} output_held={}",
                     self.overload.buffered,
                     o.used_memory.load(Ordering::Relaxed),
                     o.output_limit_disconnections.load(Ordering::Relaxed),
                     o.query_limit_disconnections.load(Ordering::Relaxed),
                     o.idle_disconnections.load(Ordering::Relaxed),
+                    self.output_sum().0,
                 )];
                 for (_, s) in self.sessions.iter() {
                     lines.push(format!(

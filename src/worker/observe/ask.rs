@@ -262,7 +262,10 @@ impl Worker {
                 self.fold_part(cx, a.session, a.seq, a.part, a.frame);
             }
             WorkerMsg::HandedOver(n) => self.handed_over(cx, n),
-            WorkerMsg::Accept(_) | WorkerMsg::Shutdown | WorkerMsg::Invalidate(_) => {}
+            WorkerMsg::Accept(_)
+            | WorkerMsg::Shutdown
+            | WorkerMsg::Invalidate(_)
+            | WorkerMsg::OutputBudget => {}
         }
     }
 
