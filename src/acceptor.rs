@@ -243,7 +243,11 @@ impl Acceptor {
         let pool_limit = self.pool_clients.get(pool).filter(|(_, max)| *max > 0);
         let Some(ticket) = Ticket::acquire(
             &self.shared.clients,
-            self.shared.live.maxclients.load(Ordering::Relaxed),
+            self.shared
+                .live
+                .maxclients
+                .load(Ordering::Relaxed)
+                .min(self.shared.live.fd_room),
             pool_limit.map(|(n, max)| (n, *max)),
         ) else {
             reject(std_stream);

@@ -189,6 +189,116 @@ fn pool_sources(
     (sources, runtime)
 }
 
+/// Descriptors kept for what is not a client or a node connection: the
+/// listeners, the log and pidfile, the metrics ports, the signal,
+/// topology and acceptor threads' needs (Redis keeps 32 for its own).
+const RESERVED_FDS: u64 = 32;
+
+/// Descriptors mithril needs besides one per client, with `nodes` nodes:
+/// [`RESERVED_FDS`], each worker's poll and waker, and per node the
+/// connections every worker may open to it (`backend-conns`, or a pool's
+/// `server-connections` when larger, plus its tracker) and the topology's
+/// probe and a shared pipe. Leases (blocking commands, WATCH) and
+/// subscriber connections are made for clients as they need them and come
+/// out of the same descriptors.
+pub fn reserved_fds(cfg: &Config, nodes: usize) -> u64 {
+    let threads = cfg.threads.max(1) as u64;
+    let conns = cfg
+        .server_pools()
+        .iter()
+        .map(|p| p.server_connections)
+        .max()
+        .unwrap_or(0)
+        .max(cfg.backend_conns) as u64;
+    let nodes = nodes.max(1) as u64;
+    RESERVED_FDS + threads * 2 + nodes * (threads * (conns + 1) + 2)
+}
+
+/// The descriptor limit, as `getrlimit(RLIMIT_NOFILE)` gives it (soft,
+/// hard).
+fn nofile() -> std::io::Result<(u64, u64)> {
+    // SAFETY: getrlimit only writes the struct it is given.
+    unsafe {
+        let mut l: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((l.rlim_cur as u64, l.rlim_max as u64))
+    }
+}
+
+fn set_nofile(soft: u64, hard: u64) -> std::io::Result<()> {
+    let l = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard as libc::rlim_t,
+    };
+    // SAFETY: setrlimit only reads the struct it is given.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Fit `maxclients` to the descriptor limit at start, as Redis does
+/// (`adjustOpenFilesLimit`, with its log lines): `maxclients` plus the
+/// reserve ([`reserved_fds`]) are needed; the soft limit is raised to
+/// that (and the hard one with it, when the process may); when it cannot
+/// be, `maxclients` is lowered to what the limit leaves, and the log says
+/// so. A limit that leaves no client at all is a start-up error. Without
+/// it a client past the limit would not get Redis's "max number of
+/// clients reached" but a failed accept, and the topology's and the
+/// workers' connections to the nodes would fail with it.
+/// Returns how many clients the limit leaves room for (what a CONFIG SET
+/// of `maxclients` cannot raise admission past).
+fn fit_maxclients(cfg: &mut Config, nodes: usize) -> Result<usize, StartError> {
+    const T: &str = "mithril::server";
+    let reserve = reserved_fds(cfg, nodes);
+    let want = cfg.maxclients as u64 + reserve;
+    let (soft, hard) = match nofile() {
+        Ok(l) => l,
+        Err(e) => {
+            cfg.maxclients = 1024u64.saturating_sub(reserve).max(1) as usize;
+            log::warn!(target: T, "Unable to obtain the current NOFILE limit ({e}), assuming 1024 and setting the max clients configuration accordingly.");
+            return Ok(cfg.maxclients);
+        }
+    };
+    let room = |limit: u64| limit.saturating_sub(reserve).min(usize::MAX as u64) as usize;
+    if soft >= want {
+        return Ok(room(soft));
+    }
+    // Up to what is needed; the hard limit too when the process may
+    // raise it (root), else the soft one as far as the hard one allows.
+    let mut error = set_nofile(want, hard.max(want)).err();
+    let mut now = if error.is_none() { want } else { soft };
+    if error.is_some() && hard > soft {
+        let best = hard.min(want);
+        if set_nofile(best, hard).is_ok() {
+            now = best;
+        }
+    }
+    if now >= want {
+        log::info!(target: T, "Increased maximum number of open files to {want} (it was originally set to {soft}).");
+        return Ok(room(now));
+    }
+    if now <= reserve {
+        return Err(StartError(format!(
+            "Your current 'ulimit -n' of {soft} is not enough for the server to start \
+             ({reserve} descriptors are kept for the nodes and the proxy itself). Please \
+             increase your open file limit to at least {want}. Exiting."
+        )));
+    }
+    let asked = cfg.maxclients;
+    cfg.maxclients = room(now);
+    let why = error.take().map_or_else(
+        || format!("the hard limit is {hard}"),
+        |e| format!("OS error: {e}"),
+    );
+    log::warn!(target: T, "You requested maxclients of {asked} requiring at least {want} max file descriptors ({reserve} kept for the nodes and the proxy itself).");
+    log::warn!(target: T, "Server can't set maximum open files to {want} because of {why}.");
+    log::warn!(target: T, "Current maximum open files is {now}. maxclients has been reduced to {} to compensate for low ulimit. If you need higher maxclients increase 'ulimit -n'.", cfg.maxclients);
+    Ok(cfg.maxclients)
+}
+
 /// Run the proxy until a shutdown signal; returns the exit code.
 pub fn run(cfg: Config) -> Result<(), StartError> {
     run_with(cfg, Arc::new(Quiet))
@@ -243,6 +353,18 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         );
     }
     let topology = refresher.handle();
+    // The first map's nodes (every pool's), else the configured seeds and
+    // servers: what the backend connections are reserved for.
+    let nodes = topology.load().nodes.len().max(
+        pools
+            .iter()
+            .map(|p| match &p.kind {
+                crate::config::pool::PoolKind::Cluster { seeds } => seeds.len(),
+                crate::config::pool::PoolKind::Ring { servers, .. } => servers.len(),
+            })
+            .sum(),
+    );
+    let fd_room = fit_maxclients(&mut cfg, nodes)?;
     let topo_thread = refresher
         .spawn()
         .map_err(|e| StartError(format!("topology thread: {e}")))?;
@@ -278,7 +400,8 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     for l in &mut loops {
         l.set_epoch(started);
     }
-    let live = crate::shared::Live::new(&cfg);
+    let mut live = crate::shared::Live::new(&cfg);
+    live.fd_room = fd_room;
     let scripts = crate::script::Registry::new(cfg.script_registry_size);
     let shared = Arc::new(Shared {
         admin,
@@ -395,4 +518,25 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
     let _ = topo_thread.join();
     log::info!(target: "mithril::server", "mithril stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reserve_counts_workers_and_their_connections_to_each_node() {
+        let mut cfg = Config {
+            threads: 2,
+            backend_conns: 1,
+            ..Default::default()
+        };
+        // 32 + 2 x 2 + 3 x (2 x (1 + 1) + 2)
+        assert_eq!(reserved_fds(&cfg, 3), 54);
+        cfg.threads = 4;
+        cfg.backend_conns = 2;
+        assert_eq!(reserved_fds(&cfg, 6), 32 + 8 + 6 * (4 * 3 + 2));
+        // No node known yet: one counted.
+        assert_eq!(reserved_fds(&cfg, 0), 32 + 8 + 14);
+    }
 }

@@ -227,3 +227,117 @@ fn issue32_twenty_clients_that_never_read_stay_within_the_budget_threads_2() {
 fn issue32_twenty_clients_that_never_read_stay_within_the_budget_threads_4() {
     twenty_clients_that_never_read(4);
 }
+
+/// A script that starts mithril under descriptor limit `limits` (shell
+/// `ulimit` words), without the right to raise it again when run as root
+/// (Redis raises the hard limit too when it may).
+fn limited_bin(dir: &std::path::Path, limits: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("mithril-limited");
+    let script = format!(
+        "#!/bin/sh\n{limits} || exit 111\nif [ \"$(id -u)\" = 0 ] && command -v setpriv >/dev/null; then\n  \
+         exec setpriv --bounding-set -sys_resource {bin} \"$@\"\nfi\nexec {bin} \"$@\"\n",
+        bin = bin().display()
+    );
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+fn config_maxclients(c: &mut Conn) -> u64 {
+    let r = c.cmd(&["CONFIG", "GET", "maxclients"]);
+    r.as_array()[1].as_str().parse().unwrap()
+}
+
+/// Item 7: with a descriptor limit of 160 that mithril may not raise,
+/// `maxclients` (10000) is lowered at start to what the limit leaves
+/// after the reserve for the nodes, the log says so in Redis's words, and
+/// the client past it gets Redis's error while the clients in keep being
+/// served by every master (the workers' node connections still fit).
+#[test]
+fn issue32_maxclients_is_fitted_to_a_descriptor_limit_it_cannot_raise() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let dir = std::env::temp_dir().join(format!("mithril-fds-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrapper = limited_bin(&dir, "ulimit -Sn 160 && ulimit -Hn 160");
+    let m = Mithril::start(&wrapper, &cluster.seeds(), "threads 2");
+    let log = m.log();
+    assert!(
+        log.contains("You requested maxclients of 10000 requiring at least"),
+        "{log}"
+    );
+    assert!(log.contains("maxclients has been reduced to"), "{log}");
+    let mut probe = m.conn();
+    let fitted = config_maxclients(&mut probe);
+    assert!(fitted > 0 && fitted < 160, "maxclients {fitted}");
+    assert!(log.contains(&format!("maxclients has been reduced to {fitted} ")));
+    // Every client the fitted maxclients admits (the probe is one).
+    let mut clients: Vec<Conn> = (1..fitted).map(|_| m.conn()).collect();
+    let mut extra = RawClient::new(raw(&m));
+    assert_eq!(
+        extra.read_reply(),
+        Reply::Error("ERR max number of clients reached".into())
+    );
+    // Keys on every master, through two workers' connections.
+    for (i, c) in clients.iter_mut().enumerate().take(8) {
+        let key = format!("fd-key-{i}");
+        assert_eq!(c.cmd(&["SET", &key, "v"]), ok());
+        assert_eq!(c.cmd(&["GET", &key]), Reply::Bulk(Some(b"v".to_vec())));
+    }
+    assert_eq!(probe.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    drop(m);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 7: a soft limit below what `maxclients` needs, under a hard
+/// limit that allows it, is raised, and the log says so as Redis's does.
+#[test]
+fn issue32_a_low_soft_descriptor_limit_is_raised_for_maxclients() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let dir = std::env::temp_dir().join(format!("mithril-fds-soft-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let hard: u64 = String::from_utf8(
+        std::process::Command::new("sh")
+            .args(["-c", "ulimit -Hn"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap_or(u64::MAX);
+    if hard < 12_000 {
+        eprintln!("skipped: the hard descriptor limit ({hard}) is too low to raise to");
+        return;
+    }
+    let wrapper = limited_bin(&dir, "ulimit -Sn 160");
+    let m = Mithril::start(&wrapper, &cluster.seeds(), "threads 2");
+    let log = m.log();
+    assert!(
+        log.contains("Increased maximum number of open files to")
+            && log.contains("(it was originally set to 160)"),
+        "{log}"
+    );
+    assert_eq!(config_maxclients(&mut m.conn()), 10_000);
+    drop(m);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Item 7: a limit that leaves no room for any client after the reserve
+/// is a start-up error naming the limit needed.
+#[test]
+fn issue32_a_descriptor_limit_below_the_reserve_is_a_start_error() {
+    let dir = std::env::temp_dir().join(format!("mithril-fds-low-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wrapper = limited_bin(&dir, "ulimit -Sn 40 && ulimit -Hn 40");
+    let mut m = Mithril::spawn(&wrapper, &["127.0.0.1:1".to_string()], "threads 2");
+    let st = m.wait_exit(Duration::from_secs(30));
+    assert!(!st.success());
+    let text = m.log() + &m.stdio();
+    assert!(
+        text.contains("Your current 'ulimit -n' of 40 is not enough for the server to start"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -317,6 +317,10 @@ pub struct Shared {
 /// configuration keeps the start-up values.
 pub struct Live {
     pub maxclients: AtomicUsize,
+    /// The clients the descriptor limit leaves room for, as fitted at
+    /// start (`server::fit_maxclients`): admission never goes past it,
+    /// whatever a CONFIG SET of `maxclients` says.
+    pub fd_room: usize,
     /// Bytes; 0: no budget. On a cache line of its own: every worker
     /// loads it at each command, and a write to a field beside it (the
     /// acceptor counts connections in `Shared`) must not make that load
@@ -338,6 +342,7 @@ impl Live {
     pub fn new(cfg: &crate::config::Config) -> Live {
         Live {
             maxclients: AtomicUsize::new(cfg.maxclients),
+            fd_room: usize::MAX,
             maxmemory: Padded(AtomicU64::new(cfg.maxmemory)),
             timeout_secs: AtomicU64::new(cfg.timeout_secs),
             reply_cache: AtomicBool::new(cfg.reply_cache),
