@@ -490,7 +490,9 @@ impl Bench<'_> {
         let spec = self.spec(w, side, requests);
         let nodes = self.node_pids();
         let timeout = Duration::from_secs_f64((self.settings.seconds * 20.0).max(60.0));
-        let pipes = matches!(side, SideKind::Sharded(_));
+        // The default side runs `backend-sharding auto` (the default) too:
+        // its decision is reported per run as the sharding sides' are.
+        let pipes = matches!(side, SideKind::Sharded(_) | SideKind::Mithril);
         let cached = side == SideKind::Cached;
         let pid = self.server(side).map(|s| s.0);
         let proxy = self.proxy(side).map(|m| &*m);
@@ -584,9 +586,16 @@ impl Bench<'_> {
                     }
                 }
                 let state = f1.as_ref().map(|x| x.2.clone());
-                if let (Some(st), SideKind::Sharded(i)) = (&state, side) {
-                    if SHARDING_SIDES[i].2 == "auto" {
-                        line += &format!("  pipes {st}");
+                let auto = match side {
+                    SideKind::Sharded(i) => SHARDING_SIDES[i].2 == "auto",
+                    _ => f1.as_ref().is_some_and(|x| x.4),
+                };
+                if let (true, Some(st)) = (auto, &state) {
+                    line += &format!("  pipes {st}");
+                    // What auto measured: its last decision and each
+                    // worker's last sample.
+                    if let Some(detail) = f1.as_ref().map(|x| &x.3) {
+                        line += &format!("\n            auto: {detail}");
                     }
                 }
                 Some(Sample {
@@ -715,9 +724,11 @@ impl Bench<'_> {
     }
 }
 
-/// Frames and writes toward the nodes so far, and the pipes' state, from
-/// INFO pipes.
-fn pipe_counts(m: &Mithril) -> Option<(u64, u64, String)> {
+/// Frames and writes toward the nodes so far, the pipes' state, what
+/// `auto` last decided and measured (its decision in words, and each
+/// worker's busy share: the time it ran plus the time it waited for a
+/// core), and whether the mode is `auto`, from INFO pipes.
+fn pipe_counts(m: &Mithril) -> Option<(u64, u64, String, String, bool)> {
     let mut c = Conn::try_connect(&m.addr()).ok()?;
     let text = match c.cmd(&["INFO", "pipes"]) {
         Reply::Bulk(Some(b)) => String::from_utf8_lossy(&b).into_owned(),
@@ -733,10 +744,38 @@ fn pipe_counts(m: &Mithril) -> Option<(u64, u64, String)> {
         field("pipes_state")?,
         field("pipes_sessions")?
     );
+    let workers: Vec<String> = text
+        .lines()
+        .filter_map(|l| {
+            let (name, v) = l.strip_prefix("pipes_")?.split_once(':')?;
+            let w = name.strip_prefix("worker")?;
+            let get = |k: &str| {
+                v.split(',')
+                    .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+                    .unwrap_or("?")
+                    .trim()
+                    .to_string()
+            };
+            Some(format!(
+                "w{w} busy {} (ran {} + waited {}) {} f/w",
+                get("busy"),
+                get("ran"),
+                get("waited"),
+                get("frames_per_write")
+            ))
+        })
+        .collect();
+    let detail = format!(
+        "{}; last sample: {}",
+        field("pipes_last_decision")?,
+        workers.join(", ")
+    );
     Some((
         field("backend_frames")?.parse().ok()?,
         field("backend_writes")?.parse().ok()?,
         state,
+        detail,
+        field("backend_sharding")? == "auto",
     ))
 }
 
@@ -897,6 +936,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 fmt_opt(s.frames_per_write(), 1),
                 match kind {
                     SideKind::Sharded(i) if SHARDING_SIDES[*i].2 == "auto" => s.states(),
+                    // The default side's pipes (auto unless MITHRIL_CONF
+                    // says otherwise; INFO says "local" or "shared" then).
+                    SideKind::Mithril => s.states(),
                     _ => String::new(),
                 },
             );
@@ -921,7 +963,9 @@ fn print_table(results: &[Measured], settings: &Settings) {
          lowers the share of the ceiling a figure can reach. \
          SHARDING=1: tN-MODE = mithril with threads N and backend-sharding MODE; \
          f/write = frames per write on the connections to the nodes; pipes = auto's state after \
-         each measured run.)"
+         each measured run (the default mithril side runs backend-sharding auto too); each run's \
+         `auto:` line gives its last decision and each worker's last 100 ms sample: busy = the \
+         share of the time it wanted a core, ran + waited runnable (schedstat's run delay).)"
     );
 }
 

@@ -64,9 +64,12 @@ pub struct PipeInbox {
     /// answered.
     closed: AtomicBool,
     notifier: Notifier,
-    /// The worker's last sample for `auto` (busy in thousandths, frames
-    /// per write in tenths), stored at each of its ticks.
+    /// The worker's last sample for `auto` (busy, ran and waited in
+    /// thousandths, frames per write in tenths), stored at each of its
+    /// ticks.
     busy: std::sync::atomic::AtomicU32,
+    ran: std::sync::atomic::AtomicU32,
+    waited: std::sync::atomic::AtomicU32,
     frames_per_write: std::sync::atomic::AtomicU32,
     /// Totals for INFO: frames and writes on its own node connections,
     /// and its sessions on the shared pipes now.
@@ -87,6 +90,8 @@ impl PipeInbox {
             closed: AtomicBool::new(false),
             notifier,
             busy: Default::default(),
+            ran: Default::default(),
+            waited: Default::default(),
             frames_per_write: Default::default(),
             frames: Default::default(),
             writes: Default::default(),
@@ -121,12 +126,17 @@ impl PipeInbox {
     pub fn sample(&self) -> Sample {
         Sample {
             busy: f64::from(self.busy.load(Ordering::Relaxed)) / 1000.0,
+            ran: f64::from(self.ran.load(Ordering::Relaxed)) / 1000.0,
+            waited: f64::from(self.waited.load(Ordering::Relaxed)) / 1000.0,
             frames_per_write: f64::from(self.frames_per_write.load(Ordering::Relaxed)) / 10.0,
         }
     }
 
     pub fn publish(&self, s: Sample) {
         self.busy.store((s.busy * 1000.0) as u32, Ordering::Relaxed);
+        self.ran.store((s.ran * 1000.0) as u32, Ordering::Relaxed);
+        self.waited
+            .store((s.waited * 1000.0) as u32, Ordering::Relaxed);
         self.frames_per_write.store(
             (s.frames_per_write * 10.0).min(1e9) as u32,
             Ordering::Relaxed,
@@ -240,13 +250,20 @@ impl Pipes {
 /// One worker's last 100 ms, as `auto`'s experiment reads it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sample {
-    /// Share of the interval the thread ran (0.0 to 1.0).
+    /// Share of the interval the thread wanted a core (0.0 to 1.0): `ran`
+    /// plus `waited`, at most 1.
     pub busy: f64,
+    /// Share of the interval it ran on a core.
+    pub ran: f64,
+    /// Share of the interval it waited runnable for a core (its
+    /// scheduler run delay): on cores shared with the clients and the
+    /// nodes, the part of a saturated worker's time it does not run.
+    pub waited: f64,
     /// Frames per write on its own node connections.
     pub frames_per_write: f64,
 }
 
-/// Busy enough to count (85%).
+/// Busy enough to count (85% of the time wanting a core).
 const BUSY: f64 = 0.85;
 /// Thin batches: fewer frames per write than this.
 const THIN: f64 = 8.0;
@@ -261,6 +278,22 @@ const WAIT_MAX: u64 = 480_000;
 /// The gain that keeps a move (5%), and the drop that ends a wait (25%).
 const GAIN: f64 = 1.05;
 const SETTLED_LOWER: f64 = 0.75;
+
+/// The samples a decision was taken on, in words: each worker's busy
+/// share as ran + waited, and its frames per write.
+fn measured(samples: &[Sample]) -> String {
+    let mut out = String::new();
+    for (i, s) in samples.iter().enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&format!(
+            "worker {i} busy {:.2} = ran {:.2} + waited {:.2}, {:.1} frames/write",
+            s.busy, s.ran, s.waited, s.frames_per_write
+        ));
+    }
+    out
+}
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum State {
@@ -286,6 +319,9 @@ pub struct Experiment {
     /// Commands per second at each of the last ticks, newest last.
     rates: std::collections::VecDeque<(u64, f64)>,
     thin_since: Option<u64>,
+    /// What the workers measured when the last probe began (`measured`),
+    /// given again with its answer.
+    basis: String,
     idle_since: Option<u64>,
     wait: u64,
     wait_until: u64,
@@ -301,6 +337,7 @@ impl Default for Experiment {
             state: State::Local,
             rates: Default::default(),
             thin_since: None,
+            basis: String::new(),
             idle_since: None,
             wait: WAIT_MIN,
             wait_until: 0,
@@ -418,9 +455,11 @@ impl Experiment {
                 let thin_long = self.thin_since.is_some_and(|t| now - t >= d(THIN_FOR));
                 if let (true, true, Some(before)) = (thin_long, now >= self.wait_until, steady) {
                     self.state = State::ProbeShared { at: now, before };
+                    self.basis = measured(samples);
                     self.reason = format!(
-                        "{thin} of {} workers busy with thin batches at {before:.0}/s: trying the shared pipes",
-                        samples.len()
+                        "{thin} of {} workers busy with thin batches at {before:.0}/s ({}): trying the shared pipes",
+                        samples.len(),
+                        self.basis
                     );
                     return Some(true);
                 }
@@ -445,6 +484,7 @@ impl Experiment {
                 }
                 if let (true, Some(before)) = (now >= self.wait_until, steady) {
                     self.state = State::ProbeLocal { at: now, before };
+                    self.basis = measured(samples);
                     self.reason =
                         format!("trying the workers' own connections again at {before:.0}/s");
                     return Some(false);
@@ -488,11 +528,12 @@ impl Experiment {
         self.idle_since = None;
         if kept {
             self.reason =
-                format!("kept {tried}: {after:.0}/s against {before:.0}/s on {other} ({pct:+.1}%)");
+                format!("kept {tried}: {after:.0}/s against {before:.0}/s on {other} ({pct:+.1}%); tried when {}", self.basis);
             None
         } else {
             self.reason = format!(
-                "went back to {other}: {tried} ran {after:.0}/s against {before:.0}/s ({pct:+.1}%)"
+                "went back to {other}: {tried} ran {after:.0}/s against {before:.0}/s ({pct:+.1}%); tried when {}",
+                self.basis
             );
             Some(!to_shared)
         }
@@ -517,10 +558,14 @@ mod tests {
 
     const HOT: Sample = Sample {
         busy: 0.95,
+        ran: 0.5,
+        waited: 0.45,
         frames_per_write: 2.0,
     };
     const COOL: Sample = Sample {
         busy: 0.2,
+        ran: 0.2,
+        waited: 0.0,
         frames_per_write: 2.0,
     };
 
@@ -553,6 +598,8 @@ mod tests {
         // Busy, but with deep batches: the local connections batch well.
         let deep = Sample {
             busy: 0.95,
+            ran: 0.95,
+            waited: 0.0,
             frames_per_write: 30.0,
         };
         assert!(run(&mut e, &mut t, 600_000, 50_000.0, &[deep, deep]).is_empty());

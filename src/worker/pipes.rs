@@ -46,7 +46,11 @@ pub(super) struct PipeState {
     pub frames: u64,
     pub writes: u64,
     served: u64,
-    cpu_us: u64,
+    /// The thread's time running and waiting for a core at the last tick
+    /// (`WantClock`).
+    clock: WantClock,
+    ran_us: u64,
+    waited_us: u64,
     at_us: u64,
     commands: u64,
     /// Worker 0 under `auto`: the experiment.
@@ -84,7 +88,9 @@ impl PipeState {
             frames: 0,
             writes: 0,
             served: 0,
-            cpu_us: thread_cpu_us(),
+            clock: WantClock::new(),
+            ran_us: 0,
+            waited_us: 0,
             at_us: 0,
             commands: 0,
             experiment: None,
@@ -116,6 +122,63 @@ impl PipeState {
         }
         &mut self.out[to]
     }
+}
+
+/// The time this thread wanted a CPU, in microseconds: the time it ran
+/// plus the time it waited runnable for a core (`run_delay`), from
+/// `/proc/thread-self/schedstat`. On cores shared with the clients and
+/// the nodes, a worker that is behind spends much of its time waiting for
+/// a core rather than running; counting only the CPU it got would make a
+/// saturated worker look a third busy. Without schedstat (a kernel built
+/// without it), the thread's CPU clock alone.
+pub(super) struct WantClock {
+    /// Opened when the worker is made, on its own thread (`thread-self`
+    /// names the thread that opens it; before the proxy answers, so the
+    /// descriptor is there from the start); `None` when it failed.
+    file: Option<std::fs::File>,
+}
+
+impl WantClock {
+    /// To be called on the thread it measures.
+    pub(super) fn new() -> WantClock {
+        WantClock {
+            file: std::fs::File::open("/proc/thread-self/schedstat").ok(),
+        }
+    }
+
+    /// (ran, waited) in microseconds since the thread began; `waited` is 0
+    /// without schedstat.
+    pub(super) fn read(&mut self) -> (u64, u64) {
+        if let Some(f) = &self.file {
+            if let Some(t) = read_schedstat(f) {
+                return t;
+            }
+            self.file = None;
+        }
+        (thread_cpu_us(), 0)
+    }
+}
+
+/// Over `wall` microseconds in which a worker ran `ran` and waited
+/// runnable `waited`: (busy, ran, waited) as shares of it, busy being the
+/// time it wanted a core (at most 1).
+fn shares(ran: u64, waited: u64, wall: u64) -> (f64, f64, f64) {
+    let wall = wall.max(1) as f64;
+    let (r, w) = (ran as f64 / wall, waited as f64 / wall);
+    ((r + w).min(1.0), r.min(1.0), w.min(1.0))
+}
+
+/// `/proc/thread-self/schedstat`'s first two fields (nanoseconds on a CPU,
+/// nanoseconds waiting on a run queue), in microseconds.
+fn read_schedstat(f: &std::fs::File) -> Option<(u64, u64)> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 96];
+    let n = f.read_at(&mut buf, 0).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    let mut it = text.split_ascii_whitespace();
+    let ran: u64 = it.next()?.parse().ok()?;
+    let waited: u64 = it.next()?.parse().ok()?;
+    Some((ran / 1_000, waited / 1_000))
 }
 
 /// This thread's CPU time (user and system), in microseconds.
@@ -237,9 +300,18 @@ impl Worker {
                 self.pipe_moved(key);
             }
         }
-        let cpu = thread_cpu_us();
+        let (ran, waited) = self.pipes.clock.read();
         let wall = cx.now_us.saturating_sub(self.pipes.at_us).max(1);
-        let busy = (cpu.saturating_sub(self.pipes.cpu_us) as f64 / wall as f64).min(1.0);
+        // The first tick measures from the thread's start: no sample yet.
+        let (busy, ran_share, waited_share) = if self.pipes.at_us == 0 {
+            (0.0, 0.0, 0.0)
+        } else {
+            shares(
+                ran.saturating_sub(self.pipes.ran_us),
+                waited.saturating_sub(self.pipes.waited_us),
+                wall,
+            )
+        };
         let frames_per_write = if self.pipes.writes > 0 {
             self.pipes.frames as f64 / self.pipes.writes as f64
         } else {
@@ -256,6 +328,8 @@ impl Worker {
         let inbox = &self.shared.workers[self.id].pipe;
         inbox.publish(Sample {
             busy,
+            ran: ran_share,
+            waited: waited_share,
             frames_per_write,
         });
         inbox.count(
@@ -264,7 +338,8 @@ impl Worker {
             self.pipes.sessions,
             std::mem::take(&mut self.pipes.served),
         );
-        self.pipes.cpu_us = cpu;
+        self.pipes.ran_us = ran;
+        self.pipes.waited_us = waited;
         self.pipes.at_us = cx.now_us;
         self.pipes.frames = 0;
         self.pipes.writes = 0;
@@ -647,5 +722,48 @@ impl Worker {
             }
         }
         self.pipe_send();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 32 item 8: under `GET -P 1 -c 50` on two cores shared with
+    /// the client and the nodes, the workers ran about 0.3 of the time and
+    /// were never counted busy, so `auto` never decided. The time they
+    /// waited runnable for a core counts now.
+    #[test]
+    fn a_worker_that_waits_for_a_core_counts_as_busy() {
+        let (busy, ran, waited) = shares(31_000, 60_000, 100_000);
+        assert!(busy >= 0.85, "busy {busy}");
+        assert!((ran - 0.31).abs() < 1e-9 && (waited - 0.60).abs() < 1e-9);
+        // Idle (sleeping in the poll) is neither.
+        assert_eq!(shares(0, 0, 100_000).0, 0.0);
+        // Never over the whole interval.
+        assert_eq!(shares(80_000, 50_000, 100_000).0, 1.0);
+    }
+
+    #[test]
+    fn the_want_clock_counts_the_time_this_thread_ran() {
+        let mut c = WantClock::new();
+        let (ran0, waited0) = c.read();
+        let t = std::time::Instant::now();
+        let mut x = 0u64;
+        while t.elapsed() < std::time::Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let (ran1, waited1) = c.read();
+        // Ran at least part of the spin; never went back.
+        assert!(ran1 > ran0, "{ran0} -> {ran1}");
+        assert!(waited1 >= waited0);
+        // Ran plus waited covers the spin (the thread was runnable all
+        // along): within the clocks' rounding.
+        assert!(
+            (ran1 - ran0) + (waited1 - waited0) >= 25_000,
+            "ran {} waited {}",
+            ran1 - ran0,
+            waited1 - waited0
+        );
     }
 }

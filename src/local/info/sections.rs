@@ -405,8 +405,10 @@ pub(super) fn pipes(t: &mut String, cx: &Ctx) {
         let s = w.pipe.sample();
         let _ = write!(
             t,
-            "pipes_worker{i}:busy={:.2},frames_per_write={:.1},sessions_on_pipes={}\r\n",
+            "pipes_worker{i}:busy={:.2},ran={:.2},waited={:.2},frames_per_write={:.1},sessions_on_pipes={}\r\n",
             s.busy,
+            s.ran,
+            s.waited,
             s.frames_per_write,
             w.pipe.sessions.load(Ordering::Relaxed)
         );
