@@ -3,7 +3,7 @@
 //! each parsed with an error that names the directive, and written back
 //! the way the file lexer reads them (`quote_arg`, `format_size`).
 //!
-//! Owns no state; used by the directive table (`directives.rs`).
+//! Owns no state; used by the directive table (`directives/`).
 
 use super::{BindAddr, Config, OutputLimit};
 
@@ -163,7 +163,7 @@ pub(super) fn set_user(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
 
 /// `client-output-buffer-limit CLASS HARD SOFT SECONDS [CLASS ...]`: one
 /// to three groups of four, classes `normal`, `pubsub` and `replica` (or
-/// `slave`, Redis's old name: a SYNC feed's, worker/replfeed.rs). Every group is
+/// `slave`, Redis's old name: a SYNC feed's, worker/replfeed/). Every group is
 /// checked before any is applied; a class set twice keeps the last.
 pub(super) fn set_output_limits(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
     const NAME: &str = "client-output-buffer-limit";
