@@ -378,7 +378,7 @@ impl Worker {
             }
             Decision::Local(LocalCmd::Ping) if self.ping_while_busy(cx, key, &frame) => {}
             // SYNC / PSYNC: the session becomes a replication feed
-            // (replfeed.rs).
+            // (replfeed/).
             Decision::Local(LocalCmd::Sync) => self.feed_start(cx, key, cmd, args),
             Decision::Local(which) => {
                 if matches!(which, LocalCmd::ClientId | LocalCmd::Hello) {

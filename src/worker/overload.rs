@@ -141,7 +141,7 @@ pub struct OverloadState {
     pub high_water: usize,
     pub normal: OutputLimit,
     pub pubsub: OutputLimit,
-    /// A replication feed's (SYNC, replfeed.rs).
+    /// A replication feed's (SYNC, replfeed/).
     pub replica: OutputLimit,
     /// `client-output-total-limit` (0: none).
     pub total_limit: u64,

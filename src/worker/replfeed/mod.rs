@@ -70,6 +70,10 @@ use std::time::{Duration, Instant};
 /// The reactor kind of a feed's link to a master.
 pub const FEED: Kind = Kind(3);
 
+mod rdb;
+
+pub use rdb::EMPTY_RDB;
+
 const SYNC: &[u8] = b"SYNC\r\n";
 
 /// Feeds open at once in the process, all workers together.
@@ -94,44 +98,6 @@ const GROWTH: Growth = Growth {
 /// What bounds a link's waiting stream and a held MULTI block when the
 /// replica class has no hard limit.
 const DEFAULT_HOLD: usize = 256 * 1024 * 1024;
-
-/// The smallest RDB a Redis 7.0 replica loads: the version 10 header, the
-/// EOF opcode and the CRC64 of both (little-endian). Redis 7.0.15 writes
-/// aux fields too (redis-ver, ctime, ...); none is required to load.
-pub const EMPTY_RDB: &[u8] = &empty_rdb();
-
-const fn empty_rdb() -> [u8; 18] {
-    let mut out = *b"REDIS0010\xff\0\0\0\0\0\0\0\0";
-    let crc = crc64(&out, 10).to_le_bytes();
-    let mut i = 0;
-    while i < 8 {
-        out[10 + i] = crc[i];
-        i += 1;
-    }
-    out
-}
-
-/// Redis's CRC64 (Jones polynomial, reflected, no final xor) of
-/// `data[..len]`, bit by bit: computed once, at compile time.
-const fn crc64(data: &[u8], len: usize) -> u64 {
-    const POLY: u64 = 0x95ac_9329_ac4b_c9b5; // 0xad93d23594c935a9 reflected
-    let mut crc = 0u64;
-    let mut i = 0;
-    while i < len {
-        crc ^= data[i] as u64;
-        let mut b = 0;
-        while b < 8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ POLY
-            } else {
-                crc >> 1
-            };
-            b += 1;
-        }
-        i += 1;
-    }
-    crc
-}
 
 const ERR_TOO_MANY: &str = "-ERR mithril: too many replication feeds (at most 16)\r\n";
 const ERR_BUSY_SESSION: &[u8] =
@@ -802,22 +768,6 @@ fn stream_step(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn crc64_is_redis_s() {
-        // Redis's crc64 test vector (src/crc64.c).
-        assert_eq!(crc64(b"123456789", 9), 0xe9c6_d914_c4b8_d9ca);
-    }
-
-    #[test]
-    fn the_empty_rdb() {
-        assert_eq!(&EMPTY_RDB[..10], b"REDIS0010\xff");
-        assert_eq!(EMPTY_RDB.len(), 18);
-        assert_eq!(
-            u64::from_le_bytes(EMPTY_RDB[10..].try_into().unwrap()),
-            crc64(EMPTY_RDB, 10)
-        );
-    }
 
     /// A link and its feed over a connected loopback socket (never read
     /// or written here: the bytes are put into the buffer by hand).
