@@ -9,7 +9,7 @@
 #                   (ROUNDS=9 make bench; make bench MODE=callgrind)
 #   make bench-memory  RSS with idle clients and under non-reading floods
 #   make lint       rustfmt check + clippy with warnings as errors, and
-#                   tools/check-seams (the placement and backend seams)
+#                   tools/check-seams (the placement and backend seams, files <= 800 lines)
 #   make install    binary, man pages and (unless one exists) the config file:
 #                     $(DESTDIR)$(BINDIR)/mithril
 #                     $(DESTDIR)$(MANDIR)/man8/mithril.8, man5/mithril.conf.5
