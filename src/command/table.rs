@@ -2380,6 +2380,23 @@ pub(super) static COMMANDS: [Command; 241] = [
                 },
             },
             Command {
+                name: "config|reload",
+                arity: 2,
+                flags: F::ADMIN | F::NOSCRIPT | F::LOADING | F::STALE,
+                acl: A::ADMIN | A::SLOW | A::DANGEROUS,
+                key_specs: &[],
+                legacy_keys: (0, 0, 0),
+                route: Route::Local(L::Config),
+                subcommands: &[],
+                doc: Doc {
+                    summary: "Re-read mithril's configuration file and apply what may change while it runs (mithril's own).",
+                    since: "0.1.0",
+                    group: "server",
+                    complexity: "O(N) where N is the size of the configuration file",
+                    ..Doc::EMPTY
+                },
+            },
+            Command {
                 name: "config|resetstat",
                 arity: 2,
                 flags: F::ADMIN | F::NOSCRIPT | F::LOADING | F::STALE,
