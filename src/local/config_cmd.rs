@@ -14,7 +14,7 @@
 
 use super::{error, help, Outcome};
 use crate::command::{Args, Command};
-use crate::config::{self, glob_match, Directive, LogLevel, DIRECTIVES};
+use crate::config::{self, glob_match, Config, Directive, LogLevel, DIRECTIVES};
 use crate::session::Session;
 use crate::shared::Shared;
 use bytes::Bytes;
@@ -206,7 +206,6 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
     // Parse every value before applying any: all but loglevel through the
     // directive's own parser, into a scratch configuration that is then
     // applied field by field.
-    let mut level = None;
     let mut scratch = crate::config::Config::default();
     for (k, d) in seen.iter().enumerate() {
         let value = pairs.get(k).map(|p| p.1).unwrap_or_default();
@@ -226,7 +225,7 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
                 }
             }
             "loglevel" => match value.and_then(|v| v.parse::<LogLevel>().ok()) {
-                Some(l) => level = Some(l),
+                Some(l) => scratch.loglevel = l,
                 None => {
                     return set_failed(
                         b"loglevel",
@@ -241,40 +240,42 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
     if !apply {
         return Outcome::Reply(Bytes::from_static(super::OK));
     }
-    if let Some(l) = level {
-        shared.admin.set_loglevel(l);
-        log::info!(target: "mithril::admin", "CONFIG SET loglevel {}", l.name());
-    }
     for d in &seen {
-        match d.name {
-            "slowlog-log-slower-than" => shared
-                .stats
-                .set_slow_threshold(scratch.slowlog_log_slower_than),
-            "slowlog-max-len" => shared.stats.slowlog.set_max_len(scratch.slowlog_max_len),
-            "maxclients" => shared.live.maxclients.store(scratch.maxclients, Relaxed),
-            "maxmemory" => shared.live.maxmemory.store(scratch.maxmemory, Relaxed),
-            "timeout" => shared
-                .live
-                .timeout_secs
-                .store(scratch.timeout_secs, Relaxed),
-            "reply-cache" => shared.live.reply_cache.store(scratch.reply_cache, Relaxed),
-            "reply-cache-size" => shared
-                .live
-                .reply_cache_size
-                .store(scratch.reply_cache_size, Relaxed),
-            "reply-cache-max-age" => shared
-                .live
-                .reply_cache_max_age_secs
-                .store(scratch.reply_cache_max_age_secs, Relaxed),
-            "tracking-table-max-keys" => shared
-                .live
-                .tracking_table_max_keys
-                .store(scratch.tracking_table_max_keys, Relaxed),
-            _ => continue,
-        }
-        if let Some(v) = d.value(&scratch) {
-            log::info!(target: "mithril::admin", "CONFIG SET {} {v}", d.name);
+        if apply_live(shared, d, &scratch) {
+            if let Some(v) = d.value(&scratch) {
+                log::info!(target: "mithril::admin", "CONFIG SET {} {v}", d.name);
+            }
         }
     }
     Outcome::Reply(Bytes::from_static(super::OK))
+}
+
+/// Puts `cfg`'s value of directive `d` in force in the running proxy, for
+/// the directives that change while mithril runs (see the module doc);
+/// `false`, and nothing done, for any other. What CONFIG SET applies
+/// through, and what a configuration reload will share.
+pub(crate) fn apply_live(shared: &Shared, d: &Directive, cfg: &Config) -> bool {
+    match d.name {
+        "loglevel" => shared.admin.set_loglevel(cfg.loglevel),
+        "slowlog-log-slower-than" => shared.stats.set_slow_threshold(cfg.slowlog_log_slower_than),
+        "slowlog-max-len" => shared.stats.slowlog.set_max_len(cfg.slowlog_max_len),
+        "maxclients" => shared.live.maxclients.store(cfg.maxclients, Relaxed),
+        "maxmemory" => shared.live.maxmemory.store(cfg.maxmemory, Relaxed),
+        "timeout" => shared.live.timeout_secs.store(cfg.timeout_secs, Relaxed),
+        "reply-cache" => shared.live.reply_cache.store(cfg.reply_cache, Relaxed),
+        "reply-cache-size" => shared
+            .live
+            .reply_cache_size
+            .store(cfg.reply_cache_size, Relaxed),
+        "reply-cache-max-age" => shared
+            .live
+            .reply_cache_max_age_secs
+            .store(cfg.reply_cache_max_age_secs, Relaxed),
+        "tracking-table-max-keys" => shared
+            .live
+            .tracking_table_max_keys
+            .store(cfg.tracking_table_max_keys, Relaxed),
+        _ => return false,
+    }
+    true
 }
