@@ -12,7 +12,8 @@
 //! ```
 //!
 //! What it owns: [`Acl`] (the users: built at start from the configuration,
-//! edited by `ACL SETUSER` / `DELUSER`, each edit a new generation),
+//! edited by `ACL SETUSER` / `DELUSER`, replaced whole by a configuration
+//! reload ([`replace`]), each change a new generation),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
 //! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, the
 //! failure counters `INFO stats` shows, and ACL LOG ([`LogEntry`]). (The credentials mithril sends
@@ -51,8 +52,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
+mod replace;
 mod scripts;
 pub mod throttle;
+
+pub use replace::user_specs;
 
 /// At most this many users (the configuration's and `ACL SETUSER`'s).
 pub const MAX_USERS: usize = 10_000;
@@ -271,30 +275,9 @@ impl Acl {
     /// (no password, everything allowed) unless a line defines it;
     /// `requirepass` gives `default` a password.
     pub fn from_config(cfg: &Config) -> Acl {
-        let mut default = cfg
-            .users
-            .iter()
-            .find(|u| u.name == "default")
-            .cloned()
-            .unwrap_or_else(UserSpec::builtin_default);
-        if !cfg.requirepass.is_empty() {
-            default.nopass = false;
-            default
-                .passwords
-                .push(Password::Plain(cfg.requirepass.clone()));
-        }
         let pubsub_all = cfg.acl_pubsub_all;
-        let mut users = vec![Arc::new(User::from_spec(
-            &default.with_channels(pubsub_all),
-        ))];
-        users.extend(
-            cfg.users
-                .iter()
-                .filter(|u| u.name != "default")
-                .map(|u| Arc::new(User::from_spec(&u.with_channels(pubsub_all)))),
-        );
         Acl {
-            users: RwLock::new(users),
+            users: RwLock::new(replace::built_users(cfg, pubsub_all)),
             generation: AtomicU64::new(0),
             denied: Counters::default(),
             log: Mutex::new(VecDeque::new()),

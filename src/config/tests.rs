@@ -1299,3 +1299,29 @@ fn client_output_total_limit() {
     let e = error("client-output-total-limit lots\n");
     assert!(e.contains("client-output-total-limit"), "{e}");
 }
+
+/// What a configuration reload compares: a secret by its clear value, and
+/// a pool by all its lines, not only what CONFIG GET shows.
+#[test]
+fn reload_comparison_sees_secrets_and_whole_pools() {
+    let base = "cluster-nodes 127.0.0.1:7000\nbackend-password one\n\
+                pool p server 127.0.0.1:6379:1\npool p listen 127.0.0.1:22121\n";
+    let a = parse_str(base, "a").unwrap();
+    let b = parse_str(
+        &base.replace("backend-password one", "backend-password two"),
+        "b",
+    )
+    .unwrap();
+    let c = parse_str(&base.replace(":6379:1", ":6380:1"), "c").unwrap();
+    let d = |n: &str| lookup(n).unwrap();
+    assert_eq!(
+        d("backend-password").value(&a),
+        d("backend-password").value(&b)
+    );
+    assert!(!d("backend-password").same_in(&a, &b));
+    assert!(d("backend-password").same_in(&a, &a.clone()));
+    assert_eq!(d("pool").value(&a), d("pool").value(&c));
+    assert!(!d("pool").same_in(&a, &c));
+    assert!(DIRECTIVES.iter().all(|x| x.same_in(&a, &a.clone())));
+    assert!(d("include").same_in(&a, &b));
+}

@@ -104,6 +104,28 @@ impl Directive {
             Kind::Plain | Kind::Size => Some((self.getter)(cfg).join(" ")),
         }
     }
+
+    /// Whether `a` and `b` hold the same setting for this directive: its
+    /// words as the getter gives them (a secret compared in clear, never
+    /// shown), every user's rules and every pool's lines in full (what
+    /// `CONFIG GET` abridges). Always true for `include`, which is not a
+    /// setting. What a configuration reload compares.
+    pub fn same_in(&self, a: &Config, b: &Config) -> bool {
+        match self.kind {
+            Kind::Meta => true,
+            Kind::PerUser => {
+                let canonical = |c: &Config| {
+                    c.users
+                        .iter()
+                        .map(super::UserSpec::canonical)
+                        .collect::<Vec<_>>()
+                };
+                canonical(a) == canonical(b)
+            }
+            Kind::PerPool => super::pool::pool_lines(a) == super::pool::pool_lines(b),
+            Kind::Plain | Kind::Size | Kind::Secret => (self.getter)(a) == (self.getter)(b),
+        }
+    }
 }
 
 mod table;
