@@ -22,6 +22,7 @@ pub mod local;
 pub mod logging;
 pub mod metrics;
 pub mod placement;
+pub mod reload;
 pub mod resp;
 pub mod router;
 pub mod script;

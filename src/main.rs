@@ -4,7 +4,7 @@
 //! ```text
 //!   argv ─▶ normalize (twemproxy spellings) ─▶ Cli ─▶ -V / -t / --print-config: report, exit
 //!        ─▶ config (+ warnings) ─▶ pidfile lock ─▶ log file check ─▶ [fork: parent waits on a pipe]
-//!        ─▶ logger ─▶ server::run_with(Service) ─▶ exit 0 / 1
+//!        ─▶ logger ─▶ server::run_reloadable(Service, how to read the config again) ─▶ exit 0 / 1
 //! ```
 //!
 //! Order matters: everything that can fail in a way the user must see
@@ -45,8 +45,10 @@ fn main() -> ExitCode {
     }
     let mut cfg = loaded.config;
     // The daemon changes directory to /: pin relative paths first.
-    cfg.logfile = absolute(&cfg.logfile);
-    cfg.pidfile = absolute(&cfg.pidfile);
+    let base = std::env::current_dir().unwrap_or_else(|_| "/".into());
+    cfg.logfile = absolute(&base, &cfg.logfile);
+    cfg.pidfile = absolute(&base, &cfg.pidfile);
+    let reread = rereader(&cli, &cfg, base);
 
     let notifier = match Notifier::from_env() {
         None => None,
@@ -129,7 +131,7 @@ fn main() -> ExitCode {
             log::warn!(target: "mithril::config", "{w}");
         }
     }
-    match mithril::server::run_with(cfg, service.clone()) {
+    match mithril::server::run_reloadable(cfg, service.clone(), reread) {
         Ok(()) => {
             service.finished();
             ExitCode::SUCCESS
@@ -173,12 +175,38 @@ fn parse_args() -> Result<Cli, ExitCode> {
     }
 }
 
-/// `path` made absolute against the current directory; empty stays empty.
-fn absolute(path: &str) -> String {
+/// `path` made absolute against `base` (the directory mithril started
+/// in); empty stays empty.
+fn absolute(base: &Path, path: &str) -> String {
     if path.is_empty() {
         return String::new();
     }
-    std::path::absolute(path)
+    std::path::absolute(base.join(path))
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| path.to_string())
+}
+
+/// How a reload (SIGHUP, CONFIG RELOAD) reads the configuration: as at
+/// start (the same file, found by its absolute path, the same flags over
+/// it, relative paths pinned to the same directory), its warnings logged.
+/// `None` without a configuration file.
+fn rereader(
+    cli: &Cli,
+    cfg: &mithril::config::Config,
+    base: std::path::PathBuf,
+) -> Option<mithril::reload::ReadConfig> {
+    let file = cfg.config_file.clone()?;
+    let mut again = cli.clone();
+    again.config = Some(file);
+    again.config_path = None;
+    Some(Box::new(move || {
+        let loaded = cli::load_loaded(&again)?;
+        for w in &loaded.warnings {
+            log::warn!(target: "mithril::config", "{w}");
+        }
+        let mut cfg = loaded.config;
+        cfg.logfile = absolute(&base, &cfg.logfile);
+        cfg.pidfile = absolute(&base, &cfg.pidfile);
+        Ok(cfg)
+    }))
 }

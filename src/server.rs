@@ -2,7 +2,8 @@
 //! in `doc/architecture.md`).
 //!
 //! ```text
-//!   main ── bind, first topology, spawn ──► signals   (sigwait: TERM INT HUP)
+//!   main ── bind, first topology, spawn ──► signals   (sigwait: TERM INT HUP;
+//!                                       │              HUP: log reopened, config reloaded)
 //!                                       ├─► topology  (refresher)
 //!                                       ├─► acceptor  (listeners, admission, placement)
 //!                                       └─► worker × N (event loops)
@@ -304,8 +305,29 @@ pub fn run(cfg: Config) -> Result<(), StartError> {
     run_with(cfg, Arc::new(Quiet))
 }
 
-/// [`run`], telling `life` when the proxy is ready and when it stops.
-pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError> {
+/// [`run`], telling `life` when the proxy is ready and when it stops. A
+/// reload reads `cfg.config_file` again, without command-line flags.
+pub fn run_with(cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartError> {
+    let read: Option<crate::reload::ReadConfig> = cfg.config_file.clone().map(|path| {
+        Box::new(move || {
+            let cfg = crate::config::compat::read_file(&path)?.config;
+            crate::config::validate(&cfg)?;
+            Ok(cfg)
+        }) as crate::reload::ReadConfig
+    });
+    run_reloadable(cfg, life, read)
+}
+
+/// [`run_with`], a reload (SIGHUP, CONFIG RELOAD) reading the
+/// configuration with `read` (`None`: there is no file to read).
+pub fn run_reloadable(
+    mut cfg: Config,
+    life: Arc<dyn Lifecycle>,
+    read: Option<crate::reload::ReadConfig>,
+) -> Result<(), StartError> {
+    // What a reload compares the file with: the configuration as read,
+    // before maxclients is fitted and the passwords forgotten.
+    let reload = crate::reload::Reload::new(read, cfg.clone());
     if let Some(refusal) = crate::config::protected_mode_refusal(&cfg) {
         return Err(StartError(refusal));
     }
@@ -432,6 +454,7 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
         block_order: crate::shared::block_order::BlockOrder::new(cfg_threads),
         stats,
         acceptor: std::sync::OnceLock::new(),
+        reload,
     });
 
     let mut worker_threads = Vec::new();
@@ -480,6 +503,9 @@ pub fn run_with(mut cfg: Config, life: Arc<dyn Lifecycle>) -> Result<(), StartEr
                             Ok(()) => log::info!(target: "mithril::server", "log file reopened"),
                             Err(e) => log::warn!(target: "mithril::server", "cannot reopen the log file: {e}"),
                         }
+                        // Then the configuration, here, off the workers'
+                        // loops; the outcome is logged by the reload.
+                        let _ = shared.reload.run(&shared, "SIGHUP");
                     }
                     _ => {
                         if shared.shutting_down.swap(true, Ordering::AcqRel) {

@@ -26,7 +26,7 @@ use super::{compat, lookup, validate, Config, ConfigError, LogLevel};
 
 /// mithril: a Redis Cluster proxy. Clients see one Redis server; the
 /// cluster's nodes, slots and redirects stay behind it.
-#[derive(argh::FromArgs, Debug, PartialEq, Eq)]
+#[derive(argh::FromArgs, Debug, Clone, PartialEq, Eq)]
 pub struct Cli {
     /// read the configuration from FILE
     #[argh(option, short = 'c', arg_name = "FILE")]

@@ -3,8 +3,9 @@
 //! `ACL WHOAMI` (any user); in admin mode (the mode check runs before
 //! this): `USERS`, `LIST`, `GETUSER`, `SETUSER`, `DELUSER`, `CAT`,
 //! `GENPASS`, `HELP`. Users come from the configuration file at start;
-//! `SETUSER` and `DELUSER` change them until the process ends (nothing is
-//! written back: `ACL LIST` prints lines to paste into the file). `LOG`
+//! `SETUSER` and `DELUSER` change them until the process ends or a
+//! configuration reload replaces them with the file's (nothing is written
+//! back: `ACL LIST` prints lines to paste into the file). `LOG`
 //! shows the refusals mithril made (`acl::LogEntry`). LOAD, SAVE and
 //! DRYRUN are refused.
 //!
@@ -128,7 +129,8 @@ pub fn acl(shared: &Shared, s: &Session, cmd: &Command, args: &Args) -> Outcome 
         ),
         _ => error(&format!(
             "ERR mithril: {} is not supported: users are the configuration file's 'user' lines \
-             (and requirepass), changed while mithril runs only by ACL SETUSER and DELUSER",
+             (and requirepass), changed while mithril runs by ACL SETUSER and DELUSER, or read \
+             again from the file by CONFIG RELOAD",
             display_name(cmd)
         )),
     }

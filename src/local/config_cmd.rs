@@ -11,6 +11,10 @@
 //! order (unknown name, immutable, duplicate; then values), with Redis's
 //! error texts. Names are the directives', not Redis's: `maxmemory` is an
 //! unknown option here.
+//!
+//! CONFIG RELOAD (mithril's own) reads the configuration file again
+//! (`crate::reload`); the live directives it changes go through
+//! [`apply_live`], the code CONFIG SET applies with.
 
 use super::{error, help, Outcome};
 use crate::command::{Args, Command};
@@ -28,6 +32,12 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
         "config|get" => get(shared, s, args),
         "config|set" => set(shared, args),
         "config|resetstat" => Outcome::Reply(Bytes::from_static(super::OK)),
+        // Reads the file on this worker's thread: one local file, as
+        // long as a CONFIG SET plus a read (`crate::reload`).
+        "config|reload" => match shared.reload.run(shared, "CONFIG RELOAD") {
+            Ok(_) => Outcome::Reply(Bytes::from_static(super::OK)),
+            Err(e) => error(&format!("ERR mithril: {e}")),
+        },
         "config|rewrite" => error(
             "ERR mithril: CONFIG REWRITE is not supported; edit the configuration file instead",
         ),
@@ -41,6 +51,9 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
                 "    Change a directive while mithril runs: loglevel, maxclients, maxmemory,",
                 "    timeout, slowlog-log-slower-than, slowlog-max-len, reply-cache,",
                 "    reply-cache-size, reply-cache-max-age, tracking-table-max-keys.",
+                "RELOAD",
+                "    Read the configuration file again: apply what may change while mithril runs",
+                "    (the directives above, users and passwords); name the rest as pending restart.",
                 "RESETSTAT",
                 "    Reset the statistics of INFO (stats, commandstats, latencystats) on every worker.",
                 "REWRITE",
@@ -252,8 +265,8 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
 
 /// Puts `cfg`'s value of directive `d` in force in the running proxy, for
 /// the directives that change while mithril runs (see the module doc);
-/// `false`, and nothing done, for any other. What CONFIG SET applies
-/// through, and what a configuration reload will share.
+/// `false`, and nothing done, for any other. What CONFIG SET and a
+/// configuration reload (`crate::reload`) both apply through.
 pub(crate) fn apply_live(shared: &Shared, d: &Directive, cfg: &Config) -> bool {
     match d.name {
         "loglevel" => shared.admin.set_loglevel(cfg.loglevel),

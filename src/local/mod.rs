@@ -45,6 +45,7 @@ mod introspect;
 
 pub use auth::reset_session;
 pub use client::client_info_line;
+pub(crate) use config_cmd::apply_live;
 pub use config_cmd::{own_pairs as config_own_pairs, set_own as config_set_own, HIDDEN_PASSWORD};
 
 use crate::command::{Args, Command, LocalCmd};

@@ -308,6 +308,9 @@ pub struct Shared {
     /// Blocking commands sent in the order they arrived, across workers
     /// (`shared::block_order`).
     pub block_order: block_order::BlockOrder,
+    /// Configuration reload: the file as last read, what waits for a
+    /// restart (`crate::reload`).
+    pub reload: crate::reload::Reload,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

@@ -71,7 +71,10 @@ pub(super) fn server(t: &mut String, cx: &Ctx) {
          executable:{exe}\r\n\
          config_file:{conf}\r\n\
          mithril_version:{}\r\n\
-         threads:{}\r\n",
+         threads:{}\r\n\
+         config_reloads:{}\r\n\
+         config_reload_failures:{}\r\n\
+         config_pending_restart:{}\r\n",
         crate::local::reported_version(shared),
         // A ring of standalone servers is one standalone server to its
         // clients (HELLO says so too).
@@ -85,6 +88,9 @@ pub(super) fn server(t: &mut String, cx: &Ctx) {
         uptime / 86_400,
         crate::local::MITHRIL_VERSION,
         cfg.threads,
+        shared.reload.done.load(Ordering::Relaxed),
+        shared.reload.failed.load(Ordering::Relaxed),
+        shared.reload.pending(),
     );
 }
 

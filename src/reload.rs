@@ -1,0 +1,210 @@
+//! Configuration reload: read the file mithril was started with again and
+//! put in force what may change while it runs (SIGHUP, `CONFIG RELOAD`).
+//!
+//! ```text
+//!   SIGHUP (signal thread) ─┐                    ┌─► parse or validation error: nothing
+//!   CONFIG RELOAD (worker) ─┴─► lock ─► read ────┤     changes; logged, and the reply
+//!                               (one at a time)  │
+//!                                                └─► for every directive of the table:
+//!        live (CONFIG SET's), changed since the file was last read ─► applied
+//!        `user` lines / `requirepass`, changed since last read ──────► users replaced
+//!        anything else that differs from what runs ──────────────────► pending restart
+//! ```
+//!
+//! The read is the one the process started with (`ReadConfig`): the same
+//! file (native, nutcracker.yml or predixy.conf), its includes, the same
+//! command-line flags over it, then `config::validate`. A file that fails
+//! any of it changes nothing.
+//!
+//! What a reload changes is what the *file* changed since it was last
+//! read (at start, or by the last good reload): a live directive the file
+//! leaves as it was keeps what `CONFIG SET` gave it, and the users stay
+//! as `ACL SETUSER` / `DELUSER` left them while the file's `user` lines
+//! and `requirepass` are unchanged. So a SIGHUP from logrotate, which
+//! re-reads an unchanged file, changes nothing. When the users did change
+//! in the file, the file's users replace all of them, those made by `ACL
+//! SETUSER` included (Redis's `ACL LOAD`), and the sessions of a removed
+//! or changed user are handled exactly as after `ACL DELUSER` / `ACL
+//! SETUSER` (`acl::replace`, `worker/revoke.rs`).
+//!
+//! Pending: every other directive is compared, through the directive
+//! table (so a new directive is covered without a list here), with the
+//! configuration the process started with; each that differs is named in
+//! a warning and in INFO's `config_pending_restart`, and takes effect at
+//! the next start. Changing it back in the file clears it.
+//!
+//! Cost and bounds: a reload reads one local file (and its includes) and
+//! rebuilds the users, on the thread that asked: the signal thread, or
+//! for `CONFIG RELOAD` the worker that runs the command (as long as a
+//! CONFIG SET plus a file read; the worker's other clients wait that
+//! long). Reloads are serialised by a mutex. Never: panic on any file
+//! content (the parser returns errors), log a password, or apply half a
+//! file.
+
+use crate::config::{Config, ConfigError, DIRECTIVES};
+use crate::shared::Shared;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Reads the configuration again as it was read at start; the result is
+/// validated.
+pub type ReadConfig = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
+/// The directives that make up the users: compared and applied together.
+const USER_DIRECTIVES: &[&str] = &["user", "requirepass"];
+
+const T: &str = "mithril::reload";
+
+/// Why a reload changed nothing.
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The process was started without a configuration file.
+    NoFile,
+    /// The file does not parse or does not validate.
+    Config(ConfigError),
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::NoFile => {
+                f.write_str("reload failed: mithril was started without a configuration file")
+            }
+            ReloadError::Config(e) => write!(f, "reload failed: {e}"),
+        }
+    }
+}
+
+/// What a reload did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Applied {
+    /// The live directives put in force.
+    pub live: Vec<&'static str>,
+    /// Whether the users were replaced (and how many there are now).
+    pub users: Option<usize>,
+    /// The directives that differ from what runs and wait for a restart.
+    pub pending: Vec<&'static str>,
+}
+
+/// The file as last read.
+struct Last {
+    /// With client passwords forgotten (`Config::forget_client_passwords`).
+    config: Config,
+    /// The users it defines, each as `ACL LIST` writes it (digests only).
+    users: Vec<String>,
+}
+
+/// The users `cfg` defines, as `ACL LIST` writes them: what tells whether
+/// a reload changed them.
+fn user_lines(cfg: &Config) -> Vec<String> {
+    crate::acl::user_specs(cfg)
+        .iter()
+        .map(|u| u.canonical())
+        .collect()
+}
+
+impl Last {
+    fn of(mut cfg: Config) -> Last {
+        let users = user_lines(&cfg);
+        cfg.forget_client_passwords();
+        Last { config: cfg, users }
+    }
+}
+
+/// The reload state of one process (in `Shared`).
+pub struct Reload {
+    read: Option<ReadConfig>,
+    /// Held for a whole reload: reloads run one at a time.
+    last: Mutex<Last>,
+    /// The pending directives, comma-separated (INFO).
+    pending: Mutex<String>,
+    /// Reloads that applied, and reloads refused for a bad file (INFO).
+    pub done: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl Reload {
+    /// `read` reads the configuration again (`None`: started without a
+    /// file); `loaded` is the configuration as read at start, before
+    /// anything adjusted it or forgot its passwords.
+    pub fn new(read: Option<ReadConfig>, loaded: Config) -> Reload {
+        Reload {
+            read,
+            last: Mutex::new(Last::of(loaded)),
+            pending: Mutex::new(String::new()),
+            done: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }
+    }
+
+    /// The directives waiting for a restart, comma-separated ("" when
+    /// none).
+    pub fn pending(&self) -> String {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Reads the configuration again and applies it to `shared` (see the
+    /// module doc). `why` names the trigger in the log.
+    pub fn run(&self, shared: &Shared, why: &str) -> Result<Applied, ReloadError> {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let read = match &self.read {
+            None => Err(ReloadError::NoFile),
+            Some(read) => read().map_err(ReloadError::Config),
+        };
+        let mut cfg = match read {
+            Ok(cfg) => cfg,
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!(target: T, "{why}: configuration {e}; nothing changed");
+                return Err(e);
+            }
+        };
+        let mut applied = Applied::default();
+        for d in DIRECTIVES {
+            if USER_DIRECTIVES.contains(&d.name) {
+                continue;
+            }
+            if d.runtime_settable {
+                if !d.same_in(&last.config, &cfg) && crate::local::apply_live(shared, d, &cfg) {
+                    applied.live.push(d.name);
+                }
+            } else if !d.same_in(&shared.config, &cfg) {
+                applied.pending.push(d.name);
+            }
+        }
+        let users = user_lines(&cfg);
+        if users != last.users {
+            applied.users = Some(shared.admin.acl.replace_users(&cfg));
+        }
+        cfg.forget_client_passwords();
+        *last = Last { config: cfg, users };
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = applied.pending.join(",");
+        self.done.fetch_add(1, Ordering::Relaxed);
+        log_outcome(why, &applied);
+        Ok(applied)
+    }
+}
+
+/// One line for what was applied; a warning naming what waits for a
+/// restart.
+fn log_outcome(why: &str, a: &Applied) {
+    let mut done: Vec<String> = a.live.iter().map(|n| n.to_string()).collect();
+    if let Some(n) = a.users {
+        done.push(format!("the users ({n} now)"));
+    }
+    if done.is_empty() {
+        log::info!(target: T, "{why}: configuration reloaded, nothing to change");
+    } else {
+        log::info!(target: T, "{why}: configuration reloaded, applied: {}", done.join(", "));
+    }
+    if !a.pending.is_empty() {
+        log::warn!(
+            target: T,
+            "{why}: configuration reload: pending restart: {} (differ from the running configuration; applied at the next start)",
+            a.pending.join(", ")
+        );
+    }
+}

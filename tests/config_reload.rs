@@ -1,0 +1,426 @@
+//! Configuration reload (issue 29, item 4): the file mithril was started
+//! with read again on SIGHUP and on CONFIG RELOAD, against a real cluster.
+//! - the live directives (CONFIG SET's) take the file's new values, and an
+//!   unchanged file (logrotate's SIGHUP) changes nothing;
+//! - the users are replaced by the file's: a new user and a new
+//!   `requirepass` work at once, a removed user's sessions are closed as
+//!   after ACL DELUSER on every worker (1, 2 and 4 threads), ACL SETUSER's
+//!   users are gone, every other client keeps its connection;
+//! - a file that does not parse changes nothing and is reported with its
+//!   file and line, in the reply and in the log;
+//! - `threads` and `port` changed in the file are named as pending restart
+//!   (INFO and log) and not applied, while the rest of the file is;
+//! - reloads by SIGHUP and CONFIG RELOAD at once, under traffic, drop no
+//!   request and no connection;
+//! - a daemon started with relative paths and flags reads its file again
+//!   as at start (nothing pending for an unchanged file).
+
+mod support;
+
+use std::fs;
+use std::time::Duration;
+use support::*;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// A connection to `m` logged in as `user`.
+fn login(m: &Mithril, user: &str, pass: &str) -> Conn {
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["AUTH", user, pass]), ok(), "AUTH {user}");
+    c
+}
+
+/// The value CONFIG GET shows for `name`.
+fn config_get(c: &mut Conn, name: &str) -> String {
+    let r = c.cmd(&["CONFIG", "GET", name]);
+    let items = r.as_array();
+    assert_eq!(items.len(), 2, "CONFIG GET {name}: {r:?}");
+    items[1].as_str().to_string()
+}
+
+/// The `name:value` field of INFO `section`, as text.
+fn info_field(c: &mut Conn, section: &str, name: &str) -> String {
+    let text = c.cmd(&["INFO", section]).as_str().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .trim()
+        .to_string()
+}
+
+/// The configuration file with `lines` appended (a later line wins).
+fn append_conf(m: &Mithril, lines: &str) -> String {
+    let before = fs::read_to_string(&m.conf_path).expect("read the config");
+    let after = format!("{before}{lines}");
+    fs::write(&m.conf_path, &after).expect("write the config");
+    before
+}
+
+/// Waits until INFO counts `n` reloads done.
+fn wait_reloads(c: &mut Conn, n: u64) {
+    wait_until("the reload", WAIT, || {
+        let done: u64 = info_field(c, "server", "config_reloads").parse().ok()?;
+        (done >= n).then_some(())
+    });
+}
+
+#[test]
+fn sighup_applies_the_live_directives_and_an_unchanged_file_changes_nothing() {
+    let (_cluster, mut m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let mut idle = m.conn();
+    assert_eq!(config_get(&mut c, "maxclients"), "10000");
+    append_conf(
+        &m,
+        "maxclients 321\ntimeout 77\nslowlog-log-slower-than 5000\nslowlog-max-len 33\n\
+         tracking-table-max-keys 999\n",
+    );
+    m.signal(libc::SIGHUP);
+    wait_until("maxclients from the file", WAIT, || {
+        (config_get(&mut c, "maxclients") == "321").then_some(())
+    });
+    assert_eq!(config_get(&mut c, "timeout"), "77");
+    assert_eq!(config_get(&mut c, "slowlog-log-slower-than"), "5000");
+    assert_eq!(config_get(&mut c, "slowlog-max-len"), "33");
+    assert_eq!(config_get(&mut c, "tracking-table-max-keys"), "999");
+    assert_eq!(info_field(&mut c, "clients", "maxclients"), "321");
+    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    // The log file was reopened first, as before.
+    assert!(m.log().contains("log file reopened"), "{}", m.log());
+    assert!(m
+        .log()
+        .contains("SIGHUP: configuration reloaded, applied: maxclients"));
+    // No client was dropped.
+    assert_eq!(idle.cmd(&["PING"]), Reply::Simple("PONG".into()));
+
+    // A CONFIG SET survives a SIGHUP that re-reads an unchanged file
+    // (logrotate's): only what the file changed is applied.
+    assert_eq!(c.cmd(&["CONFIG", "SET", "maxclients", "500"]), ok());
+    m.signal(libc::SIGHUP);
+    wait_reloads(&mut c, 2);
+    assert_eq!(config_get(&mut c, "maxclients"), "500");
+    assert_eq!(config_get(&mut c, "timeout"), "77");
+    assert!(m
+        .log()
+        .contains("SIGHUP: configuration reloaded, nothing to change"));
+    assert_eq!(idle.cmd(&["PING"]), Reply::Simple("PONG".into()));
+}
+
+const USERS: &str = "\
+user admin on >adminpw mode admin allchannels
+user bob on >bobpw mode write
+user carol on >carolpw mode write
+";
+
+const USERS_AFTER: &str = "\
+user admin on >adminpw mode admin allchannels
+user carol on >carolpw2 mode write
+user dave on >davepw mode read
+requirepass newdefault
+";
+
+#[test]
+fn config_reload_replaces_the_users_on_every_worker() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    for threads in [1, 2, 4] {
+        let m = Mithril::start(
+            bin(),
+            &cluster.seeds(),
+            &format!("threads {threads}\n{USERS}"),
+        );
+        users_replaced(&m, threads);
+    }
+}
+
+fn users_replaced(m: &Mithril, threads: usize) {
+    let n = 2 * threads;
+    let mut admin = login(m, "admin", "adminpw");
+    // Spread over the workers: the removed user's sessions, the changed
+    // user's, and clients of the open default user.
+    let mut bobs: Vec<Conn> = (0..n).map(|_| login(m, "bob", "bobpw")).collect();
+    let mut carols: Vec<Conn> = (0..n).map(|_| login(m, "carol", "carolpw")).collect();
+    let mut others: Vec<Conn> = (0..n).map(|_| m.conn()).collect();
+    let workers: std::collections::HashSet<String> = bobs.iter_mut().map(worker_of).collect();
+    assert_eq!(workers.len(), threads, "bob's sessions on every worker");
+    assert_eq!(
+        admin.cmd(&["ACL", "SETUSER", "temp", "on", ">temppw", "~*", "+@all"]),
+        ok()
+    );
+    assert_eq!(bobs[0].cmd(&["SET", "reload:k", "1"]), ok());
+
+    // The file: bob gone, carol's password changed, dave new, and a
+    // password for default.
+    let conf = fs::read_to_string(&m.conf_path).expect("read the config");
+    let conf = conf.replace(USERS, USERS_AFTER);
+    fs::write(&m.conf_path, conf).expect("write the config");
+    assert_eq!(admin.cmd(&["CONFIG", "RELOAD"]), ok());
+
+    // bob's sessions are closed, idle ones included, as after ACL DELUSER.
+    for b in &mut bobs {
+        assert!(
+            b.is_closed(WAIT),
+            "bob's session closed ({threads} threads)"
+        );
+    }
+    assert_eq!(
+        m.conn().cmd(&["AUTH", "bob", "bobpw"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    // The user ACL SETUSER made is gone too (ACL LOAD's rule).
+    assert_eq!(
+        m.conn().cmd(&["AUTH", "temp", "temppw"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    // dave is new; carol has her new password, and her sessions (her
+    // rights unchanged) and the default clients go on.
+    let mut dave = login(m, "dave", "davepw");
+    assert_eq!(dave.cmd(&["GET", "reload:k"]), bulk("1"));
+    assert!(dave.cmd(&["SET", "reload:k", "2"]).is_error(), "read mode");
+    assert_eq!(
+        m.conn().cmd(&["AUTH", "carol", "carolpw"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    login(m, "carol", "carolpw2");
+    for c in carols.iter_mut().chain(others.iter_mut()) {
+        assert_eq!(c.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    }
+    assert_eq!(admin.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    // A new client needs requirepass's password.
+    let mut fresh = m.conn();
+    assert!(
+        fresh.cmd(&["PING"]).as_error().starts_with("NOAUTH"),
+        "default needs a password now"
+    );
+    assert_eq!(fresh.cmd(&["AUTH", "newdefault"]), ok());
+    assert_eq!(fresh.cmd(&["PING"]), Reply::Simple("PONG".into()));
+    assert_eq!(
+        info_field(&mut admin, "server", "config_pending_restart"),
+        ""
+    );
+    assert!(m
+        .log()
+        .contains("CONFIG RELOAD: configuration reloaded, applied: the users"));
+}
+
+#[test]
+fn a_broken_file_changes_nothing_and_names_its_line() {
+    let (_cluster, mut m) = cluster_and_mithril("");
+    let mut c = m.conn();
+    let first = fs::read_to_string(&m.conf_path).expect("read the config");
+    let good = format!("{first}maxclients 55\nuser eve on >evepw\n");
+    let line = first.lines().count() + 3;
+    let broken = format!("{good}no-such-directive 1\n");
+    fs::write(&m.conf_path, &broken).expect("write the config");
+    let r = c.cmd(&["CONFIG", "RELOAD"]);
+    let text = r.as_error();
+    let place = format!("{}:{line}:", m.conf_path.display());
+    assert!(
+        text.starts_with(&format!("ERR mithril: reload failed: {place}")),
+        "{text}"
+    );
+    assert!(
+        text.contains("unknown directive 'no-such-directive'"),
+        "{text}"
+    );
+    // Nothing changed: neither the limit nor the users.
+    assert_eq!(config_get(&mut c, "maxclients"), "10000");
+    assert_eq!(
+        m.conn().cmd(&["AUTH", "eve", "evepw"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_eq!(info_field(&mut c, "server", "config_reload_failures"), "1");
+    assert_eq!(info_field(&mut c, "server", "config_reloads"), "0");
+    assert!(m.log().contains(&format!(
+        "CONFIG RELOAD: configuration reload failed: {place}"
+    )));
+    // By SIGHUP: logged with the place, the proxy goes on.
+    m.signal(libc::SIGHUP);
+    wait_until("the failure counted", WAIT, || {
+        (info_field(&mut c, "server", "config_reload_failures") == "2").then_some(())
+    });
+    assert!(m
+        .log()
+        .contains(&format!("SIGHUP: configuration reload failed: {place}")));
+    assert_eq!(config_get(&mut c, "maxclients"), "10000");
+    // A value the parser refuses, in an include, names the include's line.
+    let inc = m.dir.join("more.conf");
+    fs::write(&inc, "timeout 5\nmaxclients lots\n").expect("write the include");
+    fs::write(&m.conf_path, format!("{good}include {}\n", inc.display())).expect("write");
+    let text = c.cmd(&["CONFIG", "RELOAD"]).as_error().to_string();
+    assert!(
+        text.starts_with(&format!("ERR mithril: reload failed: {}:2:", inc.display())),
+        "{text}"
+    );
+    assert_eq!(config_get(&mut c, "timeout"), "0");
+    // The file fixed: everything in it applies.
+    fs::write(&m.conf_path, &good).expect("write the config");
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(config_get(&mut c, "maxclients"), "55");
+    login(&m, "eve", "evepw");
+}
+
+#[test]
+fn threads_and_port_wait_for_a_restart_while_the_rest_applies() {
+    let (_cluster, m) = cluster_and_mithril("threads 2\n");
+    let mut c = m.conn();
+    let other_port = free_port();
+    let before = append_conf(&m, &format!("threads 3\nport {other_port}\ntimeout 42\n"));
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(
+        info_field(&mut c, "server", "config_pending_restart"),
+        "port,threads"
+    );
+    assert!(
+        m.log().contains("pending restart: port, threads"),
+        "{}",
+        m.log()
+    );
+    // Not applied: the same workers, the same port, nothing on the new one.
+    assert_eq!(info_field(&mut c, "server", "threads"), "2");
+    assert_eq!(config_get(&mut c, "threads"), "2");
+    assert_eq!(m.conn().cmd(&["PING"]), Reply::Simple("PONG".into()));
+    assert!(Conn::try_connect(&format!("127.0.0.1:{other_port}")).is_err());
+    // The rest is.
+    assert_eq!(config_get(&mut c, "timeout"), "42");
+    // Put back, nothing is pending any more.
+    fs::write(&m.conf_path, before).expect("write the config");
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    assert_eq!(config_get(&mut c, "timeout"), "0");
+}
+
+/// Reloads by SIGHUP and by CONFIG RELOAD at once, over and over, the file
+/// switching between two versions (a user added and removed, a limit
+/// changed), while clients on every worker keep writing and reading: no
+/// error, no connection dropped, and every reload counted.
+#[test]
+fn reloads_under_traffic_drop_nothing() {
+    let (_cluster, mut m) = cluster_and_mithril("threads 2\n");
+    let base = fs::read_to_string(&m.conf_path).expect("read the config");
+    let other = format!("{base}maxclients 777\nuser extra on >extrapw mode write\n");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = m.conn();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let key = format!("load:{i}:{}", n % 50);
+                    let v = n.to_string();
+                    let replies = c.pipeline(&[argv(&["SET", &key, &v]), argv(&["GET", &key])]);
+                    assert_eq!(replies, vec![ok(), bulk(&v)], "client {i}");
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let mut admin = m.conn();
+    let rounds = 20;
+    for round in 0..rounds {
+        // Replaced whole, by a rename, as it should be under a running
+        // proxy: a reload never sees half a file.
+        let text = if round % 2 == 0 { &other } else { &base };
+        let next = m.dir.join("next.conf");
+        fs::write(&next, text).expect("write the config");
+        fs::rename(&next, &m.conf_path).expect("rename the config");
+        m.signal(libc::SIGHUP);
+        assert_eq!(admin.cmd(&["CONFIG", "RELOAD"]), ok());
+    }
+    // The last CONFIG RELOAD read `base`; a SIGHUP may still be running.
+    wait_until("the signals' reloads", WAIT, || {
+        let failed = info_field(&mut admin, "server", "config_reload_failures");
+        assert_eq!(failed, "0");
+        let done: u64 = info_field(&mut admin, "server", "config_reloads")
+            .parse()
+            .ok()?;
+        (done > rounds).then_some(())
+    });
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for c in clients {
+        let n = c.join().expect("a client failed");
+        assert!(n > 0);
+    }
+    assert_eq!(config_get(&mut admin, "maxclients"), "10000");
+    assert_eq!(
+        m.conn().cmd(&["AUTH", "extra", "extrapw"]),
+        err("WRONGPASS invalid username-password pair or user is disabled.")
+    );
+    assert_eq!(
+        info_field(&mut admin, "server", "config_pending_restart"),
+        ""
+    );
+}
+
+/// A daemon (`-d`, which moves to `/`) started from its own directory with
+/// relative `-p` / `-o` paths and a `--port` over the file's: a reload
+/// reads the file as at start (the same flags, the paths pinned to the
+/// start directory), so an unchanged file leaves nothing pending.
+#[test]
+fn a_daemon_with_relative_paths_and_flags_reloads_an_unchanged_file_to_no_change() {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let dir = make_temp_dir();
+    let port = free_port();
+    fs::write(
+        dir.join("m.conf"),
+        format!(
+            "bind 127.0.0.1\nport 1\ncluster-nodes {}\nloglevel verbose\n",
+            cluster.seeds().join(" ")
+        ),
+    )
+    .expect("write the config");
+    let out = std::process::Command::new(bin())
+        .current_dir(&dir)
+        .args(["-d", "-p", "m.pid", "-o", "m.log", "--port"])
+        .arg(port.to_string())
+        .args(["-c", "m.conf"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run mithril");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let pid: i32 = fs::read_to_string(dir.join("m.pid"))
+        .expect("pidfile")
+        .trim()
+        .parse()
+        .expect("a pid");
+    let _daemon = Killed(pid);
+    let log = || fs::read_to_string(dir.join("m.log")).unwrap_or_default();
+    // SAFETY: kill(2) on the pid the daemon wrote.
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    wait_until("the SIGHUP reload", WAIT, || {
+        log()
+            .contains("SIGHUP: configuration reloaded")
+            .then_some(())
+    });
+    assert!(
+        log().contains("SIGHUP: configuration reloaded, nothing to change"),
+        "{}",
+        log()
+    );
+    assert!(!log().contains("pending restart"), "{}", log());
+    let mut c = Conn::connect(&format!("127.0.0.1:{port}"));
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    wait_until("the daemon to stop", WAIT, || {
+        (!dir.join("m.pid").exists()).then_some(())
+    });
+    remove_temp_dir(&dir);
+}
+
+/// A process this test started but does not reap (a daemon): killed when
+/// the test ends, however it ends.
+struct Killed(i32);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        // Only while that pid is still a mithril (not a reused pid).
+        let cmdline = fs::read(format!("/proc/{}/cmdline", self.0)).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains("mithril") {
+            // SAFETY: kill(2) on the daemon's own pid.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+}
