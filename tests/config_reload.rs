@@ -12,8 +12,9 @@
 //!   (INFO and log) and not applied, while the rest of the file is;
 //! - reloads by SIGHUP and CONFIG RELOAD at once, under traffic, drop no
 //!   request and no connection;
-//! - a daemon started with relative paths and flags reads its file again
-//!   as at start (nothing pending for an unchanged file).
+//! - a daemon started with relative paths and flags, and a proxy started
+//!   from a nutcracker.yml, read their file again as at start (nothing
+//!   pending for an unchanged file).
 
 mod support;
 
@@ -422,5 +423,77 @@ impl Drop for Killed {
             // SAFETY: kill(2) on the daemon's own pid.
             unsafe { libc::kill(self.0, libc::SIGKILL) };
         }
+    }
+}
+
+/// A proxy started from a nutcracker.yml reads it again through the same
+/// translation: an unchanged file leaves nothing pending, a changed pool
+/// is pending restart, and a broken file is named with its line.
+#[test]
+fn a_nutcracker_yml_is_read_again_as_at_start() {
+    let set = StandaloneSet::start(2);
+    let dir = make_temp_dir();
+    let port = free_port();
+    let yml = dir.join("nutcracker.yml");
+    let text = |timeout: u32| {
+        format!(
+            "leaf:\n  listen: 127.0.0.1:{port}\n  hash: fnv1a_64\n  distribution: ketama\n  \
+             timeout: {timeout}\n  redis: true\n  servers:\n   - 127.0.0.1:{}:1 server0\n   \
+             - 127.0.0.1:{}:1 server1\n",
+            set.port(0),
+            set.port(1)
+        )
+    };
+    fs::write(&yml, text(400)).expect("write the yml");
+    let out = fs::File::create(dir.join("stdio.log")).expect("stdio");
+    let mut cmd = std::process::Command::new(bin());
+    cmd.arg("-c")
+        .arg(&yml)
+        .current_dir(&dir)
+        .stdin(std::process::Stdio::null())
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(out);
+    let mut child = Child(spawn_child(cmd).expect("start mithril"));
+    let mut c = wait_until("mithril to answer", Duration::from_secs(20), || {
+        if let Ok(Some(st)) = child.0.try_wait() {
+            panic!("mithril exited ({st})");
+        }
+        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}")).ok()?;
+        (c.cmd(&["SET", "nc:k", "1"]) == ok()).then_some(c)
+    });
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    fs::write(&yml, text(900)).expect("write the yml");
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(
+        info_field(&mut c, "server", "config_pending_restart"),
+        "pool"
+    );
+    fs::write(&yml, format!("{}  bogus_key: 1\n", text(400))).expect("write the yml");
+    let e = c.cmd(&["CONFIG", "RELOAD"]).as_error().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "ERR mithril: reload failed: {}:10:",
+            yml.display()
+        )),
+        "{e}"
+    );
+    // Still pending from the last good read; the clients still served.
+    assert_eq!(
+        info_field(&mut c, "server", "config_pending_restart"),
+        "pool"
+    );
+    assert_eq!(c.cmd(&["GET", "nc:k"]), bulk("1"));
+    drop(child);
+    remove_temp_dir(&dir);
+}
+
+/// A child process killed and reaped when the test ends.
+struct Child(std::process::Child);
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
