@@ -13,7 +13,7 @@
 //!
 //! What it owns: [`Acl`] (the users: built at start from the configuration,
 //! edited by `ACL SETUSER` / `DELUSER`, replaced whole by a configuration
-//! reload ([`replace`]), each change a new generation),
+//! reload (`acl/replace.rs`), each change a new generation),
 //! [`User`], the command classes of the three modes ([`required_mode`]),
 //! the permission check ([`refusal`]) with Redis 7.0's NOPERM texts, the
 //! failure counters `INFO stats` shows, and ACL LOG ([`LogEntry`]). (The credentials mithril sends
