@@ -332,13 +332,22 @@ fn an_ejected_server_sends_its_keys_where_nutcracker_sends_them_and_comes_back()
     let (mut n, mut c) = (nut.conn(), m.conn());
     let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("k{i}").into_bytes()).collect();
     write(&mut c, &keys, b"a:", "mithril");
+    // The victim is the server holding most of the keys: with
+    // fnv1a_64 (twemproxy's, which keeps 32 bits) and short keys alike,
+    // the ring can leave one of three servers none of these 300 keys for
+    // about one port choice in seven.
+    let held: Vec<Option<usize>> = keys.iter().map(|k| holder(&set, 3, k)).collect();
+    let v = (0..3)
+        .max_by_key(|&i| held.iter().filter(|h| **h == Some(i)).count())
+        .unwrap();
     let victims: Vec<Vec<u8>> = keys
         .iter()
-        .filter(|k| holder(&set, 3, k) == Some(1))
-        .cloned()
+        .zip(&held)
+        .filter(|(_, h)| **h == Some(v))
+        .map(|(k, _)| k.clone())
         .collect();
-    assert!(!victims.is_empty(), "server 1 holds some keys");
-    set.kill(1);
+    assert!(!victims.is_empty(), "server {v} holds some keys");
+    set.kill(v);
     // mithril notices by itself (its own health check), without a client
     // request failing first.
     wait_until(
@@ -366,26 +375,26 @@ fn an_ejected_server_sends_its_keys_where_nutcracker_sends_them_and_comes_back()
         );
     }
     // Back after the retry time, in both rings.
-    set.restart(1);
-    // (The survivors keep the copies written meanwhile: server 1's own
+    set.restart(v);
+    // (The survivors keep the copies written meanwhile: the victim's own
     // value is what tells.)
-    let on_1 = |k: &[u8], v: &[u8]| set.conn(1).cmd_bytes(&[b"GET", k]).as_bulk() == Some(v);
+    let on_v = |k: &[u8], val: &[u8]| set.conn(v).cmd_bytes(&[b"GET", k]).as_bulk() == Some(val);
     wait_until(
-        "mithril to take server 1 back",
+        "mithril to take the victim back",
         Duration::from_secs(15),
         || {
             let r = c.cmd_bytes(&[b"SET", &victims[0], b"home"]);
-            (!r.is_error() && on_1(&victims[0], b"home")).then_some(())
+            (!r.is_error() && on_v(&victims[0], b"home")).then_some(())
         },
     );
     wait_until(
-        "nutcracker to take server 1 back",
+        "nutcracker to take the victim back",
         Duration::from_secs(15),
         || (n.cmd_bytes(&[b"GET", &victims[0]]).as_bulk() == Some(&b"home"[..])).then_some(()),
     );
     for k in &victims {
         let r = c.cmd_bytes(&[b"SET", k, b"again"]);
         assert!(!r.is_error(), "{r:?}");
-        assert!(on_1(k, b"again"), "{}", String::from_utf8_lossy(k));
+        assert!(on_v(k, b"again"), "{}", String::from_utf8_lossy(k));
     }
 }
