@@ -36,6 +36,7 @@ mod glob;
 mod lex;
 mod options;
 pub mod pool;
+pub mod rewrite;
 pub mod sha256;
 pub mod user;
 pub(crate) mod values;

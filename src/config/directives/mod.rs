@@ -105,6 +105,40 @@ impl Directive {
         }
     }
 
+    /// The directive's lines in a configuration file for `cfg`'s value:
+    /// none when it is not set (or is `include`), one per user or pool
+    /// setting for `user` and `pool`, one otherwise. What [`render`] and
+    /// `CONFIG REWRITE` (`config/rewrite.rs`) write.
+    pub fn file_lines(&self, cfg: &Config) -> Vec<String> {
+        let args = (self.getter)(cfg);
+        let line = |words: Vec<String>| format!("{} {}", self.name, words.join(" "));
+        match self.kind {
+            Kind::Meta => Vec::new(),
+            Kind::PerPool => super::pool::pool_lines(cfg),
+            // The rules as the source gave them (clear passwords
+            // included): render is a migration aid, see mithril.conf(5).
+            Kind::PerUser => cfg
+                .users
+                .iter()
+                .map(|u| {
+                    line(
+                        std::iter::once(&u.name)
+                            .chain(&u.rules)
+                            .map(|a| quote_arg(a))
+                            .collect(),
+                    )
+                })
+                .collect(),
+            _ if args.is_empty() => Vec::new(),
+            Kind::Size => vec![line(
+                args.iter()
+                    .map(|a| a.parse::<u64>().map_or_else(|_| quote_arg(a), format_size))
+                    .collect(),
+            )],
+            Kind::Plain | Kind::Secret => vec![line(args.iter().map(|a| quote_arg(a)).collect())],
+        }
+    }
+
     /// Whether `a` and `b` hold the same setting for this directive: its
     /// words as the getter gives them (a secret compared in clear, never
     /// shown), every user's rules and every pool's lines in full (what
@@ -166,47 +200,16 @@ pub fn render(cfg: &Config) -> String {
         out.push_str(&format!("# read from {}\n", file.display()));
     }
     for d in DIRECTIVES {
-        let args = (d.getter)(cfg);
-        match d.kind {
-            Kind::Meta => continue,
-            Kind::PerUser if cfg.users.is_empty() => {
-                out.push_str(&format!("# {} (not set)\n", d.name));
-            }
-            Kind::PerPool if cfg.pools.is_empty() => {
-                out.push_str(&format!("# {} (not set)\n", d.name));
-            }
-            Kind::PerPool => {
-                for line in super::pool::pool_lines(cfg) {
-                    out.push_str(&line);
-                    out.push('\n');
-                }
-            }
-            Kind::PerUser => {
-                // The rules as the source gave them (clear passwords
-                // included): this is a migration aid, see mithril.conf(5).
-                for u in &cfg.users {
-                    let words: Vec<String> = std::iter::once(&u.name)
-                        .chain(&u.rules)
-                        .map(|a| quote_arg(a))
-                        .collect();
-                    out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
-                }
-            }
-            _ if args.is_empty() => {
-                out.push_str(&format!("# {} (not set)\n", d.name));
-                continue;
-            }
-            Kind::Size => {
-                let words: Vec<String> = args
-                    .iter()
-                    .map(|a| a.parse::<u64>().map_or_else(|_| quote_arg(a), format_size))
-                    .collect();
-                out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
-            }
-            Kind::Plain | Kind::Secret => {
-                let words: Vec<String> = args.iter().map(|a| quote_arg(a)).collect();
-                out.push_str(&format!("{} {}\n", d.name, words.join(" ")));
-            }
+        if d.kind == Kind::Meta {
+            continue;
+        }
+        let lines = d.file_lines(cfg);
+        if lines.is_empty() {
+            out.push_str(&format!("# {} (not set)\n", d.name));
+        }
+        for line in lines {
+            out.push_str(&line);
+            out.push('\n');
         }
     }
     out
