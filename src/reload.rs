@@ -188,6 +188,42 @@ impl Reload {
     }
 }
 
+impl Reload {
+    /// CONFIG REWRITE: writes `running`'s values of the directives that
+    /// change at run time into the file mithril was started with
+    /// (`config::rewrite`), and counts them as the file's last read, so a
+    /// reload of the rewritten file finds nothing to apply. Holds the
+    /// reload lock: a rewrite and a reload never interleave. The error is
+    /// the reply's text, Redis's where Redis has one.
+    pub fn rewrite(&self, shared: &Shared, running: &Config) -> Result<(), String> {
+        use crate::config::{compat, rewrite};
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(path) = &shared.config.config_file else {
+            return Err("The server is running without a config file".to_string());
+        };
+        let fail = |why: String| format!("Rewriting config file: {why}");
+        let bytes = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+        let format = compat::detect(&bytes);
+        if format != compat::Format::Native {
+            return Err(fail(format!(
+                "mithril was started from a {}, and CONFIG REWRITE writes only mithril's own \
+                 format; `mithril -t --print-config {}` prints the running file's translation",
+                format.describe(),
+                path.display()
+            )));
+        }
+        let old = String::from_utf8(bytes).map_err(|_| fail("the file is not UTF-8".into()))?;
+        let managed: Vec<_> = DIRECTIVES.iter().filter(|d| d.runtime_settable).collect();
+        let new = rewrite::rewrite_text(&old, running, &managed);
+        rewrite::write_atomically(path, &new).map_err(|e| fail(e.to_string()))?;
+        for d in &managed {
+            let _ = d.copy(running, &mut last.config);
+        }
+        log::info!(target: T, "CONFIG REWRITE: {} written", path.display());
+        Ok(())
+    }
+}
+
 /// One line for what was applied; a warning naming what waits for a
 /// restart.
 fn log_outcome(why: &str, a: &Applied) {

@@ -14,7 +14,9 @@
 //!
 //! CONFIG RELOAD (mithril's own) reads the configuration file again
 //! (`crate::reload`); the live directives it changes go through
-//! [`apply_live`], the code CONFIG SET applies with.
+//! [`apply_live`], the code CONFIG SET applies with. CONFIG REWRITE
+//! writes the live directives' current values back into that file
+//! (`Reload::rewrite`, `config/rewrite.rs`).
 
 use super::{error, help, Outcome};
 use crate::command::{Args, Command};
@@ -38,9 +40,12 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
             Ok(_) => Outcome::Reply(Bytes::from_static(super::OK)),
             Err(e) => error(&format!("ERR mithril: {e}")),
         },
-        "config|rewrite" => error(
-            "ERR mithril: CONFIG REWRITE is not supported; edit the configuration file instead",
-        ),
+        // Reads and writes one local file on this worker's thread, as
+        // CONFIG RELOAD reads one.
+        "config|rewrite" => match shared.reload.rewrite(shared, &running(shared)) {
+            Ok(()) => Outcome::Reply(Bytes::from_static(super::OK)),
+            Err(e) => error(&format!("ERR {e}")),
+        },
         "config|help" => help(
             s,
             &[
@@ -57,7 +62,8 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
                 "RESETSTAT",
                 "    Reset the statistics of INFO (stats, commandstats, latencystats) on every worker.",
                 "REWRITE",
-                "    Not supported: edit the configuration file.",
+                "    Write the values the directives above have now into the configuration",
+                "    file, in place; comments and other lines are kept.",
                 "HELP",
                 "    Print this help.",
             ],
@@ -67,6 +73,18 @@ pub fn config(shared: &Shared, s: &mut Session, cmd: &'static Command, args: &Ar
             super::display_name(cmd)
         )),
     }
+}
+
+/// The configuration as it runs: the startup one with the live
+/// directives' current values (what CONFIG REWRITE writes).
+fn running(shared: &Shared) -> Config {
+    let mut cfg = shared.config.clone();
+    for d in DIRECTIVES.iter().filter(|d| d.runtime_settable) {
+        if let Some(v) = shown_value(shared, d) {
+            let _ = d.set(&mut cfg, &[&v]);
+        }
+    }
+    cfg
 }
 
 /// The value CONFIG GET shows for `d`.

@@ -139,6 +139,14 @@ impl Directive {
         }
     }
 
+    /// Gives `to` the value `from` has for this directive (its words
+    /// through the setter); on error `to` is unchanged.
+    pub fn copy(&self, from: &Config, to: &mut Config) -> Result<(), String> {
+        let words = (self.getter)(from);
+        let args: Vec<&str> = words.iter().map(String::as_str).collect();
+        self.set(to, &args)
+    }
+
     /// Whether `a` and `b` hold the same setting for this directive: its
     /// words as the getter gives them (a secret compared in clear, never
     /// shown), every user's rules and every pool's lines in full (what
