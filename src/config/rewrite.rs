@@ -128,11 +128,14 @@ pub fn rewrite_text(old: &str, running: &Config, managed: &[&'static Directive])
     text
 }
 
-/// Replaces the file at `path` with `text` atomically: a temporary file
+/// Replaces the file at `path` (or the one a symbolic link there names)
+/// with `text` atomically: a temporary file
 /// in the same directory, with the old file's permissions, written and
 /// synced, then renamed over `path` (and the directory synced). On error
 /// the old file is untouched and the temporary file removed.
 pub fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    // Through a symbolic link to the file it names: the link stays a link.
+    let path = &std::fs::canonicalize(path)?;
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -273,5 +276,28 @@ mod tests {
             "no temporary left"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_symbolic_link_stays_a_link_to_the_rewritten_file() {
+        let dir = std::env::temp_dir().join(format!("mithril-rewrite-ln-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let real = dir.join("real.conf");
+        let link = dir.join("link.conf");
+        std::fs::write(&real, "old\n").unwrap();
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        write_atomically(&link, "new\n").unwrap();
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert_eq!(std::fs::read_to_string(&real).unwrap(), "new\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_file_is_an_error() {
+        let path = std::env::temp_dir().join("mithril-rewrite-no-such-dir/m.conf");
+        assert!(write_atomically(&path, "x\n").is_err());
     }
 }
