@@ -20,7 +20,9 @@
 //!
 //! Only the main file is read and written: `include` lines stay as they
 //! are and the included files are not touched (Redis does the same). A
-//! value is compared with the main file's own lines; a later include
+//! value is compared with the main file's own lines, so a value that
+//! only an include sets is written into the main file too (as Redis
+//! writes every value that is not its default); a later include
 //! that sets the same directive still wins at the next read, which is why
 //! redis.conf and mithril.conf(5) advise putting includes first.
 //!
