@@ -34,6 +34,7 @@ pub use snapshot::{Node, Role, Shard, Topology};
 use crate::resp::value::Value;
 use arc_swap::ArcSwap;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -129,6 +130,11 @@ pub struct Refresher {
     parts: Vec<Arc<Topology>>,
     interval: Duration,
     timeout: Duration,
+    /// Addresses whose last query for a map failed (refused, timed out):
+    /// tried after the others, so a frozen node (one that accepts the
+    /// connection and never answers) costs `timeout` once, not on every
+    /// refresh while the cluster fails it over.
+    silent: HashSet<SocketAddr>,
 }
 
 /// A refresh of a cluster pool that cannot succeed as configured: its
@@ -158,6 +164,7 @@ impl Refresher {
             parts,
             interval,
             timeout,
+            silent: HashSet::new(),
         };
         // A ring's servers are known from the start: its part needs no
         // network (health checks follow in the thread).
@@ -175,7 +182,8 @@ impl Refresher {
     }
 
     /// Candidates for pool `i`'s map in the order tried: its current
-    /// masters, its current replicas, then its seeds.
+    /// masters, its current replicas, then its seeds; those that failed
+    /// last time after all the others, in the same order.
     fn candidates(&self, i: usize, seeds: &[String]) -> Vec<SocketAddr> {
         let cur = &self.parts[i];
         let mut out: Vec<SocketAddr> = Vec::new();
@@ -198,6 +206,8 @@ impl Refresher {
                 }
             }
         }
+        // Stable: the order above holds within each group.
+        out.sort_by_key(|a| self.silent.contains(a));
         out
     }
 
@@ -289,7 +299,13 @@ impl Refresher {
         };
         let mut last_err = String::from("no cluster-nodes configured");
         for addr in self.candidates(i, seeds) {
-            match self.fetch_from(addr, auth.as_ref()) {
+            let got = self.fetch_from(addr, auth.as_ref());
+            if got.is_ok() {
+                self.silent.remove(&addr);
+            } else {
+                self.silent.insert(addr);
+            }
+            match got {
                 Ok(mut topo) => {
                     topo.pools[0].name = name.clone();
                     if !self.parts[i].same_layout(&topo) {
@@ -546,5 +562,47 @@ impl Refresher {
         std::thread::Builder::new()
             .name("topology".into())
             .spawn(move || self.run())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_that_failed_to_answer_is_asked_last() {
+        let seeds = vec![
+            "127.0.0.1:7001".to_string(),
+            "127.0.0.1:7002".to_string(),
+            "127.0.0.1:7003".to_string(),
+        ];
+        let source = Source::Cluster {
+            name: "c".into(),
+            seeds: seeds.clone(),
+            auth: None,
+        };
+        let mut r = Refresher::new(
+            vec![source],
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        );
+        let addr = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert_eq!(
+            r.candidates(0, &seeds),
+            [
+                addr("127.0.0.1:7001"),
+                addr("127.0.0.1:7002"),
+                addr("127.0.0.1:7003")
+            ]
+        );
+        r.silent.insert(addr("127.0.0.1:7001"));
+        assert_eq!(
+            r.candidates(0, &seeds),
+            [
+                addr("127.0.0.1:7002"),
+                addr("127.0.0.1:7003"),
+                addr("127.0.0.1:7001")
+            ]
+        );
     }
 }
