@@ -210,11 +210,14 @@ pub struct Session {
     input: Input,
     /// The client half-closed (EOF): no more reads.
     pub eof: bool,
-    /// A readiness event said the peer closed: read through to the EOF.
     /// The kernel's arrival stamp (CLOCK_REALTIME ns) of the last bytes
     /// read from the client, 0 if none came (`reactor::stamp`): what orders
     /// blocking commands read by different workers (`worker/blocking.rs`).
     pub arrived: u64,
+    /// The socket has stamps enabled, so reads are recvmsg(2) calls that
+    /// keep `arrived` (two workers or more); else plain read(2).
+    stamped: bool,
+    /// A readiness event said the peer closed: read through to the EOF.
     pub hup: bool,
     /// Picks this session's connection among a node's `backend-conns`.
     pub sticky: usize,
@@ -424,6 +427,7 @@ impl Session {
             eof: false,
             hup: false,
             arrived: 0,
+            stamped: false,
             sticky: key.index as usize,
             pipe: false,
             pipe_score: PIPE_SCORE,
@@ -497,6 +501,11 @@ impl Session {
         false
     }
 
+    /// Reads keep the kernel's arrival stamps (the socket has them on).
+    pub fn set_stamped(&mut self, on: bool) {
+        self.stamped = on;
+    }
+
     /// Read what the socket has, up to `budget` bytes this call, never
     /// letting the buffer pass `limit` bytes.
     ///
@@ -506,7 +515,7 @@ impl Session {
     /// calls of a request-response client) — unless `to_eof`: the event
     /// said the peer closed, and the EOF must be seen now.
     pub fn read(&mut self, budget: usize, limit: usize, to_eof: bool) -> ReadOutcome {
-        let stamp = Some(&mut self.arrived);
+        let stamp = self.stamped.then_some(&mut self.arrived);
         let (end, n) = read_budgeted_stamped(
             self.fd,
             &mut self.rbuf,

@@ -325,10 +325,10 @@ impl Worker {
         let mut stream = mio::net::TcpStream::from_std(a.stream);
         let _ = reactor::net::configure(&stream, self.keepalive);
         // Arrival stamps order blocking commands across workers; without
-        // them a read's own time stands in.
-        if self.shared.workers.len() > 1 {
-            let _ = reactor::stamp::enable(std::os::fd::AsRawFd::as_raw_fd(&stream));
-        }
+        // them a read's own time stands in. One worker has nothing to
+        // order against, and its reads stay plain read(2) calls.
+        let stamped = self.shared.workers.len() > 1
+            && reactor::stamp::enable(std::os::fd::AsRawFd::as_raw_fd(&stream)).is_ok();
         let key = self.sessions.vacant_key();
         if let Err(e) = cx.registry.register(
             &mut stream,
@@ -345,6 +345,7 @@ impl Worker {
         self.sessions.insert_with(|k| {
             let mut s = Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now);
             s.set_home_db(db);
+            s.set_stamped(stamped);
             s
         });
         self.shared.workers[self.id]
@@ -603,7 +604,13 @@ impl Handler for Worker {
         // messages or a sender woke the poll since (reactor::fabric): on
         // most turns it was looked at once, before the poll. is_empty is
         // two loads; try_recv on an empty channel costs more.
-        let handed = self.shared.block_order.accepted();
+        // One worker has no arrival order to keep (`blocking.rs`).
+        let ordered = self.shared.workers.len() > 1;
+        let handed = if ordered {
+            self.shared.block_order.accepted()
+        } else {
+            0
+        };
         while (self.mail || cx.woken) && !self.rx.is_empty() {
             let Some(msg) = self.rx.try_recv() else { break };
             match msg {
@@ -614,7 +621,7 @@ impl Handler for Worker {
                 other => self.observe_msg(cx, other), // observe
             }
         }
-        if self.rx.is_empty() {
+        if ordered && self.rx.is_empty() {
             // Every connection handed over before `handed` is registered.
             self.in_order.handed = self.in_order.handed.max(handed);
         }
