@@ -693,6 +693,7 @@ impl Handler for Worker {
         }
     }
 
+    #[inline]
     fn has_pending_work(&mut self) -> bool {
         self.mail = !self.rx.is_empty();
         if self.shared.workers.len() > 1 {
