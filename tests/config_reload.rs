@@ -39,16 +39,6 @@ fn config_get(c: &mut Conn, name: &str) -> String {
     items[1].as_str().to_string()
 }
 
-/// The `name:value` field of INFO `section`, as text.
-fn info_field(c: &mut Conn, section: &str, name: &str) -> String {
-    let text = c.cmd(&["INFO", section]).as_str().to_string();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
-        .trim()
-        .to_string()
-}
-
 /// The configuration file with `lines` appended (a later line wins).
 fn append_conf(m: &Mithril, lines: &str) -> String {
     let before = fs::read_to_string(&m.conf_path).expect("read the config");
@@ -60,7 +50,9 @@ fn append_conf(m: &Mithril, lines: &str) -> String {
 /// Waits until INFO counts `n` reloads done.
 fn wait_reloads(c: &mut Conn, n: u64) {
     wait_until("the reload", WAIT, || {
-        let done: u64 = info_field(c, "server", "config_reloads").parse().ok()?;
+        let done: u64 = info_text_field(c, "server", "config_reloads")
+            .parse()
+            .ok()?;
         (done >= n).then_some(())
     });
 }
@@ -84,8 +76,11 @@ fn sighup_applies_the_live_directives_and_an_unchanged_file_changes_nothing() {
     assert_eq!(config_get(&mut c, "slowlog-log-slower-than"), "5000");
     assert_eq!(config_get(&mut c, "slowlog-max-len"), "33");
     assert_eq!(config_get(&mut c, "tracking-table-max-keys"), "999");
-    assert_eq!(info_field(&mut c, "clients", "maxclients"), "321");
-    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    assert_eq!(info_text_field(&mut c, "clients", "maxclients"), "321");
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
     // The log file was reopened first, as before.
     assert!(m.log().contains("log file reopened"), "{}", m.log());
     assert!(m
@@ -195,7 +190,7 @@ fn users_replaced(m: &Mithril, threads: usize) {
     assert_eq!(fresh.cmd(&["AUTH", "newdefault"]), ok());
     assert_eq!(fresh.cmd(&["PING"]), Reply::Simple("PONG".into()));
     assert_eq!(
-        info_field(&mut admin, "server", "config_pending_restart"),
+        info_text_field(&mut admin, "server", "config_pending_restart"),
         ""
     );
     assert!(m
@@ -229,15 +224,18 @@ fn a_broken_file_changes_nothing_and_names_its_line() {
         m.conn().cmd(&["AUTH", "eve", "evepw"]),
         err("WRONGPASS invalid username-password pair or user is disabled.")
     );
-    assert_eq!(info_field(&mut c, "server", "config_reload_failures"), "1");
-    assert_eq!(info_field(&mut c, "server", "config_reloads"), "0");
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_reload_failures"),
+        "1"
+    );
+    assert_eq!(info_text_field(&mut c, "server", "config_reloads"), "0");
     assert!(m.log().contains(&format!(
         "CONFIG RELOAD: configuration reload failed: {place}"
     )));
     // By SIGHUP: logged with the place, the proxy goes on.
     m.signal(libc::SIGHUP);
     wait_until("the failure counted", WAIT, || {
-        (info_field(&mut c, "server", "config_reload_failures") == "2").then_some(())
+        (info_text_field(&mut c, "server", "config_reload_failures") == "2").then_some(())
     });
     assert!(m
         .log()
@@ -268,7 +266,7 @@ fn threads_and_port_wait_for_a_restart_while_the_rest_applies() {
     let before = append_conf(&m, &format!("threads 3\nport {other_port}\ntimeout 42\n"));
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
     assert_eq!(
-        info_field(&mut c, "server", "config_pending_restart"),
+        info_text_field(&mut c, "server", "config_pending_restart"),
         "port,threads"
     );
     assert!(
@@ -277,7 +275,7 @@ fn threads_and_port_wait_for_a_restart_while_the_rest_applies() {
         m.log()
     );
     // Not applied: the same workers, the same port, nothing on the new one.
-    assert_eq!(info_field(&mut c, "server", "threads"), "2");
+    assert_eq!(info_text_field(&mut c, "server", "threads"), "2");
     assert_eq!(config_get(&mut c, "threads"), "2");
     assert_eq!(m.conn().cmd(&["PING"]), Reply::Simple("PONG".into()));
     assert!(Conn::try_connect(&format!("127.0.0.1:{other_port}")).is_err());
@@ -286,7 +284,10 @@ fn threads_and_port_wait_for_a_restart_while_the_rest_applies() {
     // Put back, nothing is pending any more.
     fs::write(&m.conf_path, before).expect("write the config");
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
-    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
     assert_eq!(config_get(&mut c, "timeout"), "0");
 }
 
@@ -331,9 +332,9 @@ fn reloads_under_traffic_drop_nothing() {
     }
     // The last CONFIG RELOAD read `base`; a SIGHUP may still be running.
     wait_until("the signals' reloads", WAIT, || {
-        let failed = info_field(&mut admin, "server", "config_reload_failures");
+        let failed = info_text_field(&mut admin, "server", "config_reload_failures");
         assert_eq!(failed, "0");
-        let done: u64 = info_field(&mut admin, "server", "config_reloads")
+        let done: u64 = info_text_field(&mut admin, "server", "config_reloads")
             .parse()
             .ok()?;
         (done > rounds).then_some(())
@@ -349,7 +350,7 @@ fn reloads_under_traffic_drop_nothing() {
         err("WRONGPASS invalid username-password pair or user is disabled.")
     );
     assert_eq!(
-        info_field(&mut admin, "server", "config_pending_restart"),
+        info_text_field(&mut admin, "server", "config_pending_restart"),
         ""
     );
 }
@@ -402,7 +403,10 @@ fn a_daemon_with_relative_paths_and_flags_reloads_an_unchanged_file_to_no_change
     assert!(!log().contains("pending restart"), "{}", log());
     let mut c = Conn::connect(&format!("127.0.0.1:{port}"));
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
-    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
     // SAFETY: as above.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     wait_until("the daemon to stop", WAIT, || {
@@ -445,28 +449,17 @@ fn a_nutcracker_yml_is_read_again_as_at_start() {
         )
     };
     fs::write(&yml, text(400)).expect("write the yml");
-    let out = fs::File::create(dir.join("stdio.log")).expect("stdio");
-    let mut cmd = std::process::Command::new(bin());
-    cmd.arg("-c")
-        .arg(&yml)
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(out.try_clone().expect("dup"))
-        .stderr(out);
-    let mut child = Child(spawn_child(cmd).expect("start mithril"));
-    let mut c = wait_until("mithril to answer", Duration::from_secs(20), || {
-        if let Ok(Some(st)) = child.0.try_wait() {
-            panic!("mithril exited ({st})");
-        }
-        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}")).ok()?;
-        (c.cmd(&["SET", "nc:k", "1"]) == ok()).then_some(c)
-    });
+    let (child, mut c) =
+        start_from_file(bin(), &yml, port, |c| c.cmd(&["SET", "nc:k", "1"]) == ok());
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
-    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
     fs::write(&yml, text(900)).expect("write the yml");
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
     assert_eq!(
-        info_field(&mut c, "server", "config_pending_restart"),
+        info_text_field(&mut c, "server", "config_pending_restart"),
         "pool"
     );
     fs::write(&yml, format!("{}  bogus_key: 1\n", text(400))).expect("write the yml");
@@ -480,20 +473,10 @@ fn a_nutcracker_yml_is_read_again_as_at_start() {
     );
     // Still pending from the last good read; the clients still served.
     assert_eq!(
-        info_field(&mut c, "server", "config_pending_restart"),
+        info_text_field(&mut c, "server", "config_pending_restart"),
         "pool"
     );
     assert_eq!(c.cmd(&["GET", "nc:k"]), bulk("1"));
     drop(child);
     remove_temp_dir(&dir);
-}
-
-/// A child process killed and reaped when the test ends.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -17,16 +17,6 @@ use std::fs;
 use std::time::Duration;
 use support::*;
 
-/// The `name:value` field of INFO `section`, as text.
-fn info_field(c: &mut Conn, section: &str, name: &str) -> String {
-    let text = c.cmd(&["INFO", section]).as_str().to_string();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name}:")))
-        .unwrap_or_else(|| panic!("no {name} in {text}"))
-        .trim()
-        .to_string()
-}
-
 #[test]
 fn rewrite_keeps_the_file_and_changes_the_live_values_in_place() {
     let extra = "# limits, kept by a rewrite\nmaxclients 500\n\n# the idle timeout\n\
@@ -74,7 +64,10 @@ fn rewrite_keeps_the_file_and_changes_the_live_values_in_place() {
             .contains("CONFIG RELOAD: configuration reloaded, nothing to change")
             .then_some(())
     });
-    assert_eq!(info_field(&mut c, "server", "config_pending_restart"), "");
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
     let r = c.cmd(&["CONFIG", "GET", "maxclients"]);
     assert_eq!(r.as_array()[1].as_str(), "600");
 
@@ -116,21 +109,8 @@ fn a_nutcracker_yml_is_not_rewritten() {
         set.port(0)
     );
     fs::write(&yml, &text).expect("write the yml");
-    let out = fs::File::create(dir.join("stdio.log")).expect("stdio");
-    let mut cmd = std::process::Command::new(bin());
-    cmd.arg("-c")
-        .arg(&yml)
-        .current_dir(&dir)
-        .stdin(std::process::Stdio::null())
-        .stdout(out.try_clone().expect("dup"))
-        .stderr(out);
-    let mut child = Child(spawn_child(cmd).expect("start mithril"));
-    let mut c = wait_until("mithril to answer", Duration::from_secs(20), || {
-        if let Ok(Some(st)) = child.0.try_wait() {
-            panic!("mithril exited ({st})");
-        }
-        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}")).ok()?;
-        (c.cmd(&["PING"]) == Reply::Simple("PONG".into())).then_some(c)
+    let (child, mut c) = start_from_file(bin(), &yml, port, |c| {
+        c.cmd(&["PING"]) == Reply::Simple("PONG".into())
     });
     assert_eq!(c.cmd(&["CONFIG", "SET", "timeout", "5"]), ok());
     let e = c.cmd(&["CONFIG", "REWRITE"]).as_error().to_string();
@@ -144,14 +124,4 @@ fn a_nutcracker_yml_is_not_rewritten() {
     assert_eq!(fs::read_to_string(&yml).unwrap(), text);
     drop(child);
     remove_temp_dir(&dir);
-}
-
-/// A child process killed and reaped when the test ends.
-struct Child(std::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }

@@ -251,44 +251,6 @@ fn item12_a_huge_unsubscribe_does_not_stall_its_workers_other_clients() {
     );
 }
 
-/// VmRSS of `pid` in kB, `None` once the process is gone.
-fn vm_rss_kb(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-    line.split_whitespace().next()?.parse().ok()
-}
-
-/// The largest RSS of a process while it runs, sampled every 10 ms from
-/// another thread.
-struct PeakRss {
-    stop: Arc<AtomicBool>,
-    sampler: std::thread::JoinHandle<u64>,
-}
-
-impl PeakRss {
-    fn start(pid: u32) -> PeakRss {
-        let stop = Arc::new(AtomicBool::new(false));
-        let done = stop.clone();
-        let sampler = std::thread::spawn(move || {
-            let mut peak = 0;
-            // Until told, or until the process is gone (a test that failed).
-            while !done.load(Ordering::Relaxed) {
-                let Some(now) = vm_rss_kb(pid) else { break };
-                peak = peak.max(now);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            peak
-        });
-        PeakRss { stop, sampler }
-    }
-
-    /// The peak, in kB.
-    fn stop(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.sampler.join().unwrap()
-    }
-}
-
 const MB: u64 = 1024 * 1024;
 
 /// Waits (20 s) until mithril's RSS is back within `slack` of `start`

@@ -15,8 +15,6 @@ mod support;
 
 use hostile_support::*;
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 use support::*;
 
@@ -31,41 +29,6 @@ const BUDGET: u64 = 64 * MB;
 /// The large value each of the twenty asks for.
 const VALUE: usize = 16 << 20;
 const CLIENTS: usize = 20;
-
-/// VmRSS of `pid` in kB, `None` once the process is gone.
-fn vm_rss_kb(pid: u32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-    line.split_whitespace().next()?.parse().ok()
-}
-
-/// The largest RSS of a process while it runs, sampled every 10 ms.
-struct PeakRss {
-    stop: Arc<AtomicBool>,
-    sampler: std::thread::JoinHandle<u64>,
-}
-
-impl PeakRss {
-    fn start(pid: u32) -> PeakRss {
-        let stop = Arc::new(AtomicBool::new(false));
-        let done = stop.clone();
-        let sampler = std::thread::spawn(move || {
-            let mut peak = 0;
-            while !done.load(Ordering::Relaxed) {
-                let Some(now) = vm_rss_kb(pid) else { break };
-                peak = peak.max(now);
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            peak
-        });
-        PeakRss { stop, sampler }
-    }
-
-    fn stop(self) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.sampler.join().unwrap()
-    }
-}
 
 /// `connected_clients` of INFO clients (every worker's).
 fn connected_clients(probe: &mut Conn) -> usize {

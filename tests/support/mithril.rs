@@ -304,3 +304,54 @@ fn conf_word(s: &str) -> String {
         s.to_string()
     }
 }
+
+/// A mithril started by [`start_from_file`], killed and reaped when the
+/// test ends.
+pub struct FromFile(pub Child);
+
+impl Drop for FromFile {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `bin -c conf` alone (a nutcracker.yml, a predixy.conf or a
+/// file of mithril's own that names its listener), in the file's
+/// directory with its output in `stdio.log` there, and waits until a
+/// connection to `port` passes `ready`; panics if it exits first.
+pub fn start_from_file(
+    bin: &Path,
+    conf: &Path,
+    port: u16,
+    ready: impl Fn(&mut Conn) -> bool,
+) -> (FromFile, Conn) {
+    let dir = conf.parent().expect("the file's directory");
+    let out = File::create(dir.join("stdio.log")).expect("stdio");
+    let mut cmd = Command::new(bin);
+    cmd.arg("-c")
+        .arg(conf)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("dup"))
+        .stderr(out);
+    let mut child = FromFile(spawn_child(cmd).expect("start mithril"));
+    let c = super::wait_until("mithril to answer", Duration::from_secs(20), || {
+        if let Ok(Some(st)) = child.0.try_wait() {
+            panic!("mithril exited ({st})");
+        }
+        let mut c = Conn::try_connect(&format!("127.0.0.1:{port}")).ok()?;
+        ready(&mut c).then_some(c)
+    });
+    (child, c)
+}
+
+/// The `name:value` field of INFO `section`, as text.
+pub fn info_text_field(c: &mut Conn, section: &str, name: &str) -> String {
+    let text = c.cmd(&["INFO", section]).as_str().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in {text}"))
+        .trim()
+        .to_string()
+}

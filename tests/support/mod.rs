@@ -29,8 +29,10 @@ mod slots;
 mod standalone;
 
 pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
-pub use mithril::{run_mithril, Mithril};
-pub use process::{fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb};
+pub use mithril::{info_text_field, run_mithril, start_from_file, FromFile, Mithril};
+pub use process::{
+    fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb, try_rss_kb, PeakRss,
+};
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use rng::Rng;
 pub use slots::{key_for_slot, key_slot};

@@ -181,3 +181,41 @@ pub fn fd_count(pid: u32) -> usize {
         .unwrap_or_else(|e| panic!("cannot list /proc/{pid}/fd: {e}"))
         .count()
 }
+
+/// VmRSS of `pid` in kB, `None` once the process is gone.
+pub fn try_rss_kb(pid: u32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    line.split_whitespace().next()?.parse().ok()
+}
+
+/// The largest RSS of a process while it runs, sampled every 10 ms from
+/// another thread.
+pub struct PeakRss {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    sampler: std::thread::JoinHandle<u64>,
+}
+
+impl PeakRss {
+    pub fn start(pid: u32) -> PeakRss {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let done = stop.clone();
+        let sampler = std::thread::spawn(move || {
+            let mut peak = 0;
+            // Until told, or until the process is gone (a test that failed).
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Some(now) = try_rss_kb(pid) else { break };
+                peak = peak.max(now);
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            peak
+        });
+        PeakRss { stop, sampler }
+    }
+
+    /// The peak, in kB.
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.sampler.join().unwrap()
+    }
+}
