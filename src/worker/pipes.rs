@@ -684,8 +684,19 @@ impl Worker {
 
     /// Nothing of another worker's waits on this worker's pipes: it may
     /// stop.
+    /// While draining, another worker's sessions may still queue requests
+    /// on a link to one of this worker's pipes (sent at the end of their
+    /// turn), so it also waits until no other worker has a session left.
     pub(super) fn pipes_idle(&self) -> bool {
-        !self.pipes.on || (self.pipes.remote == 0 && !self.pipe_pending())
+        !self.pipes.on
+            || (self.pipes.remote == 0
+                && !self.pipe_pending()
+                && self
+                    .shared
+                    .workers
+                    .iter()
+                    .enumerate()
+                    .all(|(w, slot)| w == self.id || slot.sessions.load(Ordering::Acquire) == 0))
     }
 
     /// The worker stops: requests still sent to it are answered with an
