@@ -184,6 +184,39 @@ fn pool_sources(
                     auth,
                 });
             }
+            PoolKind::Groups(g) => {
+                use crate::topology::sentinel::{self, GroupsSource};
+                let replica = if g.uses_sentinel() {
+                    g.sentinel_replica_read_priority
+                } else {
+                    g.replica_read_priority
+                };
+                let sentinel_auth = (!g.sentinel_password.is_empty()).then(|| {
+                    let mut frame = Vec::with_capacity(32 + g.sentinel_password.len());
+                    crate::resp::encode::request(
+                        &mut frame,
+                        &[b"AUTH", g.sentinel_password.as_bytes()],
+                    );
+                    crate::topology::probe::Auth {
+                        frame: bytes::Bytes::from(frame),
+                        refused: sentinel::refused,
+                    }
+                });
+                sources.push(Source::Groups(Box::new(GroupsSource::new(
+                    pool.name.clone(),
+                    g.groups
+                        .iter()
+                        .map(|x| (x.name.clone(), x.servers.clone()))
+                        .collect(),
+                    g.sentinels.clone(),
+                    sentinel_auth,
+                    g.hash,
+                    g.hash_tag,
+                    g.random,
+                    sentinel::read_mode(g.master_read_priority, replica),
+                    std::time::Duration::from_millis(g.refresh_interval_ms),
+                ))));
+            }
         }
         runtime.push(rt);
     }
@@ -383,6 +416,8 @@ pub fn run_reloadable(
             .map(|p| match &p.kind {
                 crate::config::pool::PoolKind::Cluster { seeds } => seeds.len(),
                 crate::config::pool::PoolKind::Ring { servers, .. } => servers.len(),
+                // A master and a replica per group, at least.
+                crate::config::pool::PoolKind::Groups(g) => 2 * g.groups.len(),
             })
             .sum(),
     );

@@ -496,6 +496,7 @@ fn the_example_files_check_and_print() {
             false,
         ),
         ("predixy/predixy.conf", "predixy configuration", true),
+        ("predixy_sentinel.conf", "predixy configuration", false),
     ] {
         let path = root.join(file);
         let o = run_mithril(&["-t", "-c", path.to_str().unwrap()]);
@@ -522,10 +523,7 @@ fn the_example_files_check_and_print() {
             "nutcracker_hash_tag.yml",
             "hash_tag must be exactly two characters",
         ),
-        (
-            "predixy_sentinel.conf",
-            "SentinelServerPool cannot be fronted",
-        ),
+        ("predixy_no_group.conf", "defines no Group"),
     ] {
         let path = root.join(file);
         let o = run_mithril(&["-t", "-c", path.to_str().unwrap()]);

@@ -26,6 +26,11 @@ use super::values::{check_node, number, quote_arg};
 use super::Config;
 use crate::hashkit::{self, Distribution, HashFn};
 
+pub mod groups;
+mod validate;
+pub use groups::{GroupPool, GroupSpec};
+pub use validate::validate_pools;
+
 /// Name of the pool the top-level `cluster-nodes` makes.
 pub const DEFAULT_POOL: &str = "default";
 /// Most units (slots of cluster pools plus servers of ring pools) one
@@ -52,6 +57,8 @@ pub enum PoolKind {
         server_retry_timeout_ms: u64,
         server_failure_limit: u32,
     },
+    /// Master-replica groups placed as predixy places them (`groups.rs`).
+    Groups(GroupPool),
 }
 
 /// One `server` line of a ring pool.
@@ -136,6 +143,7 @@ impl PoolSpec {
         match (self.databases, &self.kind) {
             (0, PoolKind::Cluster { .. }) => 1,
             (0, PoolKind::Ring { .. }) => 16,
+            (0, PoolKind::Groups(_)) => 1,
             (n, _) => n,
         }
     }
@@ -165,6 +173,7 @@ impl PoolSpec {
         match &self.kind {
             PoolKind::Cluster { .. } => CLUSTER_UNITS,
             PoolKind::Ring { servers, .. } => servers.len(),
+            PoolKind::Groups(g) => g.groups.len(),
         }
     }
 }
@@ -217,6 +226,11 @@ fn ring_mut<'a>(
         PoolKind::Cluster { .. } => Err(format!(
             "{what} is a setting of a pool of standalone servers, and pool '{}' is a cluster \
              pool (it has cluster-nodes)",
+            p.name
+        )),
+        PoolKind::Groups(_) => Err(format!(
+            "{what} is a setting of a ring of standalone servers, and pool '{}' is a pool of \
+             master-replica groups (it has group or sentinel lines)",
             p.name
         )),
     }
@@ -334,16 +348,17 @@ pub static SETTINGS: &[Setting] = &[
                     };
                     Ok(())
                 }
-                PoolKind::Ring { .. } => Err(format!(
+                PoolKind::Ring { .. } | PoolKind::Groups(_) => Err(format!(
                     "pool '{}' has standalone servers: a pool is either a cluster \
-                     (cluster-nodes) or a ring of servers (server), not both",
+                     (cluster-nodes), a ring of servers (server) or a set of groups \
+                     (group), not two of them",
                     p.name
                 )),
             }
         },
         getter: |p| match &p.kind {
             PoolKind::Cluster { seeds } => vec![seeds.clone()],
-            PoolKind::Ring { .. } => Vec::new(),
+            PoolKind::Ring { .. } | PoolKind::Groups(_) => Vec::new(),
         },
     },
     Setting {
@@ -358,6 +373,9 @@ pub static SETTINGS: &[Setting] = &[
         summary: "ketama, modula or random: how keys spread over the servers",
         arity: (1, 1),
         setter: |p, args| {
+            if let Some(r) = groups::try_set(p, "distribution", args[0]) {
+                return r;
+            }
             let d = Distribution::from_name(args[0]).ok_or_else(|| {
                 format!(
                     "distribution must be ketama, modula or random, not '{}'",
@@ -368,6 +386,7 @@ pub static SETTINGS: &[Setting] = &[
             Ok(())
         },
         getter: |p| match &p.kind {
+            PoolKind::Groups(_) => groups::get(p, "distribution").unwrap_or_default(),
             PoolKind::Ring { distribution, .. } if *distribution != Distribution::DEFAULT => {
                 one(distribution.name().to_string())
             }
@@ -379,6 +398,9 @@ pub static SETTINGS: &[Setting] = &[
         summary: "the key hash, one of twemproxy's twelve (fnv1a_64 by default)",
         arity: (1, 1),
         setter: |p, args| {
+            if let Some(r) = groups::try_set(p, "hash", args[0]) {
+                return r;
+            }
             let h = HashFn::from_name(args[0]).ok_or_else(|| {
                 let names: Vec<&str> = HashFn::ALL.iter().map(|h| h.name()).collect();
                 format!(
@@ -391,6 +413,7 @@ pub static SETTINGS: &[Setting] = &[
             Ok(())
         },
         getter: |p| match &p.kind {
+            PoolKind::Groups(_) => groups::get(p, "hash").unwrap_or_default(),
             PoolKind::Ring { hash, .. } if *hash != HashFn::DEFAULT => one(hash.name().to_string()),
             _ => Vec::new(),
         },
@@ -400,6 +423,9 @@ pub static SETTINGS: &[Setting] = &[
         summary: "two characters: only what a key holds between them is hashed",
         arity: (1, 1),
         setter: |p, args| {
+            if let Some(r) = groups::try_set(p, "hash-tag", args[0]) {
+                return r;
+            }
             let tag: [u8; 2] = args[0]
                 .as_bytes()
                 .try_into()
@@ -408,6 +434,7 @@ pub static SETTINGS: &[Setting] = &[
             Ok(())
         },
         getter: |p| match &p.kind {
+            PoolKind::Groups(_) => groups::get(p, "hash-tag").unwrap_or_default(),
             PoolKind::Ring {
                 hash_tag: Some(t), ..
             } => one(String::from_utf8_lossy(t).into_owned()),
@@ -600,6 +627,11 @@ fn check_listen(text: &str) -> Result<(), String> {
     }
 }
 
+/// Every setting: the table above, then a group pool's.
+pub fn all_settings() -> impl Iterator<Item = &'static Setting> {
+    SETTINGS.iter().chain(groups::GROUP_SETTINGS)
+}
+
 /// The `pool` directive: `pool NAME SETTING ARGS...`.
 pub(super) fn set_pool(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
     let [name, setting, rest @ ..] = args else {
@@ -615,8 +647,8 @@ pub(super) fn set_pool(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
         ));
     }
     let setting = setting.to_ascii_lowercase();
-    let Some(s) = SETTINGS.iter().find(|s| s.name == setting) else {
-        let names: Vec<&str> = SETTINGS.iter().map(|s| s.name).collect();
+    let Some(s) = all_settings().find(|s| s.name == setting) else {
+        let names: Vec<&str> = all_settings().map(|s| s.name).collect();
         return Err(format!(
             "pool {name}: unknown setting '{setting}' (known: {})",
             names.join(", ")
@@ -653,7 +685,7 @@ pub(super) fn set_pool(cfg: &mut Config, args: &[&str]) -> Result<(), String> {
 pub(super) fn pool_lines(cfg: &Config) -> Vec<String> {
     let mut out = Vec::new();
     for p in &cfg.pools {
-        for s in SETTINGS {
+        for s in all_settings() {
             for args in (s.getter)(p) {
                 let words: Vec<String> = args.iter().map(|a| quote_arg(a)).collect();
                 out.push(format!("pool {} {} {}", p.name, s.name, words.join(" ")));
@@ -668,81 +700,14 @@ pub(super) fn pool_summary(cfg: &Config) -> Vec<String> {
     cfg.pools
         .iter()
         .map(|p| {
-            let kind = if p.is_cluster() { "cluster" } else { "ring" };
+            let kind = match p.kind {
+                PoolKind::Cluster { .. } => "cluster",
+                PoolKind::Ring { .. } => "ring",
+                PoolKind::Groups(_) => "groups",
+            };
             format!("{} {kind} {}", p.name, p.listen.join(","))
         })
         .collect()
-}
-
-/// The checks that need every pool line read: each pool has listeners
-/// and backends, names and listeners are unique, the units fit.
-pub fn validate_pools(cfg: &Config) -> Result<(), String> {
-    let pools = cfg.server_pools();
-    let mut listens: Vec<(&str, &str)> = Vec::new();
-    for p in &pools {
-        if p.listen.is_empty() {
-            return Err(format!(
-                "pool {}: no listen address (add 'pool {} listen HOST:PORT')",
-                p.name, p.name
-            ));
-        }
-        match &p.kind {
-            PoolKind::Cluster { seeds } if seeds.is_empty() => {
-                return Err(format!("pool {}: no cluster-nodes", p.name))
-            }
-            PoolKind::Ring { servers, .. } if servers.is_empty() => {
-                return Err(format!(
-                    "pool {}: no server (add 'pool {} server HOST:PORT[:WEIGHT] [NAME]', or \
-                     'cluster-nodes' for a Redis Cluster)",
-                    p.name, p.name
-                ))
-            }
-            PoolKind::Ring { servers, .. } => {
-                let mut names: Vec<String> = servers.iter().map(ServerSpec::ring_name).collect();
-                names.sort();
-                if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-                    return Err(format!(
-                        "pool {}: two servers are named '{}' (twemproxy places keys by \
-                         server name: give each its own)",
-                        p.name, w[0]
-                    ));
-                }
-            }
-            PoolKind::Cluster { .. } => {}
-        }
-        for l in &p.listen {
-            if let Some((_, other)) = listens.iter().find(|(a, _)| same_listen(a, l)) {
-                return Err(format!(
-                    "pools {other} and {} both listen on {l}: each pool needs its own address",
-                    p.name
-                ));
-            }
-            listens.push((l, &p.name));
-        }
-    }
-    let units: usize = pools.iter().map(PoolSpec::units).sum();
-    if units > MAX_UNITS {
-        return Err(format!(
-            "the pools place keys on {units} units (16384 per cluster pool, one per server of \
-             the others); at most {MAX_UNITS} fit in one process"
-        ));
-    }
-    Ok(())
-}
-
-/// Whether two listen addresses name the same socket, as far as the text
-/// tells (`*:N` overlaps every `HOST:N`).
-fn same_listen(a: &str, b: &str) -> bool {
-    let split = |s: &str| {
-        s.rsplit_once(':')
-            .map(|(h, p)| (h.to_string(), p.to_string()))
-    };
-    match (split(a), split(b)) {
-        (Some((ha, pa)), Some((hb, pb))) => {
-            pa == pb && (ha == hb || ha == "*" || hb == "*" || ha == "0.0.0.0" || hb == "0.0.0.0")
-        }
-        _ => a == b,
-    }
 }
 
 impl Config {

@@ -21,11 +21,16 @@
 //! servers are ejected), or "fix" one of twemproxy's quirks (signed key
 //! bytes, 15-bit crc32, 156-point servers): a pool moved from nutcracker
 //! must find its keys where they are.
+//!
+//! `groups.rs` holds the other proxy's arithmetic: predixy's placement of
+//! keys over the master-replica groups of a standalone or Sentinel pool.
 
+mod groups;
 mod hash;
 mod md5;
 mod ring;
 
+pub use groups::{group_of, GroupHash};
 pub use ring::Ring;
 
 /// A key hash, as named in a pool's `hash:` directive.

@@ -224,6 +224,23 @@ fn time(s: &Session) -> Outcome {
 /// connections. Not while a WATCH pins the session to a connection of the
 /// database it watched in.
 fn select(shared: &Shared, s: &mut Session, arg: &[u8]) -> Outcome {
+    let pool = shared.pools.get(s.pool());
+    if pool.is_some_and(|p| p.groups) {
+        // predixy's pools of groups: one refusal for every bad index.
+        let databases = pool.map_or(1, |p| p.databases);
+        return match parse_i64(arg) {
+            Some(n) if (0..i64::from(databases)).contains(&n) => {
+                if s.pin.is_some() && n != i64::from(s.db()) {
+                    return error(
+                        "ERR mithril: SELECT while a WATCH is in force is not supported, UNWATCH first",
+                    );
+                }
+                s.select(n as u32);
+                stat(OK)
+            }
+            _ => error("ERR invalid DB index"),
+        };
+    }
     let n = match parse_i64(arg) {
         Some(n) if i32::try_from(n).is_ok() => n,
         _ => return stat(ERR_NOT_INTEGER),

@@ -131,6 +131,14 @@ impl Locate for PoolLocator<'_> {
                 Some(i) => self.pool.base.wrapping_add(i as Unit),
                 None => NOWHERE,
             },
+            Layout::Groups {
+                hash, tag, random, ..
+            } => {
+                let random = random.then_some(self.random);
+                let i =
+                    crate::hashkit::group_of(*hash, *tag, random, self.pool.units as usize, key);
+                self.pool.base.wrapping_add(i as Unit)
+            }
         }
     }
 
@@ -185,9 +193,15 @@ pub struct Placement {
     /// shard → master connection set, per protocol (None: the shard has
     /// no master in the map).
     shard_master: Vec<Option<[usize; 2]>>,
-    /// shard → replica connection sets, per protocol (only with
-    /// `read-from-replicas`).
+    /// shard → replica connection sets, per protocol (only where reads
+    /// may go to replicas).
     shard_replicas: Vec<Vec<[usize; 2]>>,
+    /// shard → where its reads go: `read-from-replicas` for a cluster's
+    /// shards, the read priorities for a group's.
+    shard_reads: Vec<ReadFrom>,
+    /// Whether any shard reads from replicas (the common case, none, is
+    /// one test on the read path).
+    any_replica_reads: bool,
     /// Unit → master address learned from MOVED, until the next epoch.
     overrides: SlotMap<SocketAddr>,
     read_from: ReadFrom,
@@ -219,6 +233,8 @@ impl Placement {
             epoch: u64::MAX,
             shard_master: Vec::new(),
             shard_replicas: Vec::new(),
+            shard_reads: Vec::new(),
+            any_replica_reads: false,
             overrides: SlotMap::default(),
             read_from,
             dbs,
@@ -253,7 +269,9 @@ impl Placement {
             .or(map.pools.first())
             .unwrap_or(&EMPTY_POOL);
         let random = match pool.layout {
-            Layout::Ring { random: true, .. } => self.next_random(),
+            Layout::Ring { random: true, .. } | Layout::Groups { random: true, .. } => {
+                self.next_random()
+            }
             _ => 0,
         };
         PoolLocator { pool, random }
@@ -300,7 +318,7 @@ impl Placement {
     /// cluster pool.
     pub fn ring_server(&self, pool: PoolId, addr: SocketAddr) -> Option<usize> {
         let p = self.pool(pool)?;
-        if matches!(p.layout, Layout::Cluster) {
+        if !matches!(p.layout, Layout::Ring { .. }) {
             return None;
         }
         let map = &self.map;
@@ -323,13 +341,19 @@ impl Placement {
     pub fn install(&mut self, map: Arc<Topology>) -> Vec<Key> {
         self.shard_master.clear();
         self.shard_replicas.clear();
-        let replicas = self.read_from != ReadFrom::No;
+        self.shard_reads.clear();
         for (i, shard) in map.shards.iter().enumerate() {
             let pool = map
                 .pools
                 .iter()
                 .position(|p| p.shards.contains(&i))
                 .unwrap_or(0) as u16;
+            let reads = match map.pools.get(usize::from(pool)).map(|p| &p.layout) {
+                Some(Layout::Groups { reads, .. }) => *reads,
+                _ => self.read_from,
+            };
+            self.shard_reads.push(reads);
+            let replicas = reads != ReadFrom::No;
             let db = self.dbs.get(usize::from(pool)).copied().unwrap_or(0);
             let pair = map.master_of(i).map(|n| {
                 [
@@ -359,6 +383,7 @@ impl Placement {
             }
             self.shard_replicas.push(reps);
         }
+        self.any_replica_reads = self.shard_reads.iter().any(|r| *r != ReadFrom::No);
         self.overrides.clear();
         self.epoch = map.epoch;
         self.map = map;
@@ -408,9 +433,9 @@ impl Placement {
         sticky: usize,
         now: Instant,
     ) -> Option<usize> {
-        if read && self.read_from != ReadFrom::No {
-            if let Some(set) = self.replica(unit, proto, sticky, now) {
-                let use_replica = match self.read_from {
+        if read && self.any_replica_reads {
+            if let Some((set, mode)) = self.replica(unit, proto, sticky, now) {
+                let use_replica = match mode {
                     ReadFrom::PreferReplica => true,
                     _ => sticky % 2 == 1,
                 };
@@ -426,20 +451,29 @@ impl Placement {
     /// that must see the master, such as a cache fill, asks first).
     #[inline]
     pub fn reads_replicas(&self) -> bool {
-        self.read_from != ReadFrom::No
+        self.any_replica_reads
     }
 
     /// A replica connection set of the shard serving `unit` that is not
     /// backing off, chosen by `sticky`; None when there is none.
-    fn replica(&self, unit: Unit, proto: Proto, sticky: usize, now: Instant) -> Option<usize> {
+    fn replica(
+        &self,
+        unit: Unit,
+        proto: Proto,
+        sticky: usize,
+        now: Instant,
+    ) -> Option<(usize, ReadFrom)> {
         if !self.overrides.is_empty() && self.overrides.contains_key(&unit) {
             return None; // the map is stale for this unit: go to the master
         }
-        let reps = self.shard_replicas.get(self.map.shard_of(unit)?)?;
+        let shard = self.map.shard_of(unit)?;
+        let mode = *self.shard_reads.get(shard)?;
+        let reps = self.shard_replicas.get(shard)?;
         let n = reps.len();
         (0..n)
             .map(|i| reps[(sticky + i) % n][proto_index(proto)])
             .find(|&p| !self.conns.is_down(p, now))
+            .map(|set| (set, mode))
     }
 
     /// The master address serving `unit`, as far as this worker knows.

@@ -194,6 +194,9 @@ pub struct PoolRuntime {
     pub preconnect: bool,
     /// A ring pool (its units are servers), not a cluster.
     pub ring: bool,
+    /// A pool of master-replica groups (predixy's standalone and Sentinel
+    /// pools): its errors are predixy's where they differ.
+    pub groups: bool,
 }
 
 impl PoolRuntime {
@@ -219,7 +222,7 @@ impl PoolRuntime {
                 *server_failure_limit,
                 *server_retry_timeout_ms,
             ))),
-            PoolKind::Cluster { .. } => None,
+            PoolKind::Cluster { .. } | PoolKind::Groups(_) => None,
         };
         let timeout_ms = if pool.timeout_ms > 0 {
             pool.timeout_ms
@@ -242,6 +245,7 @@ impl PoolRuntime {
             },
             preconnect: pool.preconnect,
             ring: !pool.is_cluster(),
+            groups: matches!(pool.kind, PoolKind::Groups(_)),
         }
     }
 

@@ -25,6 +25,7 @@
 pub mod discover;
 pub mod health;
 pub mod probe;
+pub mod sentinel;
 pub mod slot;
 pub mod snapshot;
 
@@ -51,6 +52,8 @@ const RING_CHECK: Duration = Duration::from_secs(1);
 enum Msg {
     Refresh,
     Stop,
+    /// A sentinel's event for group pool `pool`: (channel, payload).
+    Sentinel(usize, String, String),
 }
 
 /// The shared, read-mostly side of the topology.
@@ -61,6 +64,8 @@ pub struct TopologyHandle {
     last_ok_ms: AtomicU64,
     refreshes: AtomicU64,
     tx: Sender<Msg>,
+    /// Set by `stop`: the sentinel watchers end.
+    stopped: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl TopologyHandle {
@@ -88,6 +93,7 @@ impl TopologyHandle {
     }
 
     pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Relaxed);
         let _ = self.tx.try_send(Msg::Stop);
     }
 }
@@ -112,12 +118,15 @@ pub enum Source {
         health: Arc<health::RingHealth>,
         auth: Option<probe::Auth>,
     },
+    /// Master-replica groups, fixed or learnt from Sentinel.
+    Groups(Box<sentinel::GroupsSource>),
 }
 
 impl Source {
     fn name(&self) -> &str {
         match self {
             Source::Cluster { name, .. } | Source::Ring { name, .. } => name,
+            Source::Groups(g) => &g.name,
         }
     }
 }
@@ -145,7 +154,9 @@ impl Refresher {
     /// A refresher over `sources`, one per pool, in the pools' order.
     /// Nothing is fetched yet.
     pub fn new(sources: Vec<Source>, interval: Duration, timeout: Duration) -> Refresher {
-        let (tx, rx) = crossbeam_channel::bounded(4);
+        // Room for the sentinels' events besides the workers' requests
+        // (which are dropped when it is full: one pending covers them).
+        let (tx, rx) = crossbeam_channel::bounded(64);
         let parts: Vec<Arc<Topology>> = sources
             .iter()
             .map(|s| Arc::new(Topology::unknown_cluster(s.name())))
@@ -156,6 +167,7 @@ impl Refresher {
             last_ok_ms: AtomicU64::new(0),
             refreshes: AtomicU64::new(0),
             tx,
+            stopped: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         });
         let mut r = Refresher {
             handle,
@@ -169,8 +181,10 @@ impl Refresher {
         // A ring's servers are known from the start: its part needs no
         // network (health checks follow in the thread).
         for i in 0..r.sources.len() {
-            if matches!(r.sources[i], Source::Ring { .. }) {
-                r.parts[i] = Arc::new(r.ring_part(i));
+            match &r.sources[i] {
+                Source::Ring { .. } => r.parts[i] = Arc::new(r.ring_part(i)),
+                Source::Groups(g) => r.parts[i] = Arc::new(g.part()),
+                Source::Cluster { .. } => {}
             }
         }
         r.publish_if_changed(None);
@@ -248,6 +262,7 @@ impl Refresher {
                     let part = self.ring_part(i);
                     self.parts[i] = Arc::new(part);
                 }
+                Source::Groups(_) => self.poll_groups(i),
             }
         }
         self.publish_if_changed(from);
@@ -324,6 +339,72 @@ impl Refresher {
         }
         log::warn!(target: "mithril::topology", "pool {name}: cannot load the cluster topology from any known node (last: {last_err})");
         None
+    }
+
+    /// Ask group pool `i`'s sentinels (if it has any) and rebuild its
+    /// part.
+    fn poll_groups(&mut self, i: usize) {
+        let timeout = self.timeout;
+        if let Source::Groups(g) = &mut self.sources[i] {
+            if g.uses_sentinel() {
+                g.poll(timeout);
+            }
+            self.parts[i] = Arc::new(g.part());
+        }
+    }
+
+    /// A sentinel's event for group pool `i`: applied at once, the
+    /// sentinels asked when it says so.
+    fn sentinel_event(&mut self, i: usize, channel: &str, payload: &str) {
+        let timeout = self.timeout;
+        let Some(Source::Groups(g)) = self.sources.get_mut(i) else {
+            return;
+        };
+        let (changed, ask) = g.event(channel, payload);
+        if ask {
+            g.poll(timeout);
+        }
+        if changed || ask {
+            self.parts[i] = Arc::new(g.part());
+            self.publish_if_changed(None);
+        }
+    }
+
+    /// Group pools whose sentinels are due a question, or whose failover
+    /// wait ended: asked, and the map published if it changed.
+    fn check_groups(&mut self) {
+        let now = Instant::now();
+        let mut any = false;
+        for i in 0..self.sources.len() {
+            let Source::Groups(g) = &self.sources[i] else {
+                continue;
+            };
+            let due = g.uses_sentinel()
+                && g.last_poll
+                    .map_or(true, |t| now.duration_since(t) >= g.interval);
+            let hold_over = g.next_deadline().is_some_and(|d| d <= now);
+            if due || hold_over {
+                self.poll_groups(i);
+                any = true;
+            }
+        }
+        if any {
+            self.publish_if_changed(None);
+        }
+    }
+
+    /// When a group pool next needs [`check_groups`](Self::check_groups).
+    fn groups_due(&self) -> Option<Instant> {
+        self.sources
+            .iter()
+            .filter_map(|s| match s {
+                Source::Groups(g) if g.uses_sentinel() => {
+                    let poll = g.last_poll.map_or(Instant::now(), |t| t + g.interval);
+                    Some(g.next_deadline().map_or(poll, |d| d.min(poll)))
+                }
+                _ => None,
+            })
+            .min()
     }
 
     /// Ring pool `i`'s part: its servers, the ring built from the live
@@ -516,9 +597,16 @@ impl Refresher {
                 wait =
                     wait.min((last_rings + RING_CHECK).saturating_duration_since(Instant::now()));
             }
+            if let Some(due) = self.groups_due() {
+                wait = wait.min(due.saturating_duration_since(Instant::now()));
+            }
             let mut asked = false;
             match self.rx.recv_timeout(wait) {
                 Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                Ok(Msg::Sentinel(i, channel, payload)) => {
+                    self.sentinel_event(i, &channel, &payload);
+                    continue;
+                }
                 Ok(Msg::Refresh) => {
                     asked = true;
                     // A worker ejected a ring's server: the ring without
@@ -533,6 +621,9 @@ impl Refresher {
                     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
                         match self.rx.recv_timeout(left) {
                             Ok(Msg::Refresh) => continue,
+                            Ok(Msg::Sentinel(i, channel, payload)) => {
+                                self.sentinel_event(i, &channel, &payload)
+                            }
                             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                             Err(RecvTimeoutError::Timeout) => break,
                         }
@@ -541,10 +632,15 @@ impl Refresher {
                 Err(RecvTimeoutError::Timeout) => {}
             }
             while let Ok(m) = self.rx.try_recv() {
-                if let Msg::Stop = m {
-                    return;
+                match m {
+                    Msg::Stop => return,
+                    Msg::Sentinel(i, channel, payload) => {
+                        self.sentinel_event(i, &channel, &payload)
+                    }
+                    Msg::Refresh => {}
                 }
             }
+            self.check_groups();
             if rings && (asked || last_rings.elapsed() >= RING_CHECK) {
                 last_rings = Instant::now();
                 if self.check_rings() {
@@ -559,6 +655,29 @@ impl Refresher {
     }
 
     pub fn spawn(self) -> std::io::Result<JoinHandle<()>> {
+        // One watcher per sentinel of each group pool: they only forward
+        // what they hear, and end once the handle is stopped.
+        for (i, src) in self.sources.iter().enumerate() {
+            let Source::Groups(g) = src else { continue };
+            for addr in &g.sentinels {
+                let (tx, stop, auth) = (
+                    self.handle.tx.clone(),
+                    self.handle.stopped.clone(),
+                    g.sentinel_auth.clone(),
+                );
+                let addr = addr.clone();
+                std::thread::Builder::new()
+                    .name("sentinel".into())
+                    .spawn(move || {
+                        sentinel::watch(addr, auth, stop, |channel, payload| {
+                            let _ = tx.send_timeout(
+                                Msg::Sentinel(i, channel, payload),
+                                Duration::from_secs(1),
+                            );
+                        })
+                    })?;
+            }
+        }
         std::thread::Builder::new()
             .name("topology".into())
             .spawn(move || self.run())

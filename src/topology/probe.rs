@@ -84,7 +84,7 @@ pub fn auth_problem(seeds: &[String], timeout: Duration, auth: Option<&Auth>) ->
 }
 
 /// Reads one reply from `s`; `buf` keeps what was read past it.
-fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Value> {
+pub(super) fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Value> {
     let mut chunk = [0u8; 16 * 1024];
     loop {
         match value::parse(buf) {

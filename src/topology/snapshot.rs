@@ -20,7 +20,8 @@
 //! renumbers nothing.
 
 use super::slot::SLOTS;
-use crate::hashkit::{HashFn, Ring};
+use crate::config::ReadFrom;
+use crate::hashkit::{GroupHash, HashFn, Ring};
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::time::Instant;
@@ -67,6 +68,15 @@ pub enum Layout {
         /// Distribution `random`: each request picks its server by a
         /// random number of the caller's.
         random: bool,
+    },
+    /// Master-replica groups placed as predixy places them: a key's unit
+    /// is its group (`crate::hashkit::group_of`).
+    Groups {
+        hash: GroupHash,
+        tag: Option<[u8; 2]>,
+        random: bool,
+        /// Where reads go (from the pool's read priorities).
+        reads: ReadFrom,
     },
 }
 
@@ -180,6 +190,66 @@ impl Topology {
                 },
                 base: 0,
                 units: n as u32,
+                shards: 0..n,
+            }],
+            fetched_at: Instant::now(),
+            hosts: Vec::new(),
+            min_version: None,
+        }
+    }
+
+    /// One group pool: `groups` (name, master, replicas) in the order
+    /// written. Each group with a master is a shard and its unit is the
+    /// group's index; a group whose master is not known serves nothing.
+    pub fn groups(
+        name: &str,
+        groups: &[(String, Option<SocketAddr>, Vec<SocketAddr>)],
+        hash: GroupHash,
+        tag: Option<[u8; 2]>,
+        random: bool,
+        reads: ReadFrom,
+    ) -> Topology {
+        let mut nodes = Vec::new();
+        let mut shards = Vec::new();
+        let mut slots = vec![NO_SHARD; groups.len()];
+        for (i, (group, master, replicas)) in groups.iter().enumerate() {
+            let Some(master) = master else { continue };
+            let node = |addr: SocketAddr, role| Node {
+                id: format!("{group}@{addr}"),
+                addr,
+                role,
+                healthy: true,
+            };
+            let m = nodes.len();
+            nodes.push(node(*master, Role::Master));
+            let mut reps = Vec::new();
+            for r in replicas.iter().filter(|r| *r != master) {
+                reps.push(nodes.len());
+                nodes.push(node(*r, Role::Replica));
+            }
+            slots[i] = shards.len() as u16;
+            shards.push(Shard {
+                master: m,
+                replicas: reps,
+                ranges: vec![(i as u16, i as u16)],
+            });
+        }
+        let n = shards.len();
+        Topology {
+            epoch: 0,
+            nodes,
+            shards,
+            slots: slots.into_boxed_slice(),
+            pools: vec![PoolMap {
+                name: name.to_string(),
+                layout: Layout::Groups {
+                    hash,
+                    tag,
+                    random,
+                    reads,
+                },
+                base: 0,
+                units: groups.len() as u32,
                 shards: 0..n,
             }],
             fetched_at: Instant::now(),

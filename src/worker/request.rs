@@ -384,6 +384,7 @@ impl Worker {
         self.backends
             .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
         let ring_server = self.place.ring_server(server_pool, addr);
+        let cluster = self.place.is_cluster(server_pool);
         if let Some(b) = self.backends.get_mut(key) {
             b.server_pool = server_pool;
             b.ring_server = ring_server.map(|i| i as u16);
@@ -412,7 +413,9 @@ impl Worker {
                     Purpose::Init,
                 ));
             }
-            if readonly {
+            // A replica of a cluster takes reads after READONLY; a
+            // standalone replica (a group's) serves them as it is.
+            if readonly && cluster {
                 b.enqueue(InFlight::new(
                     Key::NONE,
                     0,

@@ -35,7 +35,7 @@ pub use process::{
 };
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use rng::Rng;
-pub use slots::{key_for_slot, key_slot};
+pub use slots::{crc16_xmodem, key_for_slot, key_slot};
 pub use standalone::{nutcracker_path, NutPool, Nutcracker, Standalone, StandaloneSet};
 
 use std::collections::hash_map::RandomState;

@@ -11,7 +11,7 @@ use std::sync::{Mutex, OnceLock};
 
 pub const SLOTS: u16 = 16384;
 
-fn crc16_xmodem(data: &[u8]) -> u16 {
+pub fn crc16_xmodem(data: &[u8]) -> u16 {
     let mut crc: u16 = 0;
     for &byte in data {
         crc ^= u16::from(byte) << 8;

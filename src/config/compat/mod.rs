@@ -11,8 +11,9 @@
 //!
 //! What each becomes: a twemproxy file is pools of standalone servers,
 //! and each of its redis pools becomes a ring pool (`pool NAME ...`
-//! lines; the table is in `nutcracker.rs`); a predixy file fronts one
-//! Redis Cluster and becomes the top-level directives (`predixy.rs`).
+//! lines; the table is in `nutcracker.rs`); a predixy file's cluster
+//! pool becomes the top-level directives (`predixy.rs`), its standalone
+//! or Sentinel pool a pool of groups (`predixy_groups.rs`).
 //!
 //! The format is told by the content, not by the name: a YAML mapping key
 //! (`alpha:`, `{alpha:`) on the first line, or a `%YAML` directive, means
@@ -41,6 +42,7 @@
 
 mod nutcracker;
 mod predixy;
+mod predixy_groups;
 
 use std::path::Path;
 

@@ -24,7 +24,7 @@
 //! | Authority                        | user lines: the Auth without a password   |
 //! |                                  | is `default`, the others auth1, auth2, ...|
 //! |                                  | (no password-less Auth: `default off`)    |
-//! | SentinelServerPool, Standalone…  | refused: mithril fronts a Redis Cluster   |
+//! | SentinelServerPool, Standalone…  | a pool of groups (`predixy_groups.rs`)    |
 //! | everything else                  | named in a warning                        |
 
 use std::path::{Path, PathBuf};
@@ -34,23 +34,23 @@ use crate::config::{ConfigError, MAX_INCLUDE_DEPTH};
 
 /// One `Key Value` line, with its block when it opened one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Node {
-    key: String,
-    value: String,
+pub(super) struct Node {
+    pub(super) key: String,
+    pub(super) value: String,
     origin: String,
     line: usize,
-    block: Option<Vec<Node>>,
+    pub(super) block: Option<Vec<Node>>,
 }
 
 impl Node {
-    fn at(&self) -> Loc<'_> {
+    pub(super) fn at(&self) -> Loc<'_> {
         Loc {
             origin: &self.origin,
             line: self.line,
         }
     }
 
-    fn shown(&self) -> String {
+    pub(super) fn shown(&self) -> String {
         if self.value.is_empty() {
             self.key.clone()
         } else {
@@ -58,11 +58,11 @@ impl Node {
         }
     }
 
-    fn is(&self, key: &str) -> bool {
+    pub(super) fn is(&self, key: &str) -> bool {
         self.key.eq_ignore_ascii_case(key)
     }
 
-    fn error(&self, message: impl Into<String>) -> ConfigError {
+    pub(super) fn error(&self, message: impl Into<String>) -> ConfigError {
         self.at().error(&self.shown(), message)
     }
 }
@@ -276,6 +276,7 @@ const SAMPLES: &[(&str, crate::config::LogLevel)] = &[
 fn apply(nodes: &[Node], t: &mut Translation) -> Result<(), ConfigError> {
     let mut bind_seen = false;
     let mut pool_seen = false;
+    let mut groups_pool: Option<&Node> = None;
     // predixy's defaults: Notice, Warn and Error logged, one in one.
     let mut samples: Vec<(usize, u64)> = vec![(0, 0), (0, 0), (0, 0), (0, 1), (0, 1), (0, 1)];
     let mut sample_nodes = false;
@@ -303,18 +304,12 @@ fn apply(nodes: &[Node], t: &mut Translation) -> Result<(), ConfigError> {
                 cluster_pool(t, node)?;
                 pool_seen = true;
             }
-            "sentinelserverpool" => {
-                return Err(node.error(
-                    "a SentinelServerPool cannot be fronted: mithril is a Redis Cluster proxy \
-                     and learns masters and slots from CLUSTER SHARDS, not from Sentinel; \
-                     move the data to a Redis Cluster and use a ClusterServerPool",
-                ))
-            }
-            "standaloneserverpool" => {
-                return Err(node.error(
-                    "a StandaloneServerPool (independent servers, keys spread by predixy's \
-                     own hash) cannot be fronted: mithril fronts a Redis Cluster only",
-                ))
+            "sentinelserverpool" | "standaloneserverpool" => {
+                if pool_seen {
+                    return Err(node.error("predixy serves one server pool; this is a second"));
+                }
+                groups_pool = Some(node);
+                pool_seen = true;
             }
             "authority" => authority(t, node)?,
             "name" => t.warn(
@@ -380,8 +375,19 @@ fn apply(nodes: &[Node], t: &mut Translation) -> Result<(), ConfigError> {
     if !pool_seen {
         return Err(ConfigError::new(
             nodes.first().map_or("configuration", |n| n.origin.as_str()),
-            "no ClusterServerPool is defined: mithril needs the cluster's nodes",
+            "no server pool is defined (ClusterServerPool, StandaloneServerPool or \
+             SentinelServerPool)",
         ));
+    }
+    if let Some(pool) = groups_pool {
+        // The pool listens where predixy's Bind does; the top-level
+        // port serves only a cluster pool.
+        let listen = nodes
+            .iter()
+            .find(|n| n.is("Bind"))
+            .map_or("0.0.0.0:7617".to_string(), |n| n.value.clone());
+        let sentinel = pool.is("SentinelServerPool");
+        super::predixy_groups::groups_pool(t, pool, sentinel, &listen)?;
     }
     if !bind_seen {
         // predixy listens on 0.0.0.0:7617 unless told otherwise; so does
@@ -453,7 +459,7 @@ fn bind(t: &mut Translation, node: &Node) -> Result<(), ConfigError> {
 
 /// predixy's durations: a bare number is seconds; `s`, `ms` (or `m`) and
 /// `us` (or `u`) suffixes. In microseconds.
-fn duration_us(text: &str) -> Option<u64> {
+pub(super) fn duration_us(text: &str) -> Option<u64> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let (n, unit) = text.split_at(digits);
     let n: u64 = n.parse().ok()?;

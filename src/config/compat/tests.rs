@@ -636,12 +636,9 @@ fn predixy_files_map_onto_directives() {
 
 #[test]
 fn predixy_refusals_say_why() {
-    let e = read_err("predixy_sentinel.conf");
-    assert_eq!(e.line(), Some(3));
-    assert!(
-        e.message().contains("SentinelServerPool cannot be fronted"),
-        "{e}"
-    );
+    let e = read_err("predixy_no_group.conf");
+    assert_eq!(e.line(), Some(2));
+    assert!(e.message().contains("defines no Group"), "{e}");
     let dir = std::env::temp_dir().join(format!("mithril-px-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let run = |name: &str, text: &str| {
@@ -654,11 +651,17 @@ fn predixy_refusals_say_why() {
         "WorkerThreads 2\nStandaloneServerPool {\n  RefreshMethod fixed\n}\n",
     )
     .unwrap_err();
-    assert!(e.message().contains("Redis Cluster only"), "{e}");
+    assert!(e.message().contains("defines no Group"), "{e}");
+    let e = run(
+        "s.conf",
+        "SentinelServerPool {\n  Hash crc16\n  Group g {\n  }\n}\n",
+    )
+    .unwrap_err();
+    assert!(e.message().contains("needs a Sentinels"), "{e}");
     let e = run("b.conf", "WorkerThreads 2\nFrobnicate 1\n").unwrap_err();
     assert_eq!(e.line(), Some(2));
     let e = run("c.conf", "WorkerThreads 2\n").unwrap_err();
-    assert!(e.message().contains("no ClusterServerPool"), "{e}");
+    assert!(e.message().contains("no server pool is defined"), "{e}");
     let e = run(
         "d.conf",
         "Bind /tmp/predixy\nClusterServerPool {\n Servers {\n + a:1\n }\n}\n",
@@ -829,4 +832,22 @@ fn odd_values_print_and_read_back() {
     let back = parse_str(&text, "printed").unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(back.pools, r.config.pools, "{text}");
     assert_eq!(back.pools[0].password, "a b\"c#d");
+}
+
+#[test]
+fn predixys_sentinel_pool_becomes_a_pool_of_groups() {
+    let r = read_file(&example("predixy_sentinel.conf")).unwrap();
+    let printed = render(&r.config);
+    for line in [
+        "pool default listen 127.0.0.1:7617\n",
+        "pool default hash crc16\n",
+        "pool default hash-tag {}\n",
+        "pool default databases 16\n",
+        "pool default group shard001\n",
+        "pool default sentinel 10.2.2.2:7500 10.2.2.3:7500\n",
+        "pool default master-read-priority 60\n",
+    ] {
+        assert!(printed.contains(line), "{line:?} missing from:\n{printed}");
+    }
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 }

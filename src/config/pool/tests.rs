@@ -104,7 +104,7 @@ fn bad_pools_are_refused_with_a_reason() {
         ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:1\npool a hash-tag {\n", "two characters"),
         ("pool a listen 127.0.0.1:1\npool a flavour x\n", "unknown setting"),
         ("pool a listen 127.0.0.1:1\npool a cluster-nodes 127.0.0.1:7000\npool a hash md5\n", "cluster pool"),
-        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379\npool a cluster-nodes 127.0.0.1:7000\n", "not both"),
+        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379\npool a cluster-nodes 127.0.0.1:7000\n", "not two of them"),
         (
             "pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379 same\npool a server 127.0.0.1:6380 same\n",
             "two servers are named 'same'",
@@ -153,5 +153,71 @@ fn protected_mode_covers_pool_listeners_without_a_password() {
         "pool a listen localhost:6000\npool a server 127.0.0.1:6379\n".to_string(),
     ] {
         crate::config::validate(&read(&ok)).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+}
+
+#[test]
+fn a_group_pool_takes_predixys_settings_and_prints_back_the_same() {
+    let text = "pool g listen 127.0.0.1:22121\n\
+                pool g hash atol\n\
+                pool g hash-tag {}\n\
+                pool g distribution random\n\
+                pool g group one 127.0.0.1:6379 127.0.0.1:6380\n\
+                pool g group two\n\
+                pool g sentinel 127.0.0.1:26379 127.0.0.1:26380\n\
+                pool g sentinel-password sp\n\
+                pool g master-read-priority 60\n\
+                pool g replica-read-priority 50\n\
+                pool g sentinel-replica-read-priority 70\n\
+                pool g refresh-interval 250\n\
+                pool g databases 16\n";
+    let cfg = read(text);
+    crate::config::validate(&cfg).unwrap();
+    let PoolKind::Groups(g) = &cfg.pools[0].kind else {
+        panic!("not a group pool: {:?}", cfg.pools[0].kind)
+    };
+    assert_eq!(g.hash, crate::hashkit::GroupHash::Atol);
+    assert_eq!(g.hash_tag, Some(*b"{}"));
+    assert!(g.random);
+    assert_eq!(g.groups.len(), 2);
+    assert_eq!(g.groups[0].servers, ["127.0.0.1:6379", "127.0.0.1:6380"]);
+    assert!(g.groups[1].servers.is_empty());
+    assert_eq!(g.sentinels.len(), 2);
+    assert_eq!(
+        (
+            g.master_read_priority,
+            g.replica_read_priority,
+            g.sentinel_replica_read_priority
+        ),
+        (60, 50, 70)
+    );
+    assert_eq!(g.refresh_interval_ms, 250);
+    assert_eq!(cfg.pools[0].databases(), 16);
+    // Written back, the lines read as the same pool.
+    let again = read(&pool_lines(&cfg).join("\n"));
+    assert_eq!(again.pools, cfg.pools);
+    // predixy's default: one database.
+    let one = read("pool h listen 127.0.0.1:1\npool h group a 127.0.0.1:6379\n");
+    assert_eq!(one.pools[0].databases(), 1);
+}
+
+#[test]
+fn bad_group_pools_are_refused_with_a_reason() {
+    let cases = [
+        ("pool a listen 127.0.0.1:1\npool a group g\n", "has no address"),
+        ("pool a listen 127.0.0.1:1\npool a hash atol\n", "no group"),
+        ("pool a listen 127.0.0.1:1\npool a server 127.0.0.1:1\npool a group g 127.0.0.1:2\n", "not both"),
+        ("pool a listen 127.0.0.1:1\npool a group g 127.0.0.1:2\npool a server 127.0.0.1:1\n", "pool of master-replica groups"),
+        ("pool a listen 127.0.0.1:1\npool a group g 127.0.0.1:2\npool a distribution ketama\n", "modula or random"),
+        ("pool a listen 127.0.0.1:1\npool a group g 127.0.0.1:2\npool a hash murmur\n", "crc16 or atol"),
+        ("pool a listen 127.0.0.1:1\npool a hash murmur\npool a group g 127.0.0.1:2\n", "crc16 or atol"),
+        ("pool a listen 127.0.0.1:1\npool a group g 127.0.0.1:2\npool a group g 127.0.0.1:3\n", "named twice"),
+        ("pool a listen 127.0.0.1:1\npool a group g nonsense\n", "not HOST:PORT"),
+        ("pool a listen 127.0.0.1:1\npool a group g 127.0.0.1:2\npool a master-read-priority 101\n", "between 0 and 100"),
+        ("pool a listen 127.0.0.1:1\npool a cluster-nodes 127.0.0.1:2\npool a group g 127.0.0.1:2\n", "cluster pool"),
+    ];
+    for (text, want) in cases {
+        let e = refused(text);
+        assert!(e.contains(want), "{text:?}: {e}");
     }
 }
