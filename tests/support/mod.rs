@@ -25,6 +25,7 @@ mod mithril;
 mod process;
 mod resp;
 mod rng;
+mod sentinel;
 mod slots;
 mod standalone;
 
@@ -35,6 +36,7 @@ pub use process::{
 };
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use rng::Rng;
+pub use sentinel::{Sentinel, SentinelSet};
 pub use slots::{crc16_xmodem, key_for_slot, key_slot};
 pub use standalone::{nutcracker_path, NutPool, Nutcracker, Standalone, StandaloneSet};
 
