@@ -101,7 +101,9 @@ bench: check-redis build
 	@if [ "$(MODE)" != callgrind ]; then $(CARGO) bench --bench pools; fi
 
 # A pool of three standalone servers, mithril against nutcracker
-# (benches/pools.rs): GET and SET at -P 1 and -P 16, MGET of 10 keys.
+# (benches/pools.rs): GET and SET at -P 1 and -P 16, MGET of 10 keys; then
+# a Sentinel pool of two master-replica groups beside a two-master cluster,
+# both behind mithril (benches/pools/groups.rs; GROUPS=0 leaves it out).
 .PHONY: bench-pools
 bench-pools: check-redis build
 	$(CARGO) bench --bench pools

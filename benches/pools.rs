@@ -40,6 +40,9 @@ mod rb;
 use std::process::ExitCode;
 use std::time::Duration;
 
+#[path = "pools/groups.rs"]
+mod groups;
+
 use rb::{RunSpec, Target, Test};
 use support::{Mithril, NutPool, Nutcracker, StandaloneSet};
 
@@ -156,6 +159,91 @@ fn us_per_req(runs: &[Run], ticks: impl Fn(&Run) -> u64) -> f64 {
     t as f64 / cpu::ticks_per_sec() * 1e6 / r as f64
 }
 
+/// One proxy under test: where clients connect, its PID, its servers'.
+struct Side {
+    port: u16,
+    pid: u32,
+    servers: Vec<u32>,
+}
+
+/// `w` through `a` and `b`, ROUNDS times each, interleaved, sized by a
+/// warm-up through `a`; prints one row. False when a run failed.
+fn side_by_side(
+    w: &Workload,
+    rounds: usize,
+    seconds: f64,
+    a: &Side,
+    b: &Side,
+    cores: usize,
+    dir: &std::path::Path,
+) -> bool {
+    let warm = match run_once(a.port, a.pid, &a.servers, w, w.warmup, dir) {
+        Ok(r) => r,
+        Err(e) => {
+            println!("{:<14} warm-up failed: {e}", w.label);
+            return false;
+        }
+    };
+    let requests = ((warm.rps * seconds) as u64).max(1000);
+    let mut ok = true;
+    let (mut n_runs, mut m_runs) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for (who, side) in [("a", a), ("b", b)] {
+            match run_once(side.port, side.pid, &side.servers, w, requests, dir) {
+                Ok(r) if who == "a" => n_runs.push(r),
+                Ok(r) => m_runs.push(r),
+                Err(e) => {
+                    println!("{:<14} {who} run failed: {e}", w.label);
+                    ok = false;
+                }
+            }
+        }
+    }
+    let n = median(n_runs.iter().map(|r| r.rps).collect());
+    let mm = median(m_runs.iter().map(|r| r.rps).collect());
+    let cols = |runs: &[Run]| {
+        (
+            us_per_req(runs, |r| r.proxy),
+            us_per_req(runs, |r| r.servers),
+            us_per_req(runs, |r| r.client),
+        )
+    };
+    let (np, ns, nc) = cols(&n_runs);
+    let (mp, ms, mc) = cols(&m_runs);
+    let ceiling = |p: f64, s: f64, c: f64| {
+        let t = p + s + c;
+        if t > 0.0 {
+            cores as f64 * 1e6 / t
+        } else {
+            0.0
+        }
+    };
+    let mut machine = cpu::Machine::default();
+    for r in n_runs.iter().chain(&m_runs) {
+        if let Some(x) = r.machine {
+            machine = machine.add(x);
+        }
+    }
+    let (idle, steal) = machine.shares().unwrap_or((0.0, 0.0));
+    println!(
+            "{:<14} {:>11.0} {:>11.0} {:>6.2}   {:>6.2}/{:>6.2}/{:>6.2}   {:>6.2}/{:>6.2}/{:>6.2}   {:>7.0}  {:>4.0}%/{:>3.0}%",
+            w.label,
+            n,
+            mm,
+            if n > 0.0 { mm / n } else { 0.0 },
+            np,
+            ns,
+            nc,
+            mp,
+            ms,
+            mc,
+            ceiling(mp, ms, mc),
+            idle,
+            steal
+        );
+    ok
+}
+
 fn main() -> ExitCode {
     if std::env::args().any(|a| a == "--list") {
         return ExitCode::SUCCESS;
@@ -226,77 +314,27 @@ fn main() -> ExitCode {
         "idle/steal"
     );
     let mut failed = false;
+    let nut_side = Side {
+        port: nut.port,
+        pid: nut.pid,
+        servers: server_pids.clone(),
+    };
+    let m_side = Side {
+        port: m.port,
+        pid: m.pid,
+        servers: server_pids.clone(),
+    };
     for w in workloads() {
         if !only.is_empty() && !only.iter().any(|o| o == w.command) {
             continue;
         }
-        // Size the runs from a warm-up through nutcracker.
-        let warm = match run_once(nut.port, nut.pid, &server_pids, &w, w.warmup, &dir) {
-            Ok(r) => r,
-            Err(e) => {
-                println!("{:<14} warm-up failed: {e}", w.label);
-                failed = true;
-                continue;
-            }
-        };
-        let requests = ((warm.rps * seconds) as u64).max(1000);
-        let (mut n_runs, mut m_runs) = (Vec::new(), Vec::new());
-        for _ in 0..rounds {
-            for (who, port, pid) in [("n", nut.port, nut.pid), ("m", m.port, m.pid)] {
-                match run_once(port, pid, &server_pids, &w, requests, &dir) {
-                    Ok(r) if who == "n" => n_runs.push(r),
-                    Ok(r) => m_runs.push(r),
-                    Err(e) => {
-                        println!("{:<14} {who} run failed: {e}", w.label);
-                        failed = true;
-                    }
-                }
-            }
-        }
-        let n = median(n_runs.iter().map(|r| r.rps).collect());
-        let mm = median(m_runs.iter().map(|r| r.rps).collect());
-        let cols = |runs: &[Run]| {
-            (
-                us_per_req(runs, |r| r.proxy),
-                us_per_req(runs, |r| r.servers),
-                us_per_req(runs, |r| r.client),
-            )
-        };
-        let (np, ns, nc) = cols(&n_runs);
-        let (mp, ms, mc) = cols(&m_runs);
-        let ceiling = |p: f64, s: f64, c: f64| {
-            let t = p + s + c;
-            if t > 0.0 {
-                cores as f64 * 1e6 / t
-            } else {
-                0.0
-            }
-        };
-        let mut machine = cpu::Machine::default();
-        for r in n_runs.iter().chain(&m_runs) {
-            if let Some(x) = r.machine {
-                machine = machine.add(x);
-            }
-        }
-        let (idle, steal) = machine.shares().unwrap_or((0.0, 0.0));
-        println!(
-            "{:<14} {:>11.0} {:>11.0} {:>6.2}   {:>6.2}/{:>6.2}/{:>6.2}   {:>6.2}/{:>6.2}/{:>6.2}   {:>7.0}  {:>4.0}%/{:>3.0}%",
-            w.label,
-            n,
-            mm,
-            if n > 0.0 { mm / n } else { 0.0 },
-            np,
-            ns,
-            nc,
-            mp,
-            ms,
-            mc,
-            ceiling(mp, ms, mc),
-            idle,
-            steal
-        );
+        failed |= !side_by_side(&w, rounds, seconds, &nut_side, &m_side, cores, &dir);
     }
     println!("us/req p/s/c: CPU microseconds per request of the proxy, the servers and redis-benchmark; ceiling: mithril's req/s bound on {cores} cores at that CPU; idle/steal: the machine's during the runs");
+    drop((m, nut, set));
+    if std::env::var("GROUPS").map_or(true, |v| v != "0") {
+        failed |= !groups::section(&bin, &only, rounds, seconds, cores, &dir);
+    }
     support::remove_temp_dir(&dir);
     if failed {
         ExitCode::FAILURE
