@@ -6,7 +6,9 @@
 //! to the replicas their priority names; `SENTINEL FAILOVER` of one group
 //! and a killed master of the other are each served from the new master
 //! soon after `+switch-master` (the figure is printed); every write
-//! mithril acknowledged is on the new master. At threads 1, 2 and 4.
+//! mithril acknowledged is on the new master, and the writes caught in
+//! the planned failover wait for it rather than fail. At threads 1, 2
+//! and 4.
 
 mod support;
 
@@ -69,10 +71,15 @@ fn wait_replicated(set: &StandaloneSet, m: usize) {
 }
 
 /// Writes `prefix:N` for N = 0, 1, ... through mithril until stopped; the
-/// keys acknowledged with +OK.
-fn writer(addr: String, prefix: String, stop: Arc<AtomicBool>) -> thread::JoinHandle<Vec<String>> {
+/// keys acknowledged with +OK, and the other answers.
+fn writer(
+    addr: String,
+    prefix: String,
+    stop: Arc<AtomicBool>,
+) -> thread::JoinHandle<(Vec<String>, Vec<String>)> {
     thread::spawn(move || {
         let mut acked = Vec::new();
+        let mut errors = Vec::new();
         let mut c = Conn::connect(&addr);
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
@@ -80,11 +87,17 @@ fn writer(addr: String, prefix: String, stop: Arc<AtomicBool>) -> thread::JoinHa
             n += 1;
             match c.try_pipeline(&[argv(&["SET", &k, "v"])]) {
                 Ok(r) if r[0] == ok() => acked.push(k),
-                Ok(_) => thread::sleep(Duration::from_millis(2)),
-                Err(_) => c = Conn::connect(&addr),
+                Ok(r) => {
+                    errors.push(format!("{:?}", r[0]));
+                    thread::sleep(Duration::from_millis(2))
+                }
+                Err(e) => {
+                    errors.push(e.to_string());
+                    c = Conn::connect(&addr)
+                }
             }
         }
-        acked
+        (acked, errors)
     })
 }
 
@@ -199,7 +212,14 @@ fn failover_is_served_from_the_new_master(threads: usize) {
     assert_eq!(new1, format!("127.0.0.1:{}", set.port(1)));
     let took1 = served_after(&addr, &new1, &format!("{tag}probe"), at1);
     stop.store(true, Ordering::Relaxed);
-    let acked = w.join().unwrap();
+    let (acked, errors) = w.join().unwrap();
+    // Writes caught in the promotion waited for the new master: none failed.
+    assert!(
+        errors.is_empty(),
+        "{} errors: {:?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
     let mut direct = Conn::connect(&new1);
     let lost: Vec<&String> = acked
         .iter()
@@ -222,7 +242,7 @@ fn failover_is_served_from_the_new_master(threads: usize) {
     thread::sleep(Duration::from_millis(200));
     // The writes so far reached the replica before the kill.
     stop.store(true, Ordering::Relaxed);
-    let acked_before = w.join().unwrap();
+    let (acked_before, _) = w.join().unwrap();
     wait_replicated(&set, 2);
     set.kill(2);
     let stop = Arc::new(AtomicBool::new(false));
@@ -231,7 +251,7 @@ fn failover_is_served_from_the_new_master(threads: usize) {
     assert_eq!(new2, format!("127.0.0.1:{}", set.port(3)));
     let took2 = served_after(&addr, &new2, &format!("{tag2}probe"), at2);
     stop.store(true, Ordering::Relaxed);
-    let acked_after = w.join().unwrap();
+    let (acked_after, errors2) = w.join().unwrap();
     let mut direct = Conn::connect(&new2);
     for k in acked_before.iter().chain(&acked_after) {
         assert_eq!(
@@ -242,9 +262,11 @@ fn failover_is_served_from_the_new_master(threads: usize) {
     }
     eprintln!(
         "threads {threads}: served from the new master {} ms after +switch-master \
-         (SENTINEL FAILOVER), {} ms (killed master); {} + {} writes acknowledged, none lost",
+         (SENTINEL FAILOVER, no error), {} ms (killed master, {} errors while no master \
+         answered); {} + {} writes acknowledged, none lost",
         took1.as_millis(),
         took2.as_millis(),
+        errors2.len(),
         acked.len(),
         acked_before.len() + acked_after.len()
     );

@@ -541,6 +541,22 @@ impl Placement {
         self.conns.pool_for(PoolKey { db, ..key })
     }
 
+    /// Whether `unit` is a group whose master a sentinel is replacing:
+    /// its requests may wait for the new one (cold: asked only when the
+    /// unit has no master).
+    #[cold]
+    pub fn held(&self, unit: Unit) -> bool {
+        let pool = self.pool_of_unit(unit);
+        match self.map.pools.get(usize::from(pool)) {
+            Some(PoolMap {
+                layout: Layout::Groups { held, .. },
+                base,
+                ..
+            }) => held.contains(&unit.wrapping_sub(*base)),
+            _ => false,
+        }
+    }
+
     /// The pool whose range holds `unit`.
     fn pool_of_unit(&self, unit: Unit) -> u16 {
         self.map

@@ -123,16 +123,21 @@ impl GroupsSource {
     /// The pool's part of the map as last learnt.
     pub fn part(&self) -> Topology {
         let now = Instant::now();
+        let failing = |i: usize| self.failing[i].is_some_and(|(until, _)| until > now);
         let groups: Vec<(String, Option<SocketAddr>, Vec<SocketAddr>)> = (0..self.groups.len())
             .map(|i| {
-                let failing = self.failing[i].is_some_and(|(until, _)| until > now);
-                let master = if failing { None } else { self.masters[i] };
+                let master = if failing(i) { None } else { self.masters[i] };
                 (self.groups[i].0.clone(), master, self.replicas[i].clone())
             })
+            .collect();
+        let held = (0..self.groups.len())
+            .filter(|&i| failing(i))
+            .map(|i| i as u16)
             .collect();
         Topology::groups(
             &self.name,
             &groups,
+            held,
             self.hash,
             self.tag,
             self.random,

@@ -77,6 +77,9 @@ pub enum Layout {
         random: bool,
         /// Where reads go (from the pool's read priorities).
         reads: ReadFrom,
+        /// The groups (by index) whose master a sentinel is replacing:
+        /// no master now, a new one soon.
+        held: Vec<u16>,
     },
 }
 
@@ -201,9 +204,12 @@ impl Topology {
     /// One group pool: `groups` (name, master, replicas) in the order
     /// written. Each group with a master is a shard and its unit is the
     /// group's index; a group whose master is not known serves nothing.
+    /// `held` names the groups failing over.
+    #[allow(clippy::too_many_arguments)]
     pub fn groups(
         name: &str,
         groups: &[(String, Option<SocketAddr>, Vec<SocketAddr>)],
+        held: Vec<u16>,
         hash: GroupHash,
         tag: Option<[u8; 2]>,
         random: bool,
@@ -247,6 +253,7 @@ impl Topology {
                     tag,
                     random,
                     reads,
+                    held,
                 },
                 base: 0,
                 units: groups.len() as u32,

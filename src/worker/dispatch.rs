@@ -450,7 +450,7 @@ impl Worker {
             Some(pool) => self.send_new(cx, pool, key, |seq| {
                 InFlight::new(key, seq, frame, Purpose::Client)
             }),
-            None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
+            None => self.park_or_refuse(cx, key, unit, read, frame),
         }
     }
 

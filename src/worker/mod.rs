@@ -50,6 +50,7 @@ mod invariants;
 mod monitor;
 mod observe;
 mod overload;
+mod park;
 mod pipes;
 mod pubsub;
 mod purpose;
@@ -192,6 +193,8 @@ pub struct Worker {
     /// Requests waiting out a CLUSTERDOWN in order, by session, one wait
     /// per slot (down.rs). Empty but during a cluster's failure.
     downs: HashMap<Key, Vec<down::DownWait>>,
+    /// Requests waiting for a failing-over group's new master (park.rs).
+    parked: park::ParkLot,
     /// A request unanswered this long fails its connection (None: never).
     backend_timeout: Option<Duration>,
     /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).
@@ -271,6 +274,7 @@ impl Worker {
             idle_leases: HashMap::new(),
             retrying: GenSlab::new(),
             downs: HashMap::new(),
+            parked: park::ParkLot::default(),
             backend_timeout: (cfg.backend_timeout_ms > 0)
                 .then(|| Duration::from_millis(cfg.backend_timeout_ms)),
             clusterdown_waits: retry::clusterdown_waits(
@@ -438,6 +442,9 @@ impl Worker {
             self.cache_masters(cx);
         }
         self.subscribers_follow_topology(cx);
+        if !self.parked.is_empty() {
+            self.unpark(cx);
+        }
     }
 
     /// Connections of pools the new map no longer names, and idle leases
@@ -539,6 +546,9 @@ impl Worker {
         self.pipes_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
         self.revoke_tick(cx);
+        if !self.parked.is_empty() {
+            self.unpark(cx);
+        }
         if !self.replfeed.is_empty() {
             self.feeds_tick(cx);
         }
