@@ -278,6 +278,18 @@ fn reads_follow_the_read_priorities() {
     };
     // predixy's defaults: the master (50) over replicas (0).
     assert_eq!(run(""), (50, 0));
+    // INFO names the pool's kind and its two servers.
+    let m = Mithril::start(
+        bin(),
+        &[],
+        &pool_conf(free_port(), "crc16", std::slice::from_ref(&group), ""),
+    );
+    let info = m.conn().cmd(&["INFO", "backends"]);
+    let text = String::from_utf8_lossy(info.as_bulk().unwrap_or_default()).into_owned();
+    assert!(
+        text.contains("pool0:name=p,kind=groups,") && text.contains(",servers=2,"),
+        "{text}"
+    );
     // A replica of higher priority takes every read.
     assert_eq!(run("replica-read-priority 60"), (0, 50));
     // Equal priorities share them.

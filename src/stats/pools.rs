@@ -32,8 +32,10 @@ pub struct PoolView<'a> {
     /// Its index (`Shared::pools`, `Topology::pools`).
     pub index: usize,
     pub name: &'a str,
-    /// A ring of standalone servers (else a Redis Cluster).
+    /// A ring of standalone servers (else a Redis Cluster or groups).
     pub ring: bool,
+    /// Master-replica groups (predixy's standalone and Sentinel pools).
+    pub groups: bool,
     /// The addresses its clients connect to.
     pub listen: &'a [String],
     pub counters: PoolCounters,
@@ -49,6 +51,8 @@ impl PoolView<'_> {
     pub fn kind(&self) -> &'static str {
         if self.ring {
             "ring"
+        } else if self.groups {
+            "groups"
         } else {
             "cluster"
         }
@@ -172,6 +176,7 @@ pub fn pools<'a>(shared: &'a Shared, topo: &'a Topology, t: &'a Totals) -> Vec<P
                 index,
                 name: &map.name,
                 ring: matches!(map.layout, Layout::Ring { .. }),
+                groups: matches!(map.layout, Layout::Groups { .. }),
                 listen: runtime.map_or(&[][..], |r| r.listen.as_slice()),
                 counters: t.pool(index),
                 server_ejects,
