@@ -6,9 +6,11 @@
 //! ring slot is reserved (so the session's replies keep their order), and
 //! it is sent once a map names the new master, in the order parked. It
 //! was never sent, so sending it to the new master is safe for a write
-//! too. One still parked when the group's hold ends without a master, or
-//! after the pool's timeout, gets the unserved-unit error; so does one
-//! that finds [`MAX_PARKED`] requests parked already.
+//! too. One still parked when the group's hold ends without a master (the
+//! hold lasts [`LONGEST_PARK`] at most) gets the unserved-unit error; so
+//! does one that finds [`MAX_PARKED`] requests parked already. The pool's
+//! `timeout` does not shorten the wait: it bounds a server's answer, and
+//! a parked request is at no server yet.
 //!
 //! Owns: the parked requests (a FIFO per worker). Reacts at two points:
 //! a map installed (`unpark`), and the tick (deadlines). Never: park a
@@ -28,7 +30,7 @@ use std::time::{Duration, Instant};
 /// with the unserved-unit error. Each holds its frame until it leaves.
 pub(super) const MAX_PARKED: usize = 4096;
 
-/// The longest a request stays parked when the pool sets no timeout.
+/// The longest a request stays parked: a sentinel's hold at most.
 const LONGEST_PARK: Duration = crate::topology::sentinel::FAILOVER_HOLD;
 
 pub(super) struct Parked {
@@ -66,13 +68,6 @@ impl Worker {
         if !self.place.held(unit) || self.parked.0.len() >= MAX_PARKED {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         }
-        let pool = self.pool_of(key);
-        let wait = self
-            .shared
-            .pools
-            .get(pool)
-            .and_then(|p| p.timeout)
-            .map_or(LONGEST_PARK, |t| t.min(LONGEST_PARK));
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
@@ -83,7 +78,7 @@ impl Worker {
             unit,
             read,
             frame,
-            until: cx.now + wait,
+            until: cx.now + LONGEST_PARK,
         });
     }
 
