@@ -174,6 +174,15 @@ impl Acceptor {
             if self.shared.shutting_down.load(Ordering::Acquire) {
                 return;
             }
+            if self.shared.handed_over.load(Ordering::Acquire) && !self.listeners.is_empty() {
+                // The new process accepts on the same sockets; this one
+                // goes on answering handoff requests for its workers.
+                for (l, _) in &mut self.listeners {
+                    crate::upgrade::forget(std::os::fd::AsRawFd::as_raw_fd(&*l));
+                    let _ = self.poll.registry().deregister(l);
+                }
+                self.listeners.clear();
+            }
             retry_soon = false;
             // Connections established before this instant are all taken
             // by this pass (`shared::block_order`).

@@ -19,6 +19,8 @@ use reactor::daemon::{Notifier, Pidfile, StartReport};
 /// The service-side state of one run.
 pub struct Service {
     pidfile: Mutex<Option<Pidfile>>,
+    /// The pidfile to take once the old process hands over (`--upgrade`).
+    later: Option<String>,
     report: Mutex<Option<StartReport>>,
     notifier: Option<Notifier>,
 }
@@ -26,11 +28,13 @@ pub struct Service {
 impl Service {
     pub fn new(
         pidfile: Option<Pidfile>,
+        later: Option<String>,
         report: Option<StartReport>,
         notifier: Option<Notifier>,
     ) -> Service {
         Service {
             pidfile: Mutex::new(pidfile),
+            later,
             report: Mutex::new(report),
             notifier,
         }
@@ -91,5 +95,46 @@ impl Lifecycle for Service {
 
     fn exiting_now(&self) {
         self.remove_pidfile();
+    }
+
+    fn handed_over(&self) {
+        // The new process writes its own pid there: unlock, keep the file.
+        if let Some(p) = lock(&self.pidfile).take() {
+            p.disown();
+        }
+    }
+
+    fn took_over(&self) {
+        if let Some(path) = &self.later {
+            // The old process released it before answering DONE; a moment
+            // more is allowed for its unlock to land.
+            let mut tries = 0;
+            let got = loop {
+                match Pidfile::acquire(std::path::Path::new(path)) {
+                    Ok(p) => break Some(p),
+                    Err(e) if tries >= 100 => {
+                        log::warn!(target: "mithril::daemon", "cannot take the pidfile after the upgrade: {e}");
+                        break None;
+                    }
+                    Err(_) => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                    }
+                }
+            };
+            if let Some(mut p) = got {
+                match p.write_pid(std::process::id()) {
+                    Ok(()) => {
+                        log::info!(target: "mithril::daemon", "pid {} written to {}", std::process::id(), path)
+                    }
+                    Err(e) => {
+                        log::warn!(target: "mithril::daemon", "cannot write pidfile {path}: {e}")
+                    }
+                }
+                *lock(&self.pidfile) = Some(p);
+            }
+        }
+        // systemd follows the new process (NotifyAccess=all in the unit).
+        self.notify(&format!("MAINPID={}", std::process::id()));
     }
 }

@@ -31,4 +31,5 @@ pub mod session;
 pub mod shared;
 pub mod stats;
 pub mod topology;
+pub mod upgrade;
 pub mod worker;

@@ -48,7 +48,23 @@ fn main() -> ExitCode {
     let base = std::env::current_dir().unwrap_or_else(|_| "/".into());
     cfg.logfile = absolute(&base, &cfg.logfile);
     cfg.pidfile = absolute(&base, &cfg.pidfile);
+    cfg.upgrade_socket = absolute(&base, &cfg.upgrade_socket);
     let reread = rereader(&cli, &cfg, base);
+    if cli.upgrade {
+        // The running process's listening sockets, before anything is
+        // bound (they are used by address as the listeners are made).
+        if cfg.upgrade_socket.is_empty() {
+            eprintln!(
+                "mithril: --upgrade needs upgrade-socket in the configuration (the socket the \
+                 running mithril listens on)"
+            );
+            return ExitCode::from(1);
+        }
+        if let Err(e) = mithril::upgrade::take_over(Path::new(&cfg.upgrade_socket)) {
+            eprintln!("mithril: {e}");
+            return ExitCode::from(1);
+        }
+    }
 
     let notifier = match Notifier::from_env() {
         None => None,
@@ -59,7 +75,9 @@ fn main() -> ExitCode {
         }
     };
     let mut daemonize = cfg.daemonize;
-    if daemonize && notifier.is_some() {
+    // An upgrade started by the service manager (ExecReload) must return
+    // once the new process serves: -d is honoured then.
+    if daemonize && notifier.is_some() && !cli.upgrade {
         eprintln!(
             "mithril: warning: NOTIFY_SOCKET is set: a service manager supervises this process, \
              so it stays in the foreground (daemonize ignored)"
@@ -67,7 +85,9 @@ fn main() -> ExitCode {
         daemonize = false;
     }
 
-    let pidfile = if cfg.pidfile.is_empty() {
+    // Taking over, the old process holds the pidfile until it hands over.
+    let later = (cli.upgrade && !cfg.pidfile.is_empty()).then(|| cfg.pidfile.clone());
+    let pidfile = if cfg.pidfile.is_empty() || cli.upgrade {
         None
     } else {
         match Pidfile::acquire(Path::new(&cfg.pidfile)) {
@@ -118,7 +138,7 @@ fn main() -> ExitCode {
         None
     };
 
-    let service = Arc::new(daemon::Service::new(pidfile, report, notifier));
+    let service = Arc::new(daemon::Service::new(pidfile, later, report, notifier));
     if let Err(e) = mithril::logging::init(cfg.loglevel, &cfg.logfile) {
         let why = format!("cannot open logfile '{}': {e}", cfg.logfile);
         eprintln!("mithril: {why}");
@@ -207,6 +227,7 @@ fn rereader(
         let mut cfg = loaded.config;
         cfg.logfile = absolute(&base, &cfg.logfile);
         cfg.pidfile = absolute(&base, &cfg.pidfile);
+        cfg.upgrade_socket = absolute(&base, &cfg.upgrade_socket);
         Ok(cfg)
     }))
 }

@@ -54,6 +54,12 @@ pub trait Lifecycle: Send + Sync {
     fn stopping(&self) {}
     /// A second shutdown signal: the process exits right after this.
     fn exiting_now(&self) {}
+    /// A new process took the listening sockets (`crate::upgrade`): this
+    /// one no longer owns the pidfile.
+    fn handed_over(&self) {}
+    /// This process took over from an old one, which has stopped
+    /// accepting: the pidfile and the service manager's main PID are ours.
+    fn took_over(&self) {}
 }
 
 /// No hooks.
@@ -71,7 +77,7 @@ fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
                 .map_err(|_| StartError(format!("bind: '{a}' is not an IP address")))?,
         };
         let addr = SocketAddr::new(ip, cfg.port);
-        match reactor::net::listen(addr, cfg.tcp_backlog) {
+        match crate::upgrade::listen(addr, cfg.tcp_backlog) {
             Ok(l) => {
                 log::info!(target: "mithril::server", "listening on {addr}");
                 out.push(l);
@@ -120,7 +126,7 @@ fn bind_pools(
                         pool.name
                     ))
                 })?;
-            match reactor::net::listen(addr, backlog) {
+            match crate::upgrade::listen(addr, backlog) {
                 Ok(listener) => {
                     log::info!(target: "mithril::server", "pool {}: listening on {addr}", pool.name);
                     out.push((listener, i));
@@ -469,6 +475,7 @@ pub fn run_reloadable(
         next_client_id: AtomicU64::new(1),
         named_clients: Default::default(),
         shutting_down: AtomicBool::new(false),
+        handed_over: AtomicBool::new(false),
         workers: slots,
         started,
         rejected_connections: AtomicU64::new(0),
@@ -527,6 +534,7 @@ pub fn run_reloadable(
         let shared = shared.clone();
         let notifiers = notifiers.clone();
         let life = life.clone();
+        let acceptor_waker = acceptor_waker.clone();
         std::thread::Builder::new()
             .name("signals".into())
             .spawn(move || loop {
@@ -543,23 +551,11 @@ pub fn run_reloadable(
                         let _ = shared.reload.run(&shared, "SIGHUP");
                     }
                     _ => {
-                        if shared.shutting_down.swap(true, Ordering::AcqRel) {
+                        let why = format!("received signal {sig}");
+                        if !begin_shutdown(&shared, &notifiers, &acceptor_waker, &*life, &why) {
                             log::warn!(target: "mithril::server", "second shutdown signal: exiting now");
                             life.exiting_now();
                             std::process::exit(0);
-                        }
-                        log::info!(target: "mithril::server", "received signal {sig}: shutting down after in-flight requests");
-                        life.stopping();
-                        let _ = acceptor_waker.wake();
-                        for (w, n) in shared.workers.iter().zip(&notifiers) {
-                            // A full mailbox cannot refuse a shutdown for
-                            // long: retry until it is taken.
-                            let mut msg = WorkerMsg::Shutdown;
-                            while let Err(back) = w.tx.send(msg) {
-                                msg = back;
-                                std::thread::sleep(Duration::from_millis(1));
-                            }
-                            n.wake_now();
                         }
                     }
                 }
@@ -570,6 +566,32 @@ pub fn run_reloadable(
         .spawn(shared.clone())
         .map_err(|e| StartError(format!("metrics thread: {e}")))?;
     life.ready();
+    let took_over = crate::upgrade::pending();
+    if took_over {
+        // Serving: the old process may stop accepting now.
+        crate::upgrade::finish().map_err(|e| StartError(format!("--upgrade: {e}")))?;
+        log::info!(target: "mithril::upgrade", "took over from the old process, which drains");
+        life.took_over();
+    }
+    if !shared.config.upgrade_socket.is_empty() {
+        let path = std::path::PathBuf::from(&shared.config.upgrade_socket);
+        let listener = crate::upgrade::bind(&path, took_over)
+            .map_err(|e| StartError(format!("upgrade-socket {}: {e}", path.display())))?;
+        let (shared, notifiers, waker, life) = (
+            shared.clone(),
+            notifiers.clone(),
+            acceptor_waker.clone(),
+            life.clone(),
+        );
+        std::thread::Builder::new()
+            .name("upgrade".into())
+            .spawn(move || {
+                crate::upgrade::serve(listener, path, || {
+                    handed_over(shared, notifiers, waker, life)
+                })
+            })
+            .map_err(|e| StartError(format!("upgrade thread: {e}")))?;
+    }
 
     for t in worker_threads {
         let _ = t.join();
@@ -579,6 +601,64 @@ pub fn run_reloadable(
     let _ = topo_thread.join();
     log::info!(target: "mithril::server", "mithril stopped");
     Ok(())
+}
+
+/// The first shutdown: stop accepting, tell every worker to drain. False
+/// when one had begun already.
+fn begin_shutdown(
+    shared: &Shared,
+    notifiers: &[reactor::Notifier],
+    acceptor_waker: &mio::Waker,
+    life: &dyn Lifecycle,
+    why: &str,
+) -> bool {
+    if shared.shutting_down.swap(true, Ordering::AcqRel) {
+        return false;
+    }
+    log::info!(target: "mithril::server", "{why}: shutting down after in-flight requests");
+    life.stopping();
+    let _ = acceptor_waker.wake();
+    for (w, n) in shared.workers.iter().zip(notifiers) {
+        // A full mailbox cannot refuse a shutdown for long: retry until
+        // it is taken.
+        let mut msg = WorkerMsg::Shutdown;
+        while let Err(back) = w.tx.send(msg) {
+            msg = back;
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        n.wake_now();
+    }
+    true
+}
+
+/// A new process took the listening sockets: stop accepting, give up the
+/// pidfile, serve the clients this process has until each leaves or
+/// `shutdown-timeout` passes, then drain as on SIGTERM.
+fn handed_over(
+    shared: Arc<Shared>,
+    notifiers: Vec<reactor::Notifier>,
+    acceptor_waker: Arc<mio::Waker>,
+    life: Arc<dyn Lifecycle>,
+) {
+    shared.handed_over.store(true, Ordering::Release);
+    let _ = acceptor_waker.wake();
+    life.handed_over();
+    let deadline = Instant::now() + Duration::from_secs(shared.config.shutdown_timeout_secs);
+    let spawned = std::thread::Builder::new()
+        .name("handed-over".into())
+        .spawn(move || {
+            while shared.clients.load(Ordering::Acquire) > 0
+                && Instant::now() < deadline
+                && !shared.shutting_down.load(Ordering::Acquire)
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let why = "handed over to a new process, clients gone or shutdown-timeout over";
+            begin_shutdown(&shared, &notifiers, &acceptor_waker, &*life, why);
+        });
+    if let Err(e) = spawned {
+        log::error!(target: "mithril::upgrade", "cannot start the drain after a hand-over: {e}");
+    }
 }
 
 #[cfg(test)]

@@ -85,6 +85,11 @@ pub struct Cli {
     #[argh(option, short = 'm', arg_name = "BYTES")]
     pub mbuf_size: Option<String>,
 
+    /// take over the listening sockets of the mithril running on the
+    /// configuration's upgrade-socket, then let it drain and exit
+    #[argh(switch)]
+    pub upgrade: bool,
+
     /// the configuration file, as an alternative to -c
     #[argh(positional, arg_name = "FILE")]
     pub config_path: Option<PathBuf>,

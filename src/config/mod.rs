@@ -181,6 +181,9 @@ pub struct Config {
     pub pidfile: String,
     /// `shutdown-timeout`: seconds a SIGTERM waits for in-flight requests.
     pub shutdown_timeout_secs: u64,
+    /// `upgrade-socket`: the unix socket a new process (`--upgrade`) takes
+    /// the listening sockets through; empty means none.
+    pub upgrade_socket: String,
     /// `stats`: per-request accounting (command statistics, latency
     /// histograms, the slow log).
     pub stats: bool,
@@ -282,6 +285,7 @@ impl Default for Config {
             cluster_announce_port: 0,
             daemonize: false,
             pidfile: String::new(),
+            upgrade_socket: String::new(),
             shutdown_timeout_secs: 10,
             stats: true,
             slowlog_log_slower_than: 10_000,

@@ -62,7 +62,7 @@ fn listen(what: &str, ip: &str, port: u16) -> Result<Option<TcpListener>, String
         .parse()
         .map_err(|_| format!("{what}: '{ip}' is not an IP address"))?;
     let addr = SocketAddr::new(ip, port);
-    let l = reactor::net::listen(addr, 128)
+    let l = crate::upgrade::listen(addr, 128)
         .map_err(|e| format!("cannot listen on {addr} for {what}: {e}"))?;
     log::info!(target: "mithril::metrics", "{what} on {addr}");
     Ok(Some(l))

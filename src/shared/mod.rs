@@ -278,6 +278,9 @@ pub struct Shared {
     /// workers.
     pub named_clients: std::sync::Mutex<std::collections::HashMap<u64, (usize, reactor::Key)>>,
     pub shutting_down: AtomicBool,
+    /// A new process took the listening sockets (`crate::upgrade`): the
+    /// acceptor has stopped accepting; the clients here drain.
+    pub handed_over: AtomicBool,
     pub workers: Vec<WorkerSlot>,
     pub started: Instant,
     pub rejected_connections: AtomicU64,

@@ -615,6 +615,19 @@ pub static DIRECTIVES: &[Directive] = &[
         },
         getter: |c| vec![c.shutdown_timeout_secs.to_string()],
     },
+    Directive {
+        name: "upgrade-socket",
+        default: "\"\"",
+        summary: "unix socket through which `mithril --upgrade` takes over the listening sockets",
+        runtime_settable: false,
+        kind: Kind::Plain,
+        arity: (1, 1),
+        setter: |c, a| {
+            c.upgrade_socket = first(a).to_string();
+            Ok(())
+        },
+        getter: |c| vec![c.upgrade_socket.clone()],
+    },
     // Observability (issue 8): statistics, the slow log, metrics ports.
     Directive {
         name: "stats",
