@@ -148,8 +148,9 @@ fn select_keeps_databases_apart(threads: usize) {
     let groups: Vec<String> = (0..2)
         .map(|i| format!("127.0.0.1:{}", set.port(i)))
         .collect();
+    // The reply cache on: a hit must come from the session's database.
     let conf = format!(
-        "threads {threads}\n{}",
+        "threads {threads}\nreply-cache yes\n{}",
         pool_conf(port, "crc16", &groups, "databases 16\n")
     );
     let m = Mithril::start(bin(), &[], &conf);
@@ -178,10 +179,13 @@ fn select_keeps_databases_apart(threads: usize) {
             ok()
         );
     }
-    for db in ["0", "3", "15"] {
+    for db in ["0", "3", "15", "0", "3"] {
         assert_eq!(c.cmd(&["SELECT", db]), ok());
         for i in 0..20 {
-            assert_eq!(c.cmd(&["GET", &format!("k{i}")]), bulk(&format!("db{db}")));
+            // Twice: the second may be a cache hit.
+            for _ in 0..2 {
+                assert_eq!(c.cmd(&["GET", &format!("k{i}")]), bulk(&format!("db{db}")));
+            }
         }
         assert_eq!(c.cmd(&["GET", "{t}a"]), bulk(db));
         assert_eq!(c.cmd(&["GET", "{t}n"]), bulk("1"));
@@ -216,6 +220,28 @@ fn select_keeps_databases_apart(threads: usize) {
     // The database is the session's own: a second client starts in 0.
     let mut other = m.conn();
     assert_eq!(other.cmd(&["GET", "s"]), bulk("0"));
+    // A write in database 3 by another client is seen there, not in 0.
+    assert_eq!(other.cmd(&["SELECT", "3"]), ok());
+    assert_eq!(other.cmd(&["SET", "k1", "changed"]), ok());
+    assert_eq!(c.cmd(&["SELECT", "0"]), ok());
+    assert_eq!(c.cmd(&["GET", "k1"]), bulk("db0"));
+    assert_eq!(c.cmd(&["SELECT", "3"]), ok());
+    assert_eq!(c.cmd(&["GET", "k1"]), bulk("changed"));
+    // A blocking pop waits in the session's database.
+    let mut blocked = m.conn();
+    assert_eq!(blocked.cmd(&["SELECT", "15"]), ok());
+    blocked.send(&[b"BLPOP", b"q", b"5"]);
+    assert_eq!(other.cmd(&["LPUSH", "q", "in-3"]), Reply::Int(1));
+    assert_eq!(c.cmd(&["SELECT", "15"]), ok());
+    assert_eq!(c.cmd(&["LPUSH", "q", "in-15"]), Reply::Int(1));
+    assert_eq!(
+        blocked.read_reply(),
+        Reply::Array(Some(vec![bulk("q"), bulk("in-15")]))
+    );
+    assert_eq!(
+        other.cmd(&["LRANGE", "q", "0", "-1"]),
+        Reply::Array(Some(vec![bulk("in-3")]))
+    );
 }
 
 #[test]
