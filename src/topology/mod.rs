@@ -144,6 +144,9 @@ pub struct Refresher {
     /// connection and never answers) costs `timeout` once, not on every
     /// refresh while the cluster fails it over.
     silent: HashSet<SocketAddr>,
+    /// The sentinel watchers run (`spawn`): a sentinel learnt later gets
+    /// one at once.
+    watching: bool,
 }
 
 /// A refresh of a cluster pool that cannot succeed as configured: its
@@ -177,6 +180,7 @@ impl Refresher {
             interval,
             timeout,
             silent: HashSet::new(),
+            watching: false,
         };
         // A ring's servers are known from the start: its part needs no
         // network (health checks follow in the thread).
@@ -350,6 +354,14 @@ impl Refresher {
                 g.poll(timeout);
             }
             self.parts[i] = Arc::new(g.part());
+            if !self.watching {
+                return; // `spawn` watches every sentinel known by then
+            }
+            for addr in std::mem::take(&mut g.fresh) {
+                if let Err(e) = spawn_watcher(&self.handle, i, addr, g.sentinel_auth.clone()) {
+                    log::warn!(target: "mithril::topology", "cannot watch a sentinel: {e}");
+                }
+            }
         }
     }
 
@@ -654,34 +666,40 @@ impl Refresher {
         }
     }
 
-    pub fn spawn(self) -> std::io::Result<JoinHandle<()>> {
+    pub fn spawn(mut self) -> std::io::Result<JoinHandle<()>> {
+        self.watching = true;
         // One watcher per sentinel of each group pool: they only forward
         // what they hear, and end once the handle is stopped.
-        for (i, src) in self.sources.iter().enumerate() {
+        for (i, src) in self.sources.iter_mut().enumerate() {
             let Source::Groups(g) = src else { continue };
+            g.fresh.clear();
             for addr in &g.sentinels {
-                let (tx, stop, auth) = (
-                    self.handle.tx.clone(),
-                    self.handle.stopped.clone(),
-                    g.sentinel_auth.clone(),
-                );
-                let addr = addr.clone();
-                std::thread::Builder::new()
-                    .name("sentinel".into())
-                    .spawn(move || {
-                        sentinel::watch(addr, auth, stop, |channel, payload| {
-                            let _ = tx.send_timeout(
-                                Msg::Sentinel(i, channel, payload),
-                                Duration::from_secs(1),
-                            );
-                        })
-                    })?;
+                spawn_watcher(&self.handle, i, addr.clone(), g.sentinel_auth.clone())?;
             }
         }
         std::thread::Builder::new()
             .name("topology".into())
             .spawn(move || self.run())
     }
+}
+
+/// A thread that forwards sentinel `addr`'s events for group pool `i` to
+/// the refresher, until the handle is stopped.
+fn spawn_watcher(
+    handle: &TopologyHandle,
+    i: usize,
+    addr: String,
+    auth: Option<probe::Auth>,
+) -> std::io::Result<()> {
+    let (tx, stop) = (handle.tx.clone(), handle.stopped.clone());
+    std::thread::Builder::new()
+        .name("sentinel".into())
+        .spawn(move || {
+            sentinel::watch(addr, auth, stop, |channel, payload| {
+                let _ = tx.send_timeout(Msg::Sentinel(i, channel, payload), Duration::from_secs(1));
+            })
+        })
+        .map(|_| ())
 }
 
 #[cfg(test)]

@@ -37,6 +37,10 @@ use std::time::{Duration, Instant};
 /// starts a failover, when nothing says how it ended.
 pub const FAILOVER_HOLD: Duration = Duration::from_secs(10);
 
+/// Most sentinels one pool asks and watches (those in the file, then
+/// those learnt).
+pub const MAX_SENTINELS: usize = 16;
+
 /// A watcher's wait between two attempts to reach its sentinel.
 const WATCH_RETRY: Duration = Duration::from_millis(500);
 
@@ -59,6 +63,8 @@ pub struct GroupsSource {
     failing: Vec<Option<(Instant, Option<SocketAddr>)>>,
     /// When the sentinels were last asked.
     pub last_poll: Option<Instant>,
+    /// Sentinels learnt from `SENTINEL sentinels` that have no watcher yet.
+    pub fresh: Vec<String>,
 }
 
 /// The read rule of predixy's priorities: reads go to the highest
@@ -105,6 +111,7 @@ impl GroupsSource {
             replicas: vec![Vec::new(); n],
             failing: vec![None; n],
             last_poll: None,
+            fresh: Vec::new(),
         };
         // The written addresses: a fixed pool's whole truth, a Sentinel
         // pool's first guess.
@@ -203,6 +210,17 @@ impl GroupsSource {
             changed |= master != self.masters[i] || replicas != self.replicas[i];
             self.masters[i] = master;
             self.replicas[i] = replicas;
+            // The other sentinels watching this master, as predixy learns
+            // them: asked too from now on, and watched.
+            if let Some(v) = ask(&[b"SENTINEL", b"sentinels", name.as_bytes()]) {
+                for s in announced(&v) {
+                    if !self.sentinels.contains(&s) && self.sentinels.len() < MAX_SENTINELS {
+                        log::info!(target: "mithril::topology", "pool {}: sentinel {s} learnt from the others", self.name);
+                        self.sentinels.push(s.clone());
+                        self.fresh.push(s);
+                    }
+                }
+            }
         }
         changed
     }
@@ -301,6 +319,28 @@ fn serving_replicas(reply: &Value) -> Vec<SocketAddr> {
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// The sentinels a `SENTINEL sentinels` reply names (those not down), as
+/// `HOST:PORT`.
+fn announced(reply: &Value) -> Vec<String> {
+    let text = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_bytes)
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+    };
+    reply
+        .as_array()
+        .unwrap_or(&[])
+        .iter()
+        .filter(|r| {
+            !text(r, "flags")
+                .unwrap_or_default()
+                .split(',')
+                .any(|f| matches!(f, "s_down" | "o_down" | "disconnected"))
+        })
+        .filter_map(|r| Some(host_port(&text(r, "ip")?, &text(r, "port")?)))
+        .collect()
 }
 
 /// The refusal a sentinel gives to `sentinel-password`, worded.
