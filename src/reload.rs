@@ -27,6 +27,11 @@
 //! or changed user are handled exactly as after `ACL DELUSER` / `ACL
 //! SETUSER` (`acl::replace`, `worker/revoke.rs`).
 //!
+//! Seeds: `cluster-nodes` and a pool's `cluster-nodes` change live when
+//! the pools are otherwise the ones that run (the topology thread tries
+//! the new seeds after the nodes it knows, and refreshes at once); any
+//! other change to `cluster-nodes` or the `pool` lines is pending.
+//!
 //! Pending: every other directive is compared, through the directive
 //! table (so a new directive is covered without a list here), with the
 //! configuration the process started with; each that differs is named in
@@ -52,6 +57,10 @@ pub type ReadConfig = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>
 
 /// The directives that make up the users: compared and applied together.
 const USER_DIRECTIVES: &[&str] = &["user", "requirepass"];
+
+/// The directives that say where the pools are (`seeds`): their seeds
+/// change live, the rest of them needs a restart.
+const POOL_DIRECTIVES: &[&str] = &["cluster-nodes", "pool"];
 
 const T: &str = "mithril::reload";
 
@@ -163,8 +172,9 @@ impl Reload {
             }
         };
         let mut applied = Applied::default();
+        seeds(shared, &last.config, &cfg, &mut applied);
         for d in DIRECTIVES {
-            if USER_DIRECTIVES.contains(&d.name) {
+            if USER_DIRECTIVES.contains(&d.name) || POOL_DIRECTIVES.contains(&d.name) {
                 continue;
             }
             if d.runtime_settable {
@@ -221,6 +231,64 @@ impl Reload {
         }
         log::info!(target: T, "CONFIG REWRITE: {} written", path.display());
         Ok(())
+    }
+}
+
+/// The pools `cfg` serves with their cluster seeds left out: what must
+/// stay as it runs for seeds to change live.
+fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
+    use crate::config::pool::PoolKind;
+    let mut pools = cfg.server_pools();
+    for p in &mut pools {
+        if let PoolKind::Cluster { seeds } = &mut p.kind {
+            seeds.clear();
+        }
+    }
+    pools
+}
+
+/// The cluster seeds of each pool of `cfg`, in the pools' order (empty for
+/// a pool that is not a cluster).
+fn seed_lists(cfg: &Config) -> Vec<Vec<String>> {
+    use crate::config::pool::PoolKind;
+    cfg.server_pools()
+        .into_iter()
+        .map(|p| match p.kind {
+            PoolKind::Cluster { seeds } => seeds,
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// `cluster-nodes` and the `pool` lines: when the pools are the ones that
+/// run but for their seeds, the seeds the file changed since it was last
+/// read go to the topology thread (tried after the nodes it knows); any
+/// other change is pending.
+fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
+    if shape(cfg) != shape(&shared.config) {
+        for name in POOL_DIRECTIVES {
+            if let Some(d) = DIRECTIVES.iter().find(|d| d.name == *name) {
+                if !d.same_in(&shared.config, cfg) {
+                    applied.pending.push(d.name);
+                }
+            }
+        }
+        return;
+    }
+    let (before, after) = (seed_lists(last), seed_lists(cfg));
+    let declared_from = usize::from(!cfg.cluster_nodes.is_empty());
+    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+        if a != b {
+            shared.topology.set_seeds(i, b.clone());
+            let name = if i < declared_from {
+                "cluster-nodes"
+            } else {
+                "pool"
+            };
+            if !applied.live.contains(&name) {
+                applied.live.push(name);
+            }
+        }
     }
 }
 

@@ -299,7 +299,11 @@ fn threads_and_port_wait_for_a_restart_while_the_rest_applies() {
 fn reloads_under_traffic_drop_nothing() {
     let (_cluster, mut m) = cluster_and_mithril("threads 2\n");
     let base = fs::read_to_string(&m.conf_path).expect("read the config");
-    let other = format!("{base}maxclients 777\nuser extra on >extrapw mode write\n");
+    // A limit, a user and a seed (another node of the same cluster).
+    let other = format!(
+        "{base}maxclients 777\nuser extra on >extrapw mode write\ncluster-nodes {}\n",
+        _cluster.seeds().last().expect("a seed")
+    );
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let clients: Vec<_> = (0..4)
         .map(|i| {
@@ -479,4 +483,36 @@ fn a_nutcracker_yml_is_read_again_as_at_start() {
     assert_eq!(c.cmd(&["GET", "nc:k"]), bulk("1"));
     drop(child);
     remove_temp_dir(&dir);
+}
+
+/// A seed added by a reload is used: mithril started on a seed where
+/// nothing listens serves nothing; the file gains the cluster's real seed,
+/// CONFIG RELOAD applies it live (nothing pending), and requests succeed.
+#[test]
+fn a_seed_added_by_a_reload_is_used() {
+    let cluster = RedisCluster::start(ClusterSpec {
+        masters: 1,
+        ..ClusterSpec::default()
+    });
+    let dead = format!("127.0.0.1:{}", free_port());
+    let mut m = Mithril::start(bin(), &[dead], "");
+    let mut c = m.conn();
+    assert!(c.cmd(&["SET", "k", "v"]).is_error(), "no map yet");
+    let base = fs::read_to_string(&m.conf_path).expect("read the config");
+    fs::write(
+        &m.conf_path,
+        format!("{base}cluster-nodes {}\n", cluster.seeds()[0]),
+    )
+    .expect("write the config");
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    wait_until("the new seed's map", WAIT, || {
+        (c.cmd(&["SET", "k", "v"]) == ok()).then_some(())
+    });
+    assert_eq!(c.cmd(&["GET", "k"]), bulk("v"));
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
+    assert!(m.log().contains("seeds now"), "{}", m.log());
+    m.stop();
 }

@@ -54,6 +54,8 @@ enum Msg {
     Stop,
     /// A sentinel's event for group pool `pool`: (channel, payload).
     Sentinel(usize, String, String),
+    /// New seeds for cluster pool `pool` (a reload).
+    Seeds(usize, Vec<String>),
 }
 
 /// The shared, read-mostly side of the topology.
@@ -90,6 +92,14 @@ impl TopologyHandle {
 
     pub fn refresh_count(&self) -> u64 {
         self.refreshes.load(Ordering::Relaxed)
+    }
+
+    /// Cluster pool `pool` is found from `seeds` from now on (a reload):
+    /// tried after the nodes of its current map, with a refresh at once.
+    pub fn set_seeds(&self, pool: usize, seeds: Vec<String>) {
+        let _ = self
+            .tx
+            .send_timeout(Msg::Seeds(pool, seeds), Duration::from_secs(1));
     }
 
     pub fn stop(&self) {
@@ -343,6 +353,14 @@ impl Refresher {
         }
         log::warn!(target: "mithril::topology", "pool {name}: cannot load the cluster topology from any known node (last: {last_err})");
         None
+    }
+
+    /// Cluster pool `i`'s seeds from now on (a reload).
+    fn set_seeds(&mut self, i: usize, new: Vec<String>) {
+        if let Some(Source::Cluster { name, seeds, .. }) = self.sources.get_mut(i) {
+            log::info!(target: "mithril::topology", "pool {name}: seeds now {}", new.join(" "));
+            *seeds = new;
+        }
     }
 
     /// Ask group pool `i`'s sentinels (if it has any) and rebuild its
@@ -619,6 +637,10 @@ impl Refresher {
                     self.sentinel_event(i, &channel, &payload);
                     continue;
                 }
+                Ok(Msg::Seeds(i, seeds)) => {
+                    self.set_seeds(i, seeds);
+                    asked = true;
+                }
                 Ok(Msg::Refresh) => {
                     asked = true;
                     // A worker ejected a ring's server: the ring without
@@ -636,6 +658,7 @@ impl Refresher {
                             Ok(Msg::Sentinel(i, channel, payload)) => {
                                 self.sentinel_event(i, &channel, &payload)
                             }
+                            Ok(Msg::Seeds(i, seeds)) => self.set_seeds(i, seeds),
                             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                             Err(RecvTimeoutError::Timeout) => break,
                         }
@@ -648,6 +671,10 @@ impl Refresher {
                     Msg::Stop => return,
                     Msg::Sentinel(i, channel, payload) => {
                         self.sentinel_event(i, &channel, &payload)
+                    }
+                    Msg::Seeds(i, seeds) => {
+                        self.set_seeds(i, seeds);
+                        asked = true;
                     }
                     Msg::Refresh => {}
                 }
