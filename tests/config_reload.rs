@@ -516,3 +516,90 @@ fn a_seed_added_by_a_reload_is_used() {
     assert!(m.log().contains("seeds now"), "{}", m.log());
     m.stop();
 }
+
+/// A SET of a `len`-byte value on a fresh connection (the acceptor spreads
+/// them over the workers): its reply. Only the header is sent first: a
+/// refusal comes from it (and the connection closes), an acceptance needs
+/// the value.
+fn big_set(m: &Mithril, len: usize) -> Reply {
+    let mut c = m.conn();
+    let head = format!("*3\r\n$3\r\nSET\r\n$3\r\nbig\r\n${len}\r\n");
+    c.write_raw(head.as_bytes()).expect("write the header");
+    if let Ok(r) = c.try_read_reply(Duration::from_millis(200)) {
+        return r;
+    }
+    let mut rest = vec![b'x'; len];
+    rest.extend_from_slice(b"\r\n");
+    // A refusal slower than the wait above closes the connection under
+    // the write: its reply is read all the same.
+    let _ = c.write_raw(&rest);
+    c.try_read_reply(Duration::from_secs(10))
+        .expect("a reply to the SET")
+}
+
+/// Limits change live on every worker: CONFIG SET lowers
+/// proto-max-bulk-len and a request past it is refused as Redis refuses
+/// it, on whichever worker it lands; a reload of a file that raises it
+/// lets the request through again; CONFIG GET shows each value in force.
+fn limits_change_live(threads: usize) {
+    let (_cluster, m) = cluster_and_mithril(&format!("threads {threads}\n"));
+    let mut c = m.conn();
+    assert_eq!(big_set(&m, 2 << 20), ok());
+    assert_eq!(c.cmd(&["CONFIG", "SET", "proto-max-bulk-len", "1mb"]), ok());
+    assert_eq!(config_get(&mut c, "proto-max-bulk-len"), "1048576");
+    // Taken at each worker's next tick.
+    wait_until("every worker refuses", WAIT, || {
+        (0..threads * 3)
+            .all(|_| big_set(&m, 2 << 20) == err("ERR Protocol error: invalid bulk length"))
+            .then_some(())
+    });
+    assert_eq!(big_set(&m, 900 << 10), ok());
+    // The file says 4mb: a reload applies it (the file changed it).
+    append_conf(&m, "proto-max-bulk-len 4mb\nbackend-timeout 7000\n");
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(config_get(&mut c, "proto-max-bulk-len"), "4194304");
+    assert_eq!(config_get(&mut c, "backend-timeout"), "7000");
+    wait_until("every worker takes 4mb", WAIT, || {
+        (0..threads * 3)
+            .all(|_| big_set(&m, 2 << 20) == ok())
+            .then_some(())
+    });
+    assert_eq!(
+        big_set(&m, 5 << 20),
+        err("ERR Protocol error: invalid bulk length")
+    );
+    assert_eq!(
+        info_text_field(&mut c, "server", "config_pending_restart"),
+        ""
+    );
+    // Several classes at once, Redis's form; the others keep theirs.
+    assert_eq!(
+        c.cmd(&[
+            "CONFIG",
+            "SET",
+            "client-output-buffer-limit",
+            "pubsub 1mb 512kb 30"
+        ]),
+        ok()
+    );
+    let v = config_get(&mut c, "client-output-buffer-limit");
+    assert!(
+        v.contains("pubsub 1048576 524288 30") && v.contains("normal"),
+        "{v}"
+    );
+}
+
+#[test]
+fn limits_change_live_threads_1() {
+    limits_change_live(1);
+}
+
+#[test]
+fn limits_change_live_threads_2() {
+    limits_change_live(2);
+}
+
+#[test]
+fn limits_change_live_threads_4() {
+    limits_change_live(4);
+}

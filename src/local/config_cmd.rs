@@ -1,7 +1,8 @@
 //! CONFIG: read mithril's own settings, change those that may change at
 //! run time (`loglevel`, `maxclients`, `maxmemory`, `timeout`,
 //! `slowlog-log-slower-than`, `slowlog-max-len`, `reply-cache`,
-//! `reply-cache-size`, `reply-cache-max-age`, `tracking-table-max-keys`).
+//! `reply-cache-size`, `reply-cache-max-age`, `tracking-table-max-keys`,
+//! and the limits and timeouts of `shared::LIVE_LIMITS`).
 //!
 //! CONFIG GET reads the startup `Config` through the directive table, with
 //! live exceptions: the settable directives show their current values
@@ -81,7 +82,13 @@ fn running(shared: &Shared) -> Config {
     let mut cfg = shared.config.clone();
     for d in DIRECTIVES.iter().filter(|d| d.runtime_settable) {
         if let Some(v) = shown_value(shared, d) {
-            let _ = d.set(&mut cfg, &[&v]);
+            // A value of several words (client-output-buffer-limit) is
+            // given as the file writes it.
+            let mut words: Vec<&str> = v.split_whitespace().collect();
+            if words.len() < 2 {
+                words = vec![v.as_str()];
+            }
+            let _ = d.set(&mut cfg, &words);
         }
     }
     cfg
@@ -120,6 +127,9 @@ fn shown_value(shared: &Shared, d: &Directive) -> Option<String> {
                 .to_string(),
         ),
         "requirepass" if shared.admin.has_password() => Some(HIDDEN_PASSWORD.to_string()),
+        name if crate::shared::LIVE_LIMITS.contains(&name) => {
+            d.value(&shared.live.limits.lock().unwrap_or_else(|p| p.into_inner()))
+        }
         _ => d.value(&shared.config),
     }
 }
@@ -250,8 +260,31 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
             | "reply-cache"
             | "reply-cache-size"
             | "reply-cache-max-age"
-            | "tracking-table-max-keys" => {
+            | "tracking-table-max-keys"
+            | "proto-max-bulk-len"
+            | "query-buffer-limit"
+            | "client-output-high-water"
+            | "client-output-total-limit"
+            | "backend-timeout"
+            | "connect-timeout" => {
                 if let Err(why) = d.set(&mut scratch, &[value.unwrap_or("")]) {
+                    return set_failed(d.name.as_bytes(), &why);
+                }
+            }
+            "client-output-buffer-limit" => {
+                // Redis's form: one value of CLASS HARD SOFT SECONDS words;
+                // the classes it leaves out keep their limits.
+                let words: Vec<&str> = value.unwrap_or("").split_whitespace().collect();
+                let now = shared
+                    .live
+                    .limits
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                scratch.output_limit_normal = now.output_limit_normal;
+                scratch.output_limit_pubsub = now.output_limit_pubsub;
+                scratch.output_limit_replica = now.output_limit_replica;
+                if let Err(why) = d.set(&mut scratch, &words) {
                     return set_failed(d.name.as_bytes(), &why);
                 }
             }
@@ -306,6 +339,13 @@ pub(crate) fn apply_live(shared: &Shared, d: &Directive, cfg: &Config) -> bool {
             .live
             .tracking_table_max_keys
             .store(cfg.tracking_table_max_keys, Relaxed),
+        name if crate::shared::LIVE_LIMITS.contains(&name) => {
+            let mut limits = shared.live.limits.lock().unwrap_or_else(|p| p.into_inner());
+            if d.copy(cfg, &mut limits).is_err() {
+                return false;
+            }
+            shared.live.limits_gen.fetch_add(1, Relaxed);
+        }
         _ => return false,
     }
     true

@@ -346,7 +346,25 @@ pub struct Live {
     /// `tracking-table-max-keys` (whole process; 0: no bound): workers
     /// take it at each tick.
     pub tracking_table_max_keys: AtomicU64,
+    /// The limits and timeouts of [`LIVE_LIMITS`] as they are now (the
+    /// other fields are the start's): CONFIG SET and a reload change them
+    /// here and move `limits_gen`; workers take them at their next tick.
+    pub limits: std::sync::Mutex<crate::config::Config>,
+    pub limits_gen: AtomicU64,
 }
+
+/// The limits and timeouts that change while mithril runs, through
+/// `Live::limits` (besides `maxclients`, `maxmemory` and `timeout`, which
+/// have atomics of their own).
+pub const LIVE_LIMITS: &[&str] = &[
+    "proto-max-bulk-len",
+    "query-buffer-limit",
+    "client-output-high-water",
+    "client-output-buffer-limit",
+    "client-output-total-limit",
+    "backend-timeout",
+    "connect-timeout",
+];
 
 impl Live {
     pub fn new(cfg: &crate::config::Config) -> Live {
@@ -359,6 +377,8 @@ impl Live {
             reply_cache_size: AtomicU64::new(cfg.reply_cache_size),
             reply_cache_max_age_secs: AtomicU64::new(cfg.reply_cache_max_age_secs),
             tracking_table_max_keys: AtomicU64::new(cfg.tracking_table_max_keys),
+            limits: std::sync::Mutex::new(cfg.clone()),
+            limits_gen: AtomicU64::new(0),
         }
     }
 }

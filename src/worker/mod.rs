@@ -197,6 +197,8 @@ pub struct Worker {
     parked: park::ParkLot,
     /// A request unanswered this long fails its connection (None: never).
     backend_timeout: Option<Duration>,
+    /// The `Live::limits_gen` this worker's limits were taken at.
+    limits_gen: u64,
     /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).
     clusterdown_waits: u8,
     commands: u64,
@@ -275,6 +277,7 @@ impl Worker {
             retrying: GenSlab::new(),
             downs: HashMap::new(),
             parked: park::ParkLot::default(),
+            limits_gen: 0,
             backend_timeout: (cfg.backend_timeout_ms > 0)
                 .then(|| Duration::from_millis(cfg.backend_timeout_ms)),
             clusterdown_waits: retry::clusterdown_waits(
@@ -501,6 +504,32 @@ impl Worker {
         }
     }
 
+    /// The limits and timeouts CONFIG SET or a reload changed
+    /// (`shared::LIVE_LIMITS`), in force from this tick on: requests
+    /// parsed, outputs checked and connections opened from now on use
+    /// them; what already runs keeps what it had.
+    #[cold]
+    fn take_limits(&mut self, gen: u64) {
+        self.limits_gen = gen;
+        let c = self
+            .shared
+            .live
+            .limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.limits.max_bulk_len = c.proto_max_bulk_len.min(usize::MAX as u64) as usize;
+        self.query_limit = c.query_buffer_limit.min(usize::MAX as u64) as usize;
+        self.connect_timeout = Duration::from_millis(c.connect_timeout_ms);
+        self.backend_timeout =
+            (c.backend_timeout_ms > 0).then(|| Duration::from_millis(c.backend_timeout_ms));
+        let o = &mut self.overload;
+        o.high_water = c.client_output_high_water.min(usize::MAX as u64) as usize;
+        o.normal = c.output_limit_normal;
+        o.pubsub = c.output_limit_pubsub;
+        o.replica = c.output_limit_replica;
+        o.total_limit = c.client_output_total_limit;
+    }
+
     /// Drop connections whose oldest unanswered request passed their
     /// pool's `timeout` (or `backend-timeout`; blocking leases and
     /// subscribers are exempt).
@@ -546,6 +575,10 @@ impl Worker {
         self.pipes_tick(cx);
         self.observe_tick(cx); // observe: publish the statistics
         self.revoke_tick(cx);
+        let gen = self.shared.live.limits_gen.load(Ordering::Relaxed);
+        if gen != self.limits_gen {
+            self.take_limits(gen);
+        }
         if !self.parked.is_empty() {
             self.unpark(cx);
         }

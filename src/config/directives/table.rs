@@ -167,7 +167,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "connect-timeout",
         default: "1000",
         summary: "milliseconds to wait for a TCP connection to a cluster node",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {
@@ -180,7 +180,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "backend-timeout",
         default: "5000",
         summary: "milliseconds a node may take to answer before its connection is dropped; 0 = no limit",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {
@@ -193,7 +193,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "proto-max-bulk-len",
         default: "64mb",
         summary: "largest bulk string accepted from a client",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Size,
         arity: (1, 1),
         setter: |c, a| {
@@ -206,7 +206,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "query-buffer-limit",
         default: "128mb",
         summary: "largest request, and most bytes buffered from one client, before it is disconnected",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Size,
         arity: (1, 1),
         setter: |c, a| {
@@ -219,7 +219,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "client-output-high-water",
         default: "4mb",
         summary: "unsent output at which a client's requests wait until half of it has drained",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Size,
         arity: (1, 1),
         setter: |c, a| {
@@ -245,7 +245,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "client-output-buffer-limit",
         default: "normal 256mb 0 0 pubsub 32mb 8mb 60 replica 256mb 64mb 60",
         summary: "CLASS HARD SOFT SECONDS: disconnect a client whose unsent output passes a limit",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (4, 12),
         setter: set_output_limits,
@@ -268,7 +268,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "client-output-total-limit",
         default: "512mb",
         summary: "output held for all clients together; past it the client holding the most is disconnected; 0 = no limit",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Size,
         arity: (1, 1),
         setter: |c, a| {
