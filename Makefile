@@ -61,7 +61,7 @@ build:
 # time on the shared pipes (backend-sharding yes with four workers, put
 # before each test's own settings: see tests/support/mithril.rs).
 SHARDED_SUITES := proxy_core command_surface correctness resilience hostile_input fanout_as_one_server \
-	reply_cache reply_cache_workers client_tracking daemon_lifecycle pool_commands
+	reply_cache reply_cache_workers client_tracking daemon_lifecycle pool_commands pool_groups
 
 test: check-redis
 	$(CARGO) test --workspace
