@@ -22,7 +22,7 @@
 //! in some worker's mailbox, ahead of the question.
 
 use crate::config::Placement;
-use crate::shared::{Accepted, Shared, Ticket, WorkerMsg};
+use crate::shared::{Accepted, ListenerChange, Shared, Ticket, WorkerMsg};
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::io::{self, Write};
@@ -174,6 +174,7 @@ impl Acceptor {
             if self.shared.shutting_down.load(Ordering::Acquire) {
                 return;
             }
+            self.take_listener_changes();
             if self.shared.handed_over.load(Ordering::Acquire) && !self.listeners.is_empty() {
                 // The new process accepts on the same sockets; this one
                 // goes on answering handoff requests for its workers.
@@ -230,6 +231,57 @@ impl Acceptor {
                     Ok(()) => answered[w] = asked[w],
                     // A full mailbox: answer on the next pass.
                     Err(_) => retry_soon = true,
+                }
+            }
+        }
+    }
+
+    /// Listeners a reload added (accepted on from now on) or removed
+    /// (closed, and every worker told, so that its clients drain).
+    fn take_listener_changes(&mut self) {
+        let changes = std::mem::take(
+            &mut *self
+                .shared
+                .listener_changes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        for change in changes {
+            match change {
+                ListenerChange::Add(mut l, addr, pool) => {
+                    let token = Token(self.listeners.len());
+                    match self
+                        .poll
+                        .registry()
+                        .register(&mut l, token, Interest::READABLE)
+                    {
+                        Ok(()) => {
+                            log::info!(target: "mithril::acceptor", "accepting on {addr} (a reload added it)");
+                            self.listeners.push((l, pool));
+                        }
+                        Err(e) => {
+                            log::warn!(target: "mithril::acceptor", "cannot accept on {addr}: {e}")
+                        }
+                    }
+                }
+                ListenerChange::Remove(addr) => {
+                    let at = self
+                        .listeners
+                        .iter()
+                        .position(|(l, _)| l.local_addr().is_ok_and(|a| a == addr));
+                    if let Some(i) = at {
+                        let (mut l, _) = self.listeners.swap_remove(i);
+                        crate::upgrade::forget(std::os::fd::AsRawFd::as_raw_fd(&l));
+                        let _ = self.poll.registry().deregister(&mut l);
+                        log::info!(target: "mithril::acceptor", "no longer accepting on {addr} (a reload removed it); its clients drain");
+                    }
+                    for w in &self.shared.workers {
+                        let mut msg = WorkerMsg::ListenerGone(addr);
+                        while let Err(back) = w.tx.send(msg) {
+                            msg = back;
+                            std::thread::sleep(Duration::from_millis(1));
+                        }
+                    }
                 }
             }
         }

@@ -27,10 +27,13 @@
 //! or changed user are handled exactly as after `ACL DELUSER` / `ACL
 //! SETUSER` (`acl::replace`, `worker/revoke.rs`).
 //!
-//! Seeds: `cluster-nodes` and a pool's `cluster-nodes` change live when
-//! the pools are otherwise the ones that run (the topology thread tries
-//! the new seeds after the nodes it knows, and refreshes at once); any
-//! other change to `cluster-nodes` or the `pool` lines is pending.
+//! Seeds and listeners: `cluster-nodes`, a pool's `cluster-nodes`, `bind`,
+//! `port` and a pool's `listen` change live when the pools are otherwise
+//! the ones that run: the topology thread tries the new seeds after the
+//! nodes it knows, and refreshes at once; a new listener is bound here
+//! and handed to the acceptor, a removed one closed and its clients
+//! drained (they read nothing more, get their replies and are closed).
+//! Any other change to the pools is pending.
 //!
 //! Pending: every other directive is compared, through the directive
 //! table (so a new directive is covered without a list here), with the
@@ -60,7 +63,7 @@ const USER_DIRECTIVES: &[&str] = &["user", "requirepass"];
 
 /// The directives that say where the pools are (`seeds`): their seeds
 /// change live, the rest of them needs a restart.
-const POOL_DIRECTIVES: &[&str] = &["cluster-nodes", "pool"];
+const POOL_DIRECTIVES: &[&str] = &["cluster-nodes", "pool", "bind", "port"];
 
 const T: &str = "mithril::reload";
 
@@ -243,6 +246,7 @@ fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
         if let PoolKind::Cluster { seeds } = &mut p.kind {
             seeds.clear();
         }
+        p.listen.clear();
     }
     pools
 }
@@ -275,6 +279,7 @@ fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
         }
         return;
     }
+    listeners(shared, last, cfg, applied);
     let (before, after) = (seed_lists(last), seed_lists(cfg));
     let declared_from = usize::from(!cfg.cluster_nodes.is_empty());
     for (i, (a, b)) in before.iter().zip(&after).enumerate() {
@@ -290,6 +295,54 @@ fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
             }
         }
     }
+}
+
+/// Listeners the file added (bound here, so that a failure is logged
+/// with the reload) or removed, per pool, handed to the acceptor; the
+/// clients of a removed one drain.
+fn listeners(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
+    use crate::shared::ListenerChange;
+    let (before, after) = (last.server_pools(), cfg.server_pools());
+    let mut changes = Vec::new();
+    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+        let backlog = if b.backlog > 0 {
+            b.backlog as i32
+        } else {
+            cfg.tcp_backlog
+        };
+        for l in b.listen.iter().filter(|l| !a.listen.contains(l)) {
+            let bound = crate::server::listen_addr(l)
+                .ok_or_else(|| format!("cannot resolve {l}"))
+                .and_then(|addr| {
+                    crate::upgrade::listen(addr, backlog)
+                        .map(|s| (s, addr))
+                        .map_err(|e| format!("cannot listen on {addr}: {e}"))
+                });
+            match bound {
+                Ok((s, addr)) => changes.push(ListenerChange::Add(s, addr, i)),
+                Err(e) => {
+                    log::warn!(target: T, "pool {}: {e}; the rest of the reload applies", b.name)
+                }
+            }
+        }
+        for l in a.listen.iter().filter(|l| !b.listen.contains(l)) {
+            if let Some(addr) = crate::server::listen_addr(l) {
+                changes.push(ListenerChange::Remove(addr));
+            }
+        }
+    }
+    if changes.is_empty() {
+        return;
+    }
+    shared
+        .listener_changes
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend(changes);
+    if let Some(w) = shared.acceptor.get() {
+        let _ = w.wake();
+    }
+    applied.live.push("listeners");
 }
 
 /// One line for what was applied; a warning naming what waits for a

@@ -94,6 +94,17 @@ fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
     Ok(out)
 }
 
+/// The socket address of a `listen` line (`*:PORT`: every IPv4 address).
+pub(crate) fn listen_addr(text: &str) -> Option<SocketAddr> {
+    let text = match text.strip_prefix("*:") {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => text.to_string(),
+    };
+    crate::topology::probe::resolve(&text)
+        .ok()
+        .and_then(|a| a.into_iter().next())
+}
+
 /// Binds every declared pool's `listen` addresses (the default pool's
 /// come from `bind` and `port`, above); each listener with its pool.
 fn bind_pools(
@@ -113,19 +124,12 @@ fn bind_pools(
             cfg.tcp_backlog
         };
         for l in &pool.listen {
-            let text = match l.strip_prefix("*:") {
-                Some(port) => format!("0.0.0.0:{port}"),
-                None => l.clone(),
-            };
-            let addr = crate::topology::probe::resolve(&text)
-                .ok()
-                .and_then(|a| a.into_iter().next())
-                .ok_or_else(|| {
-                    StartError(format!(
-                        "pool {}: cannot resolve listen address {l}",
-                        pool.name
-                    ))
-                })?;
+            let addr = listen_addr(l).ok_or_else(|| {
+                StartError(format!(
+                    "pool {}: cannot resolve listen address {l}",
+                    pool.name
+                ))
+            })?;
             match crate::upgrade::listen(addr, backlog) {
                 Ok(listener) => {
                     log::info!(target: "mithril::server", "pool {}: listening on {addr}", pool.name);
@@ -476,6 +480,7 @@ pub fn run_reloadable(
         named_clients: Default::default(),
         shutting_down: AtomicBool::new(false),
         handed_over: AtomicBool::new(false),
+        listener_changes: Default::default(),
         workers: slots,
         started,
         rejected_connections: AtomicU64::new(0),

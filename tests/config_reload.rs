@@ -259,31 +259,36 @@ fn a_broken_file_changes_nothing_and_names_its_line() {
 }
 
 #[test]
-fn threads_and_port_wait_for_a_restart_while_the_rest_applies() {
+fn threads_waits_for_a_restart_while_port_and_the_rest_apply() {
     let (_cluster, m) = cluster_and_mithril("threads 2\n");
     let mut c = m.conn();
     let other_port = free_port();
     let before = append_conf(&m, &format!("threads 3\nport {other_port}\ntimeout 42\n"));
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    // The port moved live: the new one accepts, the old one refuses, and
+    // the client that came through it is drained after its reply.
+    let mut c = wait_until("the new port", WAIT, || {
+        Conn::try_connect(&format!("127.0.0.1:{other_port}")).ok()
+    });
     assert_eq!(
         info_text_field(&mut c, "server", "config_pending_restart"),
-        "port,threads"
+        "threads"
     );
-    assert!(
-        m.log().contains("pending restart: port, threads"),
-        "{}",
-        m.log()
-    );
-    // Not applied: the same workers, the same port, nothing on the new one.
+    assert!(m.log().contains("pending restart: threads"), "{}", m.log());
+    // Not applied: the same workers.
     assert_eq!(info_text_field(&mut c, "server", "threads"), "2");
     assert_eq!(config_get(&mut c, "threads"), "2");
-    assert_eq!(m.conn().cmd(&["PING"]), Reply::Simple("PONG".into()));
-    assert!(Conn::try_connect(&format!("127.0.0.1:{other_port}")).is_err());
+    wait_until("the old port refusing", WAIT, || {
+        Conn::try_connect(&m.addr()).is_err().then_some(())
+    });
     // The rest is.
     assert_eq!(config_get(&mut c, "timeout"), "42");
     // Put back, nothing is pending any more.
     fs::write(&m.conf_path, before).expect("write the config");
     assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    let mut c = wait_until("the first port again", WAIT, || {
+        Conn::try_connect(&m.addr()).ok()
+    });
     assert_eq!(
         info_text_field(&mut c, "server", "config_pending_restart"),
         ""
@@ -602,4 +607,69 @@ fn limits_change_live_threads_2() {
 #[test]
 fn limits_change_live_threads_4() {
     limits_change_live(4);
+}
+
+/// Listeners change live: a reload that moves a pool's `listen` from A to
+/// B accepts on B at once, refuses on A, and drains the clients that came
+/// through A (the reload's own reply arrives, then the connection closes),
+/// on every worker; nothing is pending.
+fn listeners_move_live(threads: usize) {
+    let set = StandaloneSet::start(1);
+    let a = free_port();
+    let conf = format!(
+        "threads {threads}\nport {a}\npool p listen 127.0.0.1:{a}\npool p server 127.0.0.1:{}:1\n",
+        set.port(0)
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    // Clients on every worker, through A.
+    let mut through_a: Vec<Conn> = (0..threads * 2).map(|_| m.conn()).collect();
+    for c in &mut through_a {
+        assert_eq!(c.cmd(&["SET", "k", "a"]), ok());
+    }
+    let b = free_port();
+    let text = fs::read_to_string(&m.conf_path).expect("read the config");
+    fs::write(
+        &m.conf_path,
+        text.replace(
+            &format!("pool p listen 127.0.0.1:{a}"),
+            &format!("pool p listen 127.0.0.1:{b}"),
+        ),
+    )
+    .expect("write the config");
+    assert_eq!(through_a[0].cmd(&["CONFIG", "RELOAD"]), ok());
+    let mut on_b = wait_until("accepting on B", WAIT, || {
+        Conn::try_connect(&format!("127.0.0.1:{b}")).ok()
+    });
+    assert_eq!(on_b.cmd(&["GET", "k"]), bulk("a"));
+    assert_eq!(
+        info_text_field(&mut on_b, "server", "config_pending_restart"),
+        ""
+    );
+    wait_until("A refusing", WAIT, || {
+        Conn::try_connect(&format!("127.0.0.1:{a}"))
+            .is_err()
+            .then_some(())
+    });
+    // The clients that came through A are closed, on every worker.
+    for c in &mut through_a {
+        assert!(
+            c.is_closed(WAIT),
+            "a client of the removed listener still open"
+        );
+    }
+}
+
+#[test]
+fn listeners_move_live_threads_1() {
+    listeners_move_live(1);
+}
+
+#[test]
+fn listeners_move_live_threads_2() {
+    listeners_move_live(2);
+}
+
+#[test]
+fn listeners_move_live_threads_4() {
+    listeners_move_live(4);
 }

@@ -94,8 +94,20 @@ pub struct Accepted {
     pub ticket: Ticket,
 }
 
+/// A listener a reload added or removed, for the acceptor to take.
+pub enum ListenerChange {
+    /// Bound already (so the reload could say why not): accept on it for
+    /// pool `pool`.
+    Add(mio::net::TcpListener, SocketAddr, usize),
+    /// Stop accepting there; its clients drain.
+    Remove(SocketAddr),
+}
+
 pub enum WorkerMsg {
     Accept(Accepted),
+    /// A reload removed this listener: the clients that came through it
+    /// drain (read nothing more, get their replies, close).
+    ListenerGone(SocketAddr),
     /// Stop reading new requests, finish what is in flight, then exit.
     Shutdown,
     /// observe: another worker's question (CLIENT LIST/KILL, INFO).
@@ -281,6 +293,9 @@ pub struct Shared {
     /// A new process took the listening sockets (`crate::upgrade`): the
     /// acceptor has stopped accepting; the clients here drain.
     pub handed_over: AtomicBool,
+    /// Listeners a reload added or removed, until the acceptor takes them
+    /// (it is woken for each).
+    pub listener_changes: std::sync::Mutex<Vec<ListenerChange>>,
     pub workers: Vec<WorkerSlot>,
     pub started: Instant,
     pub rejected_connections: AtomicU64,

@@ -478,6 +478,33 @@ impl Worker {
         }
     }
 
+    /// A reload removed the listener at `addr`: the sessions that came
+    /// through it read nothing more and close once their replies are
+    /// written (a blocked one when its block ends). A wildcard listener
+    /// owns every local address of its port.
+    #[cold]
+    fn listener_gone(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr) {
+        let came = |local: Option<SocketAddr>| {
+            local.is_some_and(|l| {
+                l.port() == addr.port() && (addr.ip().is_unspecified() || l.ip() == addr.ip())
+            })
+        };
+        for key in self.sessions.keys() {
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            if !came(s.local) || s.input().is_blocked() || s.closing() {
+                continue;
+            }
+            s.close_after_flush();
+            if s.idle() {
+                self.close_session(cx, key);
+            } else {
+                self.mark_session_dirty(key);
+            }
+        }
+    }
+
     fn begin_drain(&mut self, cx: &mut Context<'_, Timer>) {
         if self.draining.is_some() {
             return;
@@ -659,6 +686,7 @@ impl Handler for Worker {
             match msg {
                 WorkerMsg::Accept(a) => self.accept(cx, a),
                 WorkerMsg::Shutdown => self.begin_drain(cx),
+                WorkerMsg::ListenerGone(addr) => self.listener_gone(cx, addr),
                 WorkerMsg::Invalidate(m) => self.tracking_remote(*m),
                 WorkerMsg::OutputBudget => self.overload.budget_due = true,
                 other => self.observe_msg(cx, other), // observe

@@ -263,6 +263,7 @@ impl Worker {
             }
             WorkerMsg::HandedOver(n) => self.handed_over(cx, n),
             WorkerMsg::Accept(_)
+            | WorkerMsg::ListenerGone(_)
             | WorkerMsg::Shutdown
             | WorkerMsg::Invalidate(_)
             | WorkerMsg::OutputBudget => {}
