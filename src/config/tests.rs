@@ -126,6 +126,13 @@ fn table_names_are_lower_case_unique_and_runtime_ones_are_those_config_set_appli
         runtime,
         [
             "maxclients",
+            "connect-timeout",
+            "backend-timeout",
+            "proto-max-bulk-len",
+            "query-buffer-limit",
+            "client-output-high-water",
+            "client-output-buffer-limit",
+            "client-output-total-limit",
             "maxmemory",
             "reply-cache",
             "reply-cache-size",
