@@ -3,10 +3,10 @@
 //!
 //! ```text
 //!  prefill the key space directly on the nodes (so every GET hits)
-//!  run:      valgrind --tool=callgrind mithril (threads 1)
+//!  run:      valgrind --tool=callgrind mithril (threads 1), settled for S
 //!            <── redis-benchmark -c 1 -P 1 -n N -t get   (takes T seconds)
 //!            stop (SIGTERM) -> Ir_run
-//!  baseline: the same mithril under callgrind, idle for T seconds
+//!  baseline: the same mithril under callgrind, idle for S + T seconds
 //!            stop -> Ir_idle
 //!  Ir/request = (Ir_run - Ir_idle) / N
 //! ```
@@ -14,8 +14,12 @@
 //! Both runs pay the same start-up (config, topology discovery, thread
 //! start), the same ready check, timers and topology refreshes over the same
 //! length of time, and the same shutdown; the difference is what the
-//! requests cost. Ir counts user-space instructions only (valgrind does not
-//! see the kernel), so syscall cost is not in it.
+//! requests cost. The settling time S lets the first ticks run before the
+//! first request (with `reply-cache yes`, the cache turns on at a worker's
+//! first tick: a GET before it is forwarded, not looked up, and how many
+//! of those a run had varied with start-up's timing under valgrind). Ir
+//! counts user-space instructions only (valgrind does not see the kernel),
+//! so syscall cost is not in it.
 //!
 //! Owns: its cluster, two mithril-under-valgrind processes (one at a time),
 //! their wrapper scripts and callgrind output files in one temp dir, which
@@ -31,6 +35,11 @@ use crate::rb::{self, RunSpec, Target, Test};
 use crate::support::{ClusterSpec, Mithril, RedisCluster};
 use crate::vg::{prefill, stop_and_read, wrapper_script};
 use crate::{Settings, DATA_SIZE, KEYSPACE};
+
+/// How long mithril runs before the first request (see the module doc):
+/// several ticks (100 ms each) and the trackers' connections, under
+/// valgrind.
+const SETTLE: Duration = Duration::from_secs(2);
 
 /// Functions listed from `callgrind_annotate`.
 const TOP_FUNCTIONS: usize = 15;
@@ -69,6 +78,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
 
     let wrapper = wrapper_script(&dir, "run", &settings.mithril_bin, &run_out)?;
     let mut m = Mithril::start(&wrapper, &cluster.seeds(), conf);
+    std::thread::sleep(SETTLE);
     let spec = RunSpec {
         target: Target::Plain {
             port: m.port,
@@ -100,8 +110,9 @@ pub fn run(settings: &Settings) -> Result<(), String> {
 
     let wrapper = wrapper_script(&dir, "idle", &settings.mithril_bin, &idle_out)?;
     let mut m = Mithril::start(&wrapper, &cluster.seeds(), conf);
-    // The baseline's whole point is to sit idle for as long as the run took.
-    std::thread::sleep(length);
+    // The baseline's whole point is to sit idle for as long as the run
+    // took, settling included.
+    std::thread::sleep(SETTLE + length);
     let idle_ir = stop_and_read(&mut m, &idle_out)?;
     println!(
         "baseline: {idle_ir} Ir in mithril, idle for {:.1} s",
