@@ -43,8 +43,9 @@ pub struct Stamp {
 }
 
 pub struct Epochs {
-    keys: Box<[AtomicU32]>,
-    units: Box<[AtomicU32]>,
+    // Arrays of their fixed sizes: an index is masked, never checked.
+    keys: Box<[AtomicU32; KEY_COUNTERS]>,
+    units: Box<[AtomicU32; UNIT_COUNTERS]>,
 }
 
 impl Default for Epochs {
@@ -56,16 +57,17 @@ impl Default for Epochs {
 impl Epochs {
     pub fn new() -> Epochs {
         // Zeroed memory: pages are only touched once a counter moves.
-        let table = |n: usize| -> Box<[AtomicU32]> {
-            let zeroed: Box<[u32]> = vec![0u32; n].into_boxed_slice();
+        fn table<const N: usize>() -> Box<[AtomicU32; N]> {
+            let zeroed: Box<[u32]> = vec![0u32; N].into_boxed_slice();
             // SAFETY: AtomicU32 has the size, alignment and bit validity
-            // of u32, so a boxed slice of one is a boxed slice of the
-            // other (the same allocation layout is freed).
-            unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [AtomicU32]) }
-        };
+            // of u32, and the slice holds exactly N of them, so it is a
+            // boxed array of N atomics (the same allocation layout is
+            // freed).
+            unsafe { Box::from_raw(Box::into_raw(zeroed) as *mut [AtomicU32; N]) }
+        }
         Epochs {
-            keys: table(KEY_COUNTERS),
-            units: table(UNIT_COUNTERS),
+            keys: table::<KEY_COUNTERS>(),
+            units: table::<UNIT_COUNTERS>(),
         }
     }
 
@@ -88,7 +90,7 @@ impl Epochs {
     #[inline]
     pub fn prefetch(&self, index: u32) {
         let p: *const AtomicU32 = &self.keys[index as usize % KEY_COUNTERS];
-        super::table::prefetch(p as *const u8, 4);
+        super::table::prefetch_line(p as *const u8);
     }
 
     /// A write of a key counted at `index` is answered (or may have run).

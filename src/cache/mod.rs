@@ -34,6 +34,7 @@
 
 use bytes::{Bytes, BytesMut};
 use epochs::{Epochs, Stamp};
+use hints::Hints;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -361,6 +362,8 @@ pub struct ReplyCache {
     /// The process-wide write epochs (every worker's cache hashes keys
     /// with the same seed, so a key's counter is the same everywhere).
     epochs: Arc<Epochs>,
+    /// The hashes the last prefetch computed, for the lookups after it.
+    hints: Hints,
     pub admission: Admission,
     /// Every master is tracked: fills may be armed.
     pub fills_open: bool,
@@ -389,6 +392,7 @@ impl ReplyCache {
             holds: vec![0u16; HOLD_BUCKETS].into_boxed_slice(),
             seed,
             epochs,
+            hints: Hints::new(),
             admission: Admission::default(),
             fills_open: false,
             stats: CacheStats::default(),
@@ -461,7 +465,10 @@ impl ReplyCache {
         f: impl FnOnce(&Stored) -> R,
     ) -> Option<R> {
         let max_age = self.max_age_ms;
-        let h = self.hash(key);
+        let h = match self.hints.take(key) {
+            Some(h) => h,
+            None => self.hash(key),
+        };
         let stamp = self.epochs.stamp(Epochs::key_index(h), unit);
         let fresh = |e: &Entry| {
             e.stamp == stamp && (max_age == 0 || now_ms.saturating_sub(e.born) <= max_age)
@@ -498,32 +505,41 @@ impl ReplyCache {
         bucket_of(Epochs::key_index(self.hash(key)))
     }
 
-    /// Start loading what lookups of `keys` will read (see
-    /// [`Table::prefetch_index`]): every key's bucket first, then, while
-    /// those arrive, every key's entry; the old generation's too while it
-    /// holds anything, since a miss in the current one goes on there.
-    /// A lone key has its buckets loaded only, since the entry's position
-    /// is not known before they arrive; its hash is returned, for the
-    /// caller to ask for its entries ([`Self::prefetch_entries`]) once
-    /// other work has overlapped that load (the worker's read batch:
-    /// the other sessions' reads of the same turn).
-    pub fn prefetch(&self, keys: &[&[u8]]) -> Option<u64> {
-        let mut hashes = [0u64; PREFETCH_MAX];
-        let n = keys.len().min(PREFETCH_MAX);
-        for (h, k) in hashes.iter_mut().zip(&keys[..n]) {
-            *h = self.hash(k);
-            for g in &self.gens {
-                g.map.prefetch_index(*h);
-            }
-            self.epochs.prefetch(Epochs::key_index(*h));
+    /// Start loading what lookups of the first [`PREFETCH_MAX`] keys of
+    /// `keys` will read (see [`Table::prefetch_index`]): every key's
+    /// bucket first, then, while those arrive, every key's entry; the old
+    /// generation's too while it holds anything, since a miss in the
+    /// current one goes on there. A lone key has its buckets loaded only,
+    /// since the entry's position is not known before they arrive; its
+    /// hash is returned, for the caller to ask for its entries
+    /// ([`Self::prefetch_entries`]) once other work has overlapped that
+    /// load (the worker's read batch: the other sessions' reads of the
+    /// same turn). Their hashes stay as [`Hints`] for their lookups;
+    /// `keys` is taken lazily (the caller parses as it yields).
+    pub fn prefetch<'k>(&mut self, keys: impl Iterator<Item = &'k [u8]>) -> Option<u64> {
+        self.hints.clear();
+        for k in keys.take(PREFETCH_MAX) {
+            self.prefetch_buckets(k);
         }
-        if n < 2 {
-            return hashes[..n].first().copied();
+        if self.hints.len() < 2 {
+            return self.hints.hashes().next();
         }
-        for &h in &hashes[..n] {
+        for h in self.hints.hashes() {
             self.prefetch_entries(h);
         }
         None
+    }
+
+    /// Start loading the buckets and epoch counter a lookup of `key`
+    /// reads; its hash is kept as the next hint.
+    #[inline]
+    fn prefetch_buckets(&mut self, key: &[u8]) {
+        let h = self.hash(key);
+        for g in &self.gens {
+            g.map.prefetch_index(h);
+        }
+        self.epochs.prefetch(Epochs::key_index(h));
+        self.hints.push(key, h);
     }
 
     /// Start loading the entries a lookup of the key of `hash` reads (its
@@ -775,6 +791,7 @@ fn bucket_of(index: u32) -> usize {
 }
 
 pub mod epochs;
+mod hints;
 mod table;
 pub mod tracking;
 

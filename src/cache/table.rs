@@ -194,10 +194,8 @@ impl<V> Table<V> {
         if self.slots.is_empty() {
             return;
         }
-        prefetch(
-            &self.index[self.home(tag(hash))] as *const u64 as *const u8,
-            1,
-        );
+        // An aligned u64: on one line.
+        prefetch_line(&self.index[self.home(tag(hash))] as *const u64 as *const u8);
     }
 
     /// Ask the CPU to load the entry the first bucket of `hash`'s tag
@@ -233,24 +231,26 @@ impl<V> Table<V> {
 /// Prefetch every cache line of `len` bytes at `p`.
 #[inline]
 pub(super) fn prefetch(p: *const u8, len: usize) {
+    let first = p as usize & !63;
+    let last = (p as usize).wrapping_add(len.max(1) - 1) & !63;
+    let mut line = first;
+    while line <= last {
+        prefetch_line(line as *const u8);
+        line += 64;
+    }
+}
+
+/// Prefetch the cache line of `p`.
+#[inline]
+pub(super) fn prefetch_line(p: *const u8) {
+    // SAFETY: a prefetch is only a hint; it never faults nor reads into
+    // the program, whatever the address.
     #[cfg(target_arch = "x86_64")]
-    {
-        let first = p as usize & !63;
-        let last = (p as usize).wrapping_add(len.max(1) - 1) & !63;
-        let mut line = first;
-        while line <= last {
-            // SAFETY: a prefetch is only a hint; it never faults nor
-            // reads into the program, whatever the address.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    line as *const i8,
-                );
-            }
-            line += 64;
-        }
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
+    let _ = p;
 }
 
 #[cfg(test)]

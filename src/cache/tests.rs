@@ -238,3 +238,33 @@ fn a_tiny_entry_counts_at_least_its_slot_and_index() {
     let frame = vec![b'x'; 200];
     assert_eq!(cost(b"k", &frame), 1 + 200 + ENTRY_OVERHEAD);
 }
+
+#[test]
+fn a_prefetched_hash_serves_its_lookup_and_a_changed_key_at_its_address_misses() {
+    let mut c = open(1 << 20);
+    filled(&mut c, b"a", b"$1\r\n1\r\n");
+    filled(&mut c, b"b", b"$1\r\n2\r\n");
+    let mut arena = BytesMut::new();
+    let mut buf = *b"ab";
+    let (a, b) = buf.split_at(1);
+    assert_eq!(c.prefetch([a, b].into_iter()), None);
+    assert_eq!(
+        c.get(a, 0, 0, &mut arena).as_deref(),
+        Some(&b"$1\r\n1\r\n"[..])
+    );
+    assert_eq!(
+        c.get(b, 0, 0, &mut arena).as_deref(),
+        Some(&b"$1\r\n2\r\n"[..])
+    );
+    assert_eq!(c.hints.next, 2, "both lookups took the prefetch's hash");
+    // The bytes at a hinted address change before the lookup: the hint is
+    // not the key's hash, and the lookup misses (never serves "a").
+    assert!(c.prefetch([&buf[..1]].into_iter()).is_some());
+    buf[0] = b'b';
+    assert_eq!(c.get(&buf[..1], 0, 0, &mut arena), None);
+    // The hint is spent: the next lookup hashes the key.
+    assert_eq!(
+        c.get(&buf[..1], 0, 0, &mut arena).as_deref(),
+        Some(&b"$1\r\n2\r\n"[..])
+    );
+}

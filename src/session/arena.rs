@@ -40,6 +40,7 @@ impl Default for HitArena {
 impl HitArena {
     /// The buffer, with room for `need` bytes. Empty: whatever was written
     /// before was split off or cleared.
+    #[inline]
     pub fn room(&mut self, need: usize) -> &mut BytesMut {
         if self.buf.capacity() < need {
             if self.taken {

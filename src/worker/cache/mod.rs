@@ -46,7 +46,7 @@ use super::fanout::NIL_RESP2;
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
 use crate::cache::tracking::TrackingTable;
-use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, PREFETCH_MAX, TXN_HOLD};
+use crate::cache::{ReplyCache, INLINE_FRAME, MAX_FILL_KEYS, TXN_HOLD};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::resp::walk::frame_args;
 use crate::resp::Proto;
@@ -248,8 +248,8 @@ impl Worker {
     /// for each in turn (cache/table.rs); a lone GET's bucket only, and
     /// its hash is returned for the read batch to ask for its entry (see
     /// `ReplyCache::prefetch`, `Worker::run_read_batch`).
-    pub(super) fn prefetch_gets(&self, key: Key) -> Option<u64> {
-        let c = &self.cache.cache;
+    pub(super) fn prefetch_gets(&mut self, key: Key) -> Option<u64> {
+        let c = &mut self.cache.cache;
         if !self.cache.on || c.entries() == 0 {
             return None;
         }
@@ -258,17 +258,13 @@ impl Worker {
         if b.len() < SHORTEST_GET {
             return None;
         }
-        let mut keys: [&[u8]; PREFETCH_MAX] = [&[]; PREFETCH_MAX];
-        let mut n = 0;
-        while n < PREFETCH_MAX {
-            let Some((k, rest)) = crate::resp::request::leading_get(b) else {
-                break;
-            };
-            keys[n] = k;
-            n += 1;
+        // The GETs at the head, parsed as the cache asks for them (no
+        // array of keys to set up for the lone one).
+        c.prefetch(std::iter::from_fn(move || {
+            let (k, rest) = crate::resp::request::leading_get(b)?;
             b = rest;
-        }
-        c.prefetch(&keys[..n])
+            Some(k)
+        }))
     }
 
     fn cache_now_ms(&self) -> u64 {
