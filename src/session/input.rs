@@ -164,7 +164,7 @@ impl Session {
     /// a backlog, dispatched before anything more is read (the session is
     /// on the ready list).
     #[cold]
-    pub fn hold_backlog(&mut self) {
+    pub fn leave_rest_as_backlog(&mut self) {
         if let Input::Open | Input::Backlog = self.input {
             self.input = Input::Backlog;
         }

@@ -160,8 +160,8 @@ impl ReplyMode {
 
 pub use arena::HitArena;
 
-/// `Session::held_since` of a wait that is over.
-pub const HELD_OVER: u64 = 1;
+/// `Session::batch_since` of a wait that is over.
+pub const BATCH_WAIT_OVER: u64 = 1;
 
 /// Dispatches that move a session's pipelining score from one end to the
 /// other (`backend-sharding auto`).
@@ -199,12 +199,12 @@ pub struct Session {
     /// Queued on the worker's flush list this turn.
     pub dirty: bool,
     /// The ring sequence of the first request of its latest read: the
-    /// replies to one read leave together when they can (`holds_back`).
+    /// replies to one read leave together when they can (`waits_for_batch`).
     pub batch_start: u64,
     /// Since when (the loop's µs clock, at least 2) its ready replies wait
-    /// for the rest of their read's; 0 while none wait, `HELD_OVER` once
-    /// the wait is cut short (`Timer::Release`).
-    pub held_since: u64,
+    /// for the rest of their read's (a batch wait); 0 while none wait,
+    /// `BATCH_WAIT_OVER` once the wait is cut short (`Timer::BatchWait`).
+    pub batch_since: u64,
     /// Whether it reads, whether it dispatches, and what wakes it: open,
     /// paused, at a gate, blocked, closing (see `input`).
     input: Input,
@@ -422,7 +422,7 @@ impl Session {
             pushes: VecDeque::new(),
             dirty: false,
             batch_start: 0,
-            held_since: 0,
+            batch_since: 0,
             input: Input::Open,
             eof: false,
             hup: false,

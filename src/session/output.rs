@@ -12,7 +12,7 @@
 //! Never: block, or keep what the socket did not take anywhere but the
 //! write queue (the rest waits for writability).
 
-use super::{Session, HELD_OVER};
+use super::{Session, BATCH_WAIT_OVER};
 use crate::stats::WorkerStats;
 use bytes::Bytes;
 use reactor::writev::{IoBatch, MAX_IOV};
@@ -81,8 +81,8 @@ impl Session {
     }
 
     /// Whether its ready replies should wait for the rest of their read's
-    /// (at most `hold_us` from `held_since`): the replies to a pipelined
-    /// read then leave in one write, which the client takes in one read,
+    /// (a batch wait, at most `batch_wait_us` from `batch_since`): the
+    /// replies to a pipelined read then leave in one write, which the client takes in one read,
     /// instead of one write per node that answered part of it. They wait
     /// only when all of them belong to the latest read (every earlier
     /// read's replies have left), some of that read's are still to come,
@@ -90,8 +90,8 @@ impl Session {
     /// a transaction or a WATCH (they may wait long by design), nor for a
     /// session paused on its dispatch window (its flush lets it go on).
     #[inline]
-    pub fn holds_back(&self, now_us: u64, hold_us: u64) -> bool {
-        hold_us > 0
+    pub fn waits_for_batch(&self, now_us: u64, batch_wait_us: u64) -> bool {
+        batch_wait_us > 0
             && !self.ring.all_ready()
             && self.ring.front_ready()
             && self.ring.base() >= self.batch_start
@@ -101,9 +101,9 @@ impl Session {
             && self.txn.is_none()
             && self.pin.is_none()
             && !self.input.is_paused()
-            && (self.held_since == 0
-                || (self.held_since != HELD_OVER
-                    && now_us.saturating_sub(self.held_since) < hold_us))
+            && (self.batch_since == 0
+                || (self.batch_since != BATCH_WAIT_OVER
+                    && now_us.saturating_sub(self.batch_since) < batch_wait_us))
     }
 
     /// Write everything that may leave: one `writev` of up to 256 frames at

@@ -79,7 +79,7 @@ pub struct PipeInbox {
     /// Other workers' requests written on its pipes.
     pub served: std::sync::atomic::AtomicU64,
     /// Sessions that waited for their replies to move.
-    pub held: std::sync::atomic::AtomicU64,
+    pub move_waits: std::sync::atomic::AtomicU64,
 }
 
 impl PipeInbox {
@@ -97,7 +97,7 @@ impl PipeInbox {
             writes: Default::default(),
             sessions: Default::default(),
             served: Default::default(),
-            held: Default::default(),
+            move_waits: Default::default(),
         }
     }
 

@@ -29,13 +29,14 @@
 //!
 //! Arrival order (more than one worker): clients blocked on one node are
 //! served by it in the order their commands reached mithril, as on a
-//! single server. A blocking command is held, its session blocked and its
-//! lease taken, until `shared::block_order` lets it go (every worker has
+//! single server. A blocking command waits (an in-order wait), its
+//! session blocked and its lease taken, until `shared::block_order` lets it go (every worker has
 //! read what arrived before it, no earlier one for that node is on its
 //! way, its lease has been answered on); it is looked at again at the end
-//! of every turn and leaves the order once written. A held command whose
-//! client left gives its lease back; one whose lease failed is answered
-//! as a request that could not be sent. Nothing is held with one worker.
+//! of every turn and leaves the order once written. A waiting command
+//! whose client left gives its lease back; one whose lease failed is
+//! answered as a request that could not be sent. Nothing waits so with
+//! one worker.
 
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
@@ -55,8 +56,8 @@ const IDLE_LEASES: usize = 16;
 /// that filled them may have left some for the next.
 const EVENTS_PER_POLL: usize = 1024;
 
-/// A blocking command held until it may go in arrival order.
-pub(super) struct Held {
+/// A blocking command waiting until it may go in arrival order.
+pub(super) struct InOrderWait {
     id: u64,
     addr: SocketAddr,
     lease: Key,
@@ -66,8 +67,8 @@ pub(super) struct Held {
 /// This worker's part of `shared::block_order`.
 #[derive(Default)]
 pub(super) struct InOrder {
-    /// Blocking commands held, oldest first (one per blocked session).
-    pub held: Vec<Held>,
+    /// Blocking commands waiting, oldest first (one per blocked session).
+    pub waiting: Vec<InOrderWait>,
     /// Those queued on their lease this turn: they leave the order once
     /// written.
     went: Vec<u64>,
@@ -118,14 +119,14 @@ impl Worker {
         let arrived = s.arrived;
         let f = InFlight::new(key, seq, frame, Purpose::Blocking);
         if self.shared.workers.len() > 1 {
-            return self.hold_in_order(addr, lease, arrived, f);
+            return self.wait_in_order(addr, lease, arrived, f);
         }
         self.send_on(lease, f);
     }
 
-    /// Hold a blocking command until it may go in arrival order
+    /// Keep a blocking command waiting until it may go in arrival order
     /// (`shared::block_order`): looked at again at the end of every turn.
-    fn hold_in_order(&mut self, addr: SocketAddr, lease: Key, arrived: u64, f: InFlight) {
+    fn wait_in_order(&mut self, addr: SocketAddr, lease: Key, arrived: u64, f: InFlight) {
         // A read without a stamp: its own time stands in.
         let stamp = if arrived == 0 {
             reactor::stamp::now_ns()
@@ -135,10 +136,12 @@ impl Worker {
         self.in_order.next_id += 1;
         let id = self.in_order.next_id;
         self.shared.block_order.enter(addr, stamp, self.id, id);
-        self.in_order.held.push(Held { id, addr, lease, f });
+        self.in_order
+            .waiting
+            .push(InOrderWait { id, addr, lease, f });
     }
 
-    /// End of turn, before the writes: every held blocking command that
+    /// End of turn, before the writes: every waiting blocking command that
     /// may go now is queued on its lease (written by this turn's flush);
     /// one whose client left is dropped, one whose lease failed answered
     /// as a request that could not be sent.
@@ -147,10 +150,10 @@ impl Worker {
         let order = &order.block_order;
         let mut kept = Vec::new();
         let mut behind = 0u64;
-        for h in std::mem::take(&mut self.in_order.held) {
+        for h in std::mem::take(&mut self.in_order.waiting) {
             let (session, seq) = (h.f.session, h.f.seq);
             if !self.still_blocked(session, seq) {
-                // Left while held: the lease carries nothing of it.
+                // Left while waiting: the lease carries nothing of it.
                 order.leave(self.id, h.id);
                 if self
                     .backends
@@ -189,8 +192,8 @@ impl Worker {
                 Err(Wait::Earlier) => kept.push(h),
             }
         }
-        self.in_order.held = kept;
-        order.set_waiting(self.id, !self.in_order.held.is_empty());
+        self.in_order.waiting = kept;
+        order.set_waiting(self.id, !self.in_order.waiting.is_empty());
         if behind != 0 {
             self.wake_workers(behind);
             // A worker's reading is bounded by the acceptor's handing over.
@@ -228,12 +231,12 @@ impl Worker {
         self.wake_workers(others);
     }
 
-    /// Whether `session`'s blocking command is held for `lease` (debug
-    /// checks: the lease then carries nothing of it yet).
+    /// Whether `session`'s blocking command waits in order for `lease`
+    /// (debug checks: the lease then carries nothing of it yet).
     #[cfg(debug_assertions)]
-    pub(super) fn holds_on(&self, lease: Key, session: Key) -> bool {
+    pub(super) fn waits_in_order_on(&self, lease: Key, session: Key) -> bool {
         self.in_order
-            .held
+            .waiting
             .iter()
             .any(|h| h.lease == lease && h.f.session == session)
     }

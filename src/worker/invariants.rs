@@ -18,9 +18,10 @@ impl Worker {
         s.check_invariants();
         if let Some(lease) = s.input().lease() {
             assert!(
-                self.backends.get(lease).is_some_and(
-                    |b| b.role == Role::Lease && (b.carries(key) || self.holds_on(lease, key))
-                ),
+                self.backends
+                    .get(lease)
+                    .is_some_and(|b| b.role == Role::Lease
+                        && (b.carries(key) || self.waits_in_order_on(lease, key))),
                 "client {}: blocked on lease {lease:?}, which does not carry its command",
                 s.id
             );

@@ -135,9 +135,9 @@ pub enum Timer {
     /// Look for a script running long sooner than the tick would
     /// (`scripts.rs`, armed while script calls are in flight).
     ScriptWatch,
-    /// The replies held for the rest of their read (`Worker::held`) leave
-    /// now, whatever is still to come.
-    Release,
+    /// The replies in a batch wait (`Worker::batch_waiting`) leave now,
+    /// whatever is still to come.
+    BatchWait,
 }
 
 pub struct Worker {
@@ -154,14 +154,15 @@ pub struct Worker {
     keepalive: Option<Duration>,
     connect_timeout: Duration,
     dirty_sessions: Vec<Key>,
-    /// Sessions whose ready replies wait for the rest of their read
-    /// (`Session::holds_back`), until `Timer::Release` at the latest: it is
-    /// armed when the first enters an empty list and empties it, so it is
-    /// armed exactly while the list is not empty. `hold_us` is the longest
-    /// wait, 0 for none. A session is listed once per wait, so the list is
-    /// bounded by the sessions times the waits one can start in `hold_us`.
-    held: Vec<Key>,
-    hold_us: u64,
+    /// Sessions in a batch wait: their ready replies wait for the rest of
+    /// their read (`Session::waits_for_batch`), until `Timer::BatchWait` at
+    /// the latest: it is armed when the first enters an empty list and
+    /// empties it, so it is armed exactly while the list is not empty.
+    /// `batch_wait_us` (`reply-batch-wait-us`) is the longest wait, 0 for
+    /// none. A session is listed once per wait, so the list is bounded by
+    /// the sessions times the waits one can start in `batch_wait_us`.
+    batch_waiting: Vec<Key>,
+    batch_wait_us: u64,
     dirty_backends: Vec<Key>,
     /// Sessions whose read in this turn's events was a lone GET, with its
     /// key's hash, dispatched together in the fabric phase
@@ -262,8 +263,8 @@ impl Worker {
             backends: GenSlab::with_capacity(64),
             place,
             dirty_sessions: Vec::with_capacity(1024),
-            held: Vec::new(),
-            hold_us: cfg.reply_batch_wait_us,
+            batch_waiting: Vec::new(),
+            batch_wait_us: cfg.reply_batch_wait_us,
             dirty_backends: Vec::with_capacity(64),
             read_batch: Vec::new(),
             ready_sessions: Vec::new(),
@@ -731,7 +732,7 @@ impl Handler for Worker {
                 self.tick(cx);
             }
             Timer::ScriptWatch => self.script_watch(cx),
-            Timer::Release => self.release_held(),
+            Timer::BatchWait => self.end_batch_waits(),
             Timer::Retry(key) => self.retry_now(cx, key),
             Timer::Down(session, slot) => self.down_timer(cx, id, session, slot),
             Timer::ConnectTimeout(key) => {
@@ -748,7 +749,7 @@ impl Handler for Worker {
 
     fn before_sleep(&mut self, cx: &mut Context<'_, Timer>) {
         self.monitor_flush(cx);
-        if !self.in_order.held.is_empty() {
+        if !self.in_order.waiting.is_empty() {
             self.blocking_in_order(cx);
         }
         self.flush_backends(cx);

@@ -202,7 +202,7 @@ pub(super) enum Steer {
     Moved(bool),
     /// It must move with replies outstanding: it waits at a gate of its
     /// own until they are in (`Worker::pipe_moved`).
-    Hold,
+    Wait,
 }
 
 /// Before a session's next request is dispatched (`yes` and `auto`): its
@@ -215,7 +215,7 @@ pub(super) fn steer(s: &mut Session, mode: Sharding, verdict: bool) -> Steer {
     if s.moving {
         // A gate of its own opened meanwhile: it still waits.
         s.wait_gate();
-        return Steer::Hold;
+        return Steer::Wait;
     }
     let busy = !s.ring.is_empty();
     s.pipe_score = if busy {
@@ -247,17 +247,17 @@ pub(super) fn steer(s: &mut Session, mode: Sharding, verdict: bool) -> Steer {
     }
     s.moving = true;
     s.wait_gate();
-    Steer::Hold
+    Steer::Wait
 }
 
 impl Worker {
     /// A session's next request waits for its replies to move
-    /// (`Steer::Hold`): counted, and looked at again at each tick.
+    /// (`Steer::Wait`): counted, and looked at again at each tick.
     #[cold]
-    pub(super) fn pipe_hold(&mut self, key: Key) {
+    pub(super) fn pipe_wait_move(&mut self, key: Key) {
         self.shared.workers[self.id]
             .pipe
-            .held
+            .move_waits
             .fetch_add(1, Ordering::Relaxed);
         self.pipes.moving.push(key);
     }

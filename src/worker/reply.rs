@@ -397,7 +397,7 @@ impl Worker {
                 overload::count_held(&mut self.overload, s);
             }
             // A session holding replies back looks again at each one in.
-            if (front || cut || s.held_since != 0) && !s.dirty {
+            if (front || cut || s.batch_since != 0) && !s.dirty {
                 s.dirty = true;
                 self.dirty_sessions.push(session);
             }
@@ -416,21 +416,21 @@ impl Worker {
         }
     }
 
-    /// `Timer::Release`: every session holding replies back writes them at
-    /// this turn's flush (its wait counts as over).
-    pub(super) fn release_held(&mut self) {
-        let mut held = std::mem::take(&mut self.held);
-        for key in held.drain(..) {
+    /// `Timer::BatchWait`: every session in a batch wait writes its replies
+    /// at this turn's flush (its wait counts as over).
+    pub(super) fn end_batch_waits(&mut self) {
+        let mut waiting = std::mem::take(&mut self.batch_waiting);
+        for key in waiting.drain(..) {
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };
-            if s.held_since != 0 {
-                s.held_since = crate::session::HELD_OVER;
+            if s.batch_since != 0 {
+                s.batch_since = crate::session::BATCH_WAIT_OVER;
                 self.mark_session_dirty(key);
             }
         }
         // Nothing was listed meanwhile: the list keeps its room.
-        self.held = held;
+        self.batch_waiting = waiting;
     }
 
     /// Append an immediate reply for the request being dispatched.
@@ -479,17 +479,17 @@ impl Worker {
                 self.output_limit_close(cx, key, overload::Cut::Hard);
                 continue;
             }
-            if s.holds_back(cx.now_us, self.hold_us) {
-                if s.held_since == 0 {
-                    s.held_since = cx.now_us.max(crate::session::HELD_OVER + 1);
-                    if self.held.is_empty() {
-                        cx.schedule_in(Duration::from_micros(self.hold_us), Timer::Release);
+            if s.waits_for_batch(cx.now_us, self.batch_wait_us) {
+                if s.batch_since == 0 {
+                    s.batch_since = cx.now_us.max(crate::session::BATCH_WAIT_OVER + 1);
+                    if self.batch_waiting.is_empty() {
+                        cx.schedule_in(Duration::from_micros(self.batch_wait_us), Timer::BatchWait);
                     }
-                    self.held.push(key);
+                    self.batch_waiting.push(key);
                 }
                 continue;
             }
-            s.held_since = 0;
+            s.batch_since = 0;
             match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {

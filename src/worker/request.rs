@@ -236,7 +236,7 @@ impl Worker {
                     // the next one (the ready list), and nothing more is
                     // read meanwhile.
                     if let Some(s) = self.sessions.get_mut(key) {
-                        s.hold_backlog();
+                        s.leave_rest_as_backlog();
                     }
                     self.ready_sessions.push(key);
                     return;
@@ -285,9 +285,9 @@ impl Worker {
                 match super::pipes::steer(s, self.pipes.mode, self.pipes.verdict) {
                     super::pipes::Steer::Go => {}
                     super::pipes::Steer::Moved(onto) => self.pipes.moved(onto),
-                    super::pipes::Steer::Hold => {
+                    super::pipes::Steer::Wait => {
                         // It waits for its replies to move (pipes.rs).
-                        return self.pipe_hold(key);
+                        return self.pipe_wait_move(key);
                     }
                 }
             }

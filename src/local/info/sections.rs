@@ -393,9 +393,9 @@ pub(super) fn pipes(t: &mut String, cx: &Ctx) {
         crate::config::Sharding::Yes => "shared",
         crate::config::Sharding::Auto => state,
     };
-    let (mut frames, mut writes, mut sessions, mut served, mut held) = (0, 0, 0, 0, 0);
+    let (mut frames, mut writes, mut sessions, mut served, mut move_waits) = (0, 0, 0, 0, 0);
     for w in &cx.shared.workers {
-        held += w.pipe.held.load(Ordering::Relaxed);
+        move_waits += w.pipe.move_waits.load(Ordering::Relaxed);
         served += w.pipe.served.load(Ordering::Relaxed);
         frames += w.pipe.frames.load(Ordering::Relaxed);
         writes += w.pipe.writes.load(Ordering::Relaxed);
@@ -404,7 +404,7 @@ pub(super) fn pipes(t: &mut String, cx: &Ctx) {
     let _ = write!(
         t,
         "backend_sharding:{mode}\r\npipes_state:{state}\r\npipes_last_decision:{}\r\n\
-         pipes_sessions:{sessions}\r\npipes_remote_requests:{served}\r\npipes_held_moves:{held}\r\nbackend_frames:{frames}\r\nbackend_writes:{writes}\r\n",
+         pipes_sessions:{sessions}\r\npipes_remote_requests:{served}\r\npipes_held_moves:{move_waits}\r\nbackend_frames:{frames}\r\nbackend_writes:{writes}\r\n",
         if mode == crate::config::Sharding::Auto { reason.as_str() } else { "fixed by backend-sharding" },
     );
     for (i, w) in cx.shared.workers.iter().enumerate() {
