@@ -21,6 +21,19 @@
 //!
 //! Channels are bounded; a full channel hands the message back to the sender
 //! (`Err(msg)`), whose caller decides the overflow policy.
+//!
+//! Why mithril has a second cross-worker channel (`shared::pipe::PipeInbox`,
+//! a mutex-guarded batch per worker): this one carries *control* messages,
+//! few and from any thread (accepted sockets from the acceptor, shutdown
+//! from the signal thread, a worker's questions and answers), one at a
+//! time, where a bounded queue that refuses when full is the right
+//! contract. The shared pipes carry the *request path* itself (requests for
+//! a node another worker owns and their replies, in each link's order, plus
+//! MONITOR lines and cache invalidations batched per turn): there a send may
+//! not be refused halfway through a pipeline, and the cost must be one lock
+//! per turn's batch, not one queue operation per frame. The inbox is bounded
+//! by the senders' reply windows instead. Both wake the receiver through the
+//! same [`Notifier`].
 
 use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
 use mio::Waker;

@@ -11,6 +11,18 @@
 //! Bound: an inbox holds only requests some session has a ring slot for,
 //! and their replies, so it never holds more than the sessions' reply
 //! windows (`client-reply-window`) allow in flight.
+//!
+//! Why this is not the fabric (`reactor::fabric`, the crossbeam channel
+//! every worker's `WorkerMsg` mailbox is): the fabric is for control
+//! messages, bounded, one message per send, and a full mailbox hands the
+//! message back. This inbox is on the request path: a request or reply may
+//! not be refused (a pipelined client's order would have to be rebuilt
+//! around the refusal), a turn's frames go as one batch under one lock
+//! (the receiver swaps the whole queue out), and its bound comes from the
+//! reply windows, not from a capacity. MONITOR lines and the cache's
+//! invalidations ride it because they too are produced per turn in
+//! batches on that path (monitor lines have their own byte bound,
+//! `shared::monitor::INBOX_MOST`).
 
 use crate::backend::pool::PoolKey;
 use bytes::Bytes;
