@@ -21,8 +21,9 @@
 //! sessions cut from their read buffers; the unsent tail of the FIFO is the
 //! write queue, so a request is never copied nor queued twice.
 //!
-//! Three roles share this type: pooled pipelined connections (most
-//! traffic; `Role::Shared` names the pool, so only they have one), leases
+//! Three roles share this type: shared pipelined connections (most
+//! traffic; `Role::Shared` names the connection set, so only they have
+//! one), leases
 //! (one blocking command at a time) and a session's subscriber connection
 //! (every frame it receives belongs to that session; nothing is paired
 //! with requests).
@@ -34,7 +35,7 @@
 //! waits forever.
 
 pub mod auth;
-pub mod pool;
+pub mod connset;
 
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::resp::Proto;
@@ -116,7 +117,8 @@ impl<T> InFlight<T> {
     }
 }
 
-/// Whose pipe a link stands for, and to which of the node's pools.
+/// Whose pipe a link stands for, and to which of the node's connection
+/// sets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Link {
     pub owner: u16,
@@ -126,15 +128,16 @@ pub struct Link {
 /// What a connection is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// A pooled, pipelined connection shared by the worker's sessions:
-    /// one of the connections of this pool (an index into the worker's
-    /// `Pools`), whose failure and backoff state it reports to.
+    /// A pipelined connection shared by the worker's sessions: one of
+    /// the connections of this connection set (an index into the
+    /// worker's `ConnSets`), whose failure and backoff state it reports
+    /// to.
     Shared(usize),
     /// A dedicated connection leased to one blocking command at a time.
     Lease,
     /// A session's own subscriber connection.
     Pubsub(Key),
-    /// Was `Shared` in a pool the current map no longer names (the node
+    /// Was `Shared` in a set the current map no longer names (the node
     /// left): it takes no new request and is closed once its last reply
     /// is in.
     Retired,
@@ -312,12 +315,12 @@ impl<T: Tag> Backend<T> {
         }
     }
 
-    /// The pool a shared connection belongs to (leases and subscriber
-    /// connections belong to none).
+    /// The connection set a shared connection belongs to (leases and
+    /// subscriber connections belong to none).
     #[inline]
-    pub fn pool(&self) -> Option<usize> {
+    pub fn conn_set(&self) -> Option<usize> {
         match self.role {
-            Role::Shared(pool) => Some(pool),
+            Role::Shared(set) => Some(set),
             Role::Lease | Role::Pubsub(_) | Role::Retired | Role::Tracker => None,
         }
     }

@@ -9,7 +9,7 @@
 //!                masters(pool) · any_master(pool) · home(pool)
 //!                     │
 //!                     ▼
-//!               connection set (backend::pool) ──► a connection, a lease,
+//!               connection set (backend::connset) ──► a connection, a lease,
 //!                                                  or a link to a pipe
 //! ```
 //!
@@ -40,7 +40,7 @@
 #[cfg(test)]
 mod tests;
 
-use crate::backend::pool::{PoolKey, Pools};
+use crate::backend::connset::{ConnSets, SetKey};
 use crate::config::ReadFrom;
 use crate::resp::Proto;
 use crate::topology::slot::SlotMap;
@@ -186,7 +186,7 @@ static EMPTY_POOL: PoolMap = PoolMap {
 /// A worker's answer to "which backend": see the module doc.
 pub struct Placement {
     /// The connection sets, one per (node, protocol, replica mode).
-    pub conns: Pools,
+    pub conns: ConnSets,
     map: Arc<Topology>,
     /// The epoch the tables below were built for (`u64::MAX`: none yet).
     epoch: u64,
@@ -228,7 +228,7 @@ impl Placement {
         rotation: usize,
     ) -> Placement {
         let mut p = Placement {
-            conns: Pools::new(conns_per_node, seed),
+            conns: ConnSets::new(conns_per_node, seed),
             map: Arc::new(Topology::empty()),
             epoch: u64::MAX,
             shard_master: Vec::new(),
@@ -357,8 +357,8 @@ impl Placement {
             let db = self.dbs.get(usize::from(pool)).copied().unwrap_or(0);
             let pair = map.master_of(i).map(|n| {
                 [
-                    self.conns.master_pool(n.addr, Proto::Resp2, pool, db),
-                    self.conns.master_pool(n.addr, Proto::Resp3, pool, db),
+                    self.conns.master_set(n.addr, Proto::Resp2, pool, db),
+                    self.conns.master_set(n.addr, Proto::Resp3, pool, db),
                 ]
             });
             self.shard_master.push(pair);
@@ -370,7 +370,7 @@ impl Placement {
                         continue;
                     }
                     let mut set = |proto| {
-                        self.conns.pool_for(PoolKey {
+                        self.conns.set_for(SetKey {
                             addr: n.addr,
                             proto,
                             readonly: true,
@@ -413,7 +413,7 @@ impl Placement {
             if let Some(&addr) = self.overrides.get(&unit) {
                 let pool = self.pool_of_unit(unit);
                 let db = self.dbs.get(usize::from(pool)).copied().unwrap_or(0);
-                return Some(self.conns.master_pool(addr, proto, pool, db));
+                return Some(self.conns.master_set(addr, proto, pool, db));
             }
         }
         self.shard_master(self.map.shard_of(unit)?, proto)
@@ -516,15 +516,15 @@ impl Placement {
 
     /// The connection set another worker's request names (a pipe's
     /// owner serving a link).
-    pub fn set_for(&mut self, key: PoolKey) -> usize {
-        self.conns.pool_for(key)
+    pub fn set_for(&mut self, key: SetKey) -> usize {
+        self.conns.set_for(key)
     }
 
     /// The master connection set at `addr` (a redirect's target) for a
     /// session of pool `pool`.
     pub fn at(&mut self, addr: SocketAddr, proto: Proto, pool: PoolId) -> usize {
         let db = self.dbs.get(pool).copied().unwrap_or(0);
-        self.conns.master_pool(addr, proto, pool as u16, db)
+        self.conns.master_set(addr, proto, pool as u16, db)
     }
 
     /// The set of the same node, protocol and mode as `set`, in database
@@ -534,11 +534,11 @@ impl Placement {
     /// map (its connections close once idle, and it is made again).
     #[inline]
     pub fn in_db(&mut self, set: usize, db: u32) -> usize {
-        let key = self.conns.pools[set].key;
+        let key = self.conns.sets[set].key;
         if key.db == db {
             return set;
         }
-        self.conns.pool_for(PoolKey { db, ..key })
+        self.conns.set_for(SetKey { db, ..key })
     }
 
     /// Whether `unit` is a group whose master a sentinel is replacing:
@@ -612,7 +612,7 @@ impl Placement {
     /// The address of the master connection set `set` talks to.
     #[inline]
     pub fn addr_of(&self, set: usize) -> SocketAddr {
-        self.conns.pools[set].key.addr
+        self.conns.sets[set].key.addr
     }
 
     /// A pseudo-random number (RANDOMKEY's choice among answers).

@@ -41,13 +41,13 @@ fn maps_slots_overrides_and_replicas() {
     let t = topo();
     let mut p = placement(2, ReadFrom::PreferReplica, t.clone());
     let a = p.master(5, Proto::Resp2).unwrap();
-    assert_eq!(p.conns.pools[a].key.addr.port(), 7000);
+    assert_eq!(p.conns.sets[a].key.addr.port(), 7000);
     let a3 = p.master(5, Proto::Resp3).unwrap();
     assert_ne!(a, a3);
-    assert_eq!(p.conns.pools[a3].key.proto, Proto::Resp3);
+    assert_eq!(p.conns.sets[a3].key.proto, Proto::Resp3);
     let now = Instant::now();
     let r = p.reader(5, true, Proto::Resp2, 0, now).unwrap();
-    assert!(p.conns.pools[r].key.readonly);
+    assert!(p.conns.sets[r].key.readonly);
     assert_eq!(p.replica(9000, Proto::Resp2, 0, now), None);
     assert_eq!(
         p.reader(9000, true, Proto::Resp2, 0, now),
@@ -59,14 +59,14 @@ fn maps_slots_overrides_and_replicas() {
     assert_eq!(p.reader(5, true, Proto::Resp2, 0, now), Some(a));
     p.learn_moved(5, SocketAddr::from(([127, 0, 0, 1], 7001)));
     let moved = p.master(5, Proto::Resp2).unwrap();
-    assert_eq!(p.conns.pools[moved].key.addr.port(), 7001);
+    assert_eq!(p.conns.sets[moved].key.addr.port(), 7001);
     p.install(Arc::new(t));
     assert_eq!(
         p.master(5, Proto::Resp2),
         Some(a),
         "a new epoch clears overrides"
     );
-    assert_eq!(p.conns.pools[a].conns.len(), 2);
+    assert_eq!(p.conns.sets[a].conns.len(), 2);
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn pools_the_map_no_longer_names_are_retired_and_their_slots_reused() {
     let t = topo();
     let mut p = placement(1, ReadFrom::No, t);
     let gone = p.master(9000, Proto::Resp2).unwrap();
-    assert_eq!(p.conns.pools[gone].key.addr.port(), 7001);
+    assert_eq!(p.conns.sets[gone].key.addr.port(), 7001);
     let conn = Key { index: 5, gen: 1 };
     p.conns.set_conn(gone, 0, conn);
     // 7001 leaves: shard 0 takes every slot.
@@ -84,21 +84,21 @@ fn pools_the_map_no_longer_names_are_retired_and_their_slots_reused() {
     let t2 = Topology::new(shrunk.nodes.clone(), shrunk.shards.clone());
     let closed = p.install(Arc::new(t2.clone()));
     assert_eq!(closed, [conn], "its connection is handed back");
-    assert!(p.conns.pools[gone].retired);
+    assert!(p.conns.sets[gone].retired);
     assert_eq!(p.conns.slot_key(gone, 0), Key::NONE);
     assert_eq!(
         p.master(9000, Proto::Resp2)
-            .map(|i| p.conns.pools[i].key.addr.port()),
+            .map(|i| p.conns.sets[i].key.addr.port()),
         Some(7000)
     );
     // Retired once only; its slot goes to the next pool made (a MOVED
     // to 7001 again, say), fresh.
     assert!(p.install(Arc::new(t2)).is_empty());
     let again = p.at(SocketAddr::from(([127, 0, 0, 1], 7001)), Proto::Resp3, 0);
-    assert!(again == gone || p.conns.pools[gone].retired);
-    assert!(!p.conns.pools[again].retired);
-    assert_eq!(p.conns.pools[again].key.proto, Proto::Resp3);
-    assert_eq!(p.conns.pools.iter().filter(|x| !x.retired).count(), 3);
+    assert!(again == gone || p.conns.sets[gone].retired);
+    assert!(!p.conns.sets[again].retired);
+    assert_eq!(p.conns.sets[again].key.proto, Proto::Resp3);
+    assert_eq!(p.conns.sets.iter().filter(|x| !x.retired).count(), 3);
 }
 
 #[test]

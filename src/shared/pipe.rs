@@ -24,7 +24,7 @@
 //! batches on that path (monitor lines have their own byte bound,
 //! `shared::monitor::INBOX_MOST`).
 
-use crate::backend::pool::PoolKey;
+use crate::backend::connset::SetKey;
 use bytes::Bytes;
 use reactor::{Key, Notifier};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,7 +37,7 @@ pub struct PipeReq {
     pub from: u16,
     pub link: Key,
     /// The pipe: the owner's pool of this key.
-    pub pool: PoolKey,
+    pub pool: SetKey,
     pub req: Bytes,
     /// Replies it expects (a transaction's count, else 1).
     pub expect: u32,

@@ -56,7 +56,7 @@ impl Worker {
             // A ring's server: one more failure toward its ejection.
             self.ring_failure(b.server_pool, b.ring_server, addr, reason);
         }
-        if let (State::Connecting, Some(pool)) = (b.state, b.pool()) {
+        if let (State::Connecting, Some(pool)) = (b.state, b.conn_set()) {
             self.place
                 .conns
                 .mark_failed(pool, cx.now, reason.to_string());

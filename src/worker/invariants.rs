@@ -63,9 +63,9 @@ impl Worker {
             return;
         };
         b.check_invariants();
-        if let Some(pool) = b.pool() {
+        if let Some(pool) = b.conn_set() {
             assert!(
-                self.place.conns.pools[pool].conns.contains(&key),
+                self.place.conns.sets[pool].conns.contains(&key),
                 "{}: a pooled connection its pool does not list",
                 b.addr
             );

@@ -68,7 +68,7 @@ mod txn;
 mod watch;
 
 use self::purpose::{Backend, InFlight, Purpose, Read};
-use crate::backend::pool::PoolKey;
+use crate::backend::connset::SetKey;
 use crate::backend::{Io, Role, State};
 use crate::placement::Placement;
 use crate::resp::limits::Limits;

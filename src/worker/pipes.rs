@@ -393,7 +393,7 @@ impl Worker {
     /// The worker owning the pipe of `pool`'s node.
     #[inline]
     pub(super) fn pipe_owner(&mut self, pool: usize) -> usize {
-        let p = &mut self.place.conns.pools[pool];
+        let p = &mut self.place.conns.sets[pool];
         let owner = match p.owner {
             Some(o) => o,
             None => *p.owner.insert(self.shared.pipes.owner(p.key.addr)),
@@ -413,17 +413,17 @@ impl Worker {
         if owner == self.id {
             return self.backend_for(cx, pool, 0);
         }
-        let k = self.place.conns.pools[pool].link;
+        let k = self.place.conns.sets[pool].link;
         if self.backends.contains(k) {
             return Ok(k);
         }
-        let PoolKey {
+        let SetKey {
             addr,
             proto,
             readonly,
             pool: server_pool,
             db,
-        } = self.place.conns.pools[pool].key;
+        } = self.place.conns.sets[pool].key;
         let now = cx.now;
         let link = crate::backend::Link {
             owner: owner as u16,
@@ -436,7 +436,7 @@ impl Worker {
             b.server_pool = usize::from(server_pool);
             b.db = db;
         }
-        self.place.conns.pools[pool].link = key;
+        self.place.conns.sets[pool].link = key;
         log::debug!(target: "mithril::worker", "worker {}: linked to worker {owner}'s pipe to {addr}", self.id);
         Ok(key)
     }
@@ -456,7 +456,7 @@ impl Worker {
         let Some(link) = b.link else {
             return;
         };
-        let pool = PoolKey {
+        let pool = SetKey {
             addr: b.addr,
             proto: b.proto,
             readonly: link.readonly,
@@ -623,7 +623,7 @@ impl Worker {
                 self.pipes.trackers_gen = gen;
             }
         }
-        let addr = self.place.conns.pools[pool].key.addr;
+        let addr = self.place.conns.sets[pool].key.addr;
         self.pipes.trackers.get(&addr).copied().unwrap_or(0)
     }
 

@@ -18,7 +18,7 @@ impl Worker {
         if b.state == State::Connecting {
             match b.finish_connect() {
                 Ok(true) => {
-                    let pool = b.pool();
+                    let pool = b.conn_set();
                     log::debug!(target: "mithril::worker", "worker {}: connected to {}", self.id, b.addr);
                     if let Some(pool) = pool {
                         self.place.conns.mark_ok(pool);
@@ -151,7 +151,7 @@ impl Worker {
                     let why = crate::backend::auth::setup_failure(&frame);
                     // The TCP connect succeeded (the pool was marked up):
                     // a refused set-up backs off like a refused connect.
-                    if let Some(pool) = self.backends.get(bkey).and_then(Backend::pool) {
+                    if let Some(pool) = self.backends.get(bkey).and_then(Backend::conn_set) {
                         self.place.conns.mark_failed(pool, cx.now, why.clone());
                     }
                     self.backend_failed(cx, bkey, &why);

@@ -454,18 +454,18 @@ impl Worker {
         if self.backends.contains(k) {
             return Ok(k);
         }
-        let PoolKey {
+        let SetKey {
             addr,
             proto,
             readonly,
             pool: server_pool,
             db,
-        } = self.place.conns.pools[pool].key;
+        } = self.place.conns.sets[pool].key;
         if self.place.conns.is_down(pool, cx.now) {
             // Keep asking for the map while a node is down: a failover is
             // noticed as soon as the cluster has one.
             self.shared.topology.request_refresh();
-            let last = &self.place.conns.pools[pool].last_error;
+            let last = &self.place.conns.sets[pool].last_error;
             return Err(Bytes::from(format!(
                 "-CLUSTERDOWN mithril: node {addr} is unreachable ({last})\r\n"
             )));

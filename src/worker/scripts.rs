@@ -581,7 +581,7 @@ impl Worker {
                 self.fold_part(cx, key, seq, part, e);
                 continue;
             };
-            let addr = self.place.conns.pools[pool].key.addr;
+            let addr = self.place.conns.sets[pool].key.addr;
             match self.take_lease(cx, addr, proto, self.where_of(key)) {
                 Ok(lease) => {
                     let out = InFlight::new(key, seq, frame.clone(), Purpose::Kill(part));
@@ -657,11 +657,11 @@ impl Worker {
             "fcall" | "fcall_ro" if frame == FUNCTION_NOT_FOUND => {
                 // A replica refuses FUNCTION LOAD (its master's libraries
                 // reach it by replication).
-                let pool = self.backends.get(bkey)?.pool()?;
+                let pool = self.backends.get(bkey)?.conn_set()?;
                 if !self
                     .place
                     .conns
-                    .pools
+                    .sets
                     .get(pool)
                     .is_some_and(|p| !p.key.readonly)
                 {

@@ -84,7 +84,7 @@ impl Worker {
         let Some(pool) = self.place.master(slot, proto) else {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         };
-        let addr = self.place.conns.pools[pool].key.addr;
+        let addr = self.place.conns.sets[pool].key.addr;
         let conn = match self.try_lease(cx, addr, proto, self.where_of(key)) {
             Ok(conn) => conn,
             Err(e) => return self.fail_new(key, e.unwrap_or_else(|| watch_cap_reply(addr))),
@@ -139,7 +139,7 @@ impl Worker {
     pub(super) fn send_part(&mut self, cx: &mut Context<'_, Timer>, pool: usize, f: InFlight) {
         let pin = self.sessions.get(f.session).and_then(|s| s.pin);
         if let Some(p) = pin {
-            let addr = self.place.conns.pools[pool].key.addr;
+            let addr = self.place.conns.sets[pool].key.addr;
             if self.backends.get(p.conn).is_some_and(|b| b.addr == addr) {
                 return self.send_on(p.conn, f);
             }

@@ -342,7 +342,7 @@ impl Worker {
             e.totals.rtt_sum_us += b.obs.clock.sum_us;
             e.totals.rtt_count += b.obs.clock.count;
         }
-        for (i, p) in self.place.conns.pools.iter().enumerate() {
+        for (i, p) in self.place.conns.sets.iter().enumerate() {
             if p.retired {
                 continue;
             }
@@ -399,8 +399,8 @@ impl Worker {
             }
         }
         let seen = &mut self.obs.stats.pool_seen;
-        seen.resize(self.place.conns.pools.len(), (0, 0));
-        for (p, was) in self.place.conns.pools.iter().zip(seen.iter_mut()) {
+        seen.resize(self.place.conns.sets.len(), (0, 0));
+        for (p, was) in self.place.conns.sets.iter().zip(seen.iter_mut()) {
             if p.retired {
                 // Its slot starts afresh when it is reused.
                 *was = (0, 0);

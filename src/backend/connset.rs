@@ -1,16 +1,18 @@
-//! Per-worker connection pools: one per (node address, protocol, replica
-//! mode), `backend-conns` connections each. Which pool a request takes is
-//! `crate::placement`'s answer; this module only keeps them.
+//! Per-worker connection sets: one per (node address, protocol, replica
+//! mode, server pool, database), `backend-conns` connections each (a
+//! server pool's `server-connections`). Which set a request takes is
+//! `crate::placement`'s answer; this module only keeps them. ("Pool" is
+//! the configuration's server pool: see doc/lexicon.md.)
 //!
-//! A pool that failed to connect is "down" for a backoff period (50 ms
+//! A set that failed to connect is "down" for a backoff period (50 ms
 //! doubling to 2 s, with jitter); requests for it during that time are
 //! answered with an error at once instead of queueing behind a dead node.
 //!
-//! A new map retires the pools it no longer names (a node that left the
+//! A new map retires the sets it no longer names (a node that left the
 //! cluster, a master that became a replica): they leave the address
-//! table, [`Pools::retire_unnamed`] hands their connections back to be
+//! table, [`ConnSets::retire_unnamed`] hands their connections back to be
 //! closed once nothing is in flight on them, and their entries are reused
-//! by the next pools made. A MOVED to such an address makes a pool again,
+//! by the next sets made. A MOVED to such an address makes a set again,
 //! until the next epoch.
 
 use crate::resp::Proto;
@@ -22,9 +24,9 @@ use std::time::{Duration, Instant};
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(2);
 
-/// What distinguishes one pool from another.
+/// What distinguishes one connection set from another.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct PoolKey {
+pub struct SetKey {
     pub addr: SocketAddr,
     pub proto: Proto,
     /// Connections to a replica, put in READONLY mode.
@@ -37,8 +39,8 @@ pub struct PoolKey {
     pub db: u32,
 }
 
-pub struct Pool {
-    pub key: PoolKey,
+pub struct ConnSet {
+    pub key: SetKey,
     /// One slot per `backend-conns`; a stale key means no live connection
     /// in that slot.
     pub conns: Vec<Key>,
@@ -55,22 +57,22 @@ pub struct Pool {
     pub link: Key,
 }
 
-pub struct Pools {
-    pub pools: Vec<Pool>,
-    by_key: HashMap<PoolKey, usize>,
+pub struct ConnSets {
+    pub sets: Vec<ConnSet>,
+    by_key: HashMap<SetKey, usize>,
     /// Connections per node, by server pool (the last for any other).
     conns_per_node: Vec<usize>,
     rng: u64,
-    /// Retired pools' slots, reused before the vector grows.
+    /// Retired sets' slots, reused before the vector grows.
     free: Vec<usize>,
 }
 
-impl Pools {
-    /// Pools with `conns_per_node[p]` connections per node of server
+impl ConnSets {
+    /// ConnSets with `conns_per_node[p]` connections per node of server
     /// pool `p`.
-    pub fn new(conns_per_node: Vec<usize>, seed: u64) -> Pools {
-        Pools {
-            pools: Vec::new(),
+    pub fn new(conns_per_node: Vec<usize>, seed: u64) -> ConnSets {
+        ConnSets {
+            sets: Vec::new(),
             by_key: HashMap::new(),
             conns_per_node,
             rng: seed | 1,
@@ -78,7 +80,7 @@ impl Pools {
         }
     }
 
-    pub fn pool_for(&mut self, key: PoolKey) -> usize {
+    pub fn set_for(&mut self, key: SetKey) -> usize {
         if let Some(&i) = self.by_key.get(&key) {
             return i;
         }
@@ -89,7 +91,7 @@ impl Pools {
             .copied()
             .unwrap_or(1)
             .max(1);
-        let pool = Pool {
+        let made = ConnSet {
             key,
             conns: vec![Key::NONE; n],
             failures: 0,
@@ -102,12 +104,12 @@ impl Pools {
         };
         let i = match self.free.pop() {
             Some(i) => {
-                self.pools[i] = pool;
+                self.sets[i] = made;
                 i
             }
             None => {
-                self.pools.push(pool);
-                self.pools.len() - 1
+                self.sets.push(made);
+                self.sets.len() - 1
             }
         };
         self.by_key.insert(key, i);
@@ -116,8 +118,8 @@ impl Pools {
 
     /// The master connection set to `addr` for server pool `pool`, in
     /// database `db`.
-    pub fn master_pool(&mut self, addr: SocketAddr, proto: Proto, pool: u16, db: u32) -> usize {
-        self.pool_for(PoolKey {
+    pub fn master_set(&mut self, addr: SocketAddr, proto: Proto, pool: u16, db: u32) -> usize {
+        self.set_for(SetKey {
             addr,
             proto,
             readonly: false,
@@ -126,18 +128,18 @@ impl Pools {
         })
     }
 
-    /// Retire every pool not in `named` (the ones a new map's tables
+    /// Retire every set not in `named` (the ones a new map's tables
     /// use). Returns their connections: the caller closes each once
     /// nothing is in flight on it.
     pub fn retire_unnamed(&mut self, named: impl Iterator<Item = usize>) -> Vec<Key> {
-        let mut keep = vec![false; self.pools.len()];
+        let mut keep = vec![false; self.sets.len()];
         for i in named {
             if let Some(n) = keep.get_mut(i) {
                 *n = true;
             }
         }
         let mut conns = Vec::new();
-        for (i, p) in self.pools.iter_mut().enumerate() {
+        for (i, p) in self.sets.iter_mut().enumerate() {
             if keep[i] || p.retired {
                 continue;
             }
@@ -154,27 +156,27 @@ impl Pools {
     }
 
     #[inline]
-    pub fn slot_key(&self, pool: usize, sticky: usize) -> Key {
-        let p = &self.pools[pool];
+    pub fn slot_key(&self, set: usize, sticky: usize) -> Key {
+        let p = &self.sets[set];
         p.conns[sticky % p.conns.len()]
     }
 
-    pub fn set_conn(&mut self, pool: usize, sticky: usize, key: Key) {
-        let p = &mut self.pools[pool];
+    pub fn set_conn(&mut self, set: usize, sticky: usize, key: Key) {
+        let p = &mut self.sets[set];
         let n = p.conns.len();
         p.conns[sticky % n] = key;
     }
 
-    /// Whether connecting to `pool` should wait (backoff after failures).
-    pub fn is_down(&self, pool: usize, now: Instant) -> bool {
-        matches!(self.pools[pool].down_until, Some(t) if now < t)
+    /// Whether connecting to set `set` should wait (backoff after failures).
+    pub fn is_down(&self, set: usize, now: Instant) -> bool {
+        matches!(self.sets[set].down_until, Some(t) if now < t)
     }
 
-    pub fn mark_failed(&mut self, pool: usize, now: Instant, error: String) {
+    pub fn mark_failed(&mut self, set: usize, now: Instant, error: String) {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let p = &mut self.pools[pool];
+        let p = &mut self.sets[set];
         p.failures = p.failures.saturating_add(1);
         let exp = p.failures.clamp(1, 7) - 1;
         let base = (BACKOFF_MIN * 2u32.pow(exp)).min(BACKOFF_MAX);
@@ -184,8 +186,8 @@ impl Pools {
         p.last_error = error;
     }
 
-    pub fn mark_ok(&mut self, pool: usize) {
-        let p = &mut self.pools[pool];
+    pub fn mark_ok(&mut self, set: usize) {
+        let p = &mut self.sets[set];
         if p.failures > 0 {
             p.reconnects += 1;
         }
@@ -209,18 +211,18 @@ mod tests {
     #[test]
     fn backoff_grows_and_is_bounded() {
         let t0 = Instant::now();
-        let mut p = Pools::new(vec![1], 1);
-        let a = p.master_pool(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2, 0, 0);
+        let mut p = ConnSets::new(vec![1], 1);
+        let a = p.master_set(SocketAddr::from(([127, 0, 0, 1], 1)), Proto::Resp2, 0, 0);
         let mut last = Duration::ZERO;
         for _ in 0..20 {
             p.mark_failed(a, t0, "x".into());
-            let d = p.pools[a].down_until.unwrap() - t0;
+            let d = p.sets[a].down_until.unwrap() - t0;
             assert!(d <= BACKOFF_MAX.mul_f64(1.25));
             last = d;
         }
         assert!(last >= BACKOFF_MAX.mul_f64(0.75));
         p.mark_ok(a);
         assert!(!p.is_down(a, t0));
-        assert_eq!(p.pools[a].reconnects, 1);
+        assert_eq!(p.sets[a].reconnects, 1);
     }
 }
