@@ -46,7 +46,7 @@ DEB_DIR     := $(TARGET_DIR)/deb
 DEB_STAGE   := $(DEB_DIR)/mithril_$(DEB_VERSION)_$(DEB_ARCH)
 DEB_FILE    := $(DEB_DIR)/mithril_$(DEB_VERSION)_$(DEB_ARCH).deb
 
-REDIS_PKGS := redis-server redis-tools nutcracker
+REDIS_PKGS := redis-server redis-tools nutcracker openssl
 # Where Debian puts nutcracker (the twemproxy the pool tests compare with).
 NUTCRACKER ?= $(firstword $(wildcard /usr/sbin/nutcracker /usr/bin/nutcracker /usr/local/sbin/nutcracker /usr/local/bin/nutcracker))
 
@@ -188,14 +188,16 @@ deb: $(INSTALL_DEPS)
 	dpkg-deb --root-owner-group --build $(DEB_STAGE) $(DEB_FILE)
 	@echo "built $(DEB_FILE)"
 
-# The tests and `make run` need redis-server (or $REDIS_SERVER), and the
-# pool tests nutcracker (twemproxy, their placement oracle). As root we
+# The tests and `make run` need redis-server (or $REDIS_SERVER), the
+# pool tests nutcracker (twemproxy, their placement oracle), and the TLS
+# tests openssl (their certificates) and redis-cli --tls. As root we
 # install what is missing; otherwise we say how and stop.
 check-redis:
 	@need=""; \
 	if ! { [ -n "$${REDIS_SERVER:-}" ] && [ -x "$${REDIS_SERVER}" ]; } && \
 		! command -v redis-server >/dev/null 2>&1; then need="redis-server redis-tools"; fi; \
 	if [ -z "$(NUTCRACKER)" ] && ! command -v nutcracker >/dev/null 2>&1; then need="$$need nutcracker"; fi; \
+	if ! command -v openssl >/dev/null 2>&1; then need="$$need openssl"; fi; \
 	if [ -z "$$need" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ]; then \
 		echo "not found: $$need; installing $(REDIS_PKGS)"; \

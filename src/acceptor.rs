@@ -103,8 +103,8 @@ impl Placer {
 
 pub struct Acceptor {
     shared: Arc<Shared>,
-    /// Each listener with the pool it serves.
-    listeners: Vec<(TcpListener, usize)>,
+    /// Each listener with the pool it serves, and whether it is a TLS one.
+    listeners: Vec<(TcpListener, usize, bool)>,
     /// Per pool: its open clients and its `client-connections` (0: no
     /// bound of its own).
     pool_clients: Vec<(Arc<std::sync::atomic::AtomicUsize>, usize)>,
@@ -116,12 +116,12 @@ impl Acceptor {
     /// An acceptor over `listeners`, each with the pool it serves.
     pub fn new(
         shared: Arc<Shared>,
-        listeners: Vec<(TcpListener, usize)>,
+        listeners: Vec<(TcpListener, usize, bool)>,
     ) -> io::Result<(Acceptor, Arc<Waker>)> {
         let poll = Poll::new()?;
         let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         let mut listeners = listeners;
-        for (i, (l, _)) in listeners.iter_mut().enumerate() {
+        for (i, (l, _, _)) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
             // Accepted sockets inherit it, so a client's first bytes are
             // stamped too (`shared::block_order`).
@@ -178,7 +178,7 @@ impl Acceptor {
             if self.shared.handed_over.load(Ordering::Acquire) && !self.listeners.is_empty() {
                 // The new process accepts on the same sockets; this one
                 // goes on answering handoff requests for its workers.
-                for (l, _) in &mut self.listeners {
+                for (l, _, _) in &mut self.listeners {
                     crate::upgrade::forget(std::os::fd::AsRawFd::as_raw_fd(&*l));
                     let _ = self.poll.registry().deregister(l);
                 }
@@ -194,15 +194,15 @@ impl Acceptor {
             }
             for i in 0..self.listeners.len() {
                 loop {
-                    let (listener, pool) = &self.listeners[i];
-                    let pool = *pool;
+                    let (listener, pool, tls) = &self.listeners[i];
+                    let (pool, tls) = (*pool, *tls);
                     match listener.accept() {
                         Ok((stream, peer)) => {
                             for (w, slot) in self.shared.workers.iter().enumerate() {
                                 commands[w] = slot.commands.load(Ordering::Relaxed);
                                 sessions[w] = slot.sessions.load(Ordering::Relaxed);
                             }
-                            self.admit(stream, peer, pool, &commands, &sessions);
+                            self.admit(stream, peer, (pool, tls), &commands, &sessions);
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -257,7 +257,7 @@ impl Acceptor {
                     {
                         Ok(()) => {
                             log::info!(target: "mithril::acceptor", "accepting on {addr} (a reload added it)");
-                            self.listeners.push((l, pool));
+                            self.listeners.push((l, pool, false));
                         }
                         Err(e) => {
                             log::warn!(target: "mithril::acceptor", "cannot accept on {addr}: {e}")
@@ -268,9 +268,9 @@ impl Acceptor {
                     let at = self
                         .listeners
                         .iter()
-                        .position(|(l, _)| l.local_addr().is_ok_and(|a| a == addr));
+                        .position(|(l, _, _)| l.local_addr().is_ok_and(|a| a == addr));
                     if let Some(i) = at {
-                        let (mut l, _) = self.listeners.swap_remove(i);
+                        let (mut l, _, _) = self.listeners.swap_remove(i);
                         crate::upgrade::forget(std::os::fd::AsRawFd::as_raw_fd(&l));
                         let _ = self.poll.registry().deregister(&mut l);
                         log::info!(target: "mithril::acceptor", "no longer accepting on {addr} (a reload removed it); its clients drain");
@@ -291,7 +291,7 @@ impl Acceptor {
         &mut self,
         stream: mio::net::TcpStream,
         peer: SocketAddr,
-        pool: usize,
+        (pool, tls): (usize, bool),
         commands: &[u64],
         sessions: &[usize],
     ) {
@@ -322,6 +322,7 @@ impl Acceptor {
             peer,
             pool,
             ticket,
+            tls,
         });
         let first = self.placer.pick(Instant::now(), commands, sessions);
         let n = self.shared.workers.len();

@@ -30,6 +30,7 @@ pub mod server;
 pub mod session;
 pub mod shared;
 pub mod stats;
+pub mod tls;
 pub mod topology;
 pub mod upgrade;
 pub mod worker;

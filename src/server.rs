@@ -66,9 +66,16 @@ pub trait Lifecycle: Send + Sync {
 pub struct Quiet;
 impl Lifecycle for Quiet {}
 
-fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
+/// The default pool's listeners: `port` (unless 0) and `tls-port` (unless
+/// 0) on every `bind` address, each with whether it is the TLS one.
+fn bind_all(cfg: &Config) -> Result<Vec<(mio::net::TcpListener, bool)>, StartError> {
     let mut out = Vec::new();
-    for b in &cfg.bind {
+    let ports = [(cfg.port, false), (cfg.tls.port, true)];
+    for (b, (port, tls)) in cfg
+        .bind
+        .iter()
+        .flat_map(|b| ports.iter().filter(|p| p.0 != 0).map(move |p| (b, *p)))
+    {
         let ip: IpAddr = match b.addr.as_str() {
             "*" => IpAddr::from([0, 0, 0, 0]),
             "::*" => "::".parse().map_err(|_| StartError("bad address".into()))?,
@@ -76,11 +83,12 @@ fn bind_all(cfg: &Config) -> Result<Vec<mio::net::TcpListener>, StartError> {
                 .parse()
                 .map_err(|_| StartError(format!("bind: '{a}' is not an IP address")))?,
         };
-        let addr = SocketAddr::new(ip, cfg.port);
+        let addr = SocketAddr::new(ip, port);
         match crate::upgrade::listen(addr, cfg.tcp_backlog) {
             Ok(l) => {
-                log::info!(target: "mithril::server", "listening on {addr}");
-                out.push(l);
+                let what = if tls { " (TLS)" } else { "" };
+                log::info!(target: "mithril::server", "listening on {addr}{what}");
+                out.push((l, tls));
             }
             Err(e) if b.optional => {
                 log::info!(target: "mithril::server", "skipping optional bind address {addr}: {e}");
@@ -110,9 +118,10 @@ pub(crate) fn listen_addr(text: &str) -> Option<SocketAddr> {
 fn bind_pools(
     cfg: &Config,
     pools: &[crate::config::pool::PoolSpec],
-    first: Vec<mio::net::TcpListener>,
-) -> Result<Vec<(mio::net::TcpListener, usize)>, StartError> {
-    let mut out: Vec<(mio::net::TcpListener, usize)> = first.into_iter().map(|l| (l, 0)).collect();
+    first: Vec<(mio::net::TcpListener, bool)>,
+) -> Result<Vec<(mio::net::TcpListener, usize, bool)>, StartError> {
+    let mut out: Vec<(mio::net::TcpListener, usize, bool)> =
+        first.into_iter().map(|(l, tls)| (l, 0, tls)).collect();
     let default_first = !cfg.cluster_nodes.is_empty();
     for (i, pool) in pools.iter().enumerate() {
         if i == 0 && default_first {
@@ -133,7 +142,7 @@ fn bind_pools(
             match crate::upgrade::listen(addr, backlog) {
                 Ok(listener) => {
                     log::info!(target: "mithril::server", "pool {}: listening on {addr}", pool.name);
-                    out.push((listener, i));
+                    out.push((listener, i, false));
                 }
                 Err(e) => {
                     return Err(StartError(format!(
@@ -395,6 +404,13 @@ pub fn run_reloadable(
         bind_all(&cfg)?
     };
     let listeners = bind_pools(&cfg, &pools, first)?;
+    // Read before any client can come: a certificate or key that does not
+    // load stops the start here.
+    let tls = if cfg.tls.port == 0 || cfg.cluster_nodes.is_empty() {
+        None
+    } else {
+        Some(crate::tls::server_config(&cfg.tls).map_err(StartError)?)
+    };
     // observe: the metrics and stats ports (off unless configured).
     let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
@@ -502,6 +518,7 @@ pub fn run_reloadable(
         stats,
         acceptor: std::sync::OnceLock::new(),
         reload,
+        tls,
     });
 
     let mut worker_threads = Vec::new();

@@ -35,7 +35,7 @@ fn test_mode_on_broken_configs_exits_1_naming_file_and_line() {
     assert_eq!(o.status.code(), Some(1));
     assert!(
         err(&o).contains(&format!(
-            "{native}:3: 'port 70000': port must be between 1 and 65535"
+            "{native}:3: 'port 70000': port must be between 0 and 65535"
         )),
         "{}",
         err(&o)

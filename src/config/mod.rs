@@ -38,6 +38,7 @@ mod options;
 pub mod pool;
 pub mod rewrite;
 pub mod sha256;
+pub mod tls;
 pub mod user;
 pub(crate) mod values;
 
@@ -203,6 +204,8 @@ pub struct Config {
     /// `metrics-allow`: the client addresses (IPs or CIDR blocks) the
     /// metrics and stats ports serve; empty = any that reaches the bind.
     pub metrics_allow: Vec<String>,
+    /// The `tls-*` directives (`tls.rs`).
+    pub tls: tls::TlsSettings,
 }
 
 /// `threads 0` means one worker per core (at most [`MAX_THREADS`]).
@@ -295,6 +298,7 @@ impl Default for Config {
             stats_port: 0,
             stats_bind: "127.0.0.1".to_string(),
             metrics_allow: Vec::new(),
+            tls: tls::TlsSettings::default(),
         }
     }
 }
@@ -302,7 +306,7 @@ impl Default for Config {
 /// A configuration problem, from the file, the command line or validation.
 ///
 /// Displays as `ORIGIN[:LINE]: ['DIRECTIVE AS WRITTEN': ]MESSAGE`, e.g.
-/// `/etc/mithril/mithril.conf:12: 'port 99999': port must be between 1 and 65535`.
+/// `/etc/mithril/mithril.conf:12: 'port 99999': port must be between 0 and 65535`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     origin: String,
@@ -552,8 +556,8 @@ pub fn validate(cfg: &Config) -> Result<(), ConfigError> {
     if let Some(bad) = cfg.bind.iter().find(|b| b.ip().is_none()) {
         return fail(format!("bind: '{}' is not an IP address", bad.addr));
     }
-    if cfg.port == 0 {
-        return fail("port must be between 1 and 65535".to_string());
+    if let Some(e) = tls::validate_tls(&cfg.tls, cfg.port) {
+        return fail(e);
     }
     if cfg.threads == 0 || cfg.threads > MAX_THREADS {
         return fail(format!(

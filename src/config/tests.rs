@@ -172,7 +172,7 @@ fn directive_names_ignore_case() {
 fn error_names_file_line_and_directive() {
     assert_eq!(
         error("# comment\n\nport 99999\n"),
-        "/etc/mithril/mithril.conf:3: 'port 99999': port must be between 1 and 65535"
+        "/etc/mithril/mithril.conf:3: 'port 99999': port must be between 0 and 65535"
     );
     assert_eq!(
         error("port 1\nfoo bar\n"),
@@ -180,8 +180,8 @@ fn error_names_file_line_and_directive() {
     );
     // The trailing comment and indentation are not part of the quoted text.
     assert_eq!(
-        error("  port  0   # oops"),
-        "/etc/mithril/mithril.conf:1: 'port  0': port must be between 1 and 65535"
+        error("  port  70000   # oops"),
+        "/etc/mithril/mithril.conf:1: 'port  70000': port must be between 0 and 65535"
     );
     let e = parse_str("\n\nthreads lots", "x.conf").unwrap_err();
     assert_eq!(e.origin(), "x.conf");
@@ -325,15 +325,17 @@ fn bind() {
 fn port() {
     assert_eq!(parse("port 1").port, 1);
     assert_eq!(parse("port 65535").port, 65535);
-    rejects("port 0", "port must be between 1 and 65535");
-    rejects("port 65536", "port must be between 1 and 65535");
+    // 0 is no plain listener, which needs a TLS one (as in Redis):
+    // `validate` says so (cli_errors, test_config_report).
+    assert_eq!(parse("port 0").port, 0);
+    rejects("port 65536", "port must be between 0 and 65535");
     rejects(
         "port 99999999999999999999999",
-        "port must be between 1 and 65535",
+        "port must be between 0 and 65535",
     );
-    rejects("port -1", "port must be a number between 1 and 65535");
-    rejects("port 80a", "port must be a number between 1 and 65535");
-    rejects("port ''", "port must be a number between 1 and 65535");
+    rejects("port -1", "port must be a number between 0 and 65535");
+    rejects("port 80a", "port must be a number between 0 and 65535");
+    rejects("port ''", "port must be a number between 0 and 65535");
 }
 
 #[test]
@@ -642,7 +644,7 @@ fn errors_inside_an_include_name_the_included_file() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{}:2: 'port nope': port must be a number between 1 and 65535",
+            "{}:2: 'port nope': port must be a number between 0 and 65535",
             bad.display()
         )
     );
@@ -995,7 +997,7 @@ fn cli_errors() {
         cli::load(&cli(&["-c", f, "--port", "0"]))
             .unwrap_err()
             .to_string(),
-        "command line: '--port 0': port must be between 1 and 65535"
+        format!("{f}: port must be between 1 and 65535 (0 only with a tls-port)")
     );
     assert_eq!(
         cli::load(&cli(&["-c", f, "--bind", "1.2.3.4", "--bind", "nope"])).unwrap_err().to_string(),
@@ -1035,7 +1037,7 @@ fn test_config_report() {
     );
     assert_eq!(
         cli::test_report(&cli(&["-t", b])),
-        (1, format!("mithril: {b}:2: 'port 0': port must be between 1 and 65535\nconfiguration file {b} test failed"))
+        (1, format!("mithril: {b}: port must be between 1 and 65535 (0 only with a tls-port)\nconfiguration file {b} test failed"))
     );
     // A bad flag fails the test too.
     assert_eq!(cli::test_report(&cli(&["-t", g, "--port", "x"])).0, 1);

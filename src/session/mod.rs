@@ -37,6 +37,7 @@ mod output;
 pub mod pressure;
 pub mod ring;
 mod subscriptions;
+mod tls;
 
 use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
@@ -296,6 +297,10 @@ pub struct Session {
     /// MONITOR: it receives the feed of every client's commands
     /// (`worker/monitor.rs`), as out-of-band pushes.
     pub monitor: bool,
+    /// Accepted on the TLS listener: rustls between the socket and the
+    /// buffers (`tls.rs`). `None` for a plain session, whose reads and
+    /// flushes test only this.
+    tls: Option<Box<rustls::ServerConnection>>,
 }
 
 /// The masters a session wrote to since its last WAIT, as shard indexes
@@ -462,6 +467,7 @@ impl Session {
             reply_mode: ReplyMode::default(),
             quiet: VecDeque::new(),
             monitor: false,
+            tls: None,
         }
     }
 
@@ -501,6 +507,11 @@ impl Session {
         false
     }
 
+    /// The session speaks TLS over its socket, through `conn`.
+    pub fn set_tls(&mut self, conn: rustls::ServerConnection) {
+        self.tls = Some(Box::new(conn));
+    }
+
     /// Reads keep the kernel's arrival stamps (the socket has them on).
     pub fn set_stamped(&mut self, on: bool) {
         self.stamped = on;
@@ -515,6 +526,9 @@ impl Session {
     /// calls of a request-response client) — unless `to_eof`: the event
     /// said the peer closed, and the EOF must be seen now.
     pub fn read(&mut self, budget: usize, limit: usize, to_eof: bool) -> ReadOutcome {
+        if self.tls.is_some() {
+            return self.read_tls(budget, limit);
+        }
         let stamp = self.stamped.then_some(&mut self.arrived);
         let (end, n) = read_budgeted_stamped(
             self.fd,
@@ -557,7 +571,7 @@ impl Session {
     /// Requests read but held back by a pause still count as work.
     pub fn finished(&self) -> bool {
         match self.input {
-            Input::Closing => self.idle(),
+            Input::Closing => self.idle() && self.tls_sent(),
             _ => self.eof && self.idle() && !self.input.has_backlog(),
         }
     }

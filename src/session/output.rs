@@ -48,7 +48,9 @@ impl Session {
     /// Move what may leave now into the write queue: pushes whose barrier
     /// has been passed, and the ready front of the ring, in order. Each
     /// reply leaving the ring is counted in `stats` (observe).
-    fn collect(&mut self, stats: &mut WorkerStats) {
+    // Inlined into `flush` as before `flush_tls` called it too.
+    #[inline(always)]
+    pub(super) fn collect(&mut self, stats: &mut WorkerStats) {
         // Output left from the last flush: the client is not keeping up,
         // and what is queued now will wait (see `unpin`).
         let waiting = !self.out.is_empty();
@@ -109,6 +111,9 @@ impl Session {
     /// Write everything that may leave: one `writev` of up to 256 frames at
     /// a time, until nothing is left or the socket is full.
     pub fn flush(&mut self, stats: &mut WorkerStats) -> FlushOutcome {
+        if self.tls.is_some() {
+            return self.flush_tls(stats);
+        }
         self.collect(stats);
         while !self.out.is_empty() {
             let mut batch = IoBatch::new();
@@ -147,7 +152,9 @@ impl Session {
         FlushOutcome::Done
     }
 
-    fn consume(&mut self, mut n: usize) {
+    // Inlined into `flush` as before `flush_tls` called it too.
+    #[inline(always)]
+    pub(super) fn consume(&mut self, mut n: usize) {
         self.out_bytes -= n.min(self.out_bytes);
         while let Some(front) = self.out.front() {
             let left = front.len() - self.out_off.min(front.len());

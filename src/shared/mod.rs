@@ -92,6 +92,8 @@ pub struct Accepted {
     /// The pool of the listener that accepted it.
     pub pool: usize,
     pub ticket: Ticket,
+    /// Accepted on the TLS listener (`tls-port`).
+    pub tls: bool,
 }
 
 /// A listener a reload added or removed, for the acceptor to take.
@@ -333,6 +335,9 @@ pub struct Shared {
     /// Configuration reload: the file as last read, what waits for a
     /// restart (`crate::reload`).
     pub reload: crate::reload::Reload,
+    /// TLS toward clients (`tls-port`): the rustls configuration every
+    /// TLS session's handshake starts from (`crate::tls`).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

@@ -62,6 +62,7 @@ mod revoke;
 mod scripts;
 #[cfg(debug_assertions)]
 mod testhook;
+mod tls;
 mod trackers;
 mod tracking;
 mod txn;
@@ -226,6 +227,8 @@ pub struct Worker {
     cache: cache::CacheState,
     /// backend-sharding: links to other workers' pipes (pipes.rs).
     pipes: pipes::PipeState,
+    /// TLS sessions still handshaking, with their deadlines (tls.rs).
+    tls_handshakes: Vec<(Key, Instant)>,
     /// MONITOR: this worker's monitors and this turn's lines (monitor.rs).
     monitor: monitor::MonitorState,
     /// SYNC / PSYNC clients and their links to the masters (replfeed.rs).
@@ -297,6 +300,7 @@ impl Worker {
             obs: observe::Observe::new(&shared),
             pipes: pipes::PipeState::new(&shared),
             monitor: Default::default(),
+            tls_handshakes: Vec::new(),
             replfeed: replfeed::FeedState::default(),
             cache: cache::CacheState::new(&shared),
             #[cfg(debug_assertions)]
@@ -330,6 +334,15 @@ impl Worker {
             log::debug!(target: "mithril::worker", "worker {}: accepted socket unusable: {e}", self.id);
             return;
         }
+        // A client of the TLS listener: rustls between its socket and its
+        // buffers, its handshake bounded in time (tls.rs).
+        let tls = match a.tls {
+            true => match self.tls_connection() {
+                Some(c) => Some(c),
+                None => return,
+            },
+            false => None,
+        };
         let mut stream = mio::net::TcpStream::from_std(a.stream);
         let _ = reactor::net::configure(&stream, self.keepalive);
         // Arrival stamps order blocking commands across workers; without
@@ -354,8 +367,14 @@ impl Worker {
             let mut s = Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now);
             s.set_home_db(db);
             s.set_stamped(stamped);
+            if let Some(c) = tls {
+                s.set_tls(c);
+            }
             s
         });
+        if a.tls {
+            self.tls_started(key, now);
+        }
         self.shared.workers[self.id]
             .sessions
             .fetch_add(1, Ordering::Relaxed);
@@ -367,6 +386,9 @@ impl Worker {
         let Some(mut s) = self.sessions.remove(key) else {
             return;
         };
+        if s.tls().is_some_and(|t| !t.is_handshaking()) {
+            s.tls_close_notify();
+        }
         let _ = cx.registry.deregister(&mut s.stream);
         self.unaccount(s.pressure.accounted);
         self.overload.held = self.overload.held.saturating_sub(s.pressure.held);
@@ -610,6 +632,7 @@ impl Worker {
         if !self.parked.is_empty() {
             self.unpark(cx);
         }
+        self.tls_tick(cx);
         if !self.replfeed.is_empty() {
             self.feeds_tick(cx);
         }

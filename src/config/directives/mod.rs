@@ -171,6 +171,7 @@ impl Directive {
 }
 
 mod table;
+mod tls;
 
 pub use table::DIRECTIVES;
 

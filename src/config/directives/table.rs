@@ -3,6 +3,7 @@
 //! table, are in the parent module.
 
 use super::parse_bool;
+use super::tls;
 use super::{Directive, Kind};
 use crate::config::values::{
     first, listen_ip, number, set_bind, set_cluster_nodes, set_output_limits, set_user, size, KB,
@@ -40,12 +41,12 @@ pub static DIRECTIVES: &[Directive] = &[
     Directive {
         name: "port",
         default: "7777",
-        summary: "TCP port to listen on",
+        summary: "TCP port to listen on; 0 means no plain listener (with a tls-port)",
         runtime_settable: false,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {
-            c.port = number("port", first(a), 1, 65535)? as u16;
+            c.port = number("port", first(a), 0, 65535)? as u16;
             Ok(())
         },
         getter: |c| vec![c.port.to_string()],
@@ -543,6 +544,17 @@ pub static DIRECTIVES: &[Directive] = &[
         // The real value, so `render` round-trips; CONFIG GET hides it.
         getter: |c| vec![c.backend_password.clone()],
     },
+    tls::PORT,
+    tls::CERT_FILE,
+    tls::KEY_FILE,
+    tls::KEY_FILE_PASS,
+    tls::CA_CERT_FILE,
+    tls::CA_CERT_DIR,
+    tls::AUTH_CLIENTS,
+    tls::PROTOCOLS,
+    tls::CIPHERSUITES,
+    tls::SESSION_CACHING,
+    tls::HANDSHAKE_TIMEOUT,
     Directive {
         name: "cluster-announce-ip",
         default: "\"\"",

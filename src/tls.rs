@@ -1,0 +1,172 @@
+//! TLS toward clients: the rustls server configuration built from the
+//! `tls-*` directives (`config::tls`), once at start-up.
+//!
+//! rustls with its `ring` provider: no OpenSSL linkage, nothing built with
+//! cmake, and a library that works on byte buffers, so each worker's mio
+//! loop drives its handshakes and records itself (`session/tls.rs`)
+//! without an async runtime (doc/architecture.md, "TLS", says why this
+//! crate). Certificates and keys are PEM files read with
+//! `rustls-pki-types`.
+//!
+//! Never: read a file after start-up (a reload names the `tls-*`
+//! directives pending restart), or accept a configuration it cannot
+//! honour (an encrypted key, an unknown suite): those stop the start with
+//! a message naming the directive.
+
+use crate::config::tls::{AuthClients, TlsSettings};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiClientVerifier};
+use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Sessions the resumption cache keeps (Redis's `tls-session-cache-size`
+/// default).
+const SESSION_CACHE: usize = 20_480;
+
+/// The server configuration for `t`, or why there is none (naming the
+/// directive and the file).
+pub fn server_config(t: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
+    let provider = Arc::new(provider(&t.ciphersuites)?);
+    let versions: Vec<&'static SupportedProtocolVersion> = t
+        .protocols
+        .iter()
+        .map(|p| {
+            if p == "TLSv1.2" {
+                &rustls::version::TLS12
+            } else {
+                &rustls::version::TLS13
+            }
+        })
+        .collect();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("tls-protocols / tls-ciphersuites: {e}"))?;
+    let builder = match t.auth_clients {
+        AuthClients::No => builder.with_no_client_auth(),
+        AuthClients::Optional | AuthClients::Yes => {
+            let roots = Arc::new(client_roots(t)?);
+            let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
+            let verifier = if t.auth_clients == AuthClients::Optional {
+                verifier.allow_unauthenticated()
+            } else {
+                verifier
+            };
+            let verifier = verifier
+                .build()
+                .map_err(|e| format!("tls-ca-cert-file / tls-ca-cert-dir: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let chain = certificates(&t.cert_file, "tls-cert-file")?;
+    let key = private_key(&t.key_file)?;
+    let mut cfg = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("tls-cert-file / tls-key-file: {e}"))?;
+    if t.session_caching {
+        cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
+    } else {
+        cfg.session_storage = Arc::new(NoServerSessionStorage {});
+        cfg.send_tls13_tickets = 0;
+    }
+    Ok(Arc::new(cfg))
+}
+
+/// The ring provider, its suites cut to `names` (colon-separated IANA
+/// names, OpenSSL's TLS 1.3 spellings included) when there are any.
+fn provider(names: &str) -> Result<CryptoProvider, String> {
+    let mut p = rustls::crypto::ring::default_provider();
+    if names.trim().is_empty() {
+        return Ok(p);
+    }
+    let known: Vec<String> = p.cipher_suites.iter().map(|s| suite_name(*s)).collect();
+    let mut wanted = Vec::new();
+    for name in names.split(':').map(str::trim).filter(|n| !n.is_empty()) {
+        let Some(i) = known.iter().position(|k| k.eq_ignore_ascii_case(name)) else {
+            return Err(format!(
+                "tls-ciphersuites: unknown cipher suite '{name}' (known: {})",
+                known.join(":")
+            ));
+        };
+        wanted.push(p.cipher_suites[i]);
+    }
+    p.cipher_suites = wanted;
+    Ok(p)
+}
+
+/// A suite's IANA name (`TLS_AES_128_GCM_SHA256`, not rustls's
+/// `TLS13_AES_128_GCM_SHA256`).
+fn suite_name(s: rustls::SupportedCipherSuite) -> String {
+    let name = format!("{:?}", s.suite());
+    match name.strip_prefix("TLS13_") {
+        Some(rest) => format!("TLS_{rest}"),
+        None => name,
+    }
+}
+
+/// Every certificate of a PEM file.
+fn certificates(path: &str, directive: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{directive} {path}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("{directive} {path}: no certificate in the file"));
+    }
+    Ok(certs)
+}
+
+/// The private key of `tls-key-file`. An encrypted one is refused by name:
+/// rustls cannot decrypt it.
+fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("tls-key-file {path}: {e}"))?;
+    if text.windows(b"ENCRYPTED".len()).any(|w| w == b"ENCRYPTED") {
+        return Err(format!(
+            "tls-key-file {path}: the key is encrypted, and mithril's TLS library (rustls) \
+             cannot decrypt it: give an unencrypted key (openssl pkey -in KEY -out PLAIN)"
+        ));
+    }
+    PrivateKeyDer::from_pem_slice(&text).map_err(|e| format!("tls-key-file {path}: {e}"))
+}
+
+/// The CAs of `tls-ca-cert-file` and of every PEM file in
+/// `tls-ca-cert-dir` (files holding no certificate are skipped, as an
+/// OpenSSL hashed directory may hold other files).
+fn client_roots(t: &TlsSettings) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    let mut add = |certs: Vec<CertificateDer<'static>>, what: &str| -> Result<(), String> {
+        for c in certs {
+            roots
+                .add(c)
+                .map_err(|e| format!("{what}: a CA certificate is not usable: {e}"))?;
+        }
+        Ok(())
+    };
+    if !t.ca_cert_file.is_empty() {
+        let certs = certificates(&t.ca_cert_file, "tls-ca-cert-file")?;
+        add(certs, &format!("tls-ca-cert-file {}", t.ca_cert_file))?;
+    }
+    if !t.ca_cert_dir.is_empty() {
+        let dir = Path::new(&t.ca_cert_dir);
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| format!("tls-ca-cert-dir {}: {e}", t.ca_cert_dir))?;
+        let mut paths: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file())
+            .collect();
+        paths.sort();
+        for p in paths {
+            let Ok(it) = CertificateDer::pem_file_iter(&p) else {
+                continue;
+            };
+            let certs: Vec<_> = it.filter_map(Result::ok).collect();
+            add(certs, &format!("tls-ca-cert-dir {}", p.display()))?;
+        }
+    }
+    if roots.is_empty() {
+        return Err("tls-ca-cert-file / tls-ca-cert-dir: no CA certificate found".to_string());
+    }
+    Ok(roots)
+}

@@ -1,0 +1,330 @@
+//! TLS toward clients (issue 29, items 1 and 3), with real processes: a
+//! CA, a server and a client certificate made by `openssl` in a temp dir,
+//! a real cluster, mithril with a `tls-port` beside its plain port, and
+//! Debian's `redis-cli --tls` as the client.
+//! - SET / GET and a pipeline (`redis-cli --pipe`) through the TLS port,
+//!   and a reply larger than rustls's buffers, at 1, 2 and 4 threads, each
+//!   redis-cli run a new connection placed on some worker; what TLS
+//!   clients wrote is read back through the plain port;
+//! - `tls-auth-clients yes` refuses a client without a certificate and
+//!   serves one with; `optional` serves both; `port 0` leaves only TLS;
+//! - garbage that is not TLS is closed at once, a silent client and a half
+//!   handshake within `tls-handshake-timeout` (plus a tick), while another
+//!   TLS client keeps working;
+//! - `tls-key-file-pass` and an encrypted key are refused with a message
+//!   that says why.
+
+mod support;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+/// A CA, and a server and a client certificate it signed (EC P-256).
+struct Certs {
+    dir: PathBuf,
+}
+
+impl Certs {
+    fn make() -> Certs {
+        let dir = make_temp_dir();
+        let run = |args: &[&str]| {
+            let out = Command::new("openssl")
+                .args(args)
+                .current_dir(&dir)
+                .stdin(Stdio::null())
+                .output()
+                .expect("openssl runs (apt-get install openssl)");
+            assert!(
+                out.status.success(),
+                "openssl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+        let mut ca = vec![
+            "req",
+            "-x509",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=mithril test CA",
+        ];
+        ca.extend(ec);
+        ca.extend([
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        run(&ca);
+        for (name, cn, ext) in [
+            (
+                "server",
+                "127.0.0.1",
+                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
+            ),
+            (
+                "client",
+                "mithril test client",
+                "extendedKeyUsage=clientAuth\n",
+            ),
+        ] {
+            fs::write(dir.join(format!("{name}.ext")), ext).expect("write ext");
+            let subj = format!("/CN={cn}");
+            let (key, csr, crt, extf) = (
+                format!("{name}.key"),
+                format!("{name}.csr"),
+                format!("{name}.crt"),
+                format!("{name}.ext"),
+            );
+            let mut req = vec!["req", "-new", "-nodes", "-subj", &subj];
+            req.extend(ec);
+            req.extend(["-keyout", &key, "-out", &csr]);
+            run(&req);
+            run(&[
+                "x509",
+                "-req",
+                "-in",
+                &csr,
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                &extf,
+                "-out",
+                &crt,
+            ]);
+        }
+        Certs { dir }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.join(name).display().to_string()
+    }
+
+    /// The `tls-*` lines for a TLS listener on `port`.
+    fn conf(&self, port: u16, auth: &str) -> String {
+        format!(
+            "tls-port {port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
+             tls-auth-clients {auth}\n",
+            self.path("server.crt"),
+            self.path("server.key"),
+            self.path("ca.crt"),
+        )
+    }
+}
+
+impl Drop for Certs {
+    fn drop(&mut self) {
+        remove_temp_dir(&self.dir);
+    }
+}
+
+/// `redis-cli --tls` against `port`, with the client certificate when
+/// `cert`, bounded by coreutils' `timeout`; `stdin` fed to it.
+fn cli(certs: &Certs, port: u16, cert: bool, args: &[&str], stdin: Option<&Path>) -> Output {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["20", "redis-cli", "--tls", "--cacert"])
+        .arg(certs.path("ca.crt"))
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+    if cert {
+        cmd.args(["--cert", &certs.path("client.crt")])
+            .args(["--key", &certs.path("client.key")]);
+    }
+    cmd.args(args);
+    match stdin {
+        Some(p) => cmd.stdin(fs::File::open(p).expect("open stdin file")),
+        None => cmd.stdin(Stdio::null()),
+    };
+    cmd.output()
+        .expect("redis-cli runs (apt-get install redis-tools)")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+fn start(certs: &Certs, threads: usize, auth: &str, more: &str) -> (RedisCluster, Mithril, u16) {
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let tls_port = free_port();
+    let conf = format!("threads {threads}\n{}{more}", certs.conf(tls_port, auth));
+    let m = Mithril::start(bin(), &cluster.seeds(), &conf);
+    (cluster, m, tls_port)
+}
+
+#[test]
+fn set_get_and_a_pipeline_through_the_tls_port_at_1_2_and_4_threads() {
+    let certs = Certs::make();
+    for threads in [1, 2, 4] {
+        let (_cluster, m, port) = start(&certs, threads, "yes", "");
+        // Each run is a new connection, placed on some worker.
+        for i in 0..2 * threads {
+            let key = format!("tls:{threads}:{i}");
+            let set = cli(&certs, port, true, &["SET", &key, &format!("v{i}")], None);
+            assert_eq!(stdout(&set), "OK", "threads {threads}: {set:?}");
+            let get = cli(&certs, port, true, &["GET", &key], None);
+            assert_eq!(stdout(&get), format!("v{i}"), "threads {threads}: {get:?}");
+        }
+        // A pipeline: every command written at once, the replies counted.
+        let mut stream = Vec::new();
+        for i in 0..1000 {
+            let (k, v) = (format!("p:{threads}:{i}"), format!("{i}"));
+            stream.extend(encode_command(&[b"SET", k.as_bytes(), v.as_bytes()]));
+            stream.extend(encode_command(&[b"GET", k.as_bytes()]));
+        }
+        let file = certs.dir.join("pipe.resp");
+        fs::write(&file, &stream).expect("write the pipeline");
+        let pipe = cli(&certs, port, true, &["--pipe"], Some(&file));
+        let text = format!("{}{}", stdout(&pipe), String::from_utf8_lossy(&pipe.stderr));
+        assert!(
+            text.contains("errors: 0, replies: 2000"),
+            "threads {threads}: {text}"
+        );
+        // A reply larger than rustls's 64 KiB buffer: it leaves in parts.
+        let big = "x".repeat(300_000);
+        let file = certs.dir.join("big.txt");
+        fs::write(&file, &big).expect("write the value");
+        let set = cli(&certs, port, true, &["-x", "SET", "tls:big"], Some(&file));
+        assert_eq!(stdout(&set), "OK", "{set:?}");
+        let get = cli(&certs, port, true, &["GET", "tls:big"], None);
+        assert_eq!(stdout(&get).len(), big.len(), "threads {threads}");
+        // What TLS clients wrote, read through the plain port.
+        let mut c = m.conn();
+        assert_eq!(c.cmd(&["GET", &format!("p:{threads}:999")]), bulk("999"));
+        assert_eq!(c.cmd(&["STRLEN", "tls:big"]).as_int(), 300_000);
+    }
+}
+
+#[test]
+fn mutual_tls_refuses_a_client_without_a_certificate_unless_optional() {
+    let certs = Certs::make();
+    let (_cluster, _m, port) = start(&certs, 2, "yes", "");
+    let with = cli(&certs, port, true, &["PING"], None);
+    assert_eq!(stdout(&with), "PONG", "{with:?}");
+    for _ in 0..4 {
+        let without = cli(&certs, port, false, &["PING"], None);
+        assert!(
+            !stdout(&without).contains("PONG"),
+            "served without a certificate: {without:?}"
+        );
+    }
+    drop(_m);
+    let (_cluster, m, port) = start(&certs, 2, "optional", "");
+    for cert in [true, false] {
+        let o = cli(&certs, port, cert, &["PING"], None);
+        assert_eq!(stdout(&o), "PONG", "optional, cert {cert}: {o:?}");
+    }
+    drop(m);
+    // No certificate asked at all; and port 0: only the TLS listener.
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let port = free_port();
+    let plain = free_port();
+    let conf = format!("threads 1\n{}port 0\n", certs.conf(port, "no"));
+    let mut m = Mithril::spawn(bin(), &cluster.seeds(), &conf);
+    let ready = poll_until(Duration::from_secs(20), || {
+        (stdout(&cli(&certs, port, false, &["PING"], None)) == "PONG").then_some(())
+    });
+    assert!(ready.is_some(), "no PONG over TLS with port 0: {}", m.log());
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", plain)).is_err() && m.log().contains("(TLS)"),
+        "a plain listener with port 0"
+    );
+    m.stop();
+}
+
+#[test]
+fn garbage_silence_and_half_handshakes_are_closed_within_their_bound() {
+    let certs = Certs::make();
+    for threads in [1, 2, 4] {
+        let (_cluster, _m, port) = start(&certs, threads, "no", "tls-handshake-timeout 1000\n");
+        let addr = format!("127.0.0.1:{port}");
+        let opened = Instant::now();
+        // Not TLS at all: refused at its first record.
+        let mut garbage = Conn::connect(&addr);
+        garbage
+            .write_raw(b"*1\r\n$4\r\nPING\r\n")
+            .expect("write garbage");
+        // Silent; and a ClientHello's record header with half its body.
+        let mut silent = Conn::connect(&addr);
+        let mut half = Conn::connect(&addr);
+        let mut hello = vec![
+            0x16, 0x03, 0x01, 0x01, 0x00, 0x01, 0x00, 0x00, 0xfc, 0x03, 0x03,
+        ];
+        hello.extend([0u8; 100]);
+        half.write_raw(&hello).expect("write half a hello");
+        assert!(
+            garbage.is_closed(Duration::from_millis(900)),
+            "threads {threads}: garbage still open"
+        );
+        // Meanwhile another TLS client is served.
+        let o = cli(&certs, port, false, &["PING"], None);
+        assert_eq!(stdout(&o), "PONG", "threads {threads}: {o:?}");
+        for (what, c) in [("silent", &mut silent), ("half handshake", &mut half)] {
+            assert!(
+                c.is_closed(Duration::from_secs(5)),
+                "threads {threads}: {what} still open"
+            );
+            let after = opened.elapsed();
+            assert!(
+                after >= Duration::from_millis(900) && after < Duration::from_secs(3),
+                "threads {threads}: {what} closed after {after:?}, bound 1 s"
+            );
+        }
+        let o = cli(&certs, port, false, &["PING"], None);
+        assert_eq!(stdout(&o), "PONG", "threads {threads}: {o:?}");
+    }
+}
+
+#[test]
+fn an_encrypted_key_and_its_password_are_refused_with_the_reason() {
+    let certs = Certs::make();
+    let conf = certs.dir.join("pass.conf");
+    fs::write(
+        &conf,
+        format!(
+            "cluster-nodes 127.0.0.1:7000\n{}tls-key-file-pass secret\n",
+            certs.conf(free_port(), "no")
+        ),
+    )
+    .expect("write the config");
+    let out = run_mithril(&["-t", "-c", &conf.display().to_string()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("tls-key-file-pass is not supported"),
+        "{text}"
+    );
+    assert!(text.contains("cannot decrypt"), "{text}");
+
+    // The key itself encrypted: the start stops, naming the file.
+    let enc = certs.path("enc.key");
+    let o = Command::new("openssl")
+        .args(["pkey", "-in", &certs.path("server.key"), "-aes256"])
+        .args(["-passout", "pass:secret", "-out", &enc])
+        .output()
+        .expect("openssl");
+    assert!(o.status.success(), "{o:?}");
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let more = format!("{}tls-key-file {enc}\n", certs.conf(free_port(), "no"));
+    let mut m = Mithril::spawn(bin(), &cluster.seeds(), &more);
+    let status = m.wait_exit(Duration::from_secs(20));
+    assert!(!status.success());
+    let said = format!("{}{}", m.stdio(), m.log());
+    assert!(said.contains("the key is encrypted"), "{said}");
+}
