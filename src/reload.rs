@@ -8,6 +8,7 @@
 //!                                                └─► for every directive of the table:
 //!        live (CONFIG SET's), changed since the file was last read ─► applied
 //!        `user` lines / `requirepass`, changed since last read ──────► users replaced
+//!        `tls-*` files and settings, with a TLS listener ─────────────► TLS rebuilt
 //!        anything else that differs from what runs ──────────────────► pending restart
 //! ```
 //!
@@ -34,6 +35,14 @@
 //! and handed to the acceptor, a removed one closed and its clients
 //! drained (they read nothing more, get their replies and are closed).
 //! Any other change to the pools is pending.
+//!
+//! TLS (with a `tls-port` at start and in the file): every reload builds
+//! the rustls configuration again from the file's `tls-*` directives and
+//! the files they name, changed or not, since a renewed certificate is
+//! usually the same path with new content; the next handshakes use it,
+//! open sessions keep theirs. A certificate or key that does not load
+//! fails the reload like a file that does not parse: nothing changes.
+//! `tls-port` and `tls-handshake-timeout` wait for a restart.
 //!
 //! Pending: every other directive is compared, through the directive
 //! table (so a new directive is covered without a list here), with the
@@ -74,6 +83,8 @@ pub enum ReloadError {
     NoFile,
     /// The file does not parse or does not validate.
     Config(ConfigError),
+    /// A `tls-*` file does not load (`crate::tls`).
+    Tls(String),
 }
 
 impl std::fmt::Display for ReloadError {
@@ -83,6 +94,7 @@ impl std::fmt::Display for ReloadError {
                 f.write_str("reload failed: mithril was started without a configuration file")
             }
             ReloadError::Config(e) => write!(f, "reload failed: {e}"),
+            ReloadError::Tls(e) => write!(f, "reload failed: {e}"),
         }
     }
 }
@@ -96,6 +108,8 @@ pub struct Applied {
     pub users: Option<usize>,
     /// The directives that differ from what runs and wait for a restart.
     pub pending: Vec<&'static str>,
+    /// The TLS configuration was built again from the file.
+    pub tls: bool,
 }
 
 /// The file as last read.
@@ -174,10 +188,23 @@ impl Reload {
                 return Err(e);
             }
         };
+        // Before anything changes: a TLS file that does not load fails the
+        // whole reload.
+        let tls = match crate::tls::reload(shared.tls.as_ref(), &cfg.tls) {
+            Ok(tls) => tls,
+            Err(e) => {
+                self.failed.fetch_add(1, Ordering::Relaxed);
+                log::warn!(target: T, "{why}: configuration reload failed: {e}; nothing changed");
+                return Err(ReloadError::Tls(e));
+            }
+        };
         let mut applied = Applied::default();
         seeds(shared, &last.config, &cfg, &mut applied);
         for d in DIRECTIVES {
-            if USER_DIRECTIVES.contains(&d.name) || POOL_DIRECTIVES.contains(&d.name) {
+            if USER_DIRECTIVES.contains(&d.name)
+                || POOL_DIRECTIVES.contains(&d.name)
+                || (tls.is_some() && crate::tls::RELOADED.contains(&d.name))
+            {
                 continue;
             }
             if d.runtime_settable {
@@ -187,6 +214,10 @@ impl Reload {
             } else if !d.same_in(&shared.config, &cfg) {
                 applied.pending.push(d.name);
             }
+        }
+        if let Some(tls) = tls {
+            crate::tls::install(shared.tls.as_ref(), tls);
+            applied.tls = true;
         }
         let users = user_lines(&cfg);
         if users != last.users {
@@ -351,6 +382,9 @@ fn log_outcome(why: &str, a: &Applied) {
     let mut done: Vec<String> = a.live.iter().map(|n| n.to_string()).collect();
     if let Some(n) = a.users {
         done.push(format!("the users ({n} now)"));
+    }
+    if a.tls {
+        done.push("TLS (certificates and settings, for new handshakes)".to_string());
     }
     if done.is_empty() {
         log::info!(target: T, "{why}: configuration reloaded, nothing to change");

@@ -409,7 +409,8 @@ pub fn run_reloadable(
     let tls = if cfg.tls.port == 0 || cfg.cluster_nodes.is_empty() {
         None
     } else {
-        Some(crate::tls::server_config(&cfg.tls).map_err(StartError)?)
+        let built = crate::tls::server_config(&cfg.tls).map_err(StartError)?;
+        Some(arc_swap::ArcSwap::new(built))
     };
     // observe: the metrics and stats ports (off unless configured).
     let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;

@@ -8,10 +8,14 @@
 //! crate). Certificates and keys are PEM files read with
 //! `rustls-pki-types`.
 //!
-//! Never: read a file after start-up (a reload names the `tls-*`
-//! directives pending restart), or accept a configuration it cannot
-//! honour (an encrypted key, an unknown suite): those stop the start with
-//! a message naming the directive.
+//! A reload builds it again from the file's `tls-*` directives and the
+//! files they name, which may have been replaced in place (a renewed
+//! certificate): the handshakes after it use the new configuration, the
+//! sessions already open keep theirs ([`reload`]).
+//!
+//! Never: accept a configuration it cannot honour (an encrypted key, an
+//! unknown suite): those stop the start, or fail the reload, with a
+//! message naming the directive.
 
 use crate::config::tls::{AuthClients, TlsSettings};
 use rustls::crypto::CryptoProvider;
@@ -21,6 +25,41 @@ use rustls::server::{NoServerSessionStorage, ServerSessionMemoryCache, WebPkiCli
 use rustls::{RootCertStore, ServerConfig, SupportedProtocolVersion};
 use std::path::Path;
 use std::sync::Arc;
+
+/// The `tls-*` directives a reload applies (the others, `tls-port` and
+/// `tls-handshake-timeout`, wait for a restart).
+pub const RELOADED: &[&str] = &[
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-key-file-pass",
+    "tls-ca-cert-file",
+    "tls-ca-cert-dir",
+    "tls-auth-clients",
+    "tls-protocols",
+    "tls-ciphersuites",
+    "tls-session-caching",
+];
+
+/// A reload: the configuration `t` (the file's) describes, ready to be
+/// swapped in by [`install`]; `Ok(None)` when the process has no TLS
+/// listener (then nothing TLS is reloaded, and a changed `tls-*` directive
+/// is pending restart) or the file turns TLS off (`tls-port` pending).
+pub fn reload(
+    running: Option<&arc_swap::ArcSwap<ServerConfig>>,
+    t: &TlsSettings,
+) -> Result<Option<Arc<ServerConfig>>, String> {
+    if running.is_none() || t.port == 0 {
+        return Ok(None);
+    }
+    server_config(t).map(Some)
+}
+
+/// Puts a configuration [`reload`] built in force for the next handshakes.
+pub fn install(running: Option<&arc_swap::ArcSwap<ServerConfig>>, cfg: Arc<ServerConfig>) {
+    if let Some(r) = running {
+        r.store(cfg);
+    }
+}
 
 /// Sessions the resumption cache keeps (Redis's `tls-session-cache-size`
 /// default).

@@ -12,7 +12,11 @@
 //!   handshake within `tls-handshake-timeout` (plus a tick), while another
 //!   TLS client keeps working;
 //! - `tls-key-file-pass` and an encrypted key are refused with a message
-//!   that says why.
+//!   that says why;
+//! - a certificate renewed in place is used by every handshake after a
+//!   CONFIG RELOAD, whichever worker takes it (1, 2 and 4 threads), while
+//!   a connection opened before goes on; a key that does not load fails
+//!   the reload and changes nothing.
 
 mod support;
 
@@ -27,23 +31,29 @@ struct Certs {
     dir: PathBuf,
 }
 
+/// Runs `openssl args` in `dir`, failing the test on an error.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl runs (apt-get install openssl)");
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+const EC: [&str; 4] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
+const SERVER_EXT: &str = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n";
+
 impl Certs {
     fn make() -> Certs {
-        let dir = make_temp_dir();
-        let run = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .stdin(Stdio::null())
-                .output()
-                .expect("openssl runs (apt-get install openssl)");
-            assert!(
-                out.status.success(),
-                "openssl {args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+        let certs = Certs {
+            dir: make_temp_dir(),
         };
-        let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
         let mut ca = vec![
             "req",
             "-x509",
@@ -53,7 +63,7 @@ impl Certs {
             "-subj",
             "/CN=mithril test CA",
         ];
-        ca.extend(ec);
+        ca.extend(EC);
         ca.extend([
             "-keyout",
             "ca.key",
@@ -64,32 +74,35 @@ impl Certs {
             "-addext",
             "keyUsage=critical,keyCertSign,cRLSign",
         ]);
-        run(&ca);
-        for (name, cn, ext) in [
-            (
-                "server",
-                "127.0.0.1",
-                "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n",
-            ),
-            (
-                "client",
-                "mithril test client",
-                "extendedKeyUsage=clientAuth\n",
-            ),
-        ] {
-            fs::write(dir.join(format!("{name}.ext")), ext).expect("write ext");
-            let subj = format!("/CN={cn}");
-            let (key, csr, crt, extf) = (
-                format!("{name}.key"),
-                format!("{name}.csr"),
-                format!("{name}.crt"),
-                format!("{name}.ext"),
-            );
-            let mut req = vec!["req", "-new", "-nodes", "-subj", &subj];
-            req.extend(ec);
-            req.extend(["-keyout", &key, "-out", &csr]);
-            run(&req);
-            run(&[
+        openssl(&certs.dir, &ca);
+        certs.sign("server", "127.0.0.1", SERVER_EXT);
+        certs.sign(
+            "client",
+            "mithril test client",
+            "extendedKeyUsage=clientAuth\n",
+        );
+        certs
+    }
+
+    /// `NAME.key` and `NAME.crt`, a certificate for `cn` the CA signed
+    /// with the extensions `ext`.
+    fn sign(&self, name: &str, cn: &str, ext: &str) {
+        let dir = &self.dir;
+        fs::write(dir.join(format!("{name}.ext")), ext).expect("write ext");
+        let subj = format!("/CN={cn}");
+        let (key, csr, crt, extf) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.crt"),
+            format!("{name}.ext"),
+        );
+        let mut req = vec!["req", "-new", "-nodes", "-subj", &subj];
+        req.extend(EC);
+        req.extend(["-keyout", &key, "-out", &csr]);
+        openssl(dir, &req);
+        openssl(
+            dir,
+            &[
                 "x509",
                 "-req",
                 "-in",
@@ -105,9 +118,8 @@ impl Certs {
                 &extf,
                 "-out",
                 &crt,
-            ]);
-        }
-        Certs { dir }
+            ],
+        );
     }
 
     fn path(&self, name: &str) -> String {
@@ -327,4 +339,144 @@ fn an_encrypted_key_and_its_password_are_refused_with_the_reason() {
     assert!(!status.success());
     let said = format!("{}{}", m.stdio(), m.log());
     assert!(said.contains("the key is encrypted"), "{said}");
+}
+
+/// What `openssl s_client` says of a handshake with `port` (the server's
+/// certificate subject among it), and whether the chain verified.
+fn peer_subject(certs: &Certs, port: u16) -> (bool, String) {
+    let o = Command::new("timeout")
+        .args(["10", "openssl", "s_client", "-connect"])
+        .arg(format!("127.0.0.1:{port}"))
+        .args(["-CAfile", &certs.path("ca.crt"), "-verify_return_error"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("openssl s_client runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.success(), text)
+}
+
+/// A TLS connection held open across a reload: `openssl s_client`
+/// speaking Redis's inline protocol, its output lines read by a thread.
+struct Held {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Held {
+    fn open(certs: &Certs, port: u16) -> Held {
+        let mut cmd = Command::new("openssl");
+        cmd.args(["s_client", "-quiet", "-crlf", "-connect"])
+            .arg(format!("127.0.0.1:{port}"))
+            .args(["-CAfile", &certs.path("ca.crt")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = spawn_child(cmd).expect("start openssl s_client");
+        let out = child.stdout.take().expect("its stdout");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line.trim_end().to_string()).is_err() {
+                    break;
+                }
+            }
+        });
+        Held { child, lines }
+    }
+
+    /// Sends an inline command and returns the next reply line.
+    fn cmd(&mut self, line: &str) -> String {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("its stdin");
+        writeln!(stdin, "{line}").expect("write to s_client");
+        stdin.flush().expect("flush");
+        self.lines
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|e| panic!("no reply to {line:?} on the held connection: {e}"))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Replaces `to` by `from`'s content the way the documentation asks: a
+/// new file renamed over the old one.
+fn replace_file(from: &str, to: &str) {
+    let tmp = format!("{to}.new");
+    fs::copy(from, &tmp).expect("copy");
+    fs::rename(&tmp, to).expect("rename");
+}
+
+#[test]
+fn a_certificate_renewed_in_place_is_used_by_the_next_handshake_after_a_reload() {
+    let certs = Certs::make();
+    certs.sign("renewed", "renewed.mithril.test", SERVER_EXT);
+    for threads in [1, 2, 4] {
+        // Each round starts from the first certificate.
+        replace_file(&certs.path("server.crt"), &certs.path("live.crt"));
+        replace_file(&certs.path("server.key"), &certs.path("live.key"));
+        let (_cluster, m, port) = start(
+            &certs,
+            threads,
+            "no",
+            &format!(
+                "tls-cert-file {}\ntls-key-file {}\n",
+                certs.path("live.crt"),
+                certs.path("live.key")
+            ),
+        );
+        let (verified, before) = peer_subject(&certs, port);
+        assert!(
+            verified && !before.contains("renewed.mithril.test"),
+            "{before}"
+        );
+        let mut held = Held::open(&certs, port);
+        assert_eq!(held.cmd("SET held 1"), "+OK", "threads {threads}");
+
+        replace_file(&certs.path("renewed.crt"), &certs.path("live.crt"));
+        replace_file(&certs.path("renewed.key"), &certs.path("live.key"));
+        let mut admin = m.conn();
+        assert_eq!(admin.cmd(&["CONFIG", "RELOAD"]), ok(), "threads {threads}");
+        // Every new handshake, whichever worker takes it.
+        for _ in 0..2 * threads {
+            let (verified, after) = peer_subject(&certs, port);
+            assert!(
+                verified && after.contains("renewed.mithril.test"),
+                "{after}"
+            );
+        }
+        // The connection opened before the reload goes on.
+        assert_eq!(held.cmd("GET held"), "$1", "threads {threads}");
+        assert_eq!(
+            held.lines
+                .recv_timeout(Duration::from_secs(10))
+                .ok()
+                .as_deref(),
+            Some("1")
+        );
+
+        // A key that does not load fails the reload: nothing changes.
+        fs::write(certs.path("live.key.new"), "not a key\n").expect("write");
+        fs::rename(certs.path("live.key.new"), certs.path("live.key")).expect("rename");
+        let r = admin.cmd(&["CONFIG", "RELOAD"]);
+        assert!(
+            r.is_error() && r.as_error().contains("tls-key-file"),
+            "threads {threads}: {r:?}"
+        );
+        let (verified, still) = peer_subject(&certs, port);
+        assert!(
+            verified && still.contains("renewed.mithril.test"),
+            "{still}"
+        );
+        assert_eq!(held.cmd("PING"), "+PONG");
+    }
 }

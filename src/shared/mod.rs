@@ -336,8 +336,9 @@ pub struct Shared {
     /// restart (`crate::reload`).
     pub reload: crate::reload::Reload,
     /// TLS toward clients (`tls-port`): the rustls configuration every
-    /// TLS session's handshake starts from (`crate::tls`).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// TLS session's handshake starts from (`crate::tls`); a reload swaps
+    /// it, and the next handshakes use the new one.
+    pub tls: Option<arc_swap::ArcSwap<rustls::ServerConfig>>,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

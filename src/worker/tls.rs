@@ -25,7 +25,7 @@ impl Worker {
     /// (the socket is then closed) when TLS is off or rustls refuses.
     pub(super) fn tls_connection(&self) -> Option<rustls::ServerConnection> {
         let cfg = self.shared.tls.as_ref()?;
-        match rustls::ServerConnection::new(cfg.clone()) {
+        match rustls::ServerConnection::new(cfg.load_full()) {
             Ok(c) => Some(c),
             Err(e) => {
                 log::warn!(target: "mithril::worker", "worker {}: cannot start a TLS session: {e}", self.id);
