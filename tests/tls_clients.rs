@@ -16,7 +16,11 @@
 //! - a certificate renewed in place is used by every handshake after a
 //!   CONFIG RELOAD, whichever worker takes it (1, 2 and 4 threads), while
 //!   a connection opened before goes on; a key that does not load fails
-//!   the reload and changes nothing.
+//!   the reload and changes nothing;
+//! - a TLS client that asks for 64 MiB and reads nothing is cut at
+//!   `client-output-buffer-limit` as a plain one is; one that reads gets a
+//!   deep pipeline of large replies whole and in order (rustls as the
+//!   client here: redis-cli cannot pipeline without reading).
 
 mod support;
 
@@ -479,4 +483,126 @@ fn a_certificate_renewed_in_place_is_used_by_the_next_handshake_after_a_reload()
         );
         assert_eq!(held.cmd("PING"), "+PONG");
     }
+}
+
+/// A TLS client of mithril's own making (rustls, as a client), for what
+/// redis-cli cannot do: pipeline without reading.
+fn rustls_client(
+    certs: &Certs,
+    port: u16,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    use std::sync::Arc;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_file_iter(certs.path("ca.crt")).expect("CA") {
+        roots.add(c.expect("CA cert")).expect("add CA");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("name");
+    let conn = rustls::ClientConnection::new(Arc::new(cfg), name).expect("client");
+    let sock = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    rustls::StreamOwned::new(conn, sock)
+}
+
+/// A client connection, plain or TLS.
+trait ReadWrite: std::io::Read + std::io::Write {}
+impl<T: std::io::Read + std::io::Write> ReadWrite for T {}
+
+/// `connected_clients` of INFO clients.
+fn connected_clients(probe: &mut Conn) -> u64 {
+    info_text_field(probe, "clients", "connected_clients")
+        .parse()
+        .unwrap_or(u64::MAX)
+}
+
+#[test]
+fn a_tls_client_that_does_not_read_is_cut_at_its_output_limit_as_a_plain_one() {
+    use std::io::{Read, Write};
+    let certs = Certs::make();
+    let (_cluster, m, port) = start(
+        &certs,
+        2,
+        "no",
+        "client-output-buffer-limit normal 4mb 0 0\n",
+    );
+    let big = "v".repeat(1 << 20);
+    let mut probe = m.conn();
+    assert_eq!(probe.cmd(&["SET", "big", &big]), ok());
+    for tls in [false, true] {
+        let mut c: Box<dyn ReadWrite> = if tls {
+            Box::new(rustls_client(&certs, port))
+        } else {
+            let s = std::net::TcpStream::connect(("127.0.0.1", m.port)).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            Box::new(s)
+        };
+        c.write_all(b"PING\r\n").expect("PING");
+        let mut pong = [0u8; 7];
+        c.read_exact(&mut pong).expect("PONG");
+        assert_eq!(connected_clients(&mut probe), 2);
+        // 64 MiB of replies asked for, none read until mithril cut it.
+        let gets: Vec<u8> = (0..64)
+            .flat_map(|_| encode_command(&[b"GET", b"big"]))
+            .collect();
+        c.write_all(&gets).expect("the GETs");
+        wait_until(
+            "the client past its output limit to be closed",
+            Duration::from_secs(20),
+            || (connected_clients(&mut probe) == 1).then_some(()),
+        );
+        let mut got = 0usize;
+        let mut buf = vec![0u8; 1 << 16];
+        let end = loop {
+            match c.read(&mut buf) {
+                Ok(0) => break "EOF".to_string(),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break e.to_string(),
+            }
+        };
+        // The limit, plus what the kernel's socket buffers took.
+        assert!(got < 12 << 20, "tls {tls}: {got} bytes read, then {end}");
+        let o = cli(&certs, port, false, &["PING"], None);
+        assert_eq!(stdout(&o), "PONG", "{o:?}");
+    }
+}
+
+#[test]
+fn a_deep_pipeline_of_large_replies_arrives_whole_and_in_order_over_tls() {
+    use std::io::{Read, Write};
+    let certs = Certs::make();
+    let (_cluster, m, port) = start(&certs, 2, "no", "");
+    let mut probe = m.conn();
+    let values: Vec<String> = (0..8)
+        .map(|i| format!("{i}").repeat(((i + 1) * 131_072) + i))
+        .collect();
+    for (i, v) in values.iter().enumerate() {
+        assert_eq!(probe.cmd(&["SET", &format!("big:{i}"), v]), ok());
+    }
+    let mut tls = rustls_client(&certs, port);
+    // 64 GETs, 36 MiB of replies, in one write; read once all are sent.
+    let gets: Vec<u8> = (0..64)
+        .flat_map(|j| encode_command(&[b"GET", format!("big:{}", j % 8).as_bytes()]))
+        .collect();
+    tls.write_all(&gets).expect("the GETs");
+    for j in 0..64 {
+        let v = &values[j % 8];
+        let want = format!("${}\r\n{v}\r\n", v.len());
+        let mut got = vec![0u8; want.len()];
+        tls.read_exact(&mut got)
+            .unwrap_or_else(|e| panic!("reply {j}: {e}"));
+        assert!(got == want.as_bytes(), "reply {j} differs");
+    }
+    tls.write_all(b"PING\r\n").expect("PING");
+    let mut pong = [0u8; 7];
+    tls.read_exact(&mut pong).expect("PONG");
+    assert_eq!(&pong, b"+PONG\r\n");
 }
