@@ -336,12 +336,13 @@ impl Worker {
         }
         // A client of the TLS listener: rustls between its socket and its
         // buffers, its handshake bounded in time (tls.rs).
-        let tls = match a.tls {
-            true => match self.tls_connection() {
-                Some(c) => Some(c),
-                None => return,
-            },
-            false => None,
+        let tls = if a.tls {
+            let Some(c) = self.tls_connection() else {
+                return; // dropping `a` closes the socket
+            };
+            Some(c)
+        } else {
+            None
         };
         let mut stream = mio::net::TcpStream::from_std(a.stream);
         let _ = reactor::net::configure(&stream, self.keepalive);
