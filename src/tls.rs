@@ -209,3 +209,129 @@ fn client_roots(t: &TlsSettings) -> Result<RootCertStore, String> {
     }
     Ok(roots)
 }
+
+/// The first common name (CN) in the subject of the DER certificate
+/// `der`, when it is a UTF-8, printable or IA5 string: what
+/// `tls-auth-clients-user CN` names a user by. `None` for anything else,
+/// malformed input included (it never panics: every length is checked
+/// against what is left).
+pub fn common_name(der: &[u8]) -> Option<String> {
+    // Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version
+    // OPTIONAL, serialNumber, signature, issuer, validity, subject, ... } }
+    let (_, cert, _) = der_item(der, 0x30)?;
+    let (_, mut tbs, _) = der_item(cert, 0x30)?;
+    if tbs.first() == Some(&0xa0) {
+        tbs = der_any(tbs)?.2;
+    }
+    for _ in 0..4 {
+        tbs = der_any(tbs)?.2; // serial, signature, issuer, validity
+    }
+    let (_, mut subject, _) = der_item(tbs, 0x30)?;
+    // Name ::= SEQUENCE OF SET OF SEQUENCE { type OID, value ANY }
+    while !subject.is_empty() {
+        let (_, mut set, rest) = der_item(subject, 0x31)?;
+        subject = rest;
+        while !set.is_empty() {
+            let (_, attr, rest) = der_item(set, 0x30)?;
+            set = rest;
+            let (_, oid, value) = der_item(attr, 0x06)?;
+            if oid != [0x55, 0x04, 0x03] {
+                continue; // not 2.5.4.3, commonName
+            }
+            let (tag, text, _) = der_any(value)?;
+            return match tag {
+                0x0c | 0x13 | 0x16 => String::from_utf8(text.to_vec()).ok(),
+                _ => None,
+            };
+        }
+    }
+    None
+}
+
+/// The DER item at the start of `input` if its tag is `tag`.
+fn der_item(input: &[u8], tag: u8) -> Option<(u8, &[u8], &[u8])> {
+    der_any(input).filter(|(t, _, _)| *t == tag)
+}
+
+/// The DER item at the start of `input`: (tag, content, what follows).
+/// Single-byte tags only, definite lengths of at most four bytes.
+fn der_any(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = input.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first < 0x80 {
+        (first as usize, rest)
+    } else {
+        let n = (first & 0x7f) as usize;
+        if n == 0 || n > 4 || rest.len() < n {
+            return None;
+        }
+        let len = rest[..n].iter().fold(0usize, |l, &b| (l << 8) | b as usize);
+        (len, &rest[n..])
+    };
+    if rest.len() < len {
+        return None;
+    }
+    Some((tag, &rest[..len], &rest[len..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_name;
+
+    /// A DER item of `tag` around `content`.
+    fn item(tag: u8, content: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        if content.len() < 0x80 {
+            out.push(content.len() as u8);
+        } else {
+            out.push(0x82);
+            out.extend((content.len() as u16).to_be_bytes());
+        }
+        out.extend(content);
+        out
+    }
+
+    fn cert(subject_attrs: &[(&[u8], u8, &[u8])]) -> Vec<u8> {
+        let mut name = Vec::new();
+        for (oid, tag, value) in subject_attrs {
+            let attr = [item(0x06, oid), item(*tag, value)].concat();
+            name.extend(item(0x31, &item(0x30, &attr)));
+        }
+        let tbs = [
+            item(0xa0, &item(0x02, &[2])),
+            item(0x02, &[1]),
+            item(0x30, &[]),
+            item(0x30, &[]),
+            item(0x30, &[]),
+            item(0x30, &name),
+            item(0x30, &vec![0u8; 300]), // a long item after the subject
+        ]
+        .concat();
+        item(0x30, &[item(0x30, &tbs), item(0x30, &[])].concat())
+    }
+
+    const CN: &[u8] = &[0x55, 0x04, 0x03];
+    const O: &[u8] = &[0x55, 0x04, 0x0a];
+
+    #[test]
+    fn the_common_name_is_found_among_the_subject_attributes() {
+        let c = cert(&[(O, 0x0c, b"org"), (CN, 0x0c, b"alice")]);
+        assert_eq!(common_name(&c).as_deref(), Some("alice"));
+        let c = cert(&[(CN, 0x13, b"bob"), (CN, 0x0c, b"carol")]);
+        assert_eq!(common_name(&c).as_deref(), Some("bob"), "the first one");
+        assert_eq!(common_name(&cert(&[(O, 0x0c, b"org")])), None);
+        assert_eq!(common_name(&cert(&[(CN, 0x1e, b"\0a")])), None, "BMPString");
+    }
+
+    #[test]
+    fn malformed_certificates_give_none_at_every_cut() {
+        let c = cert(&[(CN, 0x0c, b"alice")]);
+        for n in 0..c.len() {
+            assert_eq!(common_name(&c[..n]), None, "cut at {n}");
+        }
+        let mut bad = c.clone();
+        bad[1] = 0x85; // a five-byte length
+        assert_eq!(common_name(&bad), None);
+        assert_eq!(common_name(&[0x30, 0x84, 0xff, 0xff, 0xff, 0xff]), None);
+    }
+}

@@ -20,7 +20,11 @@
 //! - a TLS client that asks for 64 MiB and reads nothing is cut at
 //!   `client-output-buffer-limit` as a plain one is; one that reads gets a
 //!   deep pipeline of large replies whole and in order (rustls as the
-//!   client here: redis-cli cannot pipeline without reading).
+//!   client here: redis-cli cannot pipeline without reading);
+//! - `tls-auth-clients-user CN`: a certificate whose common name is a user
+//!   that is on logs the client in as that user, on any worker; other
+//!   names, a user that is off and no certificate leave it unauthenticated
+//!   (NOAUTH under requirepass); it needs a client certificate asked for.
 
 mod support;
 
@@ -172,6 +176,20 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// `mithril -t` of a file with a seed and `lines`: whether it is valid,
+/// and what it printed.
+fn test_config(certs: &Certs, lines: &str) -> (bool, String) {
+    let conf = certs.dir.join("test.conf");
+    fs::write(&conf, format!("cluster-nodes 127.0.0.1:7000\n{lines}")).expect("write the config");
+    let out = run_mithril(&["-t", "-c", &conf.display().to_string()]);
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 fn start(certs: &Certs, threads: usize, auth: &str, more: &str) -> (RedisCluster, Mithril, u16) {
     let cluster = RedisCluster::start(ClusterSpec::default());
     let tls_port = free_port();
@@ -306,22 +324,12 @@ fn garbage_silence_and_half_handshakes_are_closed_within_their_bound() {
 #[test]
 fn an_encrypted_key_and_its_password_are_refused_with_the_reason() {
     let certs = Certs::make();
-    let conf = certs.dir.join("pass.conf");
-    fs::write(
-        &conf,
-        format!(
-            "cluster-nodes 127.0.0.1:7000\n{}tls-key-file-pass secret\n",
-            certs.conf(free_port(), "no")
-        ),
-    )
-    .expect("write the config");
-    let out = run_mithril(&["-t", "-c", &conf.display().to_string()]);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    let more = format!(
+        "{}tls-key-file-pass secret\n",
+        certs.conf(free_port(), "no")
     );
-    assert!(!out.status.success(), "{text}");
+    let (valid, text) = test_config(&certs, &more);
+    assert!(!valid, "{text}");
     assert!(
         text.contains("tls-key-file-pass is not supported"),
         "{text}"
@@ -605,4 +613,76 @@ fn a_deep_pipeline_of_large_replies_arrives_whole_and_in_order_over_tls() {
     let mut pong = [0u8; 7];
     tls.read_exact(&mut pong).expect("PONG");
     assert_eq!(&pong, b"+PONG\r\n");
+}
+
+#[test]
+fn a_certificate_common_name_logs_in_as_that_user_with_tls_auth_clients_user_cn() {
+    let certs = Certs::make();
+    let client_ext = "extendedKeyUsage=clientAuth\n";
+    certs.sign("alice", "alice", client_ext);
+    certs.sign("nobody", "nobody", client_ext);
+    certs.sign("off", "offuser", client_ext);
+    // The default user needs a password: a client not logged in by its
+    // certificate gets NOAUTH.
+    let cluster = RedisCluster::start(ClusterSpec::default());
+    let port = free_port();
+    let conf = format!(
+        "threads 2\n{}tls-auth-clients-user CN\nrequirepass secret\n\
+         user alice on >alicepass ~* &* +@all\nuser offuser off >x ~* +@all\n",
+        certs.conf(port, "optional")
+    );
+    let m = Mithril::start_locked(bin(), &cluster.seeds(), &conf);
+    let as_cert = |name: &str, args: &[&str]| {
+        let mut cmd = Command::new("timeout");
+        cmd.args([
+            "20",
+            "redis-cli",
+            "--tls",
+            "--cacert",
+            &certs.path("ca.crt"),
+        ])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["--cert", &certs.path(&format!("{name}.crt"))])
+        .args(["--key", &certs.path(&format!("{name}.key"))])
+        .args(args)
+        .stdin(Stdio::null());
+        stdout(&cmd.output().expect("redis-cli"))
+    };
+    for _ in 0..4 {
+        // Each a new connection, on either worker.
+        assert_eq!(as_cert("alice", &["ACL", "WHOAMI"]), "alice");
+        assert_eq!(as_cert("alice", &["SET", "cn:k", "v"]), "OK");
+    }
+    // A name that is no user, a user that is off, no certificate: not
+    // logged in (the default user needs its password).
+    for name in ["nobody", "off"] {
+        let o = as_cert(name, &["PING"]);
+        assert!(o.contains("NOAUTH"), "{name}: {o}");
+    }
+    let o = cli(&certs, port, false, &["PING"], None);
+    assert!(stdout(&o).contains("NOAUTH"), "{o:?}");
+    // AUTH still works over TLS; the plain port is unchanged.
+    let o = cli(
+        &certs,
+        port,
+        false,
+        &["--user", "alice", "--pass", "alicepass", "GET", "cn:k"],
+        None,
+    );
+    assert_eq!(stdout(&o), "v", "{o:?}");
+    let mut plain = m.conn();
+    assert!(
+        plain.cmd(&["GET", "cn:k"]).is_error(),
+        "NOAUTH on the plain port"
+    );
+    // Refused with tls-auth-clients no: no certificate is asked for.
+    let more = format!(
+        "{}tls-auth-clients-user CN\n",
+        certs.conf(free_port(), "no")
+    );
+    let (valid, text) = test_config(&certs, &more);
+    assert!(
+        !valid && text.contains("tls-auth-clients-user CN needs"),
+        "{text}"
+    );
 }

@@ -68,6 +68,9 @@ pub struct TlsSettings {
     pub ca_cert_file: String,
     pub ca_cert_dir: String,
     pub auth_clients: AuthClients,
+    /// `tls-auth-clients-user CN` (true) or `off`: a client certificate's
+    /// common name logs the client in as the user of that name.
+    pub auth_clients_user: bool,
     /// `tls-protocols`: the versions offered, each one of [`PROTOCOLS`]
     /// (never empty: an empty value means both).
     pub protocols: Vec<String>,
@@ -92,6 +95,7 @@ impl Default for TlsSettings {
             ca_cert_file: String::new(),
             ca_cert_dir: String::new(),
             auth_clients: AuthClients::Yes,
+            auth_clients_user: false,
             protocols: PROTOCOLS.map(str::to_string).to_vec(),
             ciphersuites: String::new(),
             session_caching: true,
@@ -151,6 +155,13 @@ pub(super) fn validate_tls(t: &TlsSettings, plain_port: u16) -> Option<String> {
                 .to_string(),
         );
     }
+    if t.auth_clients_user && t.auth_clients == AuthClients::No {
+        return Some(
+            "tls-auth-clients-user CN needs a client certificate: set tls-auth-clients \
+             yes or optional"
+                .to_string(),
+        );
+    }
     None
 }
 
@@ -191,6 +202,11 @@ mod tests {
         assert!(validate_tls(&t, 7778)
             .unwrap()
             .contains("also the plain port"));
+        t.auth_clients_user = true;
+        assert!(validate_tls(&t, 7777)
+            .unwrap()
+            .contains("tls-auth-clients-user CN needs"));
+        t.auth_clients_user = false;
         t.key_file_pass = "secret".into();
         assert!(validate_tls(&t, 7777).unwrap().contains("cannot decrypt"));
         assert_eq!("OPTIONAL".parse(), Ok(AuthClients::Optional));

@@ -300,7 +300,7 @@ pub struct Session {
     /// Accepted on the TLS listener: rustls between the socket and the
     /// buffers (`tls.rs`). `None` for a plain session, whose reads and
     /// flushes test only this.
-    tls: Option<Box<rustls::ServerConnection>>,
+    tls: Option<Box<tls::TlsState>>,
 }
 
 /// The masters a session wrote to since its last WAIT, as shard indexes
@@ -507,9 +507,15 @@ impl Session {
         false
     }
 
-    /// The session speaks TLS over its socket, through `conn`.
-    pub fn set_tls(&mut self, conn: rustls::ServerConnection) {
-        self.tls = Some(Box::new(conn));
+    /// The session speaks TLS over its socket, through `conn`; with
+    /// `by_cn`, its client certificate's common name names its user
+    /// (`tls-auth-clients-user CN`, `tls.rs`).
+    pub fn set_tls(
+        &mut self,
+        conn: rustls::ServerConnection,
+        by_cn: Option<std::sync::Arc<crate::shared::Shared>>,
+    ) {
+        self.tls = Some(Box::new(tls::TlsState { conn, by_cn }));
     }
 
     /// Reads keep the kernel's arrival stamps (the socket has them on).

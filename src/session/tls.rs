@@ -24,9 +24,19 @@
 //! Never: block, or let a plain session pay more than one test of `tls`.
 
 use super::{FlushOutcome, ReadOutcome, Session, GROWTH};
+use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use reactor::writev::MAX_IOV;
 use std::io::{self, BufRead, IoSlice, Write};
+use std::sync::Arc;
+
+/// A TLS session's state: the rustls connection, and with
+/// `tls-auth-clients-user CN` what looks its user up once the handshake
+/// is over (taken then).
+pub(super) struct TlsState {
+    pub(super) conn: rustls::ServerConnection,
+    pub(super) by_cn: Option<Arc<Shared>>,
+}
 
 /// Frames handed to rustls per call (their plaintext becomes records of
 /// up to 16 KiB each).
@@ -36,18 +46,24 @@ impl Session {
     /// The TLS connection, when the session is one.
     #[inline]
     pub fn tls(&self) -> Option<&rustls::ServerConnection> {
-        self.tls.as_deref()
+        self.tls.as_deref().map(|t| &t.conn)
     }
 
     /// The handshake is still under way.
     pub fn tls_handshaking(&self) -> bool {
-        self.tls.as_deref().is_some_and(|t| t.is_handshaking())
+        self.tls
+            .as_deref()
+            .map(|t| &t.conn)
+            .is_some_and(|t| t.is_handshaking())
     }
 
     /// Nothing encrypted waits in rustls for the socket.
     #[inline]
     pub(super) fn tls_sent(&self) -> bool {
-        self.tls.as_deref().map_or(true, |t| !t.wants_write())
+        self.tls
+            .as_deref()
+            .map(|t| &t.conn)
+            .map_or(true, |t| !t.wants_write())
     }
 
     /// `Session::read` for a TLS session: ciphertext until the socket
@@ -72,7 +88,7 @@ impl Session {
             if total >= budget {
                 return ReadOutcome::Budget;
             }
-            let Some(conn) = self.tls.as_deref_mut() else {
+            let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) else {
                 return ReadOutcome::Drained;
             };
             match conn.read_tls(&mut &self.stream) {
@@ -96,6 +112,42 @@ impl Session {
             if let Err(e) = self.send_ciphertext() {
                 return ReadOutcome::Error(e);
             }
+            if self.tls.as_ref().is_some_and(|t| t.by_cn.is_some()) && !self.tls_handshaking() {
+                self.log_in_by_cn();
+            }
+        }
+    }
+
+    /// `tls-auth-clients-user CN`, once the handshake is over (before any
+    /// request is scanned): the user the client certificate's common name
+    /// names, if it exists and is on, as if it had sent AUTH; else the
+    /// session stays as it started (the `default` user, and AUTH applies).
+    #[cold]
+    fn log_in_by_cn(&mut self) {
+        let Some(t) = self.tls.as_deref_mut() else {
+            return;
+        };
+        let Some(shared) = t.by_cn.take() else {
+            return;
+        };
+        let cn = t
+            .conn
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|leaf| crate::tls::common_name(leaf));
+        let Some(cn) = cn else {
+            return;
+        };
+        match shared.admin.acl.user(cn.as_bytes()) {
+            Some(u) if u.enabled => {
+                log::debug!(target: "mithril::session", "client {}: logged in as {cn} by its certificate", self.id);
+                self.restricted = !u.unrestricted;
+                self.user = Some(u);
+                self.authenticated = true;
+            }
+            _ => {
+                log::debug!(target: "mithril::session", "client {}: its certificate names '{cn}', no user that is on", self.id);
+            }
         }
     }
 
@@ -103,7 +155,7 @@ impl Session {
     /// in all. `Ok(false)` once the client closed its side (close_notify,
     /// or a TCP EOF) and nothing is left.
     fn take_plaintext(&mut self, limit: usize) -> io::Result<bool> {
-        let Some(conn) = self.tls.as_deref_mut() else {
+        let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) else {
             return Ok(true);
         };
         let mut reader = conn.reader();
@@ -128,7 +180,7 @@ impl Session {
     /// Writes the ciphertext rustls holds until it is all sent or the
     /// socket would block (`Ok(false)`).
     fn send_ciphertext(&mut self) -> io::Result<bool> {
-        let Some(conn) = self.tls.as_deref_mut() else {
+        let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) else {
             return Ok(true);
         };
         while conn.wants_write() {
@@ -155,7 +207,7 @@ impl Session {
                 Ok(false) => return FlushOutcome::Blocked,
                 Err(e) => return FlushOutcome::Error(e),
             }
-            let Some(conn) = self.tls.as_deref_mut() else {
+            let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) else {
                 return FlushOutcome::Done;
             };
             // Before the handshake is over nothing may be sent (and no
@@ -202,7 +254,7 @@ impl Session {
 
     /// Before closing: a close_notify, if the socket takes it.
     pub fn tls_close_notify(&mut self) {
-        if let Some(conn) = self.tls.as_deref_mut() {
+        if let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) {
             conn.send_close_notify();
             let _ = self.send_ciphertext();
         }

@@ -340,7 +340,8 @@ impl Worker {
             let Some(c) = self.tls_connection() else {
                 return; // dropping `a` closes the socket
             };
-            Some(c)
+            let by_cn = self.shared.config.tls.auth_clients_user;
+            Some((c, by_cn.then(|| self.shared.clone())))
         } else {
             None
         };
@@ -368,8 +369,8 @@ impl Worker {
             let mut s = Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now);
             s.set_home_db(db);
             s.set_stamped(stamped);
-            if let Some(c) = tls {
-                s.set_tls(c);
+            if let Some((c, by_cn)) = tls {
+                s.set_tls(c, by_cn);
             }
             s
         });

@@ -551,6 +551,7 @@ pub static DIRECTIVES: &[Directive] = &[
     tls::CA_CERT_FILE,
     tls::CA_CERT_DIR,
     tls::AUTH_CLIENTS,
+    tls::AUTH_CLIENTS_USER,
     tls::PROTOCOLS,
     tls::CIPHERSUITES,
     tls::SESSION_CACHING,

@@ -88,6 +88,24 @@ pub(super) const AUTH_CLIENTS: Directive = Directive {
     getter: |c| vec![c.tls.auth_clients.to_string()],
 };
 
+pub(super) const AUTH_CLIENTS_USER: Directive = Directive {
+    name: "tls-auth-clients-user",
+    default: "off",
+    summary: "CN: a client certificate's common name logs the client in as that user",
+    runtime_settable: false,
+    kind: Kind::Plain,
+    arity: (1, 1),
+    setter: |c, a| {
+        c.tls.auth_clients_user = match first(a) {
+            v if v.eq_ignore_ascii_case("CN") => true,
+            v if v.eq_ignore_ascii_case("off") => false,
+            _ => return Err("tls-auth-clients-user must be off or CN".to_string()),
+        };
+        Ok(())
+    },
+    getter: |c| vec![if c.tls.auth_clients_user { "CN" } else { "off" }.to_string()],
+};
+
 pub(super) const PROTOCOLS: Directive = Directive {
     name: "tls-protocols",
     default: "\"TLSv1.2 TLSv1.3\"",
