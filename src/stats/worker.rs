@@ -132,8 +132,10 @@ impl WorkerStats {
     }
 
     /// A reply stamped `stamp` left for its client this turn; `head` is
-    /// its first byte (an error reply counts as a failed call).
-    #[inline]
+    /// its first byte (an error reply counts as a failed call). Always
+    /// inlined: `Session::flush` and its TLS twin both call it, and the
+    /// plain one must not pay a call per reply for that (callgrind).
+    #[inline(always)]
     pub fn reply_left(&mut self, stamp: u64, head: u8) {
         let Some(c) = self.cmds.get_mut(usize::from(stamp_cmd(stamp))) else {
             return;
