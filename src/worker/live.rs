@@ -1,0 +1,64 @@
+//! What a reload (or CONFIG SET) changes in a running worker besides the
+//! atomics it reads at each use: the limits and timeouts it keeps copies
+//! of (taken at the tick after `Live::limits_gen` moved), and the clients
+//! of a listener the reload removed (drained).
+
+use super::{Timer, Worker};
+use reactor::Context;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+impl Worker {
+    /// The limits and timeouts CONFIG SET or a reload changed
+    /// (`shared::LIVE_LIMITS`), in force from this tick on: requests
+    /// parsed, outputs checked and connections opened from now on use
+    /// them; what already runs keeps what it had.
+    #[cold]
+    pub(super) fn take_limits(&mut self, gen: u64) {
+        self.limits_gen = gen;
+        let c = self
+            .shared
+            .live
+            .limits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.limits.max_bulk_len = c.proto_max_bulk_len.min(usize::MAX as u64) as usize;
+        self.query_limit = c.query_buffer_limit.min(usize::MAX as u64) as usize;
+        self.connect_timeout = Duration::from_millis(c.connect_timeout_ms);
+        self.backend_timeout =
+            (c.backend_timeout_ms > 0).then(|| Duration::from_millis(c.backend_timeout_ms));
+        let o = &mut self.overload;
+        o.high_water = c.client_output_high_water.min(usize::MAX as u64) as usize;
+        o.normal = c.output_limit_normal;
+        o.pubsub = c.output_limit_pubsub;
+        o.replica = c.output_limit_replica;
+        o.total_limit = c.client_output_total_limit;
+    }
+
+    /// A reload removed the listener at `addr`: the sessions that came
+    /// through it read nothing more and close once their replies are
+    /// written (a blocked one when its block ends). A wildcard listener
+    /// owns every local address of its port.
+    #[cold]
+    pub(super) fn listener_gone(&mut self, cx: &mut Context<'_, Timer>, addr: SocketAddr) {
+        let came = |local: Option<SocketAddr>| {
+            local.is_some_and(|l| {
+                l.port() == addr.port() && (addr.ip().is_unspecified() || l.ip() == addr.ip())
+            })
+        };
+        for key in self.sessions.keys() {
+            let Some(s) = self.sessions.get_mut(key) else {
+                continue;
+            };
+            if !came(s.local) || s.input().is_blocked() || s.closing() {
+                continue;
+            }
+            s.close_after_flush();
+            if s.idle() {
+                self.close_session(cx, key);
+            } else {
+                self.mark_session_dirty(key);
+            }
+        }
+    }
+}
