@@ -545,14 +545,14 @@ impl Placement {
     /// its requests may wait for the new one (cold: asked only when the
     /// unit has no master).
     #[cold]
-    pub fn held(&self, unit: Unit) -> bool {
+    pub fn failing_over(&self, unit: Unit) -> bool {
         let pool = self.pool_of_unit(unit);
         match self.map.pools.get(usize::from(pool)) {
             Some(PoolMap {
-                layout: Layout::Groups { held, .. },
+                layout: Layout::Groups { failing_over, .. },
                 base,
                 ..
-            }) => held.contains(&unit.wrapping_sub(*base)),
+            }) => failing_over.contains(&unit.wrapping_sub(*base)),
             _ => false,
         }
     }

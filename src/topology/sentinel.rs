@@ -11,13 +11,13 @@
 //!
 //! The failover rule: when a sentinel announces that it is about to
 //! promote a replica of group G (`+failover-state-send-slaveof-noone`),
-//! G is published without a master, so no write reaches the old master
+//! G is published without a master (a *failover wait*), so no write reaches the old master
 //! once the new one can take writes (a write the old master acknowledged
 //! after the promotion would be lost when it is turned into a replica).
 //! Requests for G get a clear error until `+switch-master` names the new
 //! master, which is published at once, without waiting for a poll;
 //! `-failover-abort-*`, a poll that finds another master, or
-//! [`FAILOVER_HOLD`] ends the wait.
+//! [`FAILOVER_WAIT`] ends the wait.
 //!
 //! Owns: what it learnt of each group. Runs on the topology thread only
 //! (the watchers only forward what they hear). Never: touch a worker.
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 /// Longest a group stays without a master after a sentinel said it
 /// starts a failover, when nothing says how it ended.
-pub const FAILOVER_HOLD: Duration = Duration::from_secs(10);
+pub const FAILOVER_WAIT: Duration = Duration::from_secs(10);
 
 /// Most sentinels one pool asks and watches (those in the file, then
 /// those learnt).
@@ -137,14 +137,14 @@ impl GroupsSource {
                 (self.groups[i].0.clone(), master, self.replicas[i].clone())
             })
             .collect();
-        let held = (0..self.groups.len())
+        let failing_over = (0..self.groups.len())
             .filter(|&i| failing(i))
             .map(|i| i as u16)
             .collect();
         Topology::groups(
             &self.name,
             &groups,
-            held,
+            failing_over,
             self.hash,
             self.tag,
             self.random,
@@ -257,7 +257,7 @@ impl GroupsSource {
                     return (false, false);
                 };
                 log::info!(target: "mithril::topology", "pool {}: group {} fails over: writes wait for the new master", self.name, self.groups[i].0);
-                self.failing[i] = Some((Instant::now() + FAILOVER_HOLD, self.masters[i]));
+                self.failing[i] = Some((Instant::now() + FAILOVER_WAIT, self.masters[i]));
                 (true, false)
             }
             c if c.starts_with("-failover-abort") => {
@@ -280,7 +280,7 @@ impl GroupsSource {
         }
     }
 
-    /// When a group's failover wait should be looked at again (its hold
+    /// When a group's failover wait should be looked at again (its wait
     /// ends), if one is under way.
     pub fn next_deadline(&self) -> Option<Instant> {
         self.failing.iter().flatten().map(|(until, _)| *until).min()

@@ -79,7 +79,7 @@ pub enum Layout {
         reads: ReadFrom,
         /// The groups (by index) whose master a sentinel is replacing:
         /// no master now, a new one soon.
-        held: Vec<u16>,
+        failing_over: Vec<u16>,
     },
 }
 
@@ -204,12 +204,12 @@ impl Topology {
     /// One group pool: `groups` (name, master, replicas) in the order
     /// written. Each group with a master is a shard and its unit is the
     /// group's index; a group whose master is not known serves nothing.
-    /// `held` names the groups failing over.
+    /// `failing_over` names the groups a sentinel is promoting a replica of.
     #[allow(clippy::too_many_arguments)]
     pub fn groups(
         name: &str,
         groups: &[(String, Option<SocketAddr>, Vec<SocketAddr>)],
-        held: Vec<u16>,
+        failing_over: Vec<u16>,
         hash: GroupHash,
         tag: Option<[u8; 2]>,
         random: bool,
@@ -253,7 +253,7 @@ impl Topology {
                     tag,
                     random,
                     reads,
-                    held,
+                    failing_over,
                 },
                 base: 0,
                 units: groups.len() as u32,

@@ -6,15 +6,15 @@
 //! ring slot is reserved (so the session's replies keep their order), and
 //! it is sent once a map names the new master, in the order parked. It
 //! was never sent, so sending it to the new master is safe for a write
-//! too. One still parked when the group's hold ends without a master (the
-//! hold lasts [`LONGEST_PARK`] at most) gets the unserved-unit error; so
+//! too. One still parked when the group's failover wait ends without a master
+//! (it lasts [`LONGEST_PARK`] at most) gets the unserved-unit error; so
 //! does one that finds [`MAX_PARKED`] requests parked already. The pool's
 //! `timeout` does not shorten the wait: it bounds a server's answer, and
 //! a parked request is at no server yet.
 //!
 //! Owns: the parked requests (a FIFO per worker). Reacts at two points:
 //! a map installed (`unpark`), and the tick (deadlines). Never: park a
-//! request of a unit that is not held (a cluster's slot without a master
+//! request of a unit that is not failing over (a cluster's slot without a master
 //! is refused at once, as before), or park a request that was sent.
 
 use super::purpose::{InFlight, Purpose};
@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 /// with the unserved-unit error. Each holds its frame until it leaves.
 pub(super) const MAX_PARKED: usize = 4096;
 
-/// The longest a request stays parked: a sentinel's hold at most.
-const LONGEST_PARK: Duration = crate::topology::sentinel::FAILOVER_HOLD;
+/// The longest a request stays parked: a sentinel's failover wait at most.
+const LONGEST_PARK: Duration = crate::topology::sentinel::FAILOVER_WAIT;
 
 pub(super) struct Parked {
     session: Key,
@@ -65,7 +65,7 @@ impl Worker {
         read: bool,
         frame: Bytes,
     ) {
-        if !self.place.held(unit) || self.parked.0.len() >= MAX_PARKED {
+        if !self.place.failing_over(unit) || self.parked.0.len() >= MAX_PARKED {
             return self.reply_static(key, router::ERR_SLOT_UNSERVED);
         }
         let Some(s) = self.sessions.get_mut(key) else {
@@ -94,7 +94,9 @@ impl Worker {
             let f = InFlight::new(p.session, p.seq, p.frame.clone(), Purpose::Client);
             match self.place.reader(p.unit, p.read, proto, sticky, cx.now) {
                 Some(set) => self.send_to_pool(cx, set, f),
-                None if self.place.held(p.unit) && cx.now < p.until => self.parked.0.push_back(p),
+                None if self.place.failing_over(p.unit) && cx.now < p.until => {
+                    self.parked.0.push_back(p)
+                }
                 None => self.fail(cx, f, Bytes::from_static(router::ERR_SLOT_UNSERVED)),
             }
         }
