@@ -42,7 +42,11 @@
 //! usually the same path with new content; the next handshakes use it,
 //! open sessions keep theirs. A certificate or key that does not load
 //! fails the reload like a file that does not parse: nothing changes.
-//! `tls-port` and `tls-handshake-timeout` wait for a restart.
+//! `tls-port` and `tls-handshake-timeout` wait for a restart. Toward the
+//! nodes (`tls-cluster yes` at start and in the file) likewise: the CAs
+//! and the client certificate are read again, and the connections opened
+//! after the reload use them; `tls-cluster` and `tls-server-name` wait
+//! for a restart.
 //!
 //! Pending: every other directive is compared, through the directive
 //! table (so a new directive is covered without a list here), with the
@@ -198,12 +202,24 @@ impl Reload {
                 return Err(ReloadError::Tls(e));
             }
         };
+        let nodes = match shared.node_tls.as_ref() {
+            Some(_) if cfg.tls.cluster => match crate::tls::nodes::NodeTls::rebuild(&cfg.tls) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    self.failed.fetch_add(1, Ordering::Relaxed);
+                    log::warn!(target: T, "{why}: configuration reload failed: {e}; nothing changed");
+                    return Err(ReloadError::Tls(e));
+                }
+            },
+            _ => None,
+        };
         let mut applied = Applied::default();
         seeds(shared, &last.config, &cfg, &mut applied);
         for d in DIRECTIVES {
             if USER_DIRECTIVES.contains(&d.name)
                 || POOL_DIRECTIVES.contains(&d.name)
                 || (tls.is_some() && crate::tls::RELOADED.contains(&d.name))
+                || (nodes.is_some() && crate::tls::NODES_RELOADED.contains(&d.name))
             {
                 continue;
             }
@@ -217,6 +233,10 @@ impl Reload {
         }
         if let Some(tls) = tls {
             crate::tls::install(shared.tls.as_ref(), tls);
+            applied.tls = true;
+        }
+        if let (Some(cfg), Some(node_tls)) = (nodes, shared.node_tls.as_ref()) {
+            node_tls.install(cfg);
             applied.tls = true;
         }
         let users = user_lines(&cfg);

@@ -156,6 +156,21 @@ fn bind_pools(
     Ok(out)
 }
 
+/// The `HOST:PORT` seeds and servers of every cluster and ring pool, as
+/// written: where `tls-cluster` finds a host name to verify the nodes by.
+fn pool_seeds(pools: &[crate::config::pool::PoolSpec]) -> Vec<String> {
+    use crate::config::pool::PoolKind;
+    let mut out = Vec::new();
+    for pool in pools {
+        match &pool.kind {
+            PoolKind::Cluster { seeds } => out.extend(seeds.iter().cloned()),
+            PoolKind::Ring { servers, .. } => out.extend(servers.iter().map(|s| s.addr())),
+            PoolKind::Groups(_) => {}
+        }
+    }
+    out
+}
+
 /// Where each pool's part of the map comes from, and what the workers need
 /// of each pool besides (credentials, database, ring health).
 fn pool_sources(
@@ -415,12 +430,15 @@ pub fn run_reloadable(
     // observe: the metrics and stats ports (off unless configured).
     let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
+    let node_tls =
+        crate::tls::nodes::NodeTls::new(&cfg.tls, &pool_seeds(&pools)).map_err(StartError)?;
     let (sources, pool_runtime) = pool_sources(&cfg, &pools);
     let mut refresher = Refresher::new(
         sources,
         Duration::from_secs(cfg.topology_refresh_secs),
         Duration::from_millis(cfg.connect_timeout_ms),
     );
+    refresher.set_tls(node_tls.clone());
     if !refresher.refresh_once() {
         // Credentials a cluster refuses, or servers that are not cluster
         // nodes, will not get better by waiting.
@@ -520,6 +538,7 @@ pub fn run_reloadable(
         acceptor: std::sync::OnceLock::new(),
         reload,
         tls,
+        node_tls,
     });
 
     let mut worker_threads = Vec::new();

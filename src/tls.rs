@@ -17,6 +17,8 @@
 //! unknown suite): those stop the start, or fail the reload, with a
 //! message naming the directive.
 
+pub mod nodes;
+
 use crate::config::tls::{AuthClients, TlsSettings};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -40,6 +42,21 @@ pub const RELOADED: &[&str] = &[
     "tls-session-caching",
 ];
 
+/// The `tls-*` directives a reload applies to the node side (with
+/// `tls-cluster yes` at start): `tls-cluster` and `tls-server-name` wait
+/// for a restart.
+pub const NODES_RELOADED: &[&str] = &[
+    "tls-client-cert-file",
+    "tls-client-key-file",
+    "tls-client-key-file-pass",
+    "tls-cert-file",
+    "tls-key-file",
+    "tls-ca-cert-file",
+    "tls-ca-cert-dir",
+    "tls-protocols",
+    "tls-ciphersuites",
+];
+
 /// A reload: the configuration `t` (the file's) describes, ready to be
 /// swapped in by [`install`]; `Ok(None)` when the process has no TLS
 /// listener (then nothing TLS is reloaded, and a changed `tls-*` directive
@@ -61,6 +78,55 @@ pub fn install(running: Option<&arc_swap::ArcSwap<ServerConfig>>, cfg: Arc<Serve
     }
 }
 
+/// Moves the plaintext `reader` holds into `rbuf`, up to `limit` bytes in
+/// all, growing it by at least `grow` when it must. `Ok(false)` once the
+/// peer closed (close_notify, or a TCP EOF) and nothing is left: the read
+/// side of a TLS session (`session/tls.rs`) and of a node connection
+/// (`backend/tls.rs`).
+pub fn take_plaintext(
+    mut reader: rustls::Reader<'_>,
+    rbuf: &mut bytes::BytesMut,
+    limit: usize,
+    grow: usize,
+) -> std::io::Result<bool> {
+    use std::io::{BufRead, ErrorKind};
+    while rbuf.len() < limit {
+        let chunk = match reader.fill_buf() {
+            Ok([]) => return Ok(false),
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(true),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        let n = chunk.len().min(limit - rbuf.len());
+        if rbuf.capacity() - rbuf.len() < n {
+            rbuf.reserve(n.max(grow));
+        }
+        rbuf.extend_from_slice(&chunk[..n]);
+        reader.consume(n);
+    }
+    Ok(true)
+}
+
+/// Writes the ciphertext `conn` holds into `out` until all of it left
+/// (`.0`) or `out` would block; `.1`: some of it was written.
+pub fn send_ciphertext<D>(
+    conn: &mut rustls::ConnectionCommon<D>,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<(bool, bool)> {
+    use std::io::ErrorKind;
+    let mut wrote = false;
+    while conn.wants_write() {
+        match conn.write_tls(out) {
+            Ok(n) => wrote |= n > 0,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok((false, wrote)),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok((true, wrote))
+}
+
 /// Sessions the resumption cache keeps (Redis's `tls-session-cache-size`
 /// default).
 const SESSION_CACHE: usize = 20_480;
@@ -69,24 +135,13 @@ const SESSION_CACHE: usize = 20_480;
 /// directive and the file).
 pub fn server_config(t: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
     let provider = Arc::new(provider(&t.ciphersuites)?);
-    let versions: Vec<&'static SupportedProtocolVersion> = t
-        .protocols
-        .iter()
-        .map(|p| {
-            if p == "TLSv1.2" {
-                &rustls::version::TLS12
-            } else {
-                &rustls::version::TLS13
-            }
-        })
-        .collect();
     let builder = ServerConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(&versions)
+        .with_protocol_versions(&versions(t))
         .map_err(|e| format!("tls-protocols / tls-ciphersuites: {e}"))?;
     let builder = match t.auth_clients {
         AuthClients::No => builder.with_no_client_auth(),
         AuthClients::Optional | AuthClients::Yes => {
-            let roots = Arc::new(client_roots(t)?);
+            let roots = Arc::new(roots(t)?);
             let verifier = WebPkiClientVerifier::builder_with_provider(roots, provider);
             let verifier = if t.auth_clients == AuthClients::Optional {
                 verifier.allow_unauthenticated()
@@ -100,7 +155,7 @@ pub fn server_config(t: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
         }
     };
     let chain = certificates(&t.cert_file, "tls-cert-file")?;
-    let key = private_key(&t.key_file)?;
+    let key = private_key_of(&t.key_file, "tls-key-file")?;
     let mut cfg = builder
         .with_single_cert(chain, key)
         .map_err(|e| format!("tls-cert-file / tls-key-file: {e}"))?;
@@ -111,6 +166,20 @@ pub fn server_config(t: &TlsSettings) -> Result<Arc<ServerConfig>, String> {
         cfg.send_tls13_tickets = 0;
     }
     Ok(Arc::new(cfg))
+}
+
+/// The versions of `tls-protocols`.
+fn versions(t: &TlsSettings) -> Vec<&'static SupportedProtocolVersion> {
+    t.protocols
+        .iter()
+        .map(|p| {
+            if p == "TLSv1.2" {
+                &rustls::version::TLS12
+            } else {
+                &rustls::version::TLS13
+            }
+        })
+        .collect()
 }
 
 /// The ring provider, its suites cut to `names` (colon-separated IANA
@@ -156,23 +225,24 @@ fn certificates(path: &str, directive: &str) -> Result<Vec<CertificateDer<'stati
     Ok(certs)
 }
 
-/// The private key of `tls-key-file`. An encrypted one is refused by name:
-/// rustls cannot decrypt it.
-fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, String> {
-    let text = std::fs::read(path).map_err(|e| format!("tls-key-file {path}: {e}"))?;
+/// The private key of `directive` (`tls-key-file`, `tls-client-key-file`).
+/// An encrypted one is refused by name: rustls cannot decrypt it.
+fn private_key_of(path: &str, directive: &str) -> Result<PrivateKeyDer<'static>, String> {
+    let text = std::fs::read(path).map_err(|e| format!("{directive} {path}: {e}"))?;
     if text.windows(b"ENCRYPTED".len()).any(|w| w == b"ENCRYPTED") {
         return Err(format!(
-            "tls-key-file {path}: the key is encrypted, and mithril's TLS library (rustls) \
+            "{directive} {path}: the key is encrypted, and mithril's TLS library (rustls) \
              cannot decrypt it: give an unencrypted key (openssl pkey -in KEY -out PLAIN)"
         ));
     }
-    PrivateKeyDer::from_pem_slice(&text).map_err(|e| format!("tls-key-file {path}: {e}"))
+    PrivateKeyDer::from_pem_slice(&text).map_err(|e| format!("{directive} {path}: {e}"))
 }
 
 /// The CAs of `tls-ca-cert-file` and of every PEM file in
 /// `tls-ca-cert-dir` (files holding no certificate are skipped, as an
-/// OpenSSL hashed directory may hold other files).
-fn client_roots(t: &TlsSettings) -> Result<RootCertStore, String> {
+/// OpenSSL hashed directory may hold other files): what client
+/// certificates and, with `tls-cluster`, the nodes' are checked against.
+fn roots(t: &TlsSettings) -> Result<RootCertStore, String> {
     let mut roots = RootCertStore::empty();
     let mut add = |certs: Vec<CertificateDer<'static>>, what: &str| -> Result<(), String> {
         for c in certs {

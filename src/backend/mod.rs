@@ -36,6 +36,7 @@
 
 pub mod auth;
 pub mod connset;
+mod tls;
 
 use crate::resp::reply::{ReplyScan, ReplyScanner};
 use crate::resp::Proto;
@@ -192,6 +193,9 @@ pub struct Backend<T> {
     pub txn_error: Option<Bytes>,
     /// None for a link (below): nothing to read or write.
     stream: Option<TcpStream>,
+    /// With `tls-cluster yes`: the rustls connection between the FIFO and
+    /// the socket (`tls.rs`).
+    tls: Option<Box<rustls::ClientConnection>>,
     fd: RawFd,
     /// A link: the stand-in for a node pipe another worker owns
     /// (`backend-sharding yes`), with that worker's index. Its requests
@@ -291,6 +295,7 @@ impl<T: Tag> Backend<T> {
             txn_retry: None,
             txn_error: None,
             stream: None,
+            tls: None,
             fd: -1,
             link: None,
             rbuf: BytesMut::new(),
@@ -453,6 +458,9 @@ impl<T: Tag> Backend<T> {
     /// Write unsent requests, up to 256 frames per `writev`, until done or
     /// the socket is full.
     pub fn flush(&mut self) -> io::Result<()> {
+        if self.tls.is_some() {
+            return self.flush_tls();
+        }
         while self.unsent > 0 {
             let start = self.inflight.len() - self.unsent;
             let mut batch = IoBatch::new();
@@ -513,6 +521,9 @@ impl<T: Tag> Backend<T> {
         } else {
             usize::MAX
         };
+        if self.tls.is_some() {
+            return self.read_tls(budget, limit);
+        }
         let (end, n) = read_budgeted(self.fd, &mut self.rbuf, budget, limit, to_eof, GROWTH);
         self.obs.bytes_in += n as u64; // observe
         match end {

@@ -83,6 +83,20 @@ pub struct TlsSettings {
     /// `tls-handshake-timeout`: milliseconds a client has to finish its
     /// handshake.
     pub handshake_timeout_ms: u64,
+    /// `tls-cluster`: every connection to a node (or a pool's server) is
+    /// TLS, the topology's probes included.
+    pub cluster: bool,
+    /// `tls-client-cert-file`, `tls-client-key-file`: the certificate
+    /// presented to the nodes (mutual TLS). Empty: `tls-cert-file` and
+    /// `tls-key-file` when set (Redis's rule), else none.
+    pub client_cert_file: String,
+    pub client_key_file: String,
+    /// `tls-client-key-file-pass`: refused when set, as `tls-key-file-pass`.
+    pub client_key_file_pass: String,
+    /// `tls-server-name`: the name the nodes' certificates are checked
+    /// against and sent as SNI. Empty: the first seed's host name when it
+    /// is one, else each node's IP address.
+    pub server_name: String,
 }
 
 impl Default for TlsSettings {
@@ -100,6 +114,11 @@ impl Default for TlsSettings {
             ciphersuites: String::new(),
             session_caching: true,
             handshake_timeout_ms: 10_000,
+            cluster: false,
+            client_cert_file: String::new(),
+            client_key_file: String::new(),
+            client_key_file_pass: String::new(),
+            server_name: String::new(),
         }
     }
 }
@@ -124,6 +143,9 @@ pub(super) fn parse_protocols(args: &[&str]) -> Result<Vec<String>, String> {
 /// Checks between the `tls-*` settings, and with `port`. `None` when they
 /// hold.
 pub(super) fn validate_tls(t: &TlsSettings, plain_port: u16) -> Option<String> {
+    if let Some(e) = validate_nodes(t) {
+        return Some(e);
+    }
     if plain_port == 0 && t.port == 0 {
         return Some("port must be between 1 and 65535 (0 only with a tls-port)".to_string());
     }
@@ -163,6 +185,53 @@ pub(super) fn validate_tls(t: &TlsSettings, plain_port: u16) -> Option<String> {
         );
     }
     None
+}
+
+/// The checks of the node side (`tls-cluster` and its files).
+fn validate_nodes(t: &TlsSettings) -> Option<String> {
+    if t.client_cert_file.is_empty() != t.client_key_file.is_empty() {
+        return Some(
+            "tls-client-cert-file and tls-client-key-file go together: give both or neither"
+                .to_string(),
+        );
+    }
+    if !t.client_key_file_pass.is_empty() {
+        return Some(
+            "tls-client-key-file-pass is not supported: mithril's TLS library (rustls) cannot \
+             decrypt an encrypted private key; give tls-client-key-file an unencrypted key"
+                .to_string(),
+        );
+    }
+    if !t.server_name.is_empty()
+        && rustls::pki_types::ServerName::try_from(t.server_name.as_str()).is_err()
+    {
+        return Some(format!(
+            "tls-server-name '{}' is neither a DNS name nor an IP address",
+            t.server_name
+        ));
+    }
+    if t.cluster && t.ca_cert_file.is_empty() && t.ca_cert_dir.is_empty() {
+        return Some(
+            "tls-cluster yes needs tls-ca-cert-file or tls-ca-cert-dir to verify the nodes' \
+             certificates (tls-ca-cert-dir /etc/ssl/certs for a public CA)"
+                .to_string(),
+        );
+    }
+    None
+}
+
+impl TlsSettings {
+    /// The certificate and key presented to the nodes, if any: the
+    /// `tls-client-*` pair, else the server's (Redis's rule).
+    pub fn client_identity(&self) -> Option<(&str, &str)> {
+        if !self.client_cert_file.is_empty() {
+            Some((&self.client_cert_file, &self.client_key_file))
+        } else if !self.cert_file.is_empty() && !self.key_file.is_empty() {
+            Some((&self.cert_file, &self.key_file))
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]
@@ -210,6 +279,28 @@ mod tests {
         t.key_file_pass = "secret".into();
         assert!(validate_tls(&t, 7777).unwrap().contains("cannot decrypt"));
         assert_eq!("OPTIONAL".parse(), Ok(AuthClients::Optional));
+        t.key_file_pass.clear();
+        t.cluster = true;
+        assert!(validate_tls(&t, 7777)
+            .unwrap()
+            .contains("to verify the nodes"));
+        t.ca_cert_dir = "/etc/ssl/certs".into();
+        assert_eq!(validate_tls(&t, 7777), None);
+        assert_eq!(
+            t.client_identity(),
+            Some(("c.pem", "k.pem")),
+            "the server's"
+        );
+        t.client_cert_file = "cc.pem".into();
+        assert!(validate_tls(&t, 7777).unwrap().contains("go together"));
+        t.client_key_file = "ck.pem".into();
+        assert_eq!(t.client_identity(), Some(("cc.pem", "ck.pem")));
+        t.server_name = "redis.example.com".into();
+        assert_eq!(validate_tls(&t, 7777), None);
+        t.server_name = "not a name".into();
+        assert!(validate_tls(&t, 7777)
+            .unwrap()
+            .contains("neither a DNS name"));
         assert!("maybe".parse::<AuthClients>().is_err());
     }
 }

@@ -27,7 +27,7 @@ use super::{FlushOutcome, ReadOutcome, Session, GROWTH};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
 use reactor::writev::MAX_IOV;
-use std::io::{self, BufRead, IoSlice, Write};
+use std::io::{self, IoSlice, Write};
 use std::sync::Arc;
 
 /// A TLS session's state: the rustls connection, and with
@@ -158,23 +158,7 @@ impl Session {
         let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) else {
             return Ok(true);
         };
-        let mut reader = conn.reader();
-        while self.rbuf.len() < limit {
-            let chunk = match reader.fill_buf() {
-                Ok([]) => return Ok(false),
-                Ok(chunk) => chunk,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
-                Err(e) => return Err(e),
-            };
-            let n = chunk.len().min(limit - self.rbuf.len());
-            if self.rbuf.capacity() - self.rbuf.len() < n {
-                self.rbuf.reserve(n.max(GROWTH.chunk));
-            }
-            self.rbuf.extend_from_slice(&chunk[..n]);
-            reader.consume(n);
-        }
-        Ok(true)
+        crate::tls::take_plaintext(conn.reader(), &mut self.rbuf, limit, GROWTH.chunk)
     }
 
     /// Writes the ciphertext rustls holds until it is all sent or the
@@ -183,15 +167,9 @@ impl Session {
         let Some(conn) = self.tls.as_deref_mut().map(|t| &mut t.conn) else {
             return Ok(true);
         };
-        while conn.wants_write() {
-            match conn.write_tls(&mut &self.stream) {
-                Ok(n) => self.pressure.wrote |= n > 0,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(true)
+        let (all, wrote) = crate::tls::send_ciphertext(conn, &mut &self.stream)?;
+        self.pressure.wrote |= wrote;
+        Ok(all)
     }
 
     /// `Session::flush` for a TLS session: the ciphertext rustls holds

@@ -339,6 +339,9 @@ pub struct Shared {
     /// TLS session's handshake starts from (`crate::tls`); a reload swaps
     /// it, and the next handshakes use the new one.
     pub tls: Option<arc_swap::ArcSwap<rustls::ServerConfig>>,
+    /// TLS toward the nodes (`tls-cluster yes`): what every connection a
+    /// worker opens to a node speaks (`crate::tls::nodes`).
+    pub node_tls: Option<Arc<crate::tls::nodes::NodeTls>>,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

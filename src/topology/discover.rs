@@ -75,6 +75,22 @@ impl Builder {
 
 /// Parse CLUSTER SHARDS (Redis 7+), RESP2 or RESP3 form.
 pub fn from_shards(reply: &Value, answered_by: SocketAddr) -> Result<Topology, ParseError> {
+    from_shards_on(reply, answered_by, false)
+}
+
+/// [`from_shards`] for mithril's TLS toward the nodes (`tls: true`): each
+/// node at its `tls-port` (a node announces both when it has both), else
+/// at its `port`.
+pub fn from_shards_on(
+    reply: &Value,
+    answered_by: SocketAddr,
+    tls: bool,
+) -> Result<Topology, ParseError> {
+    let (first_port, second_port) = if tls {
+        ("tls-port", "port")
+    } else {
+        ("port", "tls-port")
+    };
     let Some(shards) = reply.as_array() else {
         return err("CLUSTER SHARDS: not an array");
     };
@@ -109,9 +125,9 @@ pub fn from_shards(reply: &Value, answered_by: SocketAddr) -> Result<Topology, P
         for n in nodes {
             let id = n.get("id").and_then(text).unwrap_or_default();
             let port = n
-                .get("port")
+                .get(first_port)
                 .and_then(|v| v.as_int())
-                .or_else(|| n.get("tls-port").and_then(|v| v.as_int()));
+                .or_else(|| n.get(second_port).and_then(|v| v.as_int()));
             let host = n
                 .get("ip")
                 .and_then(text)
@@ -342,5 +358,50 @@ mod tests {
     fn rejects_out_of_range_slots() {
         let reply = Value::Array(vec![Value::Array(vec![Value::Int(0), Value::Int(20000)])]);
         assert!(from_slots(&reply, "127.0.0.1:1".parse().unwrap()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::Bulk(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_node_with_both_ports_is_reached_at_the_tls_one_over_tls() {
+        let node = |fields: &[(&str, Value)]| {
+            let mut v = vec![
+                bulk("id"),
+                bulk("a".repeat(40).as_str()),
+                bulk("ip"),
+                bulk("127.0.0.1"),
+                bulk("role"),
+                bulk("master"),
+            ];
+            for (k, x) in fields {
+                v.push(bulk(k));
+                v.push(x.clone());
+            }
+            Value::Array(vec![
+                bulk("slots"),
+                Value::Array(vec![Value::Int(0), Value::Int(16383)]),
+                bulk("nodes"),
+                Value::Array(vec![Value::Array(v)]),
+            ])
+        };
+        let by: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let both = Value::Array(vec![node(&[
+            ("port", Value::Int(7000)),
+            ("tls-port", Value::Int(8000)),
+        ])]);
+        let port = |v: &Value, tls| from_shards_on(v, by, tls).unwrap().nodes[0].addr.port();
+        assert_eq!(port(&both, false), 7000);
+        assert_eq!(port(&both, true), 8000);
+        let tls_only = Value::Array(vec![node(&[("tls-port", Value::Int(8000))])]);
+        assert_eq!(port(&tls_only, false), 8000, "port 0: only a tls-port");
+        let plain_only = Value::Array(vec![node(&[("port", Value::Int(7000))])]);
+        assert_eq!(port(&plain_only, true), 7000);
     }
 }

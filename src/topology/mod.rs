@@ -157,6 +157,8 @@ pub struct Refresher {
     /// The sentinel watchers run (`spawn`): a sentinel learnt later gets
     /// one at once.
     watching: bool,
+    /// `tls-cluster yes`: the probes speak TLS to the nodes.
+    tls: Option<Arc<crate::tls::nodes::NodeTls>>,
 }
 
 /// A refresh of a cluster pool that cannot succeed as configured: its
@@ -191,6 +193,7 @@ impl Refresher {
             timeout,
             silent: HashSet::new(),
             watching: false,
+            tls: None,
         };
         // A ring's servers are known from the start: its part needs no
         // network (health checks follow in the thread).
@@ -203,6 +206,11 @@ impl Refresher {
         }
         r.publish_if_changed(None);
         r
+    }
+
+    /// The probes of the nodes go over TLS (`tls-cluster yes`).
+    pub fn set_tls(&mut self, tls: Option<Arc<crate::tls::nodes::NodeTls>>) {
+        self.tls = tls;
     }
 
     pub fn handle(&self) -> Arc<TopologyHandle> {
@@ -240,8 +248,10 @@ impl Refresher {
     }
 
     fn fetch_from(&self, addr: SocketAddr, auth: Option<&probe::Auth>) -> Result<Topology, String> {
-        let ask =
-            |cmd: &[&[u8]]| probe::query(addr, self.timeout, auth, cmd).map_err(|e| e.to_string());
+        let ask = |cmd: &[&[u8]]| {
+            probe::query(addr, self.timeout, auth, self.tls.as_deref(), cmd)
+                .map_err(|e| e.to_string())
+        };
         let shards = ask(&[b"CLUSTER", b"SHARDS"])?;
         let topo = if let Value::Error(e) = &shards {
             // Servers older than 7.0 do not know SHARDS.
@@ -252,7 +262,8 @@ impl Refresher {
             }
             discover::from_slots(&slots, addr).map_err(|e| e.to_string())?
         } else {
-            discover::from_shards(&shards, addr).map_err(|e| e.to_string())?
+            discover::from_shards_on(&shards, addr, self.tls.is_some())
+                .map_err(|e| e.to_string())?
         };
         if topo.is_empty() {
             return Err("the node reports no slots assigned".into());
@@ -290,14 +301,20 @@ impl Refresher {
         let Source::Cluster { name, seeds, auth } = self.sources.get(i)? else {
             return None;
         };
-        if let Some(why) = probe::auth_problem(seeds, self.timeout, auth.as_ref()) {
+        if let Some(why) =
+            probe::auth_problem(seeds, self.timeout, auth.as_ref(), self.tls.as_deref())
+        {
             return Some(why);
         }
         for seed in seeds {
             for addr in probe::resolve(seed).unwrap_or_default() {
-                let Ok(Value::Error(e)) =
-                    probe::query(addr, self.timeout, auth.as_ref(), &[b"CLUSTER", b"SHARDS"])
-                else {
+                let Ok(Value::Error(e)) = probe::query(
+                    addr,
+                    self.timeout,
+                    auth.as_ref(),
+                    self.tls.as_deref(),
+                    &[b"CLUSTER", b"SHARDS"],
+                ) else {
                     continue;
                 };
                 if String::from_utf8_lossy(&e).contains(NOT_A_CLUSTER) {
@@ -507,7 +524,13 @@ impl Refresher {
                     return false;
                 };
                 matches!(
-                    probe::query(addr, self.timeout, auth.as_ref(), &[b"PING"]),
+                    probe::query(
+                        addr,
+                        self.timeout,
+                        auth.as_ref(),
+                        self.tls.as_deref(),
+                        &[b"PING"]
+                    ),
                     Ok(Value::Simple(_))
                 )
             };
@@ -590,7 +613,14 @@ impl Refresher {
     fn lowest_master_version(&self, topo: &Topology, auth: Option<&probe::Auth>) -> Option<String> {
         let mut low: Option<String> = None;
         for n in topo.masters() {
-            let info = probe::query(n.addr, self.timeout, auth, &[b"INFO", b"server"]).ok()?;
+            let info = probe::query(
+                n.addr,
+                self.timeout,
+                auth,
+                self.tls.as_deref(),
+                &[b"INFO", b"server"],
+            )
+            .ok()?;
             let text = String::from_utf8_lossy(info.as_bytes()?).into_owned();
             let v = text
                 .lines()

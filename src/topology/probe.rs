@@ -4,6 +4,7 @@
 
 use crate::resp::encode;
 use crate::resp::value::{self, Value};
+use crate::tls::nodes::NodeTls;
 use bytes::Bytes;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -26,17 +27,32 @@ pub struct Auth {
 }
 
 /// Sends `auth`'s request first (when given), then `args`; the reply to
-/// `args`.
+/// `args`. Over TLS with `tls` (`tls-cluster yes`), the handshake done
+/// within the same `timeout` per read and write.
 pub fn query(
     addr: SocketAddr,
     timeout: Duration,
     auth: Option<&Auth>,
+    tls: Option<&NodeTls>,
     args: &[&[u8]],
 ) -> io::Result<Value> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
     s.set_nodelay(true)?;
+    match tls {
+        None => exchange(s, auth, args),
+        Some(t) => {
+            let conn = t
+                .connect(addr)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("TLS: {e}")))?;
+            exchange(rustls::StreamOwned::new(conn, s), auth, args)
+        }
+    }
+}
+
+/// `query`'s exchange on a connected stream.
+fn exchange(mut s: impl Read + Write, auth: Option<&Auth>, args: &[&[u8]]) -> io::Result<Value> {
     let mut req = Vec::with_capacity(64);
     if let Some(a) = auth {
         req.extend_from_slice(&a.frame);
@@ -70,10 +86,15 @@ pub fn query(
 
 /// Whether any of `seeds` refuses mithril's credentials (or wants some):
 /// the message saying so. Asked at start when no seed gave a topology.
-pub fn auth_problem(seeds: &[String], timeout: Duration, auth: Option<&Auth>) -> Option<String> {
+pub fn auth_problem(
+    seeds: &[String],
+    timeout: Duration,
+    auth: Option<&Auth>,
+    tls: Option<&NodeTls>,
+) -> Option<String> {
     for seed in seeds {
         for addr in resolve(seed).unwrap_or_default() {
-            if let Err(e) = query(addr, timeout, auth, &[b"PING"]) {
+            if let Err(e) = query(addr, timeout, auth, tls, &[b"PING"]) {
                 if e.kind() == io::ErrorKind::PermissionDenied {
                     return Some(format!("cluster node {addr}: {e}"));
                 }
@@ -84,7 +105,7 @@ pub fn auth_problem(seeds: &[String], timeout: Duration, auth: Option<&Auth>) ->
 }
 
 /// Reads one reply from `s`; `buf` keeps what was read past it.
-pub(super) fn read_reply(s: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Value> {
+pub(super) fn read_reply(s: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<Value> {
     let mut chunk = [0u8; 16 * 1024];
     loop {
         match value::parse(buf) {

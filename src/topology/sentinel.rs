@@ -167,7 +167,7 @@ impl GroupsSource {
             let name = self.groups[i].0.clone();
             let ask = |args: &[&[u8]]| -> Option<Value> {
                 sentinels.iter().find_map(|&addr| {
-                    match probe::query(addr, timeout, self.sentinel_auth.as_ref(), args) {
+                    match probe::query(addr, timeout, self.sentinel_auth.as_ref(), None, args) {
                         Ok(Value::Error(e)) => {
                             log::debug!(target: "mithril::topology", "pool {}: sentinel {addr}: {}", self.name, String::from_utf8_lossy(&e));
                             None

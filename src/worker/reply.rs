@@ -125,6 +125,11 @@ impl Worker {
                 Read::Reply(f, frame, head) => self.on_reply(cx, key, via, f, frame, head),
             }
         }
+        // A TLS read may leave handshake messages, or requests that waited
+        // for the handshake, to write.
+        if self.backends.get(key).is_some_and(|b| b.tls_wants_flush()) {
+            self.mark_backend_dirty(key);
+        }
         match io {
             Io::Ok => {}
             Io::Budget => self.ready_backends.push(key),

@@ -380,9 +380,22 @@ impl Worker {
                 "-ERR mithril: cannot register a connection to {addr} ({e})\r\n"
             )));
         }
+        let tls = match self.shared.node_tls.as_deref().map(|t| t.connect(addr)) {
+            None => None,
+            Some(Ok(conn)) => Some(conn),
+            Some(Err(e)) => {
+                let _ = cx.registry.deregister(&mut stream);
+                return Err(Bytes::from(format!(
+                    "-CLUSTERDOWN mithril: cannot start TLS toward {addr} ({e})\r\n"
+                )));
+            }
+        };
         let now = cx.now;
         self.backends
             .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
+        if let (Some(conn), Some(b)) = (tls, self.backends.get_mut(key)) {
+            b.start_tls(conn);
+        }
         let ring_server = self.place.ring_server(server_pool, addr);
         let cluster = self.place.is_cluster(server_pool);
         if let Some(b) = self.backends.get_mut(key) {

@@ -556,6 +556,11 @@ pub static DIRECTIVES: &[Directive] = &[
     tls::CIPHERSUITES,
     tls::SESSION_CACHING,
     tls::HANDSHAKE_TIMEOUT,
+    tls::CLUSTER,
+    tls::CLIENT_CERT_FILE,
+    tls::CLIENT_KEY_FILE,
+    tls::CLIENT_KEY_FILE_PASS,
+    tls::SERVER_NAME,
     Directive {
         name: "cluster-announce-ip",
         default: "\"\"",

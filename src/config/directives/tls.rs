@@ -159,3 +159,45 @@ pub(super) const HANDSHAKE_TIMEOUT: Directive = Directive {
     },
     getter: |c| vec![c.tls.handshake_timeout_ms.to_string()],
 };
+
+pub(super) const CLUSTER: Directive = Directive {
+    name: "tls-cluster",
+    default: "no",
+    summary: "connect to the nodes (and pools' servers) over TLS, the topology's probes included",
+    runtime_settable: false,
+    kind: Kind::Plain,
+    arity: (1, 1),
+    setter: |c, a| {
+        c.tls.cluster = parse_bool(first(a)).ok_or("tls-cluster must be yes or no")?;
+        Ok(())
+    },
+    getter: |c| vec![if c.tls.cluster { "yes" } else { "no" }.to_string()],
+};
+
+pub(super) const CLIENT_CERT_FILE: Directive = text_row!(
+    "tls-client-cert-file",
+    client_cert_file,
+    "the certificate chain (PEM) shown to the nodes; empty: tls-cert-file's",
+    Kind::Plain
+);
+
+pub(super) const CLIENT_KEY_FILE: Directive = text_row!(
+    "tls-client-key-file",
+    client_key_file,
+    "the private key (PEM, unencrypted) of tls-client-cert-file",
+    Kind::Plain
+);
+
+pub(super) const CLIENT_KEY_FILE_PASS: Directive = text_row!(
+    "tls-client-key-file-pass",
+    client_key_file_pass,
+    "refused when set: encrypted private keys are not supported",
+    Kind::Secret
+);
+
+pub(super) const SERVER_NAME: Directive = text_row!(
+    "tls-server-name",
+    server_name,
+    "the name the nodes' certificates are verified against (and SNI); empty: seed host or node IP",
+    Kind::Plain
+);
