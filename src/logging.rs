@@ -52,6 +52,9 @@ pub fn init(level: LogLevel, logfile: &str) -> io::Result<()> {
     // maximum is the one knob, so CONFIG SET loglevel can raise it as well
     // as lower it.
     b.filter_level(log::LevelFilter::Trace)
+        // rustls narrates every handshake at debug: its warnings only
+        // (what went wrong reaches the log through mithril's own lines).
+        .filter_module("rustls", log::LevelFilter::Warn)
         .target(env_logger::Target::Pipe(Box::new(Sink)))
         .format(move |buf, record| {
             let mark = match record.level() {
