@@ -71,6 +71,7 @@ use std::time::{Duration, Instant};
 pub const FEED: Kind = Kind(3);
 
 mod rdb;
+mod tls;
 
 pub use rdb::EMPTY_RDB;
 
@@ -187,6 +188,9 @@ struct Link {
     session: Key,
     addr: SocketAddr,
     stream: TcpStream,
+    /// With `tls-cluster yes`: rustls between the link and its socket
+    /// (`tls.rs`).
+    tls: Option<Box<rustls::ClientConnection>>,
     rbuf: BytesMut,
     /// Handshake bytes not yet written.
     out: Vec<u8>,
@@ -307,11 +311,20 @@ impl Worker {
             Some(a) => a.to_vec(),
             None => SYNC.to_vec(),
         };
+        let tls = match self.shared.node_tls.as_deref().map(|t| t.connect(addr)) {
+            None => None,
+            Some(Ok(conn)) => Some(Box::new(conn)),
+            Some(Err(e)) => {
+                let _ = cx.registry.deregister(&mut stream);
+                return Err(format!("cannot start TLS toward {addr} ({e})"));
+            }
+        };
         let now = cx.now;
         self.replfeed.links.insert_with(|_| Link {
             session,
             addr,
             stream,
+            tls,
             rbuf: BytesMut::new(),
             out,
             phase: Phase::Connecting,
@@ -376,7 +389,7 @@ impl Worker {
             return;
         };
         let session = l.session;
-        if event.is_writable() && !l.out.is_empty() {
+        if event.is_writable() && l.wants_write() {
             if l.phase == Phase::Connecting {
                 if let Ok(Some(e)) | Err(e) = l.stream.take_error() {
                     let why = format!("cannot connect to {} ({e})", l.addr);
@@ -418,8 +431,20 @@ impl Worker {
             return;
         }
         let session = l.session;
-        let fd = l.stream.as_raw_fd();
-        let (end, n) = read_budgeted(fd, &mut l.rbuf, LINK_READ_BUDGET, hold, hup, GROWTH);
+        let (end, n) = if l.tls.is_some() {
+            let read = tls::read(l, LINK_READ_BUDGET, hold);
+            // Handshake messages rustls could not send at once.
+            if l.wants_write() {
+                if let Err(e) = link_write(l) {
+                    let why = format!("write to {} failed ({e})", l.addr);
+                    return self.feed_fail(cx, session, &why);
+                }
+            }
+            read
+        } else {
+            let fd = l.stream.as_raw_fd();
+            read_budgeted(fd, &mut l.rbuf, LINK_READ_BUDGET, hold, hup, GROWTH)
+        };
         if n > 0 {
             l.heard = cx.now;
         }
@@ -576,6 +601,9 @@ impl Worker {
 /// Write what the handshake has left to send, as far as the socket takes
 /// it (the rest goes at its next writable edge).
 fn link_write(l: &mut Link) -> std::io::Result<()> {
+    if l.tls.is_some() {
+        return tls::write(l);
+    }
     while !l.out.is_empty() {
         match l.stream.write(&l.out) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
@@ -780,6 +808,7 @@ mod tests {
             session: Key::NONE,
             addr,
             stream: TcpStream::from_std(s),
+            tls: None,
             rbuf: BytesMut::new(),
             out: Vec::new(),
             phase: Phase::Handshake { auth: true },
