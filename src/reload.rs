@@ -194,7 +194,7 @@ impl Reload {
         };
         // Before anything changes: a TLS file that does not load fails the
         // whole reload.
-        let tls = match crate::tls::reload(shared.tls.as_ref(), &cfg.tls) {
+        let tls = match crate::tls::reload(shared.tls.as_ref(), &cfg) {
             Ok(tls) => tls,
             Err(e) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);

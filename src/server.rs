@@ -132,7 +132,8 @@ fn bind_pools(
         } else {
             cfg.tcp_backlog
         };
-        for l in &pool.listen {
+        let each = pool.listen.iter().map(|l| (l, false));
+        for (l, tls) in each.chain(pool.tls_listen.iter().map(|l| (l, true))) {
             let addr = listen_addr(l).ok_or_else(|| {
                 StartError(format!(
                     "pool {}: cannot resolve listen address {l}",
@@ -141,8 +142,9 @@ fn bind_pools(
             })?;
             match crate::upgrade::listen(addr, backlog) {
                 Ok(listener) => {
-                    log::info!(target: "mithril::server", "pool {}: listening on {addr}", pool.name);
-                    out.push((listener, i, false));
+                    let what = if tls { " (TLS)" } else { "" };
+                    log::info!(target: "mithril::server", "pool {}: listening on {addr}{what}", pool.name);
+                    out.push((listener, i, tls));
                 }
                 Err(e) => {
                     return Err(StartError(format!(
@@ -421,7 +423,7 @@ pub fn run_reloadable(
     let listeners = bind_pools(&cfg, &pools, first)?;
     // Read before any client can come: a certificate or key that does not
     // load stops the start here.
-    let tls = if cfg.tls.port == 0 || cfg.cluster_nodes.is_empty() {
+    let tls = if !listeners.iter().any(|l| l.2) {
         None
     } else {
         let built = crate::tls::server_config(&cfg.tls).map_err(StartError)?;

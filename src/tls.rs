@@ -57,15 +57,18 @@ pub const NODES_RELOADED: &[&str] = &[
     "tls-ciphersuites",
 ];
 
-/// A reload: the configuration `t` (the file's) describes, ready to be
-/// swapped in by [`install`]; `Ok(None)` when the process has no TLS
-/// listener (then nothing TLS is reloaded, and a changed `tls-*` directive
-/// is pending restart) or the file turns TLS off (`tls-port` pending).
+/// A reload: the configuration the file's `tls-*` directives describe,
+/// ready to be swapped in by [`install`]; `Ok(None)` when the process has
+/// no TLS listener (then nothing TLS is reloaded, and a changed `tls-*`
+/// directive is pending restart) or the file has none left (neither a
+/// `tls-port` nor a pool's `tls-listen`: that change is pending).
 pub fn reload(
     running: Option<&arc_swap::ArcSwap<ServerConfig>>,
-    t: &TlsSettings,
+    cfg: &crate::config::Config,
 ) -> Result<Option<Arc<ServerConfig>>, String> {
-    if running.is_none() || t.port == 0 {
+    let t = &cfg.tls;
+    let listens = t.port != 0 || cfg.pools.iter().any(|p| !p.tls_listen.is_empty());
+    if running.is_none() || !listens {
         return Ok(None);
     }
     server_config(t).map(Some)

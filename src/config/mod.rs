@@ -639,7 +639,7 @@ pub fn exposed_listeners(cfg: &Config) -> Vec<String> {
         );
     }
     for p in cfg.pools.iter().filter(|p| p.password.is_empty()) {
-        for l in &p.listen {
+        for l in p.listen.iter().chain(&p.tls_listen) {
             let host = l.rsplit_once(':').map_or(l.as_str(), |(h, _)| h);
             let host = host.trim_start_matches('[').trim_end_matches(']');
             let loopback =

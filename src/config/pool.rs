@@ -91,6 +91,9 @@ pub struct PoolSpec {
     pub name: String,
     /// `HOST:PORT` addresses clients connect to (a host may be `*`).
     pub listen: Vec<String>,
+    /// `HOST:PORT` addresses TLS clients connect to (`tls-listen`), with
+    /// the top-level `tls-*` certificate and settings.
+    pub tls_listen: Vec<String>,
     pub kind: PoolKind,
     /// Milliseconds a server may take to answer (0: the top-level
     /// `backend-timeout`).
@@ -124,6 +127,7 @@ impl PoolSpec {
         PoolSpec {
             name: name.to_string(),
             listen: Vec::new(),
+            tls_listen: Vec::new(),
             kind,
             timeout_ms: 0,
             backlog: 0,
@@ -314,16 +318,15 @@ pub static SETTINGS: &[Setting] = &[
         name: "listen",
         summary: "HOST:PORT the pool's clients connect to (lines accumulate)",
         arity: (1, usize::MAX),
-        setter: |p, args| {
-            for a in args {
-                check_listen(a)?;
-                if !p.listen.iter().any(|l| l == a) {
-                    p.listen.push(a.to_string());
-                }
-            }
-            Ok(())
-        },
+        setter: |p, args| add_listen(&mut p.listen, args),
         getter: |p| p.listen.iter().map(|l| vec![l.clone()]).collect(),
+    },
+    Setting {
+        name: "tls-listen",
+        summary: "HOST:PORT the pool's TLS clients connect to (tls-cert-file's certificate)",
+        arity: (1, usize::MAX),
+        setter: |p, args| add_listen(&mut p.tls_listen, args),
+        getter: |p| p.tls_listen.iter().map(|l| vec![l.clone()]).collect(),
     },
     Setting {
         name: "cluster-nodes",
@@ -612,6 +615,17 @@ pub static SETTINGS: &[Setting] = &[
         },
     },
 ];
+
+/// `listen` / `tls-listen`: each address checked, and added unless there.
+fn add_listen(list: &mut Vec<String>, args: &[&str]) -> Result<(), String> {
+    for a in args {
+        check_listen(a)?;
+        if !list.iter().any(|l| l == a) {
+            list.push(a.to_string());
+        }
+    }
+    Ok(())
+}
 
 /// A listen address: `HOST:PORT` with a literal IP, `*` or `[::]`-style
 /// IPv6, or a host name resolved at start.

@@ -42,12 +42,20 @@ pub struct Standalone {
     pub pid: u32,
     pub dir: PathBuf,
     child: Option<Child>,
+    /// `redis.conf` lines after the harness's own (`start_with`).
+    extra: String,
 }
 
 impl Standalone {
     /// Starts one server on a free port and waits until it answers.
     pub fn start() -> Standalone {
-        let mut s = Standalone::spawn(free_port());
+        Standalone::start_with("")
+    }
+
+    /// `start` with `extra` lines in its `redis.conf` (a `tls-port` and
+    /// its files, say), after the harness's own.
+    pub fn start_with(extra: &str) -> Standalone {
+        let mut s = Standalone::spawn_with(free_port(), extra);
         s.boot_with_port_retries();
         s
     }
@@ -70,11 +78,16 @@ impl Standalone {
     /// Writes the config for `port` in a fresh temp dir and starts the
     /// process, without waiting.
     fn spawn(port: u16) -> Standalone {
+        Standalone::spawn_with(port, "")
+    }
+
+    fn spawn_with(port: u16, extra: &str) -> Standalone {
         let mut s = Standalone {
             port,
             pid: 0,
             dir: make_temp_dir(),
             child: None,
+            extra: extra.to_string(),
         };
         s.write_conf();
         s.launch();
@@ -104,6 +117,7 @@ impl Standalone {
         conf.push_str("save \"\"\nappendonly no\n");
         let _ = writeln!(conf, "dir {:?}", self.dir.display().to_string());
         let _ = writeln!(conf, "logfile {:?}", self.log_path().display().to_string());
+        conf.push_str(&self.extra);
         let path = self.dir.join("redis.conf");
         fs::write(&path, conf).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }

@@ -115,6 +115,16 @@ fn bad_pools_are_refused_with_a_reason() {
             "both listen on 127.0.0.1:1",
         ),
         ("", "no cluster-nodes given"),
+        (
+            "pool a tls-listen 127.0.0.1:2\npool a server 127.0.0.1:6379\n",
+            "tls-listen needs tls-cert-file",
+        ),
+        (
+            "pool a listen 127.0.0.1:1\npool a server 127.0.0.1:6379\n\
+             pool b tls-listen 127.0.0.1:1\npool b server 127.0.0.1:6380\n\
+             tls-cert-file c.pem\ntls-key-file k.pem\n",
+            "both listen on 127.0.0.1:1",
+        ),
     ];
     for (text, want) in cases {
         let e = refused(text);
@@ -220,4 +230,17 @@ fn bad_group_pools_are_refused_with_a_reason() {
         let e = refused(text);
         assert!(e.contains(want), "{text:?}: {e}");
     }
+}
+
+#[test]
+fn a_pool_may_listen_for_tls_only_and_prints_it_back() {
+    let c = read(
+        "pool a tls-listen 127.0.0.1:2\npool a server 127.0.0.1:6379\n\
+         tls-cert-file c.pem\ntls-key-file k.pem\n",
+    );
+    let p = &c.server_pools()[0];
+    assert!(p.listen.is_empty());
+    assert_eq!(p.tls_listen, ["127.0.0.1:2"]);
+    let again = read(&crate::config::render(&c));
+    assert_eq!(again.server_pools()[0].tls_listen, ["127.0.0.1:2"]);
 }

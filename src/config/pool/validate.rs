@@ -10,10 +10,17 @@ pub fn validate_pools(cfg: &Config) -> Result<(), String> {
     let pools = cfg.server_pools();
     let mut listens: Vec<(&str, &str)> = Vec::new();
     for p in &pools {
-        if p.listen.is_empty() {
+        if p.listen.is_empty() && p.tls_listen.is_empty() {
             return Err(format!(
                 "pool {}: no listen address (add 'pool {} listen HOST:PORT')",
                 p.name, p.name
+            ));
+        }
+        if !p.tls_listen.is_empty() && (cfg.tls.cert_file.is_empty() || cfg.tls.key_file.is_empty())
+        {
+            return Err(format!(
+                "pool {}: tls-listen needs tls-cert-file and tls-key-file",
+                p.name
             ));
         }
         match &p.kind {
@@ -41,7 +48,7 @@ pub fn validate_pools(cfg: &Config) -> Result<(), String> {
             PoolKind::Cluster { .. } => {}
             PoolKind::Groups(g) => groups::validate(p, g)?,
         }
-        for l in &p.listen {
+        for l in p.listen.iter().chain(&p.tls_listen) {
             if let Some((_, other)) = listens.iter().find(|(a, _)| same_listen(a, l)) {
                 return Err(format!(
                     "pools {other} and {} both listen on {l}: each pool needs its own address",
