@@ -168,6 +168,7 @@ fn upgrade_under_load(threads: usize) {
          redis-benchmark: {}; {served} fresh connections, none refused",
         handed.as_millis(),
         out.lines()
+            .filter_map(|l| l.rsplit('\r').next())
             .filter(|l| l.contains("requests per second"))
             .map(|l| l.trim())
             .collect::<Vec<_>>()
