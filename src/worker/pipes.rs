@@ -1,5 +1,5 @@
 //! Shared pipes (`backend-sharding yes`): one connection per node for the
-//! whole process, on the worker that owns it (`shared::pipe::Owners`).
+//! whole process, on the worker that owns it (`shared::pipe::Pipes`).
 //!
 //! ```text
 //!   worker A (requester)                      worker B (owner of node N)
