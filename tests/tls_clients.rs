@@ -29,148 +29,9 @@
 mod support;
 
 use std::fs;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
-
-/// A CA, and a server and a client certificate it signed (EC P-256).
-struct Certs {
-    dir: PathBuf,
-}
-
-/// Runs `openssl args` in `dir`, failing the test on an error.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl runs (apt-get install openssl)");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-const EC: [&str; 4] = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"];
-const SERVER_EXT: &str = "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n";
-
-impl Certs {
-    fn make() -> Certs {
-        let certs = Certs {
-            dir: make_temp_dir(),
-        };
-        let mut ca = vec![
-            "req",
-            "-x509",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=mithril test CA",
-        ];
-        ca.extend(EC);
-        ca.extend([
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ]);
-        openssl(&certs.dir, &ca);
-        certs.sign("server", "127.0.0.1", SERVER_EXT);
-        certs.sign(
-            "client",
-            "mithril test client",
-            "extendedKeyUsage=clientAuth\n",
-        );
-        certs
-    }
-
-    /// `NAME.key` and `NAME.crt`, a certificate for `cn` the CA signed
-    /// with the extensions `ext`.
-    fn sign(&self, name: &str, cn: &str, ext: &str) {
-        let dir = &self.dir;
-        fs::write(dir.join(format!("{name}.ext")), ext).expect("write ext");
-        let subj = format!("/CN={cn}");
-        let (key, csr, crt, extf) = (
-            format!("{name}.key"),
-            format!("{name}.csr"),
-            format!("{name}.crt"),
-            format!("{name}.ext"),
-        );
-        let mut req = vec!["req", "-new", "-nodes", "-subj", &subj];
-        req.extend(EC);
-        req.extend(["-keyout", &key, "-out", &csr]);
-        openssl(dir, &req);
-        openssl(
-            dir,
-            &[
-                "x509",
-                "-req",
-                "-in",
-                &csr,
-                "-CA",
-                "ca.crt",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "2",
-                "-extfile",
-                &extf,
-                "-out",
-                &crt,
-            ],
-        );
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.dir.join(name).display().to_string()
-    }
-
-    /// The `tls-*` lines for a TLS listener on `port`.
-    fn conf(&self, port: u16, auth: &str) -> String {
-        format!(
-            "tls-port {port}\ntls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\n\
-             tls-auth-clients {auth}\n",
-            self.path("server.crt"),
-            self.path("server.key"),
-            self.path("ca.crt"),
-        )
-    }
-}
-
-impl Drop for Certs {
-    fn drop(&mut self) {
-        remove_temp_dir(&self.dir);
-    }
-}
-
-/// `redis-cli --tls` against `port`, with the client certificate when
-/// `cert`, bounded by coreutils' `timeout`; `stdin` fed to it.
-fn cli(certs: &Certs, port: u16, cert: bool, args: &[&str], stdin: Option<&Path>) -> Output {
-    let mut cmd = Command::new("timeout");
-    cmd.args(["20", "redis-cli", "--tls", "--cacert"])
-        .arg(certs.path("ca.crt"))
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()]);
-    if cert {
-        cmd.args(["--cert", &certs.path("client.crt")])
-            .args(["--key", &certs.path("client.key")]);
-    }
-    cmd.args(args);
-    match stdin {
-        Some(p) => cmd.stdin(fs::File::open(p).expect("open stdin file")),
-        None => cmd.stdin(Stdio::null()),
-    };
-    cmd.output()
-        .expect("redis-cli runs (apt-get install redis-tools)")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
@@ -206,9 +67,9 @@ fn set_get_and_a_pipeline_through_the_tls_port_at_1_2_and_4_threads() {
         // Each run is a new connection, placed on some worker.
         for i in 0..2 * threads {
             let key = format!("tls:{threads}:{i}");
-            let set = cli(&certs, port, true, &["SET", &key, &format!("v{i}")], None);
+            let set = certs.cli(port, true, &["SET", &key, &format!("v{i}")], None);
             assert_eq!(stdout(&set), "OK", "threads {threads}: {set:?}");
-            let get = cli(&certs, port, true, &["GET", &key], None);
+            let get = certs.cli(port, true, &["GET", &key], None);
             assert_eq!(stdout(&get), format!("v{i}"), "threads {threads}: {get:?}");
         }
         // A pipeline: every command written at once, the replies counted.
@@ -220,7 +81,7 @@ fn set_get_and_a_pipeline_through_the_tls_port_at_1_2_and_4_threads() {
         }
         let file = certs.dir.join("pipe.resp");
         fs::write(&file, &stream).expect("write the pipeline");
-        let pipe = cli(&certs, port, true, &["--pipe"], Some(&file));
+        let pipe = certs.cli(port, true, &["--pipe"], Some(&file));
         let text = format!("{}{}", stdout(&pipe), String::from_utf8_lossy(&pipe.stderr));
         assert!(
             text.contains("errors: 0, replies: 2000"),
@@ -230,9 +91,9 @@ fn set_get_and_a_pipeline_through_the_tls_port_at_1_2_and_4_threads() {
         let big = "x".repeat(300_000);
         let file = certs.dir.join("big.txt");
         fs::write(&file, &big).expect("write the value");
-        let set = cli(&certs, port, true, &["-x", "SET", "tls:big"], Some(&file));
+        let set = certs.cli(port, true, &["-x", "SET", "tls:big"], Some(&file));
         assert_eq!(stdout(&set), "OK", "{set:?}");
-        let get = cli(&certs, port, true, &["GET", "tls:big"], None);
+        let get = certs.cli(port, true, &["GET", "tls:big"], None);
         assert_eq!(stdout(&get).len(), big.len(), "threads {threads}");
         // What TLS clients wrote, read through the plain port.
         let mut c = m.conn();
@@ -245,10 +106,10 @@ fn set_get_and_a_pipeline_through_the_tls_port_at_1_2_and_4_threads() {
 fn mutual_tls_refuses_a_client_without_a_certificate_unless_optional() {
     let certs = Certs::make();
     let (_cluster, _m, port) = start(&certs, 2, "yes", "");
-    let with = cli(&certs, port, true, &["PING"], None);
+    let with = certs.cli(port, true, &["PING"], None);
     assert_eq!(stdout(&with), "PONG", "{with:?}");
     for _ in 0..4 {
-        let without = cli(&certs, port, false, &["PING"], None);
+        let without = certs.cli(port, false, &["PING"], None);
         assert!(
             !stdout(&without).contains("PONG"),
             "served without a certificate: {without:?}"
@@ -257,7 +118,7 @@ fn mutual_tls_refuses_a_client_without_a_certificate_unless_optional() {
     drop(_m);
     let (_cluster, m, port) = start(&certs, 2, "optional", "");
     for cert in [true, false] {
-        let o = cli(&certs, port, cert, &["PING"], None);
+        let o = certs.cli(port, cert, &["PING"], None);
         assert_eq!(stdout(&o), "PONG", "optional, cert {cert}: {o:?}");
     }
     drop(m);
@@ -268,7 +129,7 @@ fn mutual_tls_refuses_a_client_without_a_certificate_unless_optional() {
     let conf = format!("threads 1\n{}port 0\n", certs.conf(port, "no"));
     let mut m = Mithril::spawn(bin(), &cluster.seeds(), &conf);
     let ready = poll_until(Duration::from_secs(20), || {
-        (stdout(&cli(&certs, port, false, &["PING"], None)) == "PONG").then_some(())
+        (stdout(&certs.cli(port, false, &["PING"], None)) == "PONG").then_some(())
     });
     assert!(ready.is_some(), "no PONG over TLS with port 0: {}", m.log());
     assert!(
@@ -303,7 +164,7 @@ fn garbage_silence_and_half_handshakes_are_closed_within_their_bound() {
             "threads {threads}: garbage still open"
         );
         // Meanwhile another TLS client is served.
-        let o = cli(&certs, port, false, &["PING"], None);
+        let o = certs.cli(port, false, &["PING"], None);
         assert_eq!(stdout(&o), "PONG", "threads {threads}: {o:?}");
         for (what, c) in [("silent", &mut silent), ("half handshake", &mut half)] {
             assert!(
@@ -316,7 +177,7 @@ fn garbage_silence_and_half_handshakes_are_closed_within_their_bound() {
                 "threads {threads}: {what} closed after {after:?}, bound 1 s"
             );
         }
-        let o = cli(&certs, port, false, &["PING"], None);
+        let o = certs.cli(port, false, &["PING"], None);
         assert_eq!(stdout(&o), "PONG", "threads {threads}: {o:?}");
     }
 }
@@ -578,7 +439,7 @@ fn a_tls_client_that_does_not_read_is_cut_at_its_output_limit_as_a_plain_one() {
         };
         // The limit, plus what the kernel's socket buffers took.
         assert!(got < 12 << 20, "tls {tls}: {got} bytes read, then {end}");
-        let o = cli(&certs, port, false, &["PING"], None);
+        let o = certs.cli(port, false, &["PING"], None);
         assert_eq!(stdout(&o), "PONG", "{o:?}");
     }
 }
@@ -659,11 +520,10 @@ fn a_certificate_common_name_logs_in_as_that_user_with_tls_auth_clients_user_cn(
         let o = as_cert(name, &["PING"]);
         assert!(o.contains("NOAUTH"), "{name}: {o}");
     }
-    let o = cli(&certs, port, false, &["PING"], None);
+    let o = certs.cli(port, false, &["PING"], None);
     assert!(stdout(&o).contains("NOAUTH"), "{o:?}");
     // AUTH still works over TLS; the plain port is unchanged.
-    let o = cli(
-        &certs,
+    let o = certs.cli(
         port,
         false,
         &["--user", "alice", "--pass", "alicepass", "GET", "cn:k"],

@@ -9,6 +9,14 @@
 //!               (stalled for 8 s: every node MEETs every other, again)
 //! ```
 //!
+//! With `ClusterSpec::tls`, every node also listens for TLS on its
+//! `tls_port` and speaks TLS to the other nodes (`tls-cluster yes`: the
+//! cluster bus is on tls_port + 10000, so MEET and MIGRATE name
+//! `peer_port`) and to its master (`tls-replication yes`). Its plain port
+//! stays open: the harness itself talks plain RESP to it, and over a plain
+//! connection CLUSTER SLOTS / NODES and MOVED name the plain ports (over a
+//! TLS one, the TLS ports).
+//!
 //! Owns: its temp dir and every node process (one dir per node with
 //! `redis.conf`, `nodes.conf`, `redis.log`). Invariants: `children[i]` is
 //! `Some` exactly while node `i` runs; each node sits in its own process group
@@ -46,6 +54,40 @@ pub struct ClusterSpec {
     /// Ports to use, node by node (empty: free ports). A port in use is
     /// then an error, not a reason to pick another.
     pub ports: Vec<u16>,
+    /// TLS beside the plain port, toward clients, peers and masters
+    /// (`None`: plain only). `Certs::node_tls` makes one.
+    pub tls: Option<NodeTls>,
+}
+
+/// The TLS side of every node: `tls-port` (a free port), `tls-cluster
+/// yes`, `tls-replication yes`, these files and `tls-auth-clients`.
+#[derive(Clone, Debug)]
+pub struct NodeTls {
+    /// What the node presents, to clients and to its peers (its extended
+    /// key usage must allow clientAuth too: the cluster bus asks for it).
+    pub cert_file: String,
+    pub key_file: String,
+    /// The CA that verifies the peers, and clients that show a certificate.
+    pub ca_cert_file: String,
+    pub auth_clients: AuthClients,
+}
+
+/// `tls-auth-clients`: whether a client must show a certificate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum AuthClients {
+    No,
+    Optional,
+    Yes,
+}
+
+impl AuthClients {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthClients::No => "no",
+            AuthClients::Optional => "optional",
+            AuthClients::Yes => "yes",
+        }
+    }
 }
 
 impl Default for ClusterSpec {
@@ -56,6 +98,7 @@ impl Default for ClusterSpec {
             node_timeout_ms: 2000,
             extra_redis_conf: Vec::new(),
             ports: Vec::new(),
+            tls: None,
         }
     }
 }
@@ -65,6 +108,8 @@ impl Default for ClusterSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub struct RedisNode {
     pub port: u16,
+    /// Its TLS port (`ClusterSpec::tls`).
+    pub tls_port: Option<u16>,
     pub pid: u32,
     /// The 40-hex node id.
     pub id: String,
@@ -79,6 +124,18 @@ impl RedisNode {
 
     pub fn conn(&self) -> Conn {
         Conn::connect(&self.addr())
+    }
+
+    /// `127.0.0.1:TLS_PORT`; panics on a node without TLS.
+    pub fn tls_addr(&self) -> String {
+        let port = self.tls_port.expect("a node started with ClusterSpec::tls");
+        format!("127.0.0.1:{port}")
+    }
+
+    /// The port the other nodes know it by: its TLS port under
+    /// `tls-cluster yes` (its cluster bus is that + 10000), else its port.
+    pub fn peer_port(&self) -> u16 {
+        self.tls_port.unwrap_or(self.port)
     }
 }
 
@@ -144,9 +201,11 @@ impl RedisCluster {
                 .unwrap_or_else(|e| panic!("cannot create {}: {e}", node_dir.display()));
             cluster.node_dirs.push(node_dir);
             let port = cluster.spec.ports.get(i).copied().unwrap_or_else(free_port);
-            let child = cluster.spawn_node(i, port);
+            let tls_port = cluster.spec.tls.as_ref().map(|_| free_port());
+            let child = cluster.spawn_node(i, port, tls_port);
             cluster.nodes.push(RedisNode {
                 port,
+                tls_port,
                 pid: child.id(),
                 id: String::new(),
                 master_of: None,
@@ -169,10 +228,18 @@ impl RedisCluster {
         self.node_dirs[idx].join("redis.log")
     }
 
-    fn write_conf(&self, idx: usize, port: u16) {
+    fn write_conf(&self, idx: usize, port: u16, tls_port: Option<u16>) {
         let node_dir = &self.node_dirs[idx];
         let mut conf = String::new();
         let _ = writeln!(conf, "port {port}");
+        if let (Some(tls), Some(tls_port)) = (&self.spec.tls, tls_port) {
+            let _ = writeln!(conf, "tls-port {tls_port}");
+            conf.push_str("tls-cluster yes\ntls-replication yes\n");
+            let _ = writeln!(conf, "tls-cert-file {:?}", tls.cert_file);
+            let _ = writeln!(conf, "tls-key-file {:?}", tls.key_file);
+            let _ = writeln!(conf, "tls-ca-cert-file {:?}", tls.ca_cert_file);
+            let _ = writeln!(conf, "tls-auth-clients {}", tls.auth_clients.as_str());
+        }
         conf.push_str("bind 127.0.0.1\nprotected-mode no\ndaemonize no\n");
         conf.push_str("cluster-enabled yes\ncluster-config-file nodes.conf\n");
         let _ = writeln!(conf, "cluster-node-timeout {}", self.spec.node_timeout_ms);
@@ -193,9 +260,10 @@ impl RedisCluster {
         fs::write(&path, conf).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
 
-    /// Writes the node's config for `port` and starts it (in its own group).
-    fn spawn_node(&self, idx: usize, port: u16) -> Child {
-        self.write_conf(idx, port);
+    /// Writes the node's config for its ports and starts it (in its own
+    /// group).
+    fn spawn_node(&self, idx: usize, port: u16, tls_port: Option<u16>) -> Child {
+        self.write_conf(idx, port, tls_port);
         self.launch(idx)
     }
 
@@ -275,8 +343,10 @@ impl RedisCluster {
                         kill_and_reap(&mut old);
                     }
                     let port = free_port();
-                    let child = self.spawn_node(idx, port);
+                    let tls_port = self.spec.tls.as_ref().map(|_| free_port());
+                    let child = self.spawn_node(idx, port, tls_port);
                     self.nodes[idx].port = port;
+                    self.nodes[idx].tls_port = tls_port;
                     self.nodes[idx].pid = child.id();
                     self.children[idx] = Some(child);
                 }
@@ -303,7 +373,7 @@ impl RedisCluster {
         }
         let mut first = self.nodes[0].conn();
         for n in &self.nodes[1..] {
-            let port = n.port.to_string();
+            let port = n.peer_port().to_string();
             expect_ok(&first.cmd(&["CLUSTER", "MEET", "127.0.0.1", &port]), n.port);
         }
         let per = self.spec.replicas_per_master;
@@ -346,7 +416,7 @@ impl RedisCluster {
             }
             for (j, other) in self.nodes.iter().enumerate() {
                 if i != j && self.is_running(j) {
-                    let port = other.port.to_string();
+                    let port = other.peer_port().to_string();
                     let _ = try_cmd(n.port, &["CLUSTER", "MEET", "127.0.0.1", &port]);
                 }
             }
@@ -356,6 +426,11 @@ impl RedisCluster {
     /// `"127.0.0.1:PORT"` of every node (running or not).
     pub fn seeds(&self) -> Vec<String> {
         self.nodes.iter().map(RedisNode::addr).collect()
+    }
+
+    /// `"127.0.0.1:TLS_PORT"` of every node (`ClusterSpec::tls`).
+    pub fn tls_seeds(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisNode::tls_addr).collect()
     }
 
     /// The running nodes that are masters by the roles given at start (or
@@ -473,7 +548,7 @@ impl RedisCluster {
                 .cmd(&["CLUSTER", "SETSLOT", &s, "MIGRATING", &to.id]),
             from.port,
         );
-        let port = to.port.to_string();
+        let port = to.peer_port().to_string();
         let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
         args.extend_from_slice(keys);
         expect_ok(&from.conn().cmd(&args), from.port);
@@ -533,9 +608,11 @@ impl RedisCluster {
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", node_dir.display()));
         self.node_dirs.push(node_dir);
         let port = free_port();
-        let child = self.spawn_node(idx, port);
+        let tls_port = self.spec.tls.as_ref().map(|_| free_port());
+        let child = self.spawn_node(idx, port, tls_port);
         self.nodes.push(RedisNode {
             port,
+            tls_port,
             pid: child.id(),
             id: String::new(),
             master_of: None,
@@ -547,7 +624,7 @@ impl RedisCluster {
         let introducer = (0..idx)
             .find(|&i| self.is_running(i))
             .expect("a running node");
-        let p = self.nodes[idx].port.to_string();
+        let p = self.nodes[idx].peer_port().to_string();
         expect_ok(
             &self.nodes[introducer]
                 .conn()
@@ -597,7 +674,8 @@ impl RedisCluster {
             from.port,
         );
         let mut src = from.conn();
-        let tport = target.port.to_string();
+        // The node's own connection: TLS under tls-cluster.
+        let tport = target.peer_port().to_string();
         let count = batch.max(1).to_string();
         let mut moved = 0;
         loop {

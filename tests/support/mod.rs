@@ -1,8 +1,9 @@
 //! Shared support for integration tests and the dev-cluster example: real
 //! `redis-server` cluster nodes on free ports, a tiny blocking RESP client that
 //! shares no code with mithril, a slot calculator of its own, a handle that
-//! runs the mithril binary against a cluster, and plain redis-servers with
-//! twemproxy's nutcracker in front (the placement oracle).
+//! runs the mithril binary against a cluster, plain redis-servers with
+//! twemproxy's nutcracker in front (the placement oracle), and the
+//! certificates of the TLS tests (`certs.rs`: a CA by `openssl`).
 //!
 //! Owns: every process it starts (redis nodes, plain servers, mithril,
 //! nutcracker) and every temp dir it creates. Invariants: each child is started
@@ -19,6 +20,7 @@
 // Each test binary uses only part of this module.
 #![allow(dead_code, unused_imports)]
 
+mod certs;
 mod cluster;
 pub mod load;
 mod mithril;
@@ -29,7 +31,8 @@ mod sentinel;
 mod slots;
 mod standalone;
 
-pub use cluster::{ClusterSpec, RedisCluster, RedisNode};
+pub use certs::{Certs, SERVER_EXT};
+pub use cluster::{AuthClients, ClusterSpec, NodeTls, RedisCluster, RedisNode};
 pub use mithril::{info_text_field, run_mithril, start_from_file, FromFile, Mithril};
 pub use process::{
     fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb, try_rss_kb, PeakRss,
