@@ -120,6 +120,7 @@ fn run_once(
         data_size: DATA_SIZE,
         keyspace: KEYSPACE,
         test: w.test.clone(),
+        tls_ca: None,
     };
     let p0 = cpu::cpu_ticks(proxy_pid);
     let s0 = cpu::cpu_ticks_sum(server_pids);

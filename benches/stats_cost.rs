@@ -124,6 +124,7 @@ fn throughput(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Stri
         data_size: DATA_SIZE,
         keyspace: KEYSPACE,
         test: Test::Builtin("get"),
+        tls_ca: None,
     };
     println!(
         "GET -P 16 -c 50, {requests} requests per run, {rounds} rounds, mithril threads {threads}; \
@@ -321,6 +322,7 @@ fn callgrind(cluster: &RedisCluster, bin: &Path, dir: &Path) -> Result<(), Strin
                 data_size: DATA_SIZE,
                 keyspace: KEYSPACE,
                 test: Test::Builtin("get"),
+                tls_ca: None,
             };
             let o = rb::run(&spec, dir, Duration::from_secs(900));
             let length = o.wall;

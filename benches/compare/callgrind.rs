@@ -90,6 +90,7 @@ pub fn run(settings: &Settings) -> Result<(), String> {
         data_size: DATA_SIZE,
         keyspace,
         test: Test::Builtin(name),
+        tls_ca: None,
     };
     println!("run:      redis-benchmark {}", spec.args().join(" "));
     let out = rb::run(&spec, &dir, Duration::from_secs(900));

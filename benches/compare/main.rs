@@ -13,11 +13,16 @@
 //!  per workload: warm-up (sizes the runs) then ROUNDS x [direct, mithril]
 //!  per run:      /proc CPU ticks of mithril and of the nodes, the nodes'
 //!                error-reply count, before and after
+//!
+//!  then (tls.rs; TLS=0 leaves it out) the same for GET and SET over TLS
+//!  on both sides, against a TLS cluster of its own, printed beside the
+//!  plain ratios
 //! ```
 //!
-//! Owns: the cluster, the mithril process and every redis-benchmark child it
-//! starts (all stopped before it returns; should it die, the support
-//! harness's parent-death signal takes them down too), and one temp dir.
+//! Owns: the cluster (one at a time: the TLS table's comes after), the
+//! mithril processes and every redis-benchmark child it starts (all
+//! stopped before it returns; should it die, the support harness's
+//! parent-death signal takes them down too), and one temp dir.
 //! Invariants: direct and mithril runs of a workload alternate and use the
 //! same request count; a run with errors contributes no figure and is
 //! reported; the exit status is non-zero only for errors (a server that did
@@ -34,6 +39,7 @@ mod callgrind;
 mod cpu;
 mod floor;
 mod rb;
+mod tls;
 mod vg;
 mod zipf;
 
@@ -93,6 +99,12 @@ pub struct Settings {
     /// `SHARDING=1`: GET and SET only, against direct, with threads 1 and
     /// 2 and each `backend-sharding` mode (SHARDING_SIDES).
     sharding: bool,
+    /// `TLS=0` leaves out the TLS table (tls.rs), run by default after
+    /// the plain ones (not with `SHARDING=1`).
+    tls: bool,
+    /// `TLS_CLUSTER=0`, for development: the TLS table's mithril reaches
+    /// the nodes over plain TCP. The default is TLS on both sides.
+    tls_cluster: bool,
 }
 
 fn env_parse<T: FromStr>(name: &str, default: T) -> Result<T, String> {
@@ -108,7 +120,8 @@ fn env_parse<T: FromStr>(name: &str, default: T) -> Result<T, String> {
 impl Settings {
     /// `MODE` (compare | callgrind), `ROUNDS` (3), `BENCH_SECONDS` (6),
     /// `WORKLOADS` (all), `MITHRIL_BIN` (the release build cargo made),
-    /// `MITHRIL_THREADS` (mithril's default), `CALLGRIND_REQUESTS` (20000).
+    /// `MITHRIL_THREADS` (mithril's default), `CALLGRIND_REQUESTS` (20000),
+    /// `TLS` (1), `TLS_CLUSTER` (1).
     fn from_env() -> Result<Settings, String> {
         let mode = match std::env::var("MODE").unwrap_or_default().trim() {
             "" | "compare" => Mode::Compare,
@@ -159,6 +172,8 @@ impl Settings {
             callgrind_cache: env_parse("CALLGRIND_CACHE", 0u8)? != 0,
             callgrind_set: env_parse("CALLGRIND_SET", 0u8)? != 0,
             sharding: env_parse("SHARDING", 0u8)? != 0,
+            tls: env_parse("TLS", 1u8)? != 0,
+            tls_cluster: env_parse("TLS_CLUSTER", 1u8)? != 0,
         })
     }
 }
@@ -402,6 +417,83 @@ impl Measured {
     fn ratio(&self) -> Option<f64> {
         self.ratio_to(SideKind::Mithril, SideKind::Direct)
     }
+
+    /// The columns of `shared_header` for side `i`: its medians, its CPU
+    /// per request and the ceiling they allow, the machine's idle and
+    /// steal, its clean runs (the workload and its request count on the
+    /// first side's line only).
+    fn shared_cells(&self, i: usize, rounds: usize) -> String {
+        let (kind, s) = (self.sides[i].0, &self.sides[i].1);
+        let (name, requests) = if i == 0 {
+            (self.workload.label(), self.requests.to_string())
+        } else {
+            (String::new(), String::new())
+        };
+        let mithril_cpu = match kind {
+            SideKind::Direct => None,
+            _ => s.cpu_us_per_request(|x| x.mithril_ticks),
+        };
+        let nodes = s.cpu_us_per_request(|x| x.node_ticks);
+        let client = s.cpu_us_per_request(|x| x.client_ticks);
+        // The physical limit: every process shares the cores. (What the
+        // hypervisor stole is shown beside it, not taken off: it varies
+        // from run to run, and the rate is a median.)
+        let ceiling = match (nodes, client) {
+            (Some(n), Some(c)) => {
+                let total = n + c + mithril_cpu.unwrap_or(0.0);
+                (total > 0.0).then(|| cpu::nproc() as f64 * 1e6 / total)
+            }
+            _ => None,
+        };
+        let rps = s.median(|f| f.rps);
+        let of_ceiling = match (rps, ceiling) {
+            (Some(x), Some(c)) if c > 0.0 => Some(x / c),
+            _ => None,
+        };
+        let machine = s.machine();
+        format!(
+            "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>5} {:>6} {:>6}",
+            name,
+            requests,
+            kind.name(),
+            fmt_opt(rps, 0),
+            fmt_opt(s.median(|f| f.p50_ms), 3),
+            fmt_opt(s.median(|f| f.p99_ms), 3),
+            if kind == SideKind::Direct {
+                "-".to_string()
+            } else {
+                fmt_opt(mithril_cpu, 2)
+            },
+            fmt_opt(nodes, 2),
+            fmt_opt(client, 2),
+            fmt_opt(ceiling, 0),
+            fmt_opt(of_ceiling, 2),
+            machine.map_or_else(|| "-".to_string(), |m| format!("{:.0}%", m.0)),
+            machine.map_or_else(|| "-".to_string(), |m| format!("{:.0}%", m.1)),
+            format!("{}/{rounds}", s.samples.len()),
+        )
+    }
+}
+
+/// The header of the columns every table starts with (`shared_cells`).
+fn shared_header() -> String {
+    format!(
+        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>5} {:>6} {:>6}",
+        "workload",
+        "requests",
+        "side",
+        "req/s",
+        "p50 ms",
+        "p99 ms",
+        "mithril us/r",
+        "nodes us/r",
+        "client us/r",
+        "ceiling",
+        "of ceil",
+        "idle",
+        "steal",
+        "clean",
+    )
 }
 
 /// Everything a run needs to reach.
@@ -413,6 +505,8 @@ struct Bench<'a> {
     /// The floor server (compare mode), its pid and port.
     floor: Option<(u32, u16)>,
     dir: &'a Path,
+    /// The TLS table's runs (tls.rs): every side over TLS.
+    tls: Option<tls::Targets>,
 }
 
 impl Bench<'_> {
@@ -450,16 +544,23 @@ impl Bench<'_> {
     }
 
     fn spec(&self, w: &Workload, side: SideKind, requests: u64) -> RunSpec {
+        let tls = self.tls.as_ref();
         let (target, test) = match self.server(side).map(|s| s.1) {
             None => (
                 Target::Cluster {
-                    port: self.cluster.masters().first().map_or(0, |n| n.port),
+                    port: self.cluster.masters().first().map_or(0, |n| {
+                        if tls.is_some() {
+                            n.peer_port()
+                        } else {
+                            n.port
+                        }
+                    }),
                 },
                 w.direct.clone(),
             ),
             Some(port) => (
                 Target::Plain {
-                    port,
+                    port: tls.map_or(port, |t| t.mithril_port),
                     // As many client threads as the direct side's
                     // `--cluster` run has (one per master).
                     threads: self.cluster.masters().len() as u32,
@@ -475,6 +576,7 @@ impl Bench<'_> {
             data_size: DATA_SIZE,
             keyspace: w.keyspace,
             test,
+            tls_ca: tls.map(|t| t.ca.clone()),
         }
     }
 
@@ -677,7 +779,8 @@ impl Bench<'_> {
 
     fn run_workload(&mut self, w: Workload) -> Result<Measured, String> {
         let rounds = self.settings.rounds;
-        println!("\n== {} ==", w.label());
+        let tls = if self.tls.is_some() { "TLS " } else { "" };
+        println!("\n== {tls}{} ==", w.label());
         let kinds = self.sides(&w);
         let mut sides: Vec<(SideKind, Side)> =
             kinds.iter().map(|k| (*k, Side::default())).collect();
@@ -854,56 +957,15 @@ fn print_table(results: &[Measured], settings: &Settings) {
         settings.rounds
     );
     println!(
-        "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>5} {:>6} {:>6} {:>7} {:>8} {:>7}  {:<5}",
-        "workload",
-        "requests",
-        "side",
-        "req/s",
-        "p50 ms",
-        "p99 ms",
-        "mithril us/r",
-        "nodes us/r",
-        "client us/r",
-        "ceiling",
-        "of ceil",
-        "idle",
-        "steal",
-        "clean",
+        "{} {:>7} {:>8} {:>7}  {:<5}",
+        shared_header(),
         "ratio",
         "hits",
         "f/write",
         "pipes"
     );
-    let cores = cpu::nproc() as f64;
     for r in results {
         for (i, (kind, s)) in r.sides.iter().enumerate() {
-            let (name, requests) = if i == 0 {
-                (r.workload.label(), r.requests.to_string())
-            } else {
-                (String::new(), String::new())
-            };
-            let mithril_cpu = match kind {
-                SideKind::Direct => None,
-                _ => s.cpu_us_per_request(|x| x.mithril_ticks),
-            };
-            let nodes = s.cpu_us_per_request(|x| x.node_ticks);
-            let client = s.cpu_us_per_request(|x| x.client_ticks);
-            // The physical limit: every process shares the cores. (What
-            // the hypervisor stole is shown beside it, not taken off: it
-            // varies from run to run, and the rate is a median.)
-            let machine = s.machine();
-            let ceiling = match (nodes, client) {
-                (Some(n), Some(c)) => {
-                    let total = n + c + mithril_cpu.unwrap_or(0.0);
-                    (total > 0.0).then(|| cores * 1e6 / total)
-                }
-                _ => None,
-            };
-            let rps = s.median(|f| f.rps);
-            let of_ceiling = match (rps, ceiling) {
-                (Some(x), Some(c)) if c > 0.0 => Some(x / c),
-                _ => None,
-            };
             let ratio = match kind {
                 SideKind::Direct => String::new(),
                 k => fmt_opt(r.ratio_to(*k, SideKind::Direct), 2),
@@ -912,25 +974,8 @@ fn print_table(results: &[Measured], settings: &Settings) {
                 .hit_ratio()
                 .map_or_else(String::new, |h| format!("{:.1}%", h * 100.0));
             println!(
-                "{:<12} {:>9} {:<8} {:>11} {:>8} {:>8} {:>12} {:>10} {:>11} {:>9} {:>7} {:>5} {:>6} {:>6} {:>7} {:>8} {:>7}  {}",
-                name,
-                requests,
-                kind.name(),
-                fmt_opt(rps, 0),
-                fmt_opt(s.median(|f| f.p50_ms), 3),
-                fmt_opt(s.median(|f| f.p99_ms), 3),
-                if *kind == SideKind::Direct {
-                    "-".to_string()
-                } else {
-                    fmt_opt(mithril_cpu, 2)
-                },
-                fmt_opt(nodes, 2),
-                fmt_opt(client, 2),
-                fmt_opt(ceiling, 0),
-                fmt_opt(of_ceiling, 2),
-                machine.map_or_else(|| "-".to_string(), |m| format!("{:.0}%", m.0)),
-                machine.map_or_else(|| "-".to_string(), |m| format!("{:.0}%", m.1)),
-                format!("{}/{}", s.samples.len(), settings.rounds),
+                "{} {:>7} {:>8} {:>7}  {}",
+                r.shared_cells(i, settings.rounds),
                 ratio,
                 hits,
                 fmt_opt(s.frames_per_write(), 1),
@@ -970,7 +1015,8 @@ fn print_table(results: &[Measured], settings: &Settings) {
 }
 
 /// Prints every error loudly; returns how many runs failed.
-fn print_errors(results: &[Measured]) -> usize {
+/// `title` goes before each workload's name ("TLS ").
+fn print_errors(results: &[Measured], title: &str) -> usize {
     let failed: usize = results
         .iter()
         .flat_map(|r| r.sides.iter().map(|(_, s)| s.failed_runs))
@@ -984,7 +1030,7 @@ fn print_errors(results: &[Measured]) -> usize {
             let name = kind.name();
             if s.failed_runs > 0 {
                 println!(
-                    "!!! {} {name}: {} of {} run(s) failed (warm-up included):",
+                    "!!! {title}{} {name}: {} of {} run(s) failed (warm-up included):",
                     r.workload.label(),
                     s.failed_runs,
                     s.total_runs,
@@ -1050,6 +1096,7 @@ fn compare(settings: &Settings) -> Result<usize, String> {
             proxies: &mut proxies,
             floor: floor.as_ref().map(|(c, port)| (c.id(), *port)),
             dir: &dir,
+            tls: None,
         };
         bench.populate();
         for w in workloads() {
@@ -1070,11 +1117,37 @@ fn compare(settings: &Settings) -> Result<usize, String> {
         let _ = c.wait();
     }
     drop(cluster);
+    print_table(&results, settings);
+    let mut failed = print_errors(&results, "");
+
+    // The TLS table, after the plain one is printed: a TLS side that
+    // cannot start (a panic in the harness) costs only its own table.
+    let mut tls_error = None;
+    let mut tls_results = Vec::new();
+    if settings.tls && !settings.sharding {
+        let run =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| tls::run(settings, &dir)));
+        match run {
+            Ok(Ok(r)) => tls_results = r,
+            Ok(Err(e)) => tls_error = Some(e),
+            Err(panic) => {
+                tls_error = Some(
+                    panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "it panicked".into()),
+                )
+            }
+        }
+        tls::print_table(&tls_results, &results, settings);
+        failed += print_errors(&tls_results, "TLS ");
+        if let Some(e) = &tls_error {
+            println!("\n!!!!!!!! the TLS table did not run to its end: {e}");
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
     let load_after = cpu::loadavg();
-
-    print_table(&results, settings);
-    let failed = print_errors(&results);
     println!(
         "\nmachine: nproc {}; loadavg (1/5/15 min) before {load_before}, after {load_after}",
         cpu::nproc()
@@ -1121,7 +1194,11 @@ fn compare(settings: &Settings) -> Result<usize, String> {
             );
         }
     }
-    Ok(failed)
+    tls::print_ratios(&tls_results, &results);
+    match tls_error {
+        Some(e) => Err(format!("the TLS table: {e}")),
+        None => Ok(failed),
+    }
 }
 
 fn main() -> ExitCode {

@@ -44,6 +44,10 @@ pub struct RunSpec {
     pub keyspace: u64,
     /// `-t NAME` for a built-in test, or a custom command (with its args).
     pub test: Test,
+    /// `--tls --cacert FILE`: TLS, the server checked against the CA in
+    /// FILE (redis-benchmark and redis-cli only: zipf.rs speaks plain
+    /// TCP). `None`: plain TCP.
+    pub tls_ca: Option<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -94,6 +98,9 @@ impl RunSpec {
             return a.split(' ').map(str::to_string).collect();
         }
         let mut a: Vec<String> = Vec::new();
+        if let Some(ca) = &self.tls_ca {
+            a.extend(["--tls".into(), "--cacert".into(), ca.clone()]);
+        }
         let port = match self.target {
             Target::Cluster { port } => {
                 a.push("--cluster".into());
@@ -161,6 +168,13 @@ pub fn run(spec: &RunSpec, dir: &Path, timeout: Duration) -> Outcome {
         }
     };
     let mut cmd = match spec.test {
+        Test::Zipf { .. } if spec.tls_ca.is_some() => {
+            return Outcome {
+                figures: None,
+                errors: vec!["zipf.rs speaks no TLS".into()],
+                wall: started.elapsed(),
+            }
+        }
         // The bench's own executable, as the load generator.
         Test::Zipf { .. } => {
             let mut c = Command::new(std::env::current_exe().unwrap_or_default());
