@@ -5,8 +5,9 @@
 #                   redis-server nodes, installed here if missing and root
 #   make run        a local Redis Cluster with mithril in front on $(PORT)
 #                   (make run PORT=7000 MASTERS=3 REPLICAS=1)
-#   make bench      mithril vs a direct cluster connection, figures only
-#                   (ROUNDS=9 make bench; make bench MODE=callgrind)
+#   make bench      mithril vs a direct cluster connection, figures only,
+#                   plain then TLS on both sides
+#                   (ROUNDS=9 make bench; TLS=0 make bench; make bench MODE=callgrind)
 #   make bench-memory  RSS with idle clients and under non-reading floods
 #   make lint       rustfmt check + clippy with warnings as errors, and
 #                   tools/check-seams (the placement and backend seams, files <= 800 lines)
@@ -79,7 +80,12 @@ run: check-redis build
 # MSET,MGET,GETWIDE,ZIPF), MITHRIL_THREADS, MITHRIL_BIN; MODE=callgrind (or
 # `make bench-callgrind`) counts mithril's instructions per GET instead,
 # under valgrind (installed here if missing and root); CALLGRIND_CACHE=1
-# counts those of a reply-cache hit, CALLGRIND_SET=1 those of a SET. A
+# counts those of a reply-cache hit, CALLGRIND_SET=1 those of a SET. After
+# the plain tables comes a TLS one (benches/compare/tls.rs; TLS=0 leaves it
+# out): a 3-master cluster with TLS ports, GET and SET at -P 1 and -P 16,
+# redis-benchmark --tls --cluster against mithril with tls-port and
+# tls-cluster yes, each ratio beside the plain one of the same run
+# (TLS_CLUSTER=0: mithril reaches the nodes over plain TCP). A
 # second pass (SHARDING=1, alone as
 # `make bench-sharding`) runs GET and SET with threads 1 and 2 and each
 # backend-sharding mode; a third (`make bench-pools`) a pool of standalone
