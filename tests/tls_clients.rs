@@ -217,19 +217,7 @@ fn an_encrypted_key_and_its_password_are_refused_with_the_reason() {
 /// What `openssl s_client` says of a handshake with `port` (the server's
 /// certificate subject among it), and whether the chain verified.
 fn peer_subject(certs: &Certs, port: u16) -> (bool, String) {
-    let o = Command::new("timeout")
-        .args(["10", "openssl", "s_client", "-connect"])
-        .arg(format!("127.0.0.1:{port}"))
-        .args(["-CAfile", &certs.path("ca.crt"), "-verify_return_error"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl s_client runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    (o.status.success(), text)
+    certs.handshake(port, "ca.crt")
 }
 
 /// A TLS connection held open across a reload: `openssl s_client`

@@ -6,6 +6,8 @@
 //!  server.crt / .key        CN 127.0.0.1, SAN IP:127.0.0.1 DNS:localhost,
 //!                           serverAuth: what mithril shows its clients
 //!  client.crt / .key        clientAuth: what a client shows mithril
+//!  CA.crt / .key, NAME.*    (made by `new_ca`, `sign_by`) other CAs and
+//!                           what they sign: a certificate a reload swaps
 //!  node.crt / .key          (made by `node_tls`) the server's SAN with
 //!                           serverAuth and clientAuth: a cluster node
 //!                           presents it both ways on the cluster bus
@@ -91,9 +93,35 @@ impl Certs {
         certs
     }
 
+    /// `CA.crt` and `CA.key`: another self-signed CA, named `cn` (a
+    /// certificate swapped by a reload that only the new CA verifies).
+    pub fn new_ca(&self, ca: &str, cn: &str) {
+        let subj = format!("/CN={cn}");
+        let (key, crt) = (format!("{ca}.key"), format!("{ca}.crt"));
+        let mut args = vec!["req", "-x509", "-nodes", "-days", "2", "-subj", &subj];
+        args.extend(EC);
+        args.extend([
+            "-keyout",
+            &key,
+            "-out",
+            &crt,
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ]);
+        openssl(&self.dir, &args);
+    }
+
     /// `NAME.key` and `NAME.crt`, a certificate for `cn` the CA signed
     /// with the extensions `ext`.
     pub fn sign(&self, name: &str, cn: &str, ext: &str) {
+        self.sign_by("ca", name, cn, ext);
+    }
+
+    /// Like `sign`, by the CA `ca` (`ca`, or one made by `new_ca`).
+    pub fn sign_by(&self, ca: &str, name: &str, cn: &str, ext: &str) {
+        let (ca_crt, ca_key) = (format!("{ca}.crt"), format!("{ca}.key"));
         let dir = &self.dir;
         fs::write(dir.join(format!("{name}.ext")), ext).expect("write ext");
         let subj = format!("/CN={cn}");
@@ -115,9 +143,9 @@ impl Certs {
                 "-in",
                 &csr,
                 "-CA",
-                "ca.crt",
+                &ca_crt,
                 "-CAkey",
-                "ca.key",
+                &ca_key,
                 "-CAcreateserial",
                 "-days",
                 "2",
@@ -151,6 +179,29 @@ impl Certs {
         };
         cmd.output()
             .expect("redis-cli runs (apt-get install redis-tools)")
+    }
+
+    /// A handshake with `port` by `openssl s_client`, trusting only the
+    /// CA file `ca` (a name in the dir, e.g. `ca.crt`): whether the chain
+    /// verified, and what s_client said (the server's subject among it).
+    pub fn handshake(&self, port: u16, ca: &str) -> (bool, String) {
+        self.handshake_at(&format!("127.0.0.1:{port}"), ca)
+    }
+
+    /// Like `handshake`, with `addr` (`HOST:PORT`).
+    pub fn handshake_at(&self, addr: &str, ca: &str) -> (bool, String) {
+        let o = Command::new("timeout")
+            .args(["10", "openssl", "s_client", "-connect", addr])
+            .args(["-CAfile", &self.path(ca), "-verify_return_error"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("openssl s_client runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.success(), text)
     }
 
     /// mithril's `tls-*` lines for a TLS listener toward clients on `port`.
