@@ -248,7 +248,7 @@ impl Acceptor {
         );
         for change in changes {
             match change {
-                ListenerChange::Add(mut l, addr, pool) => {
+                ListenerChange::Add(mut l, addr, pool, tls) => {
                     let token = Token(self.listeners.len());
                     match self
                         .poll
@@ -256,8 +256,9 @@ impl Acceptor {
                         .register(&mut l, token, Interest::READABLE)
                     {
                         Ok(()) => {
-                            log::info!(target: "mithril::acceptor", "accepting on {addr} (a reload added it)");
-                            self.listeners.push((l, pool, false));
+                            let what = if tls { " (TLS)" } else { "" };
+                            log::info!(target: "mithril::acceptor", "accepting on {addr}{what} (a reload added it)");
+                            self.listeners.push((l, pool, tls));
                         }
                         Err(e) => {
                             log::warn!(target: "mithril::acceptor", "cannot accept on {addr}: {e}")

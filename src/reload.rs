@@ -34,7 +34,9 @@
 //! nodes it knows, and refreshes at once; a new listener is bound here
 //! and handed to the acceptor, a removed one closed and its clients
 //! drained (they read nothing more, get their replies and are closed).
-//! Any other change to the pools is pending.
+//! The default pool listens on each `bind` address at `port` and, with a
+//! TLS listener, at `tls-port`: an address added or removed adds or
+//! removes both. Any other change to the pools is pending.
 //!
 //! TLS (with a `tls-port` at start and in the file): every reload builds
 //! the rustls configuration again from the file's `tls-*` directives and
@@ -350,10 +352,15 @@ fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
 
 /// Listeners the file added (bound here, so that a failure is logged
 /// with the reload) or removed, per pool, handed to the acceptor; the
-/// clients of a removed one drain.
+/// clients of a removed one drain. The default pool's are its `bind`
+/// addresses at `port` and, when a TLS listener runs, at `tls-port` too.
 fn listeners(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
     use crate::shared::ListenerChange;
     let (before, after) = (last.server_pools(), cfg.server_pools());
+    let tls_port = match &shared.tls {
+        Some(_) => shared.config.tls.port,
+        None => 0,
+    };
     let mut changes = Vec::new();
     for (i, (a, b)) in before.iter().zip(&after).enumerate() {
         let backlog = if b.backlog > 0 {
@@ -361,24 +368,31 @@ fn listeners(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied
         } else {
             cfg.tcp_backlog
         };
-        for l in b.listen.iter().filter(|l| !a.listen.contains(l)) {
-            let bound = crate::server::listen_addr(l)
-                .ok_or_else(|| format!("cannot resolve {l}"))
-                .and_then(|addr| {
-                    crate::upgrade::listen(addr, backlog)
+        let mut sets = vec![(a.listen.clone(), b.listen.clone(), false)];
+        if i == 0 && !cfg.cluster_nodes.is_empty() && tls_port != 0 {
+            sets.push((last.bind_addrs(tls_port), cfg.bind_addrs(tls_port), true));
+        }
+        for (old, new, tls) in sets {
+            for l in new.iter().filter(|l| !old.contains(l)) {
+                let bound = match crate::server::listen_addr(l) {
+                    // `port 0`: no plain listener, as at start.
+                    Some(addr) if addr.port() == 0 => continue,
+                    Some(addr) => crate::upgrade::listen(addr, backlog)
                         .map(|s| (s, addr))
-                        .map_err(|e| format!("cannot listen on {addr}: {e}"))
-                });
-            match bound {
-                Ok((s, addr)) => changes.push(ListenerChange::Add(s, addr, i)),
-                Err(e) => {
-                    log::warn!(target: T, "pool {}: {e}; the rest of the reload applies", b.name)
+                        .map_err(|e| format!("cannot listen on {addr}: {e}")),
+                    None => Err(format!("cannot resolve {l}")),
+                };
+                match bound {
+                    Ok((s, addr)) => changes.push(ListenerChange::Add(s, addr, i, tls)),
+                    Err(e) => {
+                        log::warn!(target: T, "pool {}: {e}; the rest of the reload applies", b.name)
+                    }
                 }
             }
-        }
-        for l in a.listen.iter().filter(|l| !b.listen.contains(l)) {
-            if let Some(addr) = crate::server::listen_addr(l) {
-                changes.push(ListenerChange::Remove(addr));
+            for l in old.iter().filter(|l| !new.contains(l)) {
+                if let Some(addr) = crate::server::listen_addr(l).filter(|a| a.port() != 0) {
+                    changes.push(ListenerChange::Remove(addr));
+                }
             }
         }
     }

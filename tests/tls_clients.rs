@@ -17,6 +17,9 @@
 //!   CONFIG RELOAD, whichever worker takes it (1, 2 and 4 threads), while
 //!   a connection opened before goes on; a key that does not load fails
 //!   the reload and changes nothing;
+//! - a `bind` address added by a reload gets its TLS listener beside the
+//!   plain one; removed, both stop and the TLS clients that came through
+//!   it drain, on every worker (1, 2 and 4 threads);
 //! - a TLS client that asks for 64 MiB and reads nothing is cut at
 //!   `client-output-buffer-limit` as a plain one is; one that reads gets a
 //!   deep pipeline of large replies whole and in order (rustls as the
@@ -229,9 +232,13 @@ struct Held {
 
 impl Held {
     fn open(certs: &Certs, port: u16) -> Held {
+        Held::open_at(certs, &format!("127.0.0.1:{port}"))
+    }
+
+    /// Like `open`, with `addr` (`HOST:PORT`).
+    fn open_at(certs: &Certs, addr: &str) -> Held {
         let mut cmd = Command::new("openssl");
-        cmd.args(["s_client", "-quiet", "-crlf", "-connect"])
-            .arg(format!("127.0.0.1:{port}"))
+        cmd.args(["s_client", "-quiet", "-crlf", "-connect", addr])
             .args(["-CAfile", &certs.path("ca.crt")])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -533,4 +540,81 @@ fn a_certificate_common_name_logs_in_as_that_user_with_tls_auth_clients_user_cn(
         !valid && text.contains("tls-auth-clients-user CN needs"),
         "{text}"
     );
+}
+
+/// A `bind` address added by a reload listens at `tls-port` too, not only
+/// at `port`; removed again, both listeners close and the TLS clients
+/// that came through it (on every worker) are closed, while the first
+/// address's TLS listener goes on serving.
+fn a_bind_address_added_live_listens_at_tls_port_too(threads: usize) {
+    let certs = Certs::make();
+    let (_cluster, m, tls_port) = start(&certs, threads, "no", "");
+    let (other_tls, other_plain) = (
+        format!("127.0.0.2:{tls_port}"),
+        format!("127.0.0.2:{}", m.port),
+    );
+    assert!(!certs.handshake_at(&other_tls, "ca.crt").0, "not yet");
+    let base = fs::read_to_string(&m.conf_path).expect("read the config");
+    fs::write(&m.conf_path, format!("{base}bind 127.0.0.1 127.0.0.2\n")).expect("write");
+    let mut admin = m.conn();
+    assert_eq!(admin.cmd(&["CONFIG", "RELOAD"]), ok(), "threads {threads}");
+    wait_until(
+        "the TLS listener on 127.0.0.2",
+        Duration::from_secs(10),
+        || certs.handshake_at(&other_tls, "ca.crt").0.then_some(()),
+    );
+    let mut plain = Conn::try_connect(&other_plain).expect("the plain listener on 127.0.0.2");
+    assert_eq!(plain.cmd(&["SET", "k", "v"]), ok());
+    assert_eq!(
+        info_text_field(&mut admin, "server", "config_pending_restart"),
+        ""
+    );
+    // TLS clients through the new address, on every worker.
+    let mut held: Vec<Held> = (0..2 * threads)
+        .map(|_| Held::open_at(&certs, &other_tls))
+        .collect();
+    for h in &mut held {
+        assert_eq!(h.cmd("GET k"), "$1", "threads {threads}");
+        assert_eq!(
+            h.lines
+                .recv_timeout(Duration::from_secs(10))
+                .ok()
+                .as_deref(),
+            Some("v")
+        );
+    }
+
+    fs::write(&m.conf_path, &base).expect("write");
+    assert_eq!(admin.cmd(&["CONFIG", "RELOAD"]), ok(), "threads {threads}");
+    wait_until("127.0.0.2 refusing TLS", Duration::from_secs(10), || {
+        (!certs.handshake_at(&other_tls, "ca.crt").0).then_some(())
+    });
+    for h in &mut held {
+        wait_until(
+            "a TLS client of 127.0.0.2 closed",
+            Duration::from_secs(10),
+            || h.child.try_wait().ok().flatten(),
+        );
+    }
+    assert!(
+        plain.is_closed(Duration::from_secs(10)),
+        "plain client of 127.0.0.2"
+    );
+    let (verified, text) = peer_subject(&certs, tls_port);
+    assert!(verified, "127.0.0.1's TLS listener: {text}");
+}
+
+#[test]
+fn a_bind_address_added_live_listens_at_tls_port_too_threads_1() {
+    a_bind_address_added_live_listens_at_tls_port_too(1);
+}
+
+#[test]
+fn a_bind_address_added_live_listens_at_tls_port_too_threads_2() {
+    a_bind_address_added_live_listens_at_tls_port_too(2);
+}
+
+#[test]
+fn a_bind_address_added_live_listens_at_tls_port_too_threads_4() {
+    a_bind_address_added_live_listens_at_tls_port_too(4);
 }

@@ -738,21 +738,26 @@ impl Config {
                     seeds: self.cluster_nodes.clone(),
                 },
             );
-            p.listen = self
-                .bind
-                .iter()
-                .map(|b| {
-                    if b.addr.contains(':') && b.addr != "::*" {
-                        format!("[{}]:{}", b.addr, self.port)
-                    } else {
-                        format!("{}:{}", b.addr, self.port)
-                    }
-                })
-                .collect();
+            p.listen = self.bind_addrs(self.port);
             out.push(p);
         }
         out.extend(self.pools.iter().cloned());
         out
+    }
+
+    /// Every `bind` address at `port`, as a `listen` line writes it (the
+    /// default pool's listeners: at `port`, and at `tls-port`).
+    pub fn bind_addrs(&self, port: u16) -> Vec<String> {
+        self.bind
+            .iter()
+            .map(|b| {
+                if b.addr.contains(':') && b.addr != "::*" {
+                    format!("[{}]:{port}", b.addr)
+                } else {
+                    format!("{}:{port}", b.addr)
+                }
+            })
+            .collect()
     }
 }
 

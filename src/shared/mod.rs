@@ -99,8 +99,8 @@ pub struct Accepted {
 /// A listener a reload added or removed, for the acceptor to take.
 pub enum ListenerChange {
     /// Bound already (so the reload could say why not): accept on it for
-    /// pool `pool`.
-    Add(mio::net::TcpListener, SocketAddr, usize),
+    /// pool `pool`, TLS when the flag says so (`tls-port`).
+    Add(mio::net::TcpListener, SocketAddr, usize, bool),
     /// Stop accepting there; its clients drain.
     Remove(SocketAddr),
 }
