@@ -123,11 +123,7 @@ impl Acceptor {
         let mut listeners = listeners;
         for (i, (l, _, _)) in listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
-            // Accepted sockets inherit it, so a client's first bytes are
-            // stamped too (`shared::block_order`).
-            if shared.workers.len() > 1 {
-                let _ = reactor::stamp::enable(std::os::fd::AsRawFd::as_raw_fd(&*l));
-            }
+            stamp_arrivals(&shared, l);
         }
         let placer = Placer::new(shared.config.placement, shared.workers.len());
         let pool_clients = shared
@@ -258,6 +254,7 @@ impl Acceptor {
                         Ok(()) => {
                             let what = if tls { " (TLS)" } else { "" };
                             log::info!(target: "mithril::acceptor", "accepting on {addr}{what} (a reload added it)");
+                            stamp_arrivals(&self.shared, &l);
                             self.listeners.push((l, pool, tls));
                         }
                         Err(e) => {
@@ -342,6 +339,16 @@ impl Acceptor {
                 .fetch_add(1, Ordering::Relaxed);
             reject(a.stream);
         }
+    }
+}
+
+/// With more than one worker, the kernel stamps each read's arrival on
+/// the sockets `l` accepts (they inherit it), so that a client's first
+/// bytes are stamped too (`shared::block_order`): every listener, bound at
+/// start or added by a reload.
+fn stamp_arrivals(shared: &Shared, l: &TcpListener) {
+    if shared.workers.len() > 1 {
+        let _ = reactor::stamp::enable(std::os::fd::AsRawFd::as_raw_fd(l));
     }
 }
 
