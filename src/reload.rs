@@ -36,7 +36,10 @@
 //! drained (they read nothing more, get their replies and are closed).
 //! The default pool listens on each `bind` address at `port` and, with a
 //! TLS listener, at `tls-port`: an address added or removed adds or
-//! removes both. Any other change to the pools is pending.
+//! removes both. Any other change to the pools is pending: a pool added
+//! or removed, and a pool of servers' servers or a pool of groups' groups
+//! (a ring's server health, `Shared::pools`, is indexed by the server
+//! list read at start).
 //!
 //! TLS (with a `tls-port` at start and in the file): every reload builds
 //! the rustls configuration again from the file's `tls-*` directives and
