@@ -36,10 +36,21 @@
 //! drained (they read nothing more, get their replies and are closed).
 //! The default pool listens on each `bind` address at `port` and, with a
 //! TLS listener, at `tls-port`: an address added or removed adds or
-//! removes both. Any other change to the pools is pending: a pool added
-//! or removed, and a pool of servers' servers or a pool of groups' groups
-//! (a ring's server health, `Shared::pools`, is indexed by the server
-//! list read at start).
+//! removes both.
+//!
+//! A pool of servers' servers (`pool NAME server` lines, a nutcracker.yml
+//! pool's `servers`) change live the same way: the topology thread
+//! rebuilds the ring from the new list and publishes it with the next
+//! epoch, so each worker places the requests it reads after that by the
+//! new ring, and retires (drains) its connections to a server the ring no
+//! longer has, as when a cluster node leaves. The ring's health record
+//! (`Shared::pools`, indexed by the list in twemproxy's order) starts
+//! afresh for the new list; a failure a worker counts between that swap
+//! and its next turn (when it takes the new map and renumbers its
+//! connections, `worker/live.rs`) may land on the server the new list
+//! has at the old index: one count toward an ejection, at most. Any other
+//! change to the pools is pending: a pool added or removed, its other
+//! settings, and a pool of groups' groups.
 //!
 //! TLS (with a `tls-port` at start and in the file): every reload builds
 //! the rustls configuration again from the file's `tls-*` directives and
@@ -293,18 +304,51 @@ impl Reload {
     }
 }
 
-/// The pools `cfg` serves with their cluster seeds left out: what must
-/// stay as it runs for seeds to change live.
+/// The pools `cfg` serves with their cluster seeds, listeners and ring
+/// servers left out: what must stay as it runs for those to change live.
 fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
     use crate::config::pool::PoolKind;
     let mut pools = cfg.server_pools();
     for p in &mut pools {
-        if let PoolKind::Cluster { seeds } = &mut p.kind {
-            seeds.clear();
+        match &mut p.kind {
+            PoolKind::Cluster { seeds } => seeds.clear(),
+            PoolKind::Ring { servers, .. } => servers.clear(),
+            PoolKind::Groups(_) => {}
         }
         p.listen.clear();
     }
     pools
+}
+
+/// Ring pools whose servers the file changed since it was last read: the
+/// new list goes to the topology thread, which rebuilds the ring and
+/// publishes it with the next epoch (workers then place by it, and retire
+/// the connections to a server it no longer has as when a cluster node
+/// leaves), with a fresh health record in place of the old one.
+fn ring_servers(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
+    use crate::config::pool::PoolKind;
+    let (before, after) = (last.server_pools(), cfg.server_pools());
+    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
+        let (PoolKind::Ring { servers: old, .. }, PoolKind::Ring { servers: new, .. }) =
+            (&a.kind, &b.kind)
+        else {
+            continue;
+        };
+        if old == new {
+            continue;
+        }
+        let (Some(health), Some(rt)) = (crate::shared::ring_health(b), shared.pools.get(i)) else {
+            continue;
+        };
+        if let Some(h) = &rt.health {
+            h.store(health.clone());
+        }
+        let servers = crate::server::ring_order(new);
+        shared.topology.set_ring(i, (servers, health));
+        if !applied.live.contains(&"pool") {
+            applied.live.push("pool");
+        }
+    }
 }
 
 /// The cluster seeds of each pool of `cfg`, in the pools' order (empty for
@@ -336,6 +380,7 @@ fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
         return;
     }
     listeners(shared, last, cfg, applied);
+    ring_servers(shared, last, cfg, applied);
     let (before, after) = (seed_lists(last), seed_lists(cfg));
     let declared_from = usize::from(!cfg.cluster_nodes.is_empty());
     for (i, (a, b)) in before.iter().zip(&after).enumerate() {

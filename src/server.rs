@@ -173,6 +173,20 @@ fn pool_seeds(pools: &[crate::config::pool::PoolSpec]) -> Vec<String> {
     out
 }
 
+/// A ring pool's servers as the topology takes them: (twemproxy's name,
+/// weight, `HOST:PORT`), in twemproxy's order (by name), the order the
+/// ring's health is indexed by.
+pub(crate) fn ring_order(
+    servers: &[crate::config::pool::ServerSpec],
+) -> Vec<(String, u32, String)> {
+    let names: Vec<String> = servers.iter().map(|s| s.ring_name()).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    crate::hashkit::sorted_order(&refs)
+        .iter()
+        .map(|&j| (names[j].clone(), servers[j].weight, servers[j].addr()))
+        .collect()
+}
+
 /// Where each pool's part of the map comes from, and what the workers need
 /// of each pool besides (credentials, database, ring health).
 fn pool_sources(
@@ -202,21 +216,19 @@ fn pool_sources(
                 distribution,
                 ..
             } => {
-                let names: Vec<String> = servers.iter().map(|s| s.ring_name()).collect();
-                let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-                let order = crate::hashkit::sorted_order(&refs);
                 sources.push(Source::Ring {
                     name: pool.name.clone(),
-                    servers: order
-                        .iter()
-                        .map(|&j| (names[j].clone(), servers[j].weight, servers[j].addr()))
-                        .collect(),
+                    servers: ring_order(servers),
                     dist: *distribution,
                     hash: *hash,
                     tag: *hash_tag,
-                    health: rt.health.clone().unwrap_or_else(|| {
-                        Arc::new(crate::topology::health::RingHealth::new(0, false, 1, 0))
-                    }),
+                    health: rt
+                        .health
+                        .as_ref()
+                        .map(|h| h.load_full())
+                        .unwrap_or_else(|| {
+                            Arc::new(crate::topology::health::RingHealth::new(0, false, 1, 0))
+                        }),
                     auth,
                 });
             }

@@ -6,7 +6,12 @@
 //! several of them, weights, explicit names, 25 servers (156 ketama points
 //! each), hash tags, binary keys with bytes >= 0x80 and the empty key; then
 //! a server killed and brought back under `auto_eject_hosts`, where both
-//! proxies must send its keys to the same survivor, and take it back.
+//! proxies must send its keys to the same survivor, and take it back;
+//! then a server added to the pool by a reload, and another removed,
+//! under clients that keep their connections (1, 2 and 4 threads): new
+//! requests placed as nutcracker places them with the new list at once,
+//! keys written before found (or not) exactly where nutcracker with the
+//! new list finds them, the removed server's connections closed.
 //!
 //! Needs `nutcracker` (Debian: `apt-get install nutcracker`; `make test`
 //! installs it) besides `redis-server`.
@@ -90,9 +95,14 @@ impl Pool {
 
     /// mithril with the same pool, written in its own syntax.
     fn mithril(&self, set: &StandaloneSet) -> Mithril {
+        self.mithril_with(set, "")
+    }
+
+    /// Like `mithril`, with the top-level lines `top` first.
+    fn mithril_with(&self, set: &StandaloneSet, top: &str) -> Mithril {
         let port = free_port();
         let mut conf = format!(
-            "port {port}\npool p listen 127.0.0.1:{port}\npool p hash {}\npool p distribution {}\n",
+            "{top}port {port}\npool p listen 127.0.0.1:{port}\npool p hash {}\npool p distribution {}\n",
             self.hash.name(),
             self.dist.name()
         );
@@ -397,4 +407,142 @@ fn an_ejected_server_sends_its_keys_where_nutcracker_sends_them_and_comes_back()
         assert!(!r.is_error(), "{r:?}");
         assert!(on_v(k, b"again"), "{}", String::from_utf8_lossy(k));
     }
+}
+
+/// Each client writes its share of `keys` as `prefix` + key, on its own
+/// connection (the clients are spread over the workers).
+fn write_spread(clients: &mut [Conn], keys: &[Vec<u8>], prefix: &[u8], who: &str) {
+    let share = keys.len().div_ceil(clients.len());
+    for (c, chunk) in clients.iter_mut().zip(keys.chunks(share)) {
+        write(c, chunk, prefix, who);
+    }
+}
+
+/// The configuration reloaded with the pool's servers now `lines`
+/// (written whole, then CONFIG RELOAD on `c`); waits until the new ring is
+/// in force (logged once published).
+fn reload_servers(
+    m: &Mithril,
+    set: &StandaloneSet,
+    pool: &mut Pool,
+    lines: Vec<Line>,
+    c: &mut Conn,
+) {
+    let text = std::fs::read_to_string(&m.conf_path).expect("read the config");
+    let mut kept: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("pool p server "))
+        .collect();
+    pool.lines = lines;
+    let servers: Vec<String> = pool
+        .lines
+        .iter()
+        .map(|l| format!("pool p server {}", pool.server_text(set, l)))
+        .collect();
+    kept.extend(servers.iter().map(String::as_str));
+    let next = m.dir.join("next.conf");
+    std::fs::write(&next, kept.join("\n") + "\n").expect("write the config");
+    std::fs::rename(&next, &m.conf_path).expect("rename the config");
+    let seen = m.log().matches("servers now").count();
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    // The topology thread logs the new list, then the epoch once in force.
+    wait_until("the new ring published", Duration::from_secs(10), || {
+        let log = m.log();
+        let (at, _) = log.match_indices("servers now").nth(seen)?;
+        log[at..].contains("topology epoch").then_some(())
+    });
+    assert_eq!(info_text_field(c, "server", "config_pending_restart"), "");
+}
+
+/// A ring pool's servers changed by a reload: a server added, then
+/// another removed, while clients on every worker keep their connections.
+fn servers_change_live(threads: usize) {
+    let set = StandaloneSet::start(3);
+    let mut pool = Pool::new("reload", HashFn::Md5, Distribution::Ketama, equal(2));
+    let m = pool.mithril_with(&set, &format!("threads {threads}\n"));
+    let mut clients: Vec<Conn> = (0..2 * threads).map(|_| m.conn()).collect();
+    let named =
+        |p: &str| -> Vec<Vec<u8>> { (0..400).map(|i| format!("{p}{i}").into_bytes()).collect() };
+    let (before, after, last) = (named("a"), named("b"), named("c"));
+    write_spread(&mut clients, &before, b"1:", "before");
+    // And one that keeps sending across both reloads: never an error.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (mut c, stop) = (m.conn(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let key = format!("t{}", n % 100);
+                let r = c.pipeline(&[argv(&["SET", &key, "v"]), argv(&["GET", &key])]);
+                assert_eq!(r[0], ok(), "SET {key}");
+                assert!(!r[1].is_error(), "GET {key}: {:?}", r[1]);
+                n += 1;
+            }
+            n
+        })
+    };
+
+    // Server 2 added.
+    reload_servers(&m, &set, &mut pool, equal(3), &mut clients[0]);
+    write_spread(&mut clients, &after, b"2:", "after the add");
+    let nut = pool.nutcracker(&set);
+    let mut n = nut.conn();
+    let (wrong, shown) = misplaced(&mut n, &after, b"2:");
+    assert_eq!(wrong, 0, "threads {threads}: written after the add, not where nutcracker with 3 servers reads: {shown:?}");
+    // Written before: each found through mithril exactly when nutcracker
+    // with the new list finds it (the keys the new server took are not).
+    let (moved, _) = misplaced(&mut n, &before, b"1:");
+    assert!(
+        moved > 0 && moved < before.len(),
+        "threads {threads}: {moved} keys moved"
+    );
+    for c in &mut clients {
+        let (wrong, _) = misplaced(c, &before, b"1:");
+        assert_eq!(
+            wrong, moved,
+            "threads {threads}: mithril and nutcracker differ on the old keys"
+        );
+    }
+    drop(n);
+    drop(nut);
+
+    // Server 0 removed: its connections are closed, and the ring is
+    // nutcracker's for servers 1 and 2.
+    let lines = equal(3).into_iter().skip(1).collect();
+    reload_servers(&m, &set, &mut pool, lines, &mut clients[0]);
+    write_spread(&mut clients, &last, b"3:", "after the removal");
+    let nut = pool.nutcracker(&set);
+    let (wrong, shown) = misplaced(&mut nut.conn(), &last, b"3:");
+    assert_eq!(wrong, 0, "threads {threads}: after the removal: {shown:?}");
+    let mut direct = set.conn(0);
+    wait_until(
+        "mithril's connections to server 0 closed",
+        Duration::from_secs(10),
+        || (info_text_field(&mut direct, "clients", "connected_clients") == "1").then_some(()),
+    );
+    for c in &mut clients {
+        assert_eq!(
+            c.cmd(&["PING"]),
+            Reply::Simple("PONG".into()),
+            "a client kept its connection"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = traffic.join().expect("the client under traffic failed");
+    assert!(sent > 0);
+}
+
+#[test]
+fn servers_change_live_threads_1() {
+    servers_change_live(1);
+}
+
+#[test]
+fn servers_change_live_threads_2() {
+    servers_change_live(2);
+}
+
+#[test]
+fn servers_change_live_threads_4() {
+    servers_change_live(4);
 }

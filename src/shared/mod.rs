@@ -198,8 +198,9 @@ pub struct PoolRuntime {
     /// `redis_auth`); None: the users of the configuration apply.
     pub client_password: Option<String>,
     /// A ring pool's servers in and out of the ring (with
-    /// `auto-eject-hosts`), in twemproxy's order.
-    pub health: Option<Arc<crate::topology::health::RingHealth>>,
+    /// `auto-eject-hosts`), in twemproxy's order: replaced whole when a
+    /// reload changes the servers (`reload::ring_servers`).
+    pub health: Option<arc_swap::ArcSwap<crate::topology::health::RingHealth>>,
     /// How long a server may take to answer (None: no limit).
     pub timeout: Option<std::time::Duration>,
     /// Connections per node per worker.
@@ -223,21 +224,7 @@ impl PoolRuntime {
             crate::resp::encode::request(&mut out, &[b"AUTH", pool.password.as_bytes()]);
             Some(bytes::Bytes::from(out))
         };
-        let health = match &pool.kind {
-            PoolKind::Ring {
-                servers,
-                auto_eject_hosts,
-                server_retry_timeout_ms,
-                server_failure_limit,
-                ..
-            } => Some(Arc::new(crate::topology::health::RingHealth::new(
-                servers.len(),
-                *auto_eject_hosts,
-                *server_failure_limit,
-                *server_retry_timeout_ms,
-            ))),
-            PoolKind::Cluster { .. } | PoolKind::Groups(_) => None,
-        };
+        let health = ring_health(pool).map(arc_swap::ArcSwap::new);
         let timeout_ms = if pool.timeout_ms > 0 {
             pool.timeout_ms
         } else {
@@ -263,6 +250,12 @@ impl PoolRuntime {
         }
     }
 
+    /// The ring's health as it is now (None: not a ring pool).
+    #[inline]
+    pub fn ring_health(&self) -> Option<arc_swap::Guard<Arc<crate::topology::health::RingHealth>>> {
+        self.health.as_ref().map(|h| h.load())
+    }
+
     /// What the topology thread's probe sends first, and how it words a
     /// refusal.
     pub fn probe_auth(&self) -> Option<crate::topology::probe::Auth> {
@@ -270,6 +263,28 @@ impl PoolRuntime {
             frame,
             refused: crate::backend::auth::setup_failure,
         })
+    }
+}
+
+/// A fresh health record for ring pool `pool`'s servers (None: not a
+/// ring pool): at start, and when a reload changes its servers.
+pub fn ring_health(
+    pool: &crate::config::pool::PoolSpec,
+) -> Option<Arc<crate::topology::health::RingHealth>> {
+    match &pool.kind {
+        crate::config::pool::PoolKind::Ring {
+            servers,
+            auto_eject_hosts,
+            server_retry_timeout_ms,
+            server_failure_limit,
+            ..
+        } => Some(Arc::new(crate::topology::health::RingHealth::new(
+            servers.len(),
+            *auto_eject_hosts,
+            *server_failure_limit,
+            *server_retry_timeout_ms,
+        ))),
+        _ => None,
     }
 }
 

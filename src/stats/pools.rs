@@ -108,7 +108,8 @@ pub fn pools<'a>(shared: &'a Shared, topo: &'a Topology, t: &'a Totals) -> Vec<P
         .enumerate()
         .map(|(index, map)| {
             let runtime = shared.pools.get(index);
-            let health = runtime.and_then(|r| r.health.as_deref());
+            let health = runtime.and_then(|r| r.ring_health());
+            let health = health.as_deref().map(|h| &**h);
             let shards = topo.shards.get(map.shards.clone()).unwrap_or_default();
             let mut servers: Vec<ServerView<'a>> = Vec::new();
             if let Layout::Ring { .. } = map.layout {

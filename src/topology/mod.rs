@@ -12,7 +12,8 @@
 //! when a worker asks (a redirect, a dead connection), requests closer
 //! than 100 ms to the previous fetch folded into one; a ring pool's
 //! servers, with the ring rebuilt from the live ones whenever one is
-//! ejected or rejoins (`health`). Discovery tries every node of a
+//! ejected or rejoins (`health`), or a reload changes the list
+//! (`set_ring`). Discovery tries every node of a
 //! cluster's current map, then its seeds, so losing the seeds does not
 //! blind the proxy once it knows the cluster. The parts are composed into
 //! one map, published only when it differs from the current one, and
@@ -56,7 +57,12 @@ enum Msg {
     Sentinel(usize, String, String),
     /// New seeds for cluster pool `pool` (a reload).
     Seeds(usize, Vec<String>),
+    /// New servers for ring pool `pool`, with their health (a reload).
+    Ring(usize, RingServers),
 }
+
+/// A ring pool's servers as `Source::Ring` holds them, and their health.
+pub type RingServers = (Vec<(String, u32, String)>, Arc<health::RingHealth>);
 
 /// The shared, read-mostly side of the topology.
 pub struct TopologyHandle {
@@ -100,6 +106,15 @@ impl TopologyHandle {
         let _ = self
             .tx
             .send_timeout(Msg::Seeds(pool, seeds), Duration::from_secs(1));
+    }
+
+    /// Ring pool `pool` is made of `servers` from now on (a reload): its
+    /// ring is rebuilt and published at once, with `health` in place of
+    /// the old servers' (indexed as `servers`).
+    pub fn set_ring(&self, pool: usize, servers: RingServers) {
+        let _ = self
+            .tx
+            .send_timeout(Msg::Ring(pool, servers), Duration::from_secs(1));
     }
 
     pub fn stop(&self) {
@@ -377,6 +392,25 @@ impl Refresher {
         if let Some(Source::Cluster { name, seeds, .. }) = self.sources.get_mut(i) {
             log::info!(target: "mithril::topology", "pool {name}: seeds now {}", new.join(" "));
             *seeds = new;
+        }
+    }
+
+    /// Ring pool `i`'s servers from now on (a reload): its part rebuilt
+    /// from them and published.
+    fn set_ring(&mut self, i: usize, (new, new_health): RingServers) {
+        if let Some(Source::Ring {
+            name,
+            servers,
+            health,
+            ..
+        }) = self.sources.get_mut(i)
+        {
+            let list: Vec<&str> = new.iter().map(|s| s.2.as_str()).collect();
+            log::info!(target: "mithril::topology", "pool {name}: servers now {}", list.join(" "));
+            *servers = new;
+            *health = new_health;
+            self.parts[i] = Arc::new(self.ring_part(i));
+            self.publish_if_changed(None);
         }
     }
 
@@ -673,6 +707,7 @@ impl Refresher {
                     self.set_seeds(i, seeds);
                     asked = true;
                 }
+                Ok(Msg::Ring(i, servers)) => self.set_ring(i, servers),
                 Ok(Msg::Refresh) => {
                     asked = true;
                     // A worker ejected a ring's server: the ring without
@@ -691,6 +726,7 @@ impl Refresher {
                                 self.sentinel_event(i, &channel, &payload)
                             }
                             Ok(Msg::Seeds(i, seeds)) => self.set_seeds(i, seeds),
+                            Ok(Msg::Ring(i, servers)) => self.set_ring(i, servers),
                             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                             Err(RecvTimeoutError::Timeout) => break,
                         }
@@ -708,6 +744,7 @@ impl Refresher {
                         self.set_seeds(i, seeds);
                         asked = true;
                     }
+                    Msg::Ring(i, servers) => self.set_ring(i, servers),
                     Msg::Refresh => {}
                 }
             }

@@ -116,7 +116,7 @@ impl Worker {
     ) {
         let (Some(i), Some(h)) = (
             server,
-            self.shared.pools.get(pool).and_then(|p| p.health.as_ref()),
+            self.shared.pools.get(pool).and_then(|p| p.ring_health()),
         ) else {
             return;
         };

@@ -1,7 +1,9 @@
 //! What a reload (or CONFIG SET) changes in a running worker besides the
 //! atomics it reads at each use: the limits and timeouts it keeps copies
-//! of (taken at the tick after `Live::limits_gen` moved), and the clients
-//! of a listener the reload removed (drained).
+//! of (taken at the tick after `Live::limits_gen` moved), the clients
+//! of a listener the reload removed (drained), and the health index of
+//! each connection to a ring's server once a new map renumbered them (a
+//! reload changed the ring's servers).
 
 use super::{Timer, Worker};
 use reactor::Context;
@@ -33,6 +35,20 @@ impl Worker {
         o.pubsub = c.output_limit_pubsub;
         o.replica = c.output_limit_replica;
         o.total_limit = c.client_output_total_limit;
+    }
+
+    /// A new map is installed: each connection to a ring pool's server
+    /// takes that server's index in it, the one its health is counted
+    /// under (a reload that changed the servers renumbers them; a server
+    /// the map no longer has gives none, and its connections are retired).
+    #[cold]
+    pub(super) fn ring_servers_follow(&mut self) {
+        let place = &self.place;
+        for (_, b) in self.backends.iter_mut() {
+            if b.ring_server.is_some() {
+                b.ring_server = place.ring_server(b.server_pool, b.addr).map(|i| i as u16);
+            }
+        }
     }
 
     /// A reload removed the listener at `addr`: the sessions that came

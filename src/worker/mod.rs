@@ -466,6 +466,7 @@ impl Worker {
         let old = self.place.map().clone();
         let retired = self.place.install(self.shared.topology.load());
         self.retire_connections(cx, retired);
+        self.ring_servers_follow();
         if self.cache.on {
             self.cache_map_changed(&old);
             self.cache_masters(cx);

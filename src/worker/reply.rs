@@ -79,7 +79,7 @@ impl Worker {
                         if b.replies != replies_before {
                             let pool = b.server_pool;
                             if let Some(h) =
-                                self.shared.pools.get(pool).and_then(|p| p.health.as_ref())
+                                self.shared.pools.get(pool).and_then(|p| p.ring_health())
                             {
                                 h.answered(usize::from(i));
                             }
