@@ -48,9 +48,12 @@
 //! afresh for the new list; a failure a worker counts between that swap
 //! and its next turn (when it takes the new map and renumbers its
 //! connections, `worker/live.rs`) may land on the server the new list
-//! has at the old index: one count toward an ejection, at most. Any other
-//! change to the pools is pending: a pool added or removed, its other
-//! settings, and a pool of groups' groups.
+//! has at the old index: one count toward an ejection, at most. A pool of
+//! groups' groups (`pool NAME group` lines) change the same way when the
+//! pool has no sentinels (its whole truth is the file). Any other change
+//! to the pools is pending: a pool added or removed, its other settings,
+//! and a Sentinel pool's groups (its watchers and the sentinels it learnt
+//! belong to the running source).
 //!
 //! TLS (with a `tls-port` at start and in the file): every reload builds
 //! the rustls configuration again from the file's `tls-*` directives and
@@ -304,8 +307,9 @@ impl Reload {
     }
 }
 
-/// The pools `cfg` serves with their cluster seeds, listeners and ring
-/// servers left out: what must stay as it runs for those to change live.
+/// The pools `cfg` serves with their cluster seeds, listeners, ring
+/// servers and fixed groups left out: what must stay as it runs for
+/// those to change live.
 fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
     use crate::config::pool::PoolKind;
     let mut pools = cfg.server_pools();
@@ -313,6 +317,9 @@ fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
         match &mut p.kind {
             PoolKind::Cluster { seeds } => seeds.clear(),
             PoolKind::Ring { servers, .. } => servers.clear(),
+            // A Sentinel pool's groups stay as they are: its watchers and
+            // the sentinels it learnt belong to the running source.
+            PoolKind::Groups(g) if !g.uses_sentinel() => g.groups.clear(),
             PoolKind::Groups(_) => {}
         }
         p.listen.clear();
@@ -320,31 +327,36 @@ fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
     pools
 }
 
-/// Ring pools whose servers the file changed since it was last read: the
-/// new list goes to the topology thread, which rebuilds the ring and
-/// publishes it with the next epoch (workers then place by it, and retire
-/// the connections to a server it no longer has as when a cluster node
-/// leaves), with a fresh health record in place of the old one.
-fn ring_servers(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
+/// Pools whose members the file changed since it was last read (a ring's
+/// servers, a pool of groups' groups): the new list goes to the topology
+/// thread, which rebuilds the pool's part and publishes it with the next
+/// epoch (workers then place by it, and retire the connections to a node
+/// it no longer has as when a cluster node leaves); a ring gets a fresh
+/// health record in place of the old one.
+fn pool_members(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
     use crate::config::pool::PoolKind;
     let (before, after) = (last.server_pools(), cfg.server_pools());
     for (i, (a, b)) in before.iter().zip(&after).enumerate() {
-        let (PoolKind::Ring { servers: old, .. }, PoolKind::Ring { servers: new, .. }) =
-            (&a.kind, &b.kind)
-        else {
-            continue;
-        };
-        if old == new {
-            continue;
+        match (&a.kind, &b.kind) {
+            (PoolKind::Ring { servers: old, .. }, PoolKind::Ring { servers: new, .. })
+                if old != new =>
+            {
+                let (Some(health), Some(rt)) = (crate::shared::ring_health(b), shared.pools.get(i))
+                else {
+                    continue;
+                };
+                if let Some(h) = &rt.health {
+                    h.store(health.clone());
+                }
+                let servers = crate::server::ring_order(new);
+                shared.topology.set_ring(i, (servers, health));
+            }
+            (PoolKind::Groups(old), PoolKind::Groups(new)) if old.groups != new.groups => {
+                let groups = crate::server::groups_source(&b.name, new);
+                shared.topology.set_groups(i, groups);
+            }
+            _ => continue,
         }
-        let (Some(health), Some(rt)) = (crate::shared::ring_health(b), shared.pools.get(i)) else {
-            continue;
-        };
-        if let Some(h) = &rt.health {
-            h.store(health.clone());
-        }
-        let servers = crate::server::ring_order(new);
-        shared.topology.set_ring(i, (servers, health));
         if !applied.live.contains(&"pool") {
             applied.live.push("pool");
         }
@@ -380,7 +392,7 @@ fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
         return;
     }
     listeners(shared, last, cfg, applied);
-    ring_servers(shared, last, cfg, applied);
+    pool_members(shared, last, cfg, applied);
     let (before, after) = (seed_lists(last), seed_lists(cfg));
     let declared_from = usize::from(!cfg.cluster_nodes.is_empty());
     for (i, (a, b)) in before.iter().zip(&after).enumerate() {

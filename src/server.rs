@@ -187,6 +187,43 @@ pub(crate) fn ring_order(
         .collect()
 }
 
+/// A pool of groups' part of the map as the topology keeps it: its
+/// groups, sentinels and rules (at start, and when a reload changes the
+/// groups).
+pub(crate) fn groups_source(
+    name: &str,
+    g: &crate::config::pool::GroupPool,
+) -> crate::topology::sentinel::GroupsSource {
+    use crate::topology::sentinel::{self, GroupsSource};
+    let replica = if g.uses_sentinel() {
+        g.sentinel_replica_read_priority
+    } else {
+        g.replica_read_priority
+    };
+    let sentinel_auth = (!g.sentinel_password.is_empty()).then(|| {
+        let mut frame = Vec::with_capacity(32 + g.sentinel_password.len());
+        crate::resp::encode::request(&mut frame, &[b"AUTH", g.sentinel_password.as_bytes()]);
+        crate::topology::probe::Auth {
+            frame: bytes::Bytes::from(frame),
+            refused: sentinel::refused,
+        }
+    });
+    GroupsSource::new(
+        name.to_string(),
+        g.groups
+            .iter()
+            .map(|x| (x.name.clone(), x.servers.clone()))
+            .collect(),
+        g.sentinels.clone(),
+        sentinel_auth,
+        g.hash,
+        g.hash_tag,
+        g.random,
+        sentinel::read_mode(g.master_read_priority, replica),
+        std::time::Duration::from_millis(g.refresh_interval_ms),
+    )
+}
+
 /// Where each pool's part of the map comes from, and what the workers need
 /// of each pool besides (credentials, database, ring health).
 fn pool_sources(
@@ -233,37 +270,7 @@ fn pool_sources(
                 });
             }
             PoolKind::Groups(g) => {
-                use crate::topology::sentinel::{self, GroupsSource};
-                let replica = if g.uses_sentinel() {
-                    g.sentinel_replica_read_priority
-                } else {
-                    g.replica_read_priority
-                };
-                let sentinel_auth = (!g.sentinel_password.is_empty()).then(|| {
-                    let mut frame = Vec::with_capacity(32 + g.sentinel_password.len());
-                    crate::resp::encode::request(
-                        &mut frame,
-                        &[b"AUTH", g.sentinel_password.as_bytes()],
-                    );
-                    crate::topology::probe::Auth {
-                        frame: bytes::Bytes::from(frame),
-                        refused: sentinel::refused,
-                    }
-                });
-                sources.push(Source::Groups(Box::new(GroupsSource::new(
-                    pool.name.clone(),
-                    g.groups
-                        .iter()
-                        .map(|x| (x.name.clone(), x.servers.clone()))
-                        .collect(),
-                    g.sentinels.clone(),
-                    sentinel_auth,
-                    g.hash,
-                    g.hash_tag,
-                    g.random,
-                    sentinel::read_mode(g.master_read_priority, replica),
-                    std::time::Duration::from_millis(g.refresh_interval_ms),
-                ))));
+                sources.push(Source::Groups(Box::new(groups_source(&pool.name, g))));
             }
         }
         runtime.push(rt);

@@ -4,8 +4,12 @@
 //! with hash tags, binary, numeric and empty keys, checked against a
 //! reference written here from the rule; SELECT keeps databases apart
 //! through pipelining, MULTI, scripts and SCAN, refused past `databases`
-//! with predixy's words; reads follow the read priorities; and predixy's
-//! own `conf/standalone.conf` example (addresses changed) starts mithril.
+//! with predixy's words; reads follow the read priorities; predixy's
+//! own `conf/standalone.conf` example (addresses changed) starts mithril;
+//! and the groups changed by a reload (one added, one removed) under
+//! clients that keep their connections, at 1, 2 and 4 threads: keys
+//! placed by the rule for the new list at once, the removed group's
+//! connections closed.
 
 mod support;
 
@@ -367,4 +371,111 @@ fn predixys_standalone_conf_example_starts_mithril() {
     assert_eq!(c.cmd(&["SELECT", "16"]), err("ERR invalid DB index"));
     drop(_m);
     remove_temp_dir(&dir);
+}
+
+/// The configuration reloaded with the groups `groups` (g0, g1, ...),
+/// once they are in force.
+fn reload_groups(m: &Mithril, groups: &[String], c: &mut Conn) {
+    let lines: Vec<String> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| format!("pool p group g{i} {g}"))
+        .collect();
+    m.reload_lines(c, "pool p group ", &lines, "groups now");
+}
+
+/// A pool of groups' groups changed by a reload (a group added, then one
+/// removed) while clients on every worker keep their connections and one
+/// keeps sending: keys written after land on the group predixy's rule
+/// names for the new list; a key written before is found through mithril
+/// exactly when that group is the one it was written to; the removed
+/// group's server loses mithril's connections.
+fn groups_change_live(threads: usize) {
+    let set = StandaloneSet::start(3);
+    let addr = |i: usize| format!("127.0.0.1:{}", set.port(i));
+    let port = free_port();
+    let conf = format!(
+        "threads {threads}\n{}",
+        pool_conf(port, "crc16", &[addr(0), addr(1)], "")
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    let mut clients: Vec<Conn> = (0..2 * threads).map(|_| m.conn()).collect();
+    let steady = load::Steady::start(m.conn());
+    let named =
+        |p: &[u8]| -> Vec<Vec<u8>> { keys().into_iter().map(|k| [p, &k].concat()).collect() };
+    let set_all = |clients: &mut [Conn], ks: &[Vec<u8>], v: &[u8]| {
+        let n = clients.len();
+        for (i, k) in ks.iter().enumerate() {
+            let r = clients[i % n].cmd_bytes(&[b"SET", k, v]);
+            assert_eq!(r, ok(), "SET {}", String::from_utf8_lossy(k));
+        }
+    };
+    let on = |server: usize, k: &[u8]| {
+        set.conn(server)
+            .cmd_bytes(&[b"GET", k])
+            .as_bulk()
+            .map(<[u8]>::to_vec)
+    };
+    let before = named(b"a");
+    set_all(&mut clients, &before, b"1");
+
+    // A third group.
+    reload_groups(&m, &[addr(0), addr(1), addr(2)], &mut clients[0]);
+    let after = named(b"b");
+    set_all(&mut clients, &after, b"2");
+    for k in &after {
+        let g = group_of("crc16", 3, k);
+        assert_eq!(
+            on(g, k),
+            Some(b"2".to_vec()),
+            "threads {threads}: {} not on group {g}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    let mut moved = 0;
+    for (i, k) in before.iter().enumerate() {
+        let stays = group_of("crc16", 3, k) == group_of("crc16", 2, k);
+        moved += usize::from(!stays);
+        let n = clients.len();
+        let got = clients[i % n].cmd_bytes(&[b"GET", k]);
+        let want = Reply::Bulk(stays.then(|| b"1".to_vec()));
+        assert_eq!(
+            got,
+            want,
+            "threads {threads}: {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    assert!(moved > 0, "some keys change group");
+
+    // The first group removed: the others are now groups 0 and 1.
+    reload_groups(&m, &[addr(1), addr(2)], &mut clients[0]);
+    let last = named(b"c");
+    set_all(&mut clients, &last, b"3");
+    for k in &last {
+        let server = 1 + group_of("crc16", 2, k);
+        assert_eq!(
+            on(server, k),
+            Some(b"3".to_vec()),
+            "threads {threads}: {}",
+            String::from_utf8_lossy(k)
+        );
+    }
+    set.wait_no_clients(0, "mithril's connections to the removed group closed");
+    load::all_kept(&mut clients, steady);
+}
+
+#[test]
+fn groups_change_live_threads_1() {
+    groups_change_live(1);
+}
+
+#[test]
+fn groups_change_live_threads_2() {
+    groups_change_live(2);
+}
+
+#[test]
+fn groups_change_live_threads_4() {
+    groups_change_live(4);
 }

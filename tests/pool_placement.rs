@@ -418,9 +418,8 @@ fn write_spread(clients: &mut [Conn], keys: &[Vec<u8>], prefix: &[u8], who: &str
     }
 }
 
-/// The configuration reloaded with the pool's servers now `lines`
-/// (written whole, then CONFIG RELOAD on `c`); waits until the new ring is
-/// in force (logged once published).
+/// The configuration reloaded with the pool's servers now `lines`, once
+/// the new ring is in force.
 fn reload_servers(
     m: &Mithril,
     set: &StandaloneSet,
@@ -428,30 +427,13 @@ fn reload_servers(
     lines: Vec<Line>,
     c: &mut Conn,
 ) {
-    let text = std::fs::read_to_string(&m.conf_path).expect("read the config");
-    let mut kept: Vec<&str> = text
-        .lines()
-        .filter(|l| !l.starts_with("pool p server "))
-        .collect();
     pool.lines = lines;
     let servers: Vec<String> = pool
         .lines
         .iter()
         .map(|l| format!("pool p server {}", pool.server_text(set, l)))
         .collect();
-    kept.extend(servers.iter().map(String::as_str));
-    let next = m.dir.join("next.conf");
-    std::fs::write(&next, kept.join("\n") + "\n").expect("write the config");
-    std::fs::rename(&next, &m.conf_path).expect("rename the config");
-    let seen = m.log().matches("servers now").count();
-    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
-    // The topology thread logs the new list, then the epoch once in force.
-    wait_until("the new ring published", Duration::from_secs(10), || {
-        let log = m.log();
-        let (at, _) = log.match_indices("servers now").nth(seen)?;
-        log[at..].contains("topology epoch").then_some(())
-    });
-    assert_eq!(info_text_field(c, "server", "config_pending_restart"), "");
+    m.reload_lines(c, "pool p server ", &servers, "servers now");
 }
 
 /// A ring pool's servers changed by a reload: a server added, then
@@ -466,21 +448,7 @@ fn servers_change_live(threads: usize) {
     let (before, after, last) = (named("a"), named("b"), named("c"));
     write_spread(&mut clients, &before, b"1:", "before");
     // And one that keeps sending across both reloads: never an error.
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let traffic = {
-        let (mut c, stop) = (m.conn(), stop.clone());
-        std::thread::spawn(move || {
-            let mut n = 0u64;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let key = format!("t{}", n % 100);
-                let r = c.pipeline(&[argv(&["SET", &key, "v"]), argv(&["GET", &key])]);
-                assert_eq!(r[0], ok(), "SET {key}");
-                assert!(!r[1].is_error(), "GET {key}: {:?}", r[1]);
-                n += 1;
-            }
-            n
-        })
-    };
+    let steady = load::Steady::start(m.conn());
 
     // Server 2 added.
     reload_servers(&m, &set, &mut pool, equal(3), &mut clients[0]);
@@ -514,22 +482,8 @@ fn servers_change_live(threads: usize) {
     let nut = pool.nutcracker(&set);
     let (wrong, shown) = misplaced(&mut nut.conn(), &last, b"3:");
     assert_eq!(wrong, 0, "threads {threads}: after the removal: {shown:?}");
-    let mut direct = set.conn(0);
-    wait_until(
-        "mithril's connections to server 0 closed",
-        Duration::from_secs(10),
-        || (info_text_field(&mut direct, "clients", "connected_clients") == "1").then_some(()),
-    );
-    for c in &mut clients {
-        assert_eq!(
-            c.cmd(&["PING"]),
-            Reply::Simple("PONG".into()),
-            "a client kept its connection"
-        );
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let sent = traffic.join().expect("the client under traffic failed");
-    assert!(sent > 0);
+    set.wait_no_clients(0, "mithril's connections to the server 0 closed");
+    load::all_kept(&mut clients, steady);
 }
 
 #[test]

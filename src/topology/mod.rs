@@ -26,6 +26,7 @@
 pub mod discover;
 pub mod health;
 pub mod probe;
+mod rings;
 pub mod sentinel;
 pub mod slot;
 pub mod snapshot;
@@ -59,6 +60,8 @@ enum Msg {
     Seeds(usize, Vec<String>),
     /// New servers for ring pool `pool`, with their health (a reload).
     Ring(usize, RingServers),
+    /// New groups for group pool `pool` (a reload).
+    Groups(usize, Box<sentinel::GroupsSource>),
 }
 
 /// A ring pool's servers as `Source::Ring` holds them, and their health.
@@ -115,6 +118,14 @@ impl TopologyHandle {
         let _ = self
             .tx
             .send_timeout(Msg::Ring(pool, servers), Duration::from_secs(1));
+    }
+
+    /// Group pool `pool` is `groups` from now on (a reload of a pool
+    /// without sentinels): its part is rebuilt and published at once.
+    pub fn set_groups(&self, pool: usize, groups: sentinel::GroupsSource) {
+        let _ = self
+            .tx
+            .send_timeout(Msg::Groups(pool, Box::new(groups)), Duration::from_secs(1));
     }
 
     pub fn stop(&self) {
@@ -395,21 +406,14 @@ impl Refresher {
         }
     }
 
-    /// Ring pool `i`'s servers from now on (a reload): its part rebuilt
-    /// from them and published.
-    fn set_ring(&mut self, i: usize, (new, new_health): RingServers) {
-        if let Some(Source::Ring {
-            name,
-            servers,
-            health,
-            ..
-        }) = self.sources.get_mut(i)
-        {
-            let list: Vec<&str> = new.iter().map(|s| s.2.as_str()).collect();
-            log::info!(target: "mithril::topology", "pool {name}: servers now {}", list.join(" "));
-            *servers = new;
-            *health = new_health;
-            self.parts[i] = Arc::new(self.ring_part(i));
+    /// Group pool `i`'s groups from now on (a reload of a pool without
+    /// sentinels): its part rebuilt and published.
+    fn set_groups(&mut self, i: usize, new: Box<sentinel::GroupsSource>) {
+        if let Some(Source::Groups(g)) = self.sources.get_mut(i) {
+            let names: Vec<&str> = new.groups.iter().map(|(n, _)| n.as_str()).collect();
+            log::info!(target: "mithril::topology", "pool {}: groups now {}", g.name, names.join(" "));
+            *g = new;
+            self.poll_groups(i);
             self.publish_if_changed(None);
         }
     }
@@ -486,127 +490,6 @@ impl Refresher {
                 _ => None,
             })
             .min()
-    }
-
-    /// Ring pool `i`'s part: its servers, the ring built from the live
-    /// ones. A server whose address does not resolve is taken as down.
-    fn ring_part(&self, i: usize) -> Topology {
-        let Source::Ring {
-            name,
-            servers,
-            dist,
-            hash,
-            tag,
-            health,
-            ..
-        } = &self.sources[i]
-        else {
-            return Topology::unknown_cluster("");
-        };
-        let mut live = health.live();
-        let resolved: Vec<(String, u32, SocketAddr)> = servers
-            .iter()
-            .enumerate()
-            .map(|(j, (n, w, hostport))| {
-                let addr = probe::resolve(hostport)
-                    .ok()
-                    .and_then(|a| a.into_iter().next());
-                if addr.is_none() {
-                    log::warn!(target: "mithril::topology", "pool {name}: cannot resolve server {hostport}");
-                    if health.auto_eject() {
-                        if let Some(l) = live.get_mut(j) {
-                            *l = false;
-                        }
-                    }
-                }
-                let unspecified = SocketAddr::from(([0, 0, 0, 0], 0));
-                (n.clone(), *w, addr.unwrap_or(unspecified))
-            })
-            .collect();
-        Topology::ring(name, &resolved, &live, *dist, *hash, *tag)
-    }
-
-    /// Health checks of every ring pool: a PING to each server in its
-    /// ring (a failure counts toward its ejection), and one to each
-    /// ejected server whose retry time has passed (answered: it rejoins).
-    /// True when some ring changed.
-    fn check_rings(&mut self) -> bool {
-        let mut changed = false;
-        for i in 0..self.sources.len() {
-            let Source::Ring {
-                name,
-                servers,
-                health,
-                auth,
-                ..
-            } = &self.sources[i]
-            else {
-                continue;
-            };
-            if !health.auto_eject() {
-                continue;
-            }
-            let live = health.live();
-            let ping = |j: usize| -> bool {
-                let Some((_, _, hostport)) = servers.get(j) else {
-                    return false;
-                };
-                let Some(addr) = probe::resolve(hostport)
-                    .ok()
-                    .and_then(|a| a.into_iter().next())
-                else {
-                    return false;
-                };
-                matches!(
-                    probe::query(
-                        addr,
-                        self.timeout,
-                        auth.as_ref(),
-                        self.tls.as_deref(),
-                        &[b"PING"]
-                    ),
-                    Ok(Value::Simple(_))
-                )
-            };
-            for (j, &in_ring) in live.iter().enumerate() {
-                if !in_ring {
-                    continue;
-                }
-                if ping(j) {
-                    health.answered(j);
-                } else if health.failed(j) {
-                    log::warn!(target: "mithril::topology", "pool {name}: server {} ejected (health check)", servers[j].2);
-                }
-            }
-            for j in health.due() {
-                if ping(j) {
-                    log::info!(target: "mithril::topology", "pool {name}: server {} back in the ring", servers[j].2);
-                    health.rejoin(j);
-                } else {
-                    health.stay_out(j);
-                }
-            }
-            if health.take_changed() {
-                self.parts[i] = Arc::new(self.ring_part(i));
-                changed = true;
-            }
-        }
-        changed
-    }
-
-    /// Rebuild the rings whose servers left or rejoined since last
-    /// looked (no probe); true when one was.
-    fn rebuild_changed_rings(&mut self) -> bool {
-        let mut changed = false;
-        for i in 0..self.sources.len() {
-            if let Source::Ring { health, .. } = &self.sources[i] {
-                if health.take_changed() {
-                    self.parts[i] = Arc::new(self.ring_part(i));
-                    changed = true;
-                }
-            }
-        }
-        changed
     }
 
     fn publish_if_changed(&self, from: Option<SocketAddr>) {
@@ -708,6 +591,7 @@ impl Refresher {
                     asked = true;
                 }
                 Ok(Msg::Ring(i, servers)) => self.set_ring(i, servers),
+                Ok(Msg::Groups(i, groups)) => self.set_groups(i, groups),
                 Ok(Msg::Refresh) => {
                     asked = true;
                     // A worker ejected a ring's server: the ring without
@@ -727,6 +611,7 @@ impl Refresher {
                             }
                             Ok(Msg::Seeds(i, seeds)) => self.set_seeds(i, seeds),
                             Ok(Msg::Ring(i, servers)) => self.set_ring(i, servers),
+                            Ok(Msg::Groups(i, groups)) => self.set_groups(i, groups),
                             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
                             Err(RecvTimeoutError::Timeout) => break,
                         }
@@ -745,6 +630,7 @@ impl Refresher {
                         asked = true;
                     }
                     Msg::Ring(i, servers) => self.set_ring(i, servers),
+                    Msg::Groups(i, groups) => self.set_groups(i, groups),
                     Msg::Refresh => {}
                 }
             }

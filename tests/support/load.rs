@@ -15,6 +15,52 @@ use super::resp::{encode_command, Conn};
 use super::slots::{key_for_slot, key_slot};
 use super::wait_until;
 
+/// A client that keeps sending a SET and a GET of one of 100 keys, on
+/// one connection, until stopped; any error reply fails its thread.
+pub struct Steady {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<u64>,
+}
+
+impl Steady {
+    pub fn start(mut c: Conn) -> Steady {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let key = format!("steady{}", n % 100);
+                    let r = c.pipeline(&[
+                        super::resp::argv(&["SET", &key, "v"]),
+                        super::resp::argv(&["GET", &key]),
+                    ]);
+                    assert_eq!(r[0], super::resp::ok(), "SET {key}");
+                    assert!(!r[1].is_error(), "GET {key}: {:?}", r[1]);
+                    n += 1;
+                }
+                n
+            })
+        };
+        Steady { stop, thread }
+    }
+
+    /// Stops it: how many pairs it sent (panics if its thread failed).
+    pub fn stop(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().expect("the steady client failed")
+    }
+}
+
+/// Every one of `clients` still answers PING on its connection, and
+/// `steady` sent without an error until now.
+pub fn all_kept(clients: &mut [Conn], steady: Steady) {
+    for c in clients {
+        assert_eq!(c.cmd(&["PING"]), super::resp::Reply::Simple("PONG".into()));
+    }
+    assert!(steady.stop() > 0, "the steady client sent nothing");
+}
+
 /// What one writer believes the cluster holds: only it writes these keys.
 #[derive(Default)]
 pub struct Model {

@@ -205,6 +205,28 @@ impl Mithril {
             .unwrap_or_default()
     }
 
+    /// Rewrites the configuration file whole (a rename): the lines that
+    /// start with `drop` removed, `add` appended; then CONFIG RELOAD on
+    /// `c`, and waits until the log has one more `marker` line followed by
+    /// a `topology epoch` line (the topology thread logs the change, then
+    /// the new map once it is in force). Nothing may be left pending.
+    pub fn reload_lines(&self, c: &mut Conn, drop: &str, add: &[String], marker: &str) {
+        let text = fs::read_to_string(&self.conf_path).expect("read the config");
+        let mut lines: Vec<&str> = text.lines().filter(|l| !l.starts_with(drop)).collect();
+        lines.extend(add.iter().map(String::as_str));
+        let next = self.dir.join("next.conf");
+        fs::write(&next, lines.join("\n") + "\n").expect("write the config");
+        fs::rename(&next, &self.conf_path).expect("rename the config");
+        let seen = self.log().matches(marker).count();
+        assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), Reply::Simple("OK".into()));
+        super::wait_until("the change published", Duration::from_secs(10), || {
+            let log = self.log();
+            let (at, _) = log.match_indices(marker).nth(seen)?;
+            log[at..].contains("topology epoch").then_some(())
+        });
+        assert_eq!(info_text_field(c, "server", "config_pending_restart"), "");
+    }
+
     /// What the process wrote to stdout and stderr.
     pub fn stdio(&self) -> String {
         fs::read(&self.stdio_path)

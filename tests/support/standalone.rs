@@ -291,6 +291,15 @@ impl StandaloneSet {
         self.servers[i].restart();
     }
 
+    /// Waits (10 s) until server `i` has no client but the connection that
+    /// asks: a proxy's connections to it are all closed.
+    pub fn wait_no_clients(&self, i: usize, what: &str) {
+        let mut c = self.conn(i);
+        super::wait_until(what, Duration::from_secs(10), || {
+            (super::info_text_field(&mut c, "clients", "connected_clients") == "1").then_some(())
+        });
+    }
+
     /// FLUSHALL on every running server.
     pub fn flush_all(&self) {
         for s in self.servers.iter().filter(|s| s.is_running()) {
