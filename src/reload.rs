@@ -29,7 +29,9 @@
 //! SETUSER` (`acl::replace`, `worker/revoke.rs`).
 //!
 //! Seeds and listeners: `cluster-nodes`, a pool's `cluster-nodes`, `bind`,
-//! `port` and a pool's `listen` change live when the pools are otherwise
+//! `port`, a pool's `listen` and (when a TLS configuration runs, from a
+//! `tls-port` or a `tls-listen` at start) its `tls-listen` change live
+//! when the pools are otherwise
 //! the ones that run: the topology thread tries the new seeds after the
 //! nodes it knows, and refreshes at once; a new listener is bound here
 //! and handed to the acceptor, a removed one closed and its clients
@@ -310,7 +312,9 @@ impl Reload {
 /// The pools `cfg` serves with their cluster seeds, listeners, ring
 /// servers and fixed groups left out: what must stay as it runs for
 /// those to change live.
-fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
+/// A pool's `tls-listen` addresses count among its listeners when a TLS
+/// configuration runs (`tls_live`); without one they wait for a restart.
+fn shape(cfg: &Config, tls_live: bool) -> Vec<crate::config::pool::PoolSpec> {
     use crate::config::pool::PoolKind;
     let mut pools = cfg.server_pools();
     for p in &mut pools {
@@ -323,6 +327,9 @@ fn shape(cfg: &Config) -> Vec<crate::config::pool::PoolSpec> {
             PoolKind::Groups(_) => {}
         }
         p.listen.clear();
+        if tls_live {
+            p.tls_listen.clear();
+        }
     }
     pools
 }
@@ -381,7 +388,8 @@ fn seed_lists(cfg: &Config) -> Vec<Vec<String>> {
 /// read go to the topology thread (tried after the nodes it knows); any
 /// other change is pending.
 fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
-    if shape(cfg) != shape(&shared.config) {
+    let tls_live = shared.tls.is_some();
+    if shape(cfg, tls_live) != shape(&shared.config, tls_live) {
         for name in POOL_DIRECTIVES {
             if let Some(d) = DIRECTIVES.iter().find(|d| d.name == *name) {
                 if !d.same_in(&shared.config, cfg) {
@@ -429,6 +437,9 @@ fn listeners(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied
             cfg.tcp_backlog
         };
         let mut sets = vec![(a.listen.clone(), b.listen.clone(), false)];
+        if shared.tls.is_some() {
+            sets.push((a.tls_listen.clone(), b.tls_listen.clone(), true));
+        }
         if i == 0 && !cfg.cluster_nodes.is_empty() && tls_port != 0 {
             sets.push((last.bind_addrs(tls_port), cfg.bind_addrs(tls_port), true));
         }

@@ -8,7 +8,9 @@
 //! connection placed on the workers in turn.
 //! - keys written through the pool's TLS listener are read back through
 //!   its plain one, and are on the servers (each of them has some);
-//! - every connection mithril holds to a server is on its TLS port.
+//! - every connection mithril holds to a server is on its TLS port;
+//! - a reload moves the pool's `tls-listen`: the new address serves, the
+//!   old one is closed, a plain client keeps its connection.
 
 mod support;
 
@@ -108,4 +110,62 @@ fn pool_over_tls_both_sides_threads_2() {
 #[test]
 fn pool_over_tls_both_sides_threads_4() {
     pool_over_tls_both_sides(4);
+}
+
+/// `pool p tls-listen` moved by a reload: the new address serves TLS
+/// clients, the old one is closed, and a plain client of the pool keeps
+/// its connection; at threads 1, 2 and 4.
+#[test]
+fn a_reload_moves_a_pools_tls_listener() {
+    let certs = Certs::make();
+    let server = Standalone::start();
+    for threads in [1, 2, 4] {
+        let (plain, old_tls, new_tls) = (free_port(), free_port(), free_port());
+        let pool = |tls: u16| {
+            format!(
+                "threads {threads}\nport {plain}\npool p listen 127.0.0.1:{plain}\n\
+                 pool p tls-listen 127.0.0.1:{tls}\npool p server {}:1 s0\n{}",
+                server.addr(),
+                certs.conf(0, "no").replace("tls-port 0\n", ""),
+            )
+        };
+        let m = Mithril::start(bin(), &[], &pool(old_tls));
+        let set = |port: u16, k: &str| {
+            let out = certs.cli(port, false, &["SET", k, "1"], None);
+            String::from_utf8_lossy(&out.stdout).trim() == "OK"
+        };
+        assert!(
+            set(old_tls, "tlsp:old"),
+            "threads {threads}: the first TLS listener"
+        );
+        let mut c = m.conn();
+        assert_eq!(c.cmd(&["GET", "tlsp:old"]).as_bulk(), Some(&b"1"[..]));
+
+        let conf = std::fs::read_to_string(&m.conf_path).unwrap();
+        let moved = conf.replace(
+            &format!("tls-listen 127.0.0.1:{old_tls}"),
+            &format!("tls-listen 127.0.0.1:{new_tls}"),
+        );
+        std::fs::write(&m.conf_path, moved).unwrap();
+        assert_eq!(c.cmd(&["CONFIG", "RELOAD"]).as_str(), "OK");
+        wait_until(
+            "the new TLS listener",
+            std::time::Duration::from_secs(10),
+            || set(new_tls, "tlsp:new").then_some(()),
+        );
+        wait_until(
+            "the old TLS listener closed",
+            std::time::Duration::from_secs(10),
+            || {
+                Conn::try_connect(&format!("127.0.0.1:{old_tls}"))
+                    .is_err()
+                    .then_some(())
+            },
+        );
+        assert_eq!(
+            c.cmd(&["GET", "tlsp:new"]).as_bulk(),
+            Some(&b"1"[..]),
+            "plain kept"
+        );
+    }
 }
