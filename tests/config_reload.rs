@@ -679,3 +679,78 @@ fn listeners_move_live_threads_2() {
 fn listeners_move_live_threads_4() {
     listeners_move_live(4);
 }
+
+/// GET calls `node` has served (INFO commandstats).
+fn get_calls(node: &RedisNode) -> i64 {
+    command_calls(&mut node.conn(), "get")
+}
+
+/// `read-from-replicas` changed by a reload, then by CONFIG SET: the GETs
+/// of connections on every worker go to the replica, then back to the
+/// master; a bad value is refused.
+fn replica_reads_change_live(threads: usize) {
+    let cluster = RedisCluster::start(ClusterSpec {
+        replicas_per_master: 1,
+        ..Default::default()
+    });
+    let m = Mithril::start(
+        bin(),
+        &cluster.seeds(),
+        &format!("threads {threads}\nplacement round-robin\n"),
+    );
+    let (key, port) = cluster.key_per_master("rr").remove(0);
+    let j = cluster
+        .masters()
+        .iter()
+        .position(|n| n.port == port)
+        .unwrap();
+    let replica = &cluster.nodes[cluster.masters().len() + j];
+    let mut conns: Vec<Conn> = (0..threads * 2).map(|_| m.conn()).collect();
+    assert_eq!(conns[0].cmd(&["SET", &key, "v"]), ok());
+    // GETs on every connection: how many the replica served.
+    let on_replica = |conns: &mut Vec<Conn>| {
+        let before = get_calls(replica);
+        for c in conns.iter_mut() {
+            assert!(!c.cmd(&["GET", &key]).is_error());
+        }
+        get_calls(replica) - before
+    };
+    assert_eq!(
+        on_replica(&mut conns),
+        0,
+        "threads {threads}: masters only at first"
+    );
+    let mut c = m.conn();
+    append_conf(&m, "read-from-replicas prefer-replica\n");
+    assert_eq!(c.cmd(&["CONFIG", "RELOAD"]), ok());
+    assert_eq!(config_get(&mut c, "read-from-replicas"), "prefer-replica");
+    let n = conns.len() as i64;
+    wait_until("every worker reading from the replica", WAIT, || {
+        (on_replica(&mut conns) == n).then_some(())
+    });
+    assert_eq!(c.cmd(&["CONFIG", "SET", "read-from-replicas", "no"]), ok());
+    wait_until("every worker back on the master", WAIT, || {
+        (on_replica(&mut conns) == 0).then_some(())
+    });
+    assert_eq!(
+        c.cmd(&["CONFIG", "SET", "read-from-replicas", "maybe"])
+            .as_error(),
+        "ERR CONFIG SET failed (possibly related to argument 'read-from-replicas') - \
+         read-from-replicas must be no, yes or prefer-replica"
+    );
+}
+
+#[test]
+fn replica_reads_change_live_threads_1() {
+    replica_reads_change_live(1);
+}
+
+#[test]
+fn replica_reads_change_live_threads_2() {
+    replica_reads_change_live(2);
+}
+
+#[test]
+fn replica_reads_change_live_threads_4() {
+    replica_reads_change_live(4);
+}

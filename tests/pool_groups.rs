@@ -265,13 +265,7 @@ fn select_keeps_databases_apart_threads_4() {
 
 /// `GET` calls a server has served (INFO commandstats).
 fn gets(s: &mut Conn) -> i64 {
-    let info = s.cmd(&["INFO", "commandstats"]);
-    let text = String::from_utf8_lossy(info.as_bulk().unwrap_or_default()).into_owned();
-    text.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
-        .and_then(|r| r.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    command_calls(s, "get")
 }
 
 #[test]

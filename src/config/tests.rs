@@ -126,6 +126,7 @@ fn table_names_are_lower_case_unique_and_runtime_ones_are_those_config_set_appli
         runtime,
         [
             "maxclients",
+            "read-from-replicas",
             "connect-timeout",
             "backend-timeout",
             "proto-max-bulk-len",

@@ -266,7 +266,8 @@ fn set_pairs(shared: &Shared, pairs: &[(&[u8], &[u8])], apply: bool) -> Outcome 
             | "client-output-high-water"
             | "client-output-total-limit"
             | "backend-timeout"
-            | "connect-timeout" => {
+            | "connect-timeout"
+            | "read-from-replicas" => {
                 if let Err(why) = d.set(&mut scratch, &[value.unwrap_or("")]) {
                     return set_failed(d.name.as_bytes(), &why);
                 }

@@ -334,6 +334,19 @@ impl Placement {
         self.pool(pool).map_or(slot, |p| p.base.wrapping_add(slot))
     }
 
+    /// `read-from-replicas` changed live (CONFIG SET, a reload): the
+    /// tables are built again over the same map with it. `None` when it is
+    /// the one in force; else the connections of the sets no longer
+    /// named (a cluster's replicas, when reads go back to the masters), as
+    /// [`Placement::install`] gives them.
+    pub fn set_read_from(&mut self, read_from: ReadFrom) -> Option<Vec<Key>> {
+        if read_from == self.read_from {
+            return None;
+        }
+        self.read_from = read_from;
+        Some(self.install(self.map.clone()))
+    }
+
     /// Install a new map: rebuild the shard tables, forget MOVED's
     /// overrides, and retire the connection sets the map no longer names.
     /// Returns their connections: the caller closes each once nothing is

@@ -394,7 +394,8 @@ pub struct Live {
 
 /// The limits and timeouts that change while mithril runs, through
 /// `Live::limits` (besides `maxclients`, `maxmemory` and `timeout`, which
-/// have atomics of their own).
+/// have atomics of their own), and `read-from-replicas` (each worker
+/// builds its placement tables again with it).
 pub const LIVE_LIMITS: &[&str] = &[
     "proto-max-bulk-len",
     "query-buffer-limit",
@@ -403,6 +404,7 @@ pub const LIVE_LIMITS: &[&str] = &[
     "client-output-total-limit",
     "backend-timeout",
     "connect-timeout",
+    "read-from-replicas",
 ];
 
 impl Live {

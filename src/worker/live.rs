@@ -1,6 +1,7 @@
 //! What a reload (or CONFIG SET) changes in a running worker besides the
 //! atomics it reads at each use: the limits and timeouts it keeps copies
-//! of (taken at the tick after `Live::limits_gen` moved), the clients
+//! of and `read-from-replicas` (taken at the tick after `Live::limits_gen`
+//! moved; the placement's tables are built again for the latter), the clients
 //! of a listener the reload removed (drained), and the health index of
 //! each connection to a ring's server once a new map renumbered them (a
 //! reload changed the ring's servers).
@@ -16,14 +17,15 @@ impl Worker {
     /// parsed, outputs checked and connections opened from now on use
     /// them; what already runs keeps what it had.
     #[cold]
-    pub(super) fn take_limits(&mut self, gen: u64) {
+    pub(super) fn take_limits(&mut self, cx: &mut Context<'_, Timer>, gen: u64) {
         self.limits_gen = gen;
-        let c = self
-            .shared
-            .live
-            .limits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let shared = self.shared.clone();
+        let c = shared.live.limits.lock().unwrap_or_else(|p| p.into_inner());
+        // Reads placed from now on follow the new rule; those on their way
+        // finish where they went.
+        if let Some(retired) = self.place.set_read_from(c.read_from_replicas) {
+            self.retire_connections(cx, retired);
+        }
         self.limits.max_bulk_len = c.proto_max_bulk_len.min(usize::MAX as u64) as usize;
         self.query_limit = c.query_buffer_limit.min(usize::MAX as u64) as usize;
         self.connect_timeout = Duration::from_millis(c.connect_timeout_ms);

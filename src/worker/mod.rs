@@ -480,7 +480,7 @@ impl Worker {
     /// Connections of pools the new map no longer names, and idle leases
     /// to nodes it no longer has: closed now when nothing is in flight on
     /// them, else once the last reply is in (`backend_read`).
-    fn retire_connections(&mut self, cx: &mut Context<'_, Timer>, conns: Vec<Key>) {
+    pub(super) fn retire_connections(&mut self, cx: &mut Context<'_, Timer>, conns: Vec<Key>) {
         for k in conns {
             let Some(b) = self.backends.get_mut(k) else {
                 continue;
@@ -578,7 +578,7 @@ impl Worker {
         self.revoke_tick(cx);
         let gen = self.shared.live.limits_gen.load(Ordering::Relaxed);
         if gen != self.limits_gen {
-            self.take_limits(gen);
+            self.take_limits(cx, gen);
         }
         if !self.parked.is_empty() {
             self.unpark(cx);

@@ -368,6 +368,19 @@ pub fn start_from_file(
     (child, c)
 }
 
+/// How many times the server behind `c` ran `command` (lower case, as
+/// INFO commandstats names it): its `cmdstat_<command>:calls`, 0 if none.
+pub fn command_calls(c: &mut Conn, command: &str) -> i64 {
+    let info = c.cmd(&["INFO", "commandstats"]);
+    let text = String::from_utf8_lossy(info.as_bulk().unwrap_or_default()).into_owned();
+    let prefix = format!("cmdstat_{command}:calls=");
+    text.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|r| r.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The `name:value` field of INFO `section`, as text.
 pub fn info_text_field(c: &mut Conn, section: &str, name: &str) -> String {
     let text = c.cmd(&["INFO", section]).as_str().to_string();

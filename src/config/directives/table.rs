@@ -129,7 +129,7 @@ pub static DIRECTIVES: &[Directive] = &[
         name: "read-from-replicas",
         default: "no",
         summary: "where read-only commands may go: no (masters), yes (masters and replicas), prefer-replica",
-        runtime_settable: false,
+        runtime_settable: true,
         kind: Kind::Plain,
         arity: (1, 1),
         setter: |c, a| {
