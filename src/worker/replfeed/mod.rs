@@ -73,6 +73,7 @@ pub const FEED: Kind = Kind(3);
 mod rdb;
 mod tls;
 
+use rdb::new_replid;
 pub use rdb::EMPTY_RDB;
 
 const SYNC: &[u8] = b"SYNC\r\n";
@@ -210,19 +211,6 @@ enum Step {
     RdbDone,
     /// The feed must end: why.
     Fail(String),
-}
-
-/// The replication id a PSYNC client is given: 40 hex digits, new each time.
-fn new_replid() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let mut out = String::with_capacity(40);
-    while out.len() < 40 {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_usize(out.len());
-        out.push_str(&format!("{:016x}", h.finish()));
-    }
-    out.truncate(40);
-    out
 }
 
 impl Worker {

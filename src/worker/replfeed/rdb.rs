@@ -1,6 +1,19 @@
-//! The empty RDB a feed hands its client before the masters' streams: the
-//! smallest file a Redis 7.0 replica loads, with its checksum computed at
-//! compile time.
+//! What a feed hands its client before the masters' streams: a new
+//! replication id (FULLRESYNC's), and the empty RDB, the smallest file a
+//! Redis 7.0 replica loads, with its checksum computed at compile time.
+
+/// The replication id a PSYNC client is given: 40 hex digits, new each time.
+pub(super) fn new_replid() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut out = String::with_capacity(40);
+    while out.len() < 40 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_usize(out.len());
+        out.push_str(&format!("{:016x}", h.finish()));
+    }
+    out.truncate(40);
+    out
+}
 
 /// The smallest RDB a Redis 7.0 replica loads: the version 10 header, the
 /// EOF opcode and the CRC64 of both (little-endian). Redis 7.0.15 writes
