@@ -43,6 +43,7 @@ use crate::resp::value::{self, Value};
 use crate::router;
 use crate::script::sha1;
 use crate::session::ring::{Finish, Gathering};
+use crate::session::Session;
 use bytes::Bytes;
 use reactor::{Context, Key};
 
@@ -440,6 +441,14 @@ impl Worker {
         finish: Finish,
     ) {
         self.gather_every_master(cx, key, frame, finish, false);
+    }
+}
+
+/// Session hook: the leases still carrying its WAIT parts are closed.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if !s.wait_leases.is_empty() {
+        w.close_wait_leases(cx, s.key, std::mem::take(&mut s.wait_leases));
     }
 }
 

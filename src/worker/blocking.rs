@@ -41,6 +41,7 @@
 use super::purpose::{InFlight, Purpose};
 use super::{Timer, Worker};
 use crate::backend::{Role, State};
+use crate::session::Session;
 use crate::shared::block_order::Wait;
 
 use crate::router;
@@ -466,5 +467,14 @@ impl Worker {
             s.unblock();
             self.ready_sessions.push(session);
         }
+    }
+}
+
+/// Session hook: a client that leaves mid-block has its lease closed, so
+/// the node cancels the block.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if let Some(lease) = s.input().lease() {
+        w.close_lease_of(cx, s.key, lease);
     }
 }

@@ -8,6 +8,7 @@
 use super::purpose::{InFlight, Purpose};
 use super::retry::{first_unit_in, wait_for};
 use super::{Timer, Worker};
+use crate::session::Session;
 use bytes::Bytes;
 use reactor::{Context, Key, TimerId};
 use std::net::SocketAddr;
@@ -335,4 +336,12 @@ fn wait_of(
     slot: u16,
 ) -> Option<&mut DownWait> {
     downs.get_mut(&session)?.iter_mut().find(|w| w.slot == slot)
+}
+
+/// Session hook: its CLUSTERDOWN waits are forgotten.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if !w.downs.is_empty() {
+        w.downs.remove(&s.key);
+    }
 }

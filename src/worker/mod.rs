@@ -385,10 +385,14 @@ impl Worker {
         log::debug!(target: "mithril::worker", "worker {}: client {id} connected from {}", self.id, a.peer);
     }
 
+    /// Close session `key`: unregister it, take it out of the accounts,
+    /// then let every component that keeps state for a session forget
+    /// it, each through its own `session_closed` hook.
     fn close_session(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
         let Some(mut s) = self.sessions.remove(key) else {
             return;
         };
+        // Unregistered, then taken out of the worker's accounts.
         if s.tls().is_some_and(|t| !t.is_handshaking()) {
             s.tls_close_notify();
         }
@@ -400,52 +404,19 @@ impl Worker {
             .sessions
             .fetch_sub(1, Ordering::Relaxed);
         self.publish_sessions();
-        // A client that leaves mid-block: close its lease so the node
-        // cancels the block. Its subscriber connection goes too.
-        if let Some(lease) = s.input().lease() {
-            self.close_lease_of(cx, key, lease);
-        }
-        if !s.wait_leases.is_empty() {
-            self.close_wait_leases(cx, key, std::mem::take(&mut s.wait_leases));
-        }
-        if !self.waves.is_empty() {
-            self.waves.retain(|w| w.0 != key);
-        }
-        if !self.downs.is_empty() {
-            self.downs.remove(&key);
-        }
-        if let Some(sub) = s.sub.take() {
-            for c in sub.conns {
-                self.drop_backend(cx, c.conn);
-            }
-            if !self.resubscribe.is_empty() {
-                self.resubscribe.retain(|&k| k != key);
-            }
-        }
-        if let Some(pin) = s.pin.take() {
-            self.pin_closed(cx, pin);
-        }
-        if !s.holds.is_empty() {
-            self.cache_forget_session(std::mem::take(&mut s.holds));
-        }
-        if s.tracking.is_some() {
-            self.tracking_closed(key);
-        }
-        if !self.replfeed.is_empty() {
-            // Its links go with a replication feed (replfeed.rs).
-            self.feed_closed(cx, key);
-        }
-        if self.pipes.on {
-            self.pipe_session_closed(&s);
-        }
-        if s.monitor {
-            self.monitor_gone(key);
-        }
-        if s.named {
-            if let Ok(mut m) = self.shared.named_clients.lock() {
-                m.remove(&s.id);
-            }
-        }
+        // Each component forgets what it kept for the session, through
+        // its own hook (in its file; a cheap test when the session never
+        // used it).
+        blocking::session_closed(self, cx, &mut s);
+        admin::session_closed(self, cx, &mut s);
+        pubsub::session_closed(self, cx, &mut s);
+        down::session_closed(self, cx, &mut s);
+        watch::session_closed(self, cx, &mut s);
+        cache::session_closed(self, cx, &mut s);
+        tracking::session_closed(self, cx, &mut s);
+        replfeed::session_closed(self, cx, &mut s);
+        pipes::session_closed(self, cx, &mut s);
+        monitor::session_closed(self, cx, &mut s);
         log::debug!(target: "mithril::worker", "worker {}: client {} closed", self.id, s.id);
     }
 

@@ -44,6 +44,7 @@ use crate::command::{self, flags, Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
 use crate::router::{Decision, TxnOp};
+use crate::session::Session;
 use crate::shared::pipe::PipeReply;
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -288,6 +289,14 @@ impl Worker {
         if !self.monitor.local.is_empty() {
             self.monitor_deliver(lines, None);
         }
+    }
+}
+
+/// Session hook: a monitor leaves the feed.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if s.monitor {
+        w.monitor_gone(s.key);
     }
 }
 

@@ -736,6 +736,14 @@ impl Worker {
     }
 }
 
+/// Session hook: it leaves the shared pipes' counts.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if w.pipes.on {
+        w.pipe_session_closed(s);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ use crate::cache::tracking::{self, Request};
 use crate::command::{self, flags, Args, Command, Route};
 use crate::resp::Proto;
 use crate::router::{self, Decision, TxnOp};
+use crate::session::Session;
 use crate::shared::{Invalidation, WorkerMsg};
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -750,6 +751,20 @@ impl Worker {
         match self.place.master(slot, proto) {
             Some(pool) => self.send_opted(cx, pool, key, None, frame, (Purpose::Client, 1), None),
             None => self.reply_static(key, router::ERR_SLOT_UNSERVED),
+        }
+    }
+}
+
+/// Session hook: it tracks no more, and other clients can no longer
+/// redirect to it by its id.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if s.tracking.is_some() {
+        w.tracking_closed(s.key);
+    }
+    if s.named {
+        if let Ok(mut m) = w.shared.named_clients.lock() {
+            m.remove(&s.id);
         }
     }
 }

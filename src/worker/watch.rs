@@ -43,6 +43,7 @@ use crate::backend::Role;
 use crate::command::{self, Args, Command};
 use crate::resp::Proto;
 use crate::router::{self, Redirect};
+use crate::session::Session;
 use crate::session::{Pin, Txn};
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -439,4 +440,12 @@ fn watch_cap_reply(addr: SocketAddr) -> Bytes {
         "-ERR mithril: too many exclusive connections to {addr} for WATCH (at most {} per node, shared with blocking commands)\r\n",
         crate::shared::MAX_LEASES_PER_NODE
     ))
+}
+
+/// Session hook: its pin goes back idle or is closed (`pin_closed`).
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if let Some(pin) = s.pin.take() {
+        w.pin_closed(cx, pin);
+    }
 }

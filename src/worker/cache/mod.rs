@@ -51,6 +51,7 @@ use crate::command::{self, flags, Args, Command, Route};
 use crate::resp::walk::frame_args;
 use crate::resp::Proto;
 use crate::router;
+use crate::session::Session;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::net::SocketAddr;
@@ -610,6 +611,15 @@ fn release_seq(cache: &mut ReplyCache, holds: &mut Vec<(u64, u32)>, seq: u64) {
 /// database, is another value).
 fn caches(s: &crate::session::Session) -> bool {
     s.pool() == 0 && s.db() == 0
+}
+
+/// Session hook: its reply cache holds go (nobody is left to read its
+/// writes).
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if !s.holds.is_empty() {
+        w.cache_forget_session(std::mem::take(&mut s.holds));
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,7 @@ use crate::command::{Args, Command};
 use crate::resp::encode::Encoder;
 use crate::resp::Proto;
 use crate::router;
+use crate::session::Session;
 use crate::session::{Expect, SubConn, Subscriptions, MAX_SUBSCRIPTIONS};
 use bytes::Bytes;
 use reactor::{Context, Key};
@@ -563,6 +564,24 @@ impl Worker {
         match self.place.home(self.pool_of(key)) {
             Some(home) => self.forward_shard(cx, key, home, frame),
             None => self.reply_static(key, router::ERR_NO_TOPOLOGY),
+        }
+    }
+}
+
+/// Session hook: its waves are dropped, its subscriber connections
+/// closed, and it leaves the resubscription list.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, cx: &mut Context<'_, Timer>, s: &mut Session) {
+    let key = s.key;
+    if !w.waves.is_empty() {
+        w.waves.retain(|x| x.0 != key);
+    }
+    if let Some(sub) = s.sub.take() {
+        for c in sub.conns {
+            w.drop_backend(cx, c.conn);
+        }
+        if !w.resubscribe.is_empty() {
+            w.resubscribe.retain(|&k| k != key);
         }
     }
 }

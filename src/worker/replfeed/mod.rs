@@ -54,6 +54,7 @@ use super::{Timer, Worker};
 use crate::command::{Args, Command};
 use crate::resp::limits::Limits;
 use crate::resp::request::{RequestScanner, Scan};
+use crate::session::Session;
 use bytes::{Bytes, BytesMut};
 use mio::event::Event;
 use mio::net::TcpStream;
@@ -778,6 +779,14 @@ fn stream_step(
             }
             None => out.push(frame),
         }
+    }
+}
+
+/// Session hook: a replication feed's links go with it.
+#[inline]
+pub(super) fn session_closed(w: &mut Worker, cx: &mut Context<'_, Timer>, s: &mut Session) {
+    if !w.replfeed.is_empty() {
+        w.feed_closed(cx, s.key);
     }
 }
 
