@@ -25,8 +25,8 @@ const GENPASS_MAX_BITS: i64 = 4096;
 
 /// The user a session runs as (`default` until it authenticates).
 fn session_user(shared: &Shared, s: &Session) -> Arc<User> {
-    s.user
-        .clone()
+    s.user()
+        .cloned()
         .unwrap_or_else(|| shared.admin.acl.default_user())
 }
 

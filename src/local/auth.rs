@@ -60,16 +60,12 @@ fn log_in(
                 return Err(AuthError::WrongPass);
             }
             let u = shared.admin.acl.default_user();
-            s.restricted = !u.unrestricted;
-            s.user = Some(u);
-            s.authenticated = true;
+            s.log_in(u);
             return Ok(());
         }
     }
     let u = shared.admin.acl.authenticate(user, pass)?;
-    s.restricted = !u.unrestricted;
-    s.user = Some(u);
-    s.authenticated = true;
+    s.log_in(u);
     Ok(())
 }
 
@@ -105,9 +101,9 @@ fn failed(
 ) -> Outcome {
     let throttle = &shared.admin.acl.throttle;
     throttle.failed(s.peer.ip(), std::time::Instant::now());
-    s.auth_failures += 1;
+    let failures = s.auth_failed();
     log_refusal(what, s, user);
-    if throttle.conn_spent(s.auth_failures) {
+    if throttle.conn_spent(failures) {
         return Outcome::ReplyAndClose(Bytes::from_static(reply));
     }
     stat(reply)
@@ -120,9 +116,9 @@ fn throttled(shared: &Shared, s: &mut Session) -> Option<Outcome> {
     if !throttle.refused(s.peer.ip(), std::time::Instant::now()) {
         return None;
     }
-    s.auth_failures += 1;
+    let failures = s.auth_failed();
     let reply = crate::acl::throttle::ERR_THROTTLED;
-    Some(if throttle.conn_spent(s.auth_failures) {
+    Some(if throttle.conn_spent(failures) {
         Outcome::ReplyAndClose(Bytes::from_static(reply))
     } else {
         stat(reply)
@@ -202,7 +198,7 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
             return failed(shared, s, "HELLO AUTH", user, ERR_WRONGPASS);
         }
     }
-    if !s.authenticated {
+    if !s.authenticated() {
         return stat(ERR_HELLO_NOAUTH);
     }
     if let Some(n) = name {
@@ -246,10 +242,7 @@ pub fn reset(shared: &Shared, s: &mut Session) -> Outcome {
 pub fn reset_session(s: &mut Session, start: SessionStart) {
     s.proto = Proto::Resp2;
     s.name = None;
-    s.authenticated = start.authenticated;
-    s.user = None;
-    s.restricted = start.restricted;
-    s.acl_gen = start.generation;
+    s.log_out(start);
     s.reply_mode = Default::default();
 }
 

@@ -327,7 +327,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         rbs + omem,
         events,
         s.last_cmd,
-        s.user.as_ref().map_or("default", |u| u.name.as_str()),
+        s.user().map_or("default", |u| u.name.as_str()),
         resp,
         text(&s.lib_name),
         text(&s.lib_ver),
@@ -430,7 +430,7 @@ impl KillFilter {
             return false;
         }
         if let Some(user) = &self.user {
-            let name = s.user.as_ref().map_or("default", |u| u.name.as_str());
+            let name = s.user().map_or("default", |u| u.name.as_str());
             if name != user {
                 return false;
             }

@@ -31,6 +31,7 @@
 //! (`output::unpin`).
 
 pub mod arena;
+mod auth;
 pub mod gate;
 pub mod input;
 mod output;
@@ -247,18 +248,16 @@ pub struct Session {
     pub created: Instant,
     pub last_active: Instant,
     _ticket: Ticket,
-    /// May run commands: true from the start when no `requirepass` is
-    /// configured, else once AUTH / HELLO AUTH succeeded (RESET clears it).
-    pub authenticated: bool,
-    /// The user AUTH named; `None` until then (the `default` user).
-    pub user: Option<std::sync::Arc<crate::acl::User>>,
-    /// That user may not run everything: the permission check runs (the
-    /// hot path tests only this).
-    pub restricted: bool,
-    /// The `Acl::generation` `user` and `restricted` were read at.
-    pub acl_gen: u64,
-    /// Failed AUTH / HELLO AUTH so far (`auth-max-failures`).
-    pub auth_failures: u64,
+    /// The login (`auth.rs`): may run commands (true from the start when
+    /// no `requirepass` is configured, else once AUTH / HELLO AUTH
+    /// succeeded; RESET clears it), the user AUTH named (`None`: the
+    /// `default` user), whether that user's permissions are checked, the
+    /// `Acl::generation` those were read at, and failed AUTHs so far.
+    authenticated: bool,
+    user: Option<std::sync::Arc<crate::acl::User>>,
+    restricted: bool,
+    acl_gen: u64,
+    auth_failures: u64,
     /// Dispatch window and overload bookkeeping (see `pressure`).
     pub pressure: Pressure,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.

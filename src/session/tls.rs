@@ -141,9 +141,7 @@ impl Session {
         match shared.admin.acl.user(cn.as_bytes()) {
             Some(u) if u.enabled => {
                 log::debug!(target: "mithril::session", "client {}: logged in as {cn} by its certificate", self.id);
-                self.restricted = !u.unrestricted;
-                self.user = Some(u);
-                self.authenticated = true;
+                self.log_in(u);
             }
             _ => {
                 log::debug!(target: "mithril::session", "client {}: its certificate names '{cn}', no user that is on", self.id);

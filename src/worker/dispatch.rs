@@ -85,7 +85,7 @@ impl Worker {
                 s.last_cmd = cmd.name;
                 let acl = &self.shared.admin.acl;
                 let generation = acl.generation();
-                if s.acl_gen != generation && super::revoke::refresh_rights(s, acl, false) {
+                if s.acl_gen() != generation && super::revoke::refresh_rights(s, acl, false) {
                     // Its user was deleted, or it lost the right to what
                     // it holds (a subscription, MONITOR): Redis closes
                     // the connection.
@@ -93,8 +93,8 @@ impl Worker {
                 }
                 // A plain session's keyed command: the router's hot path,
                 // without building the whole view.
-                let plain = s.authenticated
-                    && !s.restricted
+                let plain = s.authenticated()
+                    && !s.restricted()
                     && !over_memory
                     && s.txn.is_none()
                     && s.sub.is_none()
@@ -537,7 +537,7 @@ fn decide_full(
     loc: &crate::placement::PoolLocator<'_>,
 ) -> Decision {
     let acl = &shared.admin.acl;
-    let default_user = (s.restricted && s.user.is_none()).then(|| acl.default_user());
+    let default_user = (s.restricted() && s.user().is_none()).then(|| acl.default_user());
     // A pin whose connection was lost routes nothing more
     // (its EXEC answers nil: watch.rs).
     let pin = match s.pin {
@@ -546,7 +546,7 @@ fn decide_full(
     };
     let view = View {
         proto: s.proto,
-        authenticated: s.authenticated,
+        authenticated: s.authenticated(),
         in_txn: s.txn.is_some(),
         txn_denyoom: s.txn.as_ref().is_some_and(|t| t.denyoom),
         subscribed: s.sub.as_ref().map_or(0, |x| x.count()),
@@ -556,9 +556,9 @@ fn decide_full(
             && known::script_may_write(cmd)
             && known::script_call(cmd) != Some(known::ScriptCall::Eval)
             && script_writes(shared, cmd, args),
-        acl: if s.restricted {
-            s.user
-                .as_deref()
+        acl: if s.restricted() {
+            s.user()
+                .map(|u| &**u)
                 .or(default_user.as_deref())
                 .map(|u| (acl, u))
         } else {
@@ -569,7 +569,8 @@ fn decide_full(
         monitor: s.monitor,
     };
     let decision = router::decide_command(&view, cmd, args, loc);
-    if s.restricted && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM")) {
+    if s.restricted() && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM"))
+    {
         log_denial(acl, s, cmd, args, worker, now);
     }
     decision
@@ -586,7 +587,7 @@ fn log_denial(
     worker: usize,
     now: std::time::Instant,
 ) {
-    let user = s.user.clone().unwrap_or_else(|| acl.default_user());
+    let user = s.user().cloned().unwrap_or_else(|| acl.default_user());
     let Some((reason, object)) = crate::acl::explain(&user, cmd, args) else {
         return;
     };

@@ -267,7 +267,7 @@ pub(super) fn mark_over_hard(o: &OverloadState, s: &mut Session) -> bool {
 /// The output verdict for `s` at `now` (also runs the soft-limit clock).
 fn output_verdict(s: &mut Session, now: Instant, o: &OverloadState) -> Option<Cut> {
     let held = s.output_held();
-    if !s.authenticated && held > UNAUTH_OUTPUT_LIMIT {
+    if !s.authenticated() && held > UNAUTH_OUTPUT_LIMIT {
         return Some(Cut::Unauthenticated);
     }
     let limit = limit_of(s, o);

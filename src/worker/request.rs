@@ -244,7 +244,7 @@ impl Worker {
                 continue;
             }
             // Before AUTH, only small requests (10 arguments, 16 KiB bulks).
-            let (len, inline) = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated) {
+            let (len, inline) = match s.scanner.scan(&s.rbuf, &self.limits, s.authenticated()) {
                 Scan::Incomplete => {
                     if let Some(need) = s.scanner.pending_hint() {
                         if need > self.query_limit {

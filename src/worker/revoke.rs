@@ -38,26 +38,22 @@ use reactor::{Context, Key};
 #[cold]
 #[inline(never)]
 pub(super) fn refresh_rights(s: &mut Session, acl: &Acl, feed: bool) -> bool {
-    match acl.refresh(s.user.as_ref()) {
+    match acl.refresh(s.user()) {
         Refreshed::User(user, start) => {
-            s.restricted = match &user {
-                Some(u) => !u.unrestricted,
-                None => start.restricted,
-            };
-            s.user = user;
-            s.acl_gen = start.generation;
-            if !s.restricted {
+            s.refresh_user(user, start);
+            if !s.restricted() {
                 return false;
             }
-            let user = s.user.clone().unwrap_or_else(|| acl.default_user());
+            let user = s.user().cloned().unwrap_or_else(|| acl.default_user());
             lost_rights(s, &user, feed)
         }
         Refreshed::Deleted => {
+            // Logged out, and not let in again without an AUTH.
             let start = acl.session_start();
-            s.user = None;
-            s.authenticated = false;
-            s.restricted = start.restricted;
-            s.acl_gen = start.generation;
+            s.log_out(crate::acl::SessionStart {
+                authenticated: false,
+                ..start
+            });
             true
         }
     }
@@ -98,7 +94,7 @@ impl Worker {
         if s.closing() {
             return true;
         }
-        if s.acl_gen == generation {
+        if s.acl_gen() == generation {
             return false;
         }
         let feed = s.input().is_feed();
@@ -124,7 +120,7 @@ impl Worker {
         self.acl_seen = generation;
         for key in self.sessions.keys() {
             let stale = self.sessions.get(key).is_some_and(|s| {
-                s.acl_gen != generation && !s.closing() && !s.input().is_blocked()
+                s.acl_gen() != generation && !s.closing() && !s.input().is_blocked()
             });
             if stale && self.revoked(key) {
                 let id = self.sessions.get(key).map_or(0, |s| s.id);

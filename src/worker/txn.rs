@@ -136,7 +136,7 @@ impl Worker {
         }
         s.txn = Some(Box::new(Txn {
             slot,
-            acl_gen: s.acl_gen,
+            acl_gen: s.acl_gen(),
             ..Txn::default()
         }));
         self.reply_static(key, b"+OK\r\n");
@@ -223,7 +223,7 @@ impl Worker {
         let Some(mut t) = s.txn.take() else {
             return self.reply_static(key, ERR_EXEC_WITHOUT);
         };
-        if !t.failed && t.acl_gen != s.acl_gen && s.restricted {
+        if !t.failed && t.acl_gen != s.acl_gen() && s.restricted() {
             recheck(&self.shared.admin.acl, s, &mut t, self.id, cx.now);
             if t.queued.is_empty() && s.pin.is_none() {
                 if let Some(d) = s.exec_denied.take() {
@@ -293,7 +293,7 @@ fn recheck(
     worker: usize,
     now: std::time::Instant,
 ) {
-    let user = s.user.clone().unwrap_or_else(|| acl.default_user());
+    let user = s.user().cloned().unwrap_or_else(|| acl.default_user());
     let limits = Limits {
         max_bulk_len: usize::MAX / 2,
         ..Limits::default()

@@ -248,12 +248,12 @@ pub enum Seen {
 impl Seen {
     /// What session `s` sees.
     pub fn of(shared: &Shared, s: &Session) -> Seen {
-        if !s.restricted {
+        if !s.restricted() {
             return Seen::All;
         }
         let user = s
-            .user
-            .clone()
+            .user()
+            .cloned()
             .unwrap_or_else(|| shared.admin.acl.default_user());
         match crate::acl::may_run_command(&user, "config|get") {
             true => Seen::All,
