@@ -290,7 +290,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         .unwrap_or((0, 0, 0));
     let multi: i64 = s.txn.as_ref().map(|t| t.queued.len() as i64).unwrap_or(-1);
     let flags = match (s.sub.is_some(), s.txn.is_some(), s.input().is_blocked()) {
-        _ if s.monitor => "O",
+        _ if s.is_monitor() => "O",
         (_, _, true) => "b",
         (true, _, _) => "P",
         (_, true, _) => "x",

@@ -37,6 +37,7 @@ pub mod input;
 mod output;
 pub mod pressure;
 pub mod ring;
+mod roles;
 mod subscriptions;
 mod tls;
 
@@ -279,8 +280,8 @@ pub struct Session {
     /// The worker and session REDIRECT names (`Key::NONE`: none).
     pub redirect_to: (usize, Key),
     /// Asked for its id (CLIENT ID, HELLO): listed in
-    /// `Shared::named_clients` until it closes.
-    pub named: bool,
+    /// `Shared::named_clients` until it closes (`roles.rs`).
+    named: bool,
     /// The masters it wrote to since its last WAIT (`worker/admin.rs`).
     pub written: Written,
     /// Leases carrying its WAIT / WAITAOF parts, with the WAIT's ring
@@ -294,8 +295,8 @@ pub struct Session {
     /// ring: each range holds at least one slot still in it.
     quiet: VecDeque<std::ops::Range<u64>>,
     /// MONITOR: it receives the feed of every client's commands
-    /// (`worker/monitor.rs`), as out-of-band pushes.
-    pub monitor: bool,
+    /// (`worker/monitor.rs`), as out-of-band pushes (`roles.rs`).
+    monitor: bool,
     /// Accepted on the TLS listener: rustls between the socket and the
     /// buffers (`tls.rs`). `None` for a plain session, whose reads and
     /// flushes test only this.

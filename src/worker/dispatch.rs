@@ -99,7 +99,7 @@ impl Worker {
                     && s.txn.is_none()
                     && s.sub.is_none()
                     && s.pin.is_none()
-                    && !s.monitor;
+                    && !s.is_monitor();
                 let loc = self.place.locator(s.pool());
                 let fast = if plain {
                     router::decide_plain(cmd, &args, &loc)
@@ -566,7 +566,7 @@ fn decide_full(
         },
         pin,
         txn_unit: s.txn.as_ref().and_then(|t| t.slot),
-        monitor: s.monitor,
+        monitor: s.is_monitor(),
     };
     let decision = router::decide_command(&view, cmd, args, loc);
     if s.restricted() && matches!(&decision, Decision::Refuse(r) if r.reply.starts_with(b"-NOPERM"))

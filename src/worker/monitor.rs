@@ -194,11 +194,10 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.monitor {
+        if !s.set_monitor(true) {
             // A node ignores it, without a reply: the slot stays empty.
             return self.reply(key, Bytes::new());
         }
-        s.monitor = true;
         self.monitor.local.push(key);
         self.shared.monitors.started(self.id);
         self.reply_static(key, OK);
@@ -207,8 +206,7 @@ impl Worker {
     /// RESET: the session's feed ends (lines already queued still go).
     pub(super) fn monitor_stop(&mut self, key: Key) {
         if let Some(s) = self.sessions.get_mut(key) {
-            if s.monitor {
-                s.monitor = false;
+            if s.set_monitor(false) {
                 self.monitor_gone(key);
             }
         }
@@ -295,7 +293,7 @@ impl Worker {
 /// Session hook: a monitor leaves the feed.
 #[inline]
 pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
-    if s.monitor {
+    if s.is_monitor() {
         w.monitor_gone(s.key);
     }
 }

@@ -239,7 +239,7 @@ pub(super) fn count_held(o: &mut OverloadState, s: &mut Session) {
 fn limit_of(s: &Session, o: &OverloadState) -> OutputLimit {
     // A monitor's feed is pushed at it like published messages: the
     // pubsub class bounds it (a node counts monitors as normal clients).
-    if s.monitor || s.sub.as_ref().is_some_and(|x| x.count() > 0) {
+    if s.is_monitor() || s.sub.as_ref().is_some_and(|x| x.count() > 0) {
         o.pubsub
     } else if s.input().is_feed() {
         o.replica

@@ -62,7 +62,7 @@ pub(super) fn refresh_rights(s: &mut Session, acl: &Acl, feed: bool) -> bool {
 /// Whether `user` may no longer hold what `s` holds: its subscriptions,
 /// its MONITOR, its replication feed.
 fn lost_rights(s: &Session, user: &acl::User, feed: bool) -> bool {
-    if s.monitor && !acl::may_run_command(user, "monitor") {
+    if s.is_monitor() && !acl::may_run_command(user, "monitor") {
         return true;
     }
     if feed && !(acl::may_run_command(user, "psync") || acl::may_run_command(user, "sync")) {

@@ -715,10 +715,9 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.named {
+        if !s.set_named() {
             return;
         }
-        s.named = true;
         if let Ok(mut m) = self.shared.named_clients.lock() {
             m.insert(s.id, (self.id, key));
         }
@@ -762,7 +761,7 @@ pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &m
     if s.tracking.is_some() {
         w.tracking_closed(s.key);
     }
-    if s.named {
+    if s.is_named() {
         if let Ok(mut m) = w.shared.named_clients.lock() {
             m.remove(&s.id);
         }
