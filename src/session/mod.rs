@@ -199,8 +199,9 @@ pub struct Session {
     out_bytes: usize,
     /// Out-of-band pushes waiting for their barrier: (seq, frame).
     pushes: VecDeque<(u64, Bytes)>,
-    /// Queued on the worker's flush list this turn.
-    pub dirty: bool,
+    /// Queued on the worker's flush list this turn: set only by
+    /// `mark_dirty` (whose caller lists it), cleared by `flushing`.
+    dirty: bool,
     /// The ring sequence of the first request of its latest read: the
     /// replies to one read leave together when they can (`waits_for_batch`).
     pub batch_start: u64,
@@ -505,6 +506,19 @@ impl Session {
             }
         }
         false
+    }
+
+    /// To be flushed this turn: `true` when it was not yet, and the
+    /// caller puts it on the worker's flush list (so it is listed once).
+    #[inline]
+    pub fn mark_dirty(&mut self) -> bool {
+        !std::mem::replace(&mut self.dirty, true)
+    }
+
+    /// Taken off the flush list to be flushed.
+    #[inline]
+    pub fn flushing(&mut self) {
+        self.dirty = false;
     }
 
     /// The session speaks TLS over its socket, through `conn`; with

@@ -274,8 +274,7 @@ impl Worker {
             };
             s.push_oob(barrier, lines.clone());
             super::overload::mark_over_hard(&self.overload, s);
-            if !s.dirty {
-                s.dirty = true;
+            if s.mark_dirty() {
                 self.dirty_sessions.push(key);
             }
         }

@@ -402,8 +402,7 @@ impl Worker {
                 overload::count_held(&mut self.overload, s);
             }
             // A session holding replies back looks again at each one in.
-            if (front || cut || s.batch_since != 0) && !s.dirty {
-                s.dirty = true;
+            if (front || cut || s.batch_since != 0) && s.mark_dirty() {
                 self.dirty_sessions.push(session);
             }
             let (moving, holds) = (s.moving, !s.holds.is_empty());
@@ -451,8 +450,7 @@ impl Worker {
             if !front {
                 overload::count_held(&mut self.overload, s);
             }
-            if (front || cut) && !s.dirty {
-                s.dirty = true;
+            if (front || cut) && s.mark_dirty() {
                 self.dirty_sessions.push(key);
             }
         }
@@ -465,8 +463,7 @@ impl Worker {
     #[inline]
     pub(super) fn mark_session_dirty(&mut self, key: Key) {
         if let Some(s) = self.sessions.get_mut(key) {
-            if !s.dirty {
-                s.dirty = true;
+            if s.mark_dirty() {
                 self.dirty_sessions.push(key);
             }
         }
@@ -478,7 +475,7 @@ impl Worker {
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };
-            s.dirty = false;
+            s.flushing();
             if s.pressure.over_hard {
                 // Its output passed the hard limit as it was appended.
                 self.output_limit_close(cx, key, overload::Cut::Hard);

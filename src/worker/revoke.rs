@@ -102,8 +102,7 @@ impl Worker {
             return false;
         }
         s.close_after_flush();
-        if !s.dirty {
-            s.dirty = true;
+        if s.mark_dirty() {
             self.dirty_sessions.push(key);
         }
         true

@@ -729,8 +729,7 @@ impl Worker {
         };
         x.push_oob(barrier, frame);
         super::overload::mark_over_hard(&self.overload, x);
-        if !x.dirty {
-            x.dirty = true;
+        if x.mark_dirty() {
             self.dirty_sessions.push(to);
         }
     }

@@ -230,8 +230,7 @@ impl Worker {
         };
         let front = s.ring.fill(seq, frame);
         let cut = super::overload::mark_over_hard(&self.overload, s);
-        if (front || cut) && !s.dirty {
-            s.dirty = true;
+        if (front || cut) && s.mark_dirty() {
             self.dirty_sessions.push(key);
         }
     }
@@ -505,8 +504,7 @@ impl Worker {
         let barrier = sub.barrier;
         s.push_oob(barrier, frame);
         super::overload::mark_over_hard(&self.overload, s);
-        if !s.dirty {
-            s.dirty = true;
+        if s.mark_dirty() {
             self.dirty_sessions.push(owner);
         }
     }

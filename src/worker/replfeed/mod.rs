@@ -366,8 +366,7 @@ impl Worker {
         let line = why.replace(['\r', '\n'], " ");
         s.push_oob(barrier, Bytes::from(format!("-ERR mithril: {line}\r\n")));
         s.close_after_flush();
-        if !s.dirty {
-            s.dirty = true;
+        if s.mark_dirty() {
             self.dirty_sessions.push(session);
         }
     }
@@ -529,8 +528,7 @@ impl Worker {
             s.push_oob(barrier, f);
         }
         super::overload::mark_over_hard(&self.overload, s);
-        if !s.dirty {
-            s.dirty = true;
+        if s.mark_dirty() {
             self.dirty_sessions.push(session);
         }
     }
