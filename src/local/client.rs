@@ -96,11 +96,11 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
         // answers it (worker/tracking.rs).
         "client|caching" => caching(s, arg(2)),
         "client|getredir" => {
-            let r = s.tracking.as_ref().map_or(-1, |t| t.redirect as i64);
+            let r = s.tracking().map_or(-1, |t| t.redirect as i64);
             Outcome::Reply(Bytes::from(format!(":{r}\r\n")))
         }
         "client|trackinginfo" => {
-            let t = s.tracking.as_deref();
+            let t = s.tracking();
             let mut fl: Vec<&[u8]> = vec![if t.is_some() { b"on" } else { b"off" }];
             if let Some(t) = t {
                 let flags: [(bool, &[u8]); 7] = [
@@ -212,7 +212,7 @@ fn reply_mode(s: &mut Session, opt: &[u8]) -> Outcome {
 /// CLIENT CACHING YES|NO, with Redis's checks: the flag lasts for the
 /// next command (or transaction), which the worker clears after it.
 fn caching(s: &mut Session, opt: &[u8]) -> Outcome {
-    let Some(t) = s.tracking.as_mut() else {
+    let Some(t) = s.tracking_mut() else {
         return error(
             "ERR CLIENT CACHING can be called only when the client is in tracking mode \
              with OPTIN or OPTOUT mode enabled",

@@ -276,10 +276,10 @@ pub struct Session {
     /// released when it is answered (`worker/cache/mod.rs`).
     /// `cache::TXN_HOLD` marks a queued command's, until its EXEC.
     pub holds: Vec<(u64, u32)>,
-    /// CLIENT TRACKING, while on (`worker/tracking.rs`).
-    pub tracking: Option<Box<crate::cache::tracking::ClientTracking>>,
-    /// The worker and session REDIRECT names (`Key::NONE`: none).
-    pub redirect_to: (usize, Key),
+    /// CLIENT TRACKING, while on (`worker/tracking.rs`), and the worker
+    /// and session its REDIRECT names (`Key::NONE`: none); see `roles.rs`.
+    tracking: Option<Box<crate::cache::tracking::ClientTracking>>,
+    redirect_to: (usize, Key),
     /// Asked for its id (CLIENT ID, HELLO): listed in
     /// `Shared::named_clients` until it closes (`roles.rs`).
     named: bool,

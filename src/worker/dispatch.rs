@@ -184,7 +184,7 @@ impl Worker {
         let Some((seq, tracking)) = self
             .sessions
             .get(key)
-            .map(|s| (s.ring.next_seq(), s.tracking.is_some()))
+            .map(|s| (s.ring.next_seq(), s.tracking().is_some()))
         else {
             return;
         };

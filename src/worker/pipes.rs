@@ -225,7 +225,7 @@ pub(super) fn steer(s: &mut Session, mode: Sharding, verdict: bool) -> Steer {
     };
     // A client tracking keys stays on its worker's connections: their
     // invalidations reach this worker's trackers.
-    let want = s.tracking.is_none()
+    let want = s.tracking().is_none()
         && match mode {
             Sharding::No => false,
             Sharding::Yes => true,

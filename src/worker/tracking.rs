@@ -97,7 +97,7 @@ impl Worker {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
-        let parsed = tracking::parse(&a, s.tracking.as_deref(), |id| find(id).is_some());
+        let parsed = tracking::parse(&a, s.tracking(), |id| find(id).is_some());
         let target = match &parsed {
             Ok(Request::On(t)) if t.redirect != 0 => find(t.redirect).unwrap_or((me, Key::NONE)),
             _ => (me, Key::NONE),
@@ -109,15 +109,14 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        let was = s.tracking.is_some();
+        let was = s.tracking().is_some();
         match req {
             Request::On(mut t) => {
                 // Nothing read under tracking yet: a null would say
                 // nothing (Redis sends none when tracking goes on).
                 t.clean = true;
                 let bcast = t.bcast;
-                s.tracking = Some(Box::new(t));
-                s.redirect_to = target;
+                s.track(Box::new(t), target);
                 if !was {
                     self.cache.clients += 1;
                 }
@@ -156,7 +155,7 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if s.tracking.take().is_some() {
+        if s.untrack() {
             self.cache.clients -= 1;
             self.cache.bcast.retain(|&k| k != key);
             self.update_hooked();
@@ -182,7 +181,7 @@ impl Worker {
         args: &Args,
     ) -> Read {
         let ready = self.trackers_ready();
-        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.tracking.as_mut()) else {
+        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.tracking_mut()) else {
             return Read::None;
         };
         t.clean = false;
@@ -303,7 +302,7 @@ impl Worker {
             return;
         };
         let in_txn = s.txn.is_some();
-        if let Some(t) = s.tracking.as_mut() {
+        if let Some(t) = s.tracking_mut() {
             if !in_txn && !crate::command::known::is_client_subcommand(cmd) {
                 t.caching = false;
             }
@@ -316,7 +315,7 @@ impl Worker {
         if !matches!(decision, Decision::Txn(TxnOp::Exec)) {
             return false;
         }
-        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.tracking.as_mut()) else {
+        let Some(t) = self.sessions.get_mut(key).and_then(|s| s.tracking_mut()) else {
             return false;
         };
         std::mem::take(&mut t.txn_reads)
@@ -339,7 +338,7 @@ impl Worker {
         let (noloop, bcast_noloop) = self
             .sessions
             .get(writer)
-            .and_then(|x| x.tracking.as_ref())
+            .and_then(|x| x.tracking())
             .map_or((false, false), |t| {
                 (t.noloop && !t.bcast, t.noloop && t.matches(k))
             });
@@ -369,7 +368,7 @@ impl Worker {
                 continue;
             }
             if s == writer {
-                let Some(t) = self.sessions.get_mut(s).and_then(|x| x.tracking.as_mut()) else {
+                let Some(t) = self.sessions.get_mut(s).and_then(|x| x.tracking_mut()) else {
                     continue;
                 };
                 if t.noloop {
@@ -391,7 +390,7 @@ impl Worker {
     /// too), reply at `seq`: the session's own writes queued in the
     /// transaction of keys it read are told behind it.
     pub(super) fn tracking_txn_end(&mut self, key: Key, seq: u64) {
-        let Some(t) = self.sessions.get_mut(key).and_then(|x| x.tracking.as_mut()) else {
+        let Some(t) = self.sessions.get_mut(key).and_then(|x| x.tracking_mut()) else {
             return;
         };
         if t.txn_own.is_empty() {
@@ -410,7 +409,7 @@ impl Worker {
     fn reads_tracked(&self, s: Key) -> bool {
         self.sessions
             .get(s)
-            .and_then(|x| x.tracking.as_ref())
+            .and_then(|x| x.tracking())
             .is_some_and(|t| !t.bcast)
     }
 
@@ -467,7 +466,7 @@ impl Worker {
         let mut groups: Vec<(usize, Vec<&[u8]>)> = Vec::new();
         for i in 0..self.cache.bcast.len() {
             let s = self.cache.bcast[i];
-            let Some(t) = self.sessions.get(s).and_then(|x| x.tracking.as_ref()) else {
+            let Some(t) = self.sessions.get(s).and_then(|x| x.tracking()) else {
                 continue;
             };
             groups.clear();
@@ -500,7 +499,7 @@ impl Worker {
         let keys: Vec<Key> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.tracking.is_some())
+            .filter(|(_, s)| s.tracking().is_some())
             .map(|(k, _)| k)
             .collect();
         for k in keys {
@@ -522,7 +521,7 @@ impl Worker {
         let keys: Vec<Key> = self
             .sessions
             .iter()
-            .filter(|(_, s)| s.tracking.as_ref().is_some_and(|t| !t.bcast))
+            .filter(|(_, s)| s.tracking().is_some_and(|t| !t.bcast))
             .map(|(k, _)| k)
             .collect();
         for k in keys {
@@ -552,7 +551,7 @@ impl Worker {
             let read = self
                 .sessions
                 .get_mut(s)
-                .and_then(|x| x.tracking.as_mut())
+                .and_then(|x| x.tracking_mut())
                 .is_some_and(|t| std::mem::take(&mut t.read_since_null));
             if read {
                 self.track_push(s, None, None);
@@ -573,8 +572,8 @@ impl Worker {
             return;
         };
         let proto = s.proto;
-        let target = s.redirect_to;
-        let Some(t) = s.tracking.as_mut() else {
+        let target = s.tracking_target();
+        let Some(t) = s.tracking_mut() else {
             return;
         };
         if keys.is_none() {
@@ -600,7 +599,7 @@ impl Worker {
             if let Some(t) = self
                 .sessions
                 .get_mut(session)
-                .and_then(|s| s.tracking.as_mut())
+                .and_then(|s| s.tracking_mut())
             {
                 t.broken_redirect = true;
             }
@@ -648,7 +647,7 @@ impl Worker {
             .and_then(|m| m.get(&id).copied());
         if listed != Some(target) {
             let resp3 = self.sessions.get_mut(session).is_some_and(|s| {
-                if let Some(t) = s.tracking.as_mut() {
+                if let Some(t) = s.tracking_mut() {
                     t.broken_redirect = true;
                 }
                 s.proto == Proto::Resp3
@@ -757,7 +756,7 @@ impl Worker {
 /// redirect to it by its id.
 #[inline]
 pub(super) fn session_closed(w: &mut Worker, _cx: &mut Context<'_, Timer>, s: &mut Session) {
-    if s.tracking.is_some() {
+    if s.tracking().is_some() {
         w.tracking_closed(s.key);
     }
     if s.is_named() {

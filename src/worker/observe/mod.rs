@@ -289,7 +289,7 @@ impl Worker {
             clients.blocked += u64::from(s.input().is_blocked());
             clients.watching += u64::from(s.pin.is_some());
             clients.pubsub += u64::from(s.sub.as_ref().is_some_and(|x| x.count() > 0));
-            clients.tracking += u64::from(s.tracking.is_some());
+            clients.tracking += u64::from(s.tracking().is_some());
             let (q, o) = (s.rbuf.len() as u64, s.out_bytes() as u64);
             clients.qbuf += q;
             clients.qbuf_max = clients.qbuf_max.max(q);
@@ -307,7 +307,7 @@ impl Worker {
                 .bcast
                 .iter()
                 .filter_map(|k| self.sessions.get(*k))
-                .filter_map(|s| s.tracking.as_ref())
+                .filter_map(|s| s.tracking())
                 .flat_map(|t| t.prefixes.iter().map(Vec::as_slice))
                 .collect();
             prefixes.sort_unstable();

@@ -226,7 +226,7 @@ impl Worker {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
-        if s.sub.is_some() || s.pin.is_some() || s.tracking.is_some() || s.is_monitor() {
+        if s.sub.is_some() || s.pin.is_some() || s.tracking().is_some() || s.is_monitor() {
             return self.reply_static(key, ERR_BUSY_SESSION);
         }
         let masters = self.place.map().serving_masters();
