@@ -35,6 +35,7 @@ mod auth;
 pub mod gate;
 pub mod input;
 mod output;
+mod pipe;
 pub mod pressure;
 pub mod ring;
 mod roles;
@@ -49,6 +50,7 @@ use gate::Gates;
 pub use input::Input;
 use mio::net::TcpStream;
 pub use output::FlushOutcome;
+pub use pipe::Steer;
 use pressure::Pressure;
 use reactor::read::{read_budgeted_stamped, Growth, ReadEnd};
 use reactor::Key;
@@ -223,15 +225,17 @@ pub struct Session {
     stamped: bool,
     /// A readiness event said the peer closed: read through to the EOF.
     pub hup: bool,
-    /// Picks this session's connection among a node's `backend-conns`.
-    pub sticky: usize,
+    /// Picks this session's connection among a node's `backend-conns`
+    /// (fixed at the accept).
+    sticky: usize,
     /// `backend-sharding`: its requests go through the nodes' shared
     /// pipes; what `auto` wants for it (its pipelining score: 0 is
     /// request-response, `PIPE_SCORE` pipelining), and whether it waits
-    /// for its replies to move (see worker/pipes.rs).
-    pub pipe: bool,
-    pub pipe_score: u8,
-    pub moving: bool,
+    /// for its replies to move; changed only in `pipe.rs` (the worker's
+    /// side is `worker/pipes.rs`).
+    pipe: bool,
+    pipe_score: u8,
+    moving: bool,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
     /// An EXEC in flight some of whose commands an ACL change refused.
@@ -381,6 +385,13 @@ impl Session {
     #[inline]
     pub fn other_db(&self) -> Option<u32> {
         (self.db != self.home_db).then_some(self.db)
+    }
+
+    /// Its own connection among a node's `backend-conns` (also which of
+    /// a node's replicas its reads prefer).
+    #[inline]
+    pub fn sticky(&self) -> usize {
+        self.sticky
     }
 
     /// Which of a node's connections its requests take: its own among

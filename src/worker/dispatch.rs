@@ -445,7 +445,7 @@ impl Worker {
         let Some(s) = self.sessions.get(key) else {
             return;
         };
-        let (proto, sticky) = (s.proto, s.sticky);
+        let (proto, sticky) = (s.proto, s.sticky());
         match self.place.reader(unit, read, proto, sticky, cx.now) {
             Some(pool) => self.send_new(cx, pool, key, |seq| {
                 InFlight::new(key, seq, frame, Purpose::Client)

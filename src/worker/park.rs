@@ -90,7 +90,7 @@ impl Worker {
             let Some(s) = self.sessions.get(p.session) else {
                 continue; // its client is gone
             };
-            let (proto, sticky) = (s.proto, s.sticky);
+            let (proto, sticky) = (s.proto, s.sticky());
             let f = InFlight::new(p.session, p.seq, p.frame.clone(), Purpose::Client);
             match self.place.reader(p.unit, p.read, proto, sticky, cx.now) {
                 Some(set) => self.send_to_pool(cx, set, f),

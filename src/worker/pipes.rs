@@ -20,7 +20,7 @@
 //! request it held with the error a connection's own requests get.
 use super::*;
 use crate::config::Sharding;
-use crate::session::{Session, PIPE_SCORE};
+use crate::session::Session;
 use crate::shared::pipe::{Experiment, PipeQueue, PipeReply, PipeReq, Sample};
 
 /// Invalidations sent to each other worker per loop turn; past it, one
@@ -193,63 +193,6 @@ fn thread_cpu_us() -> u64 {
     }
 }
 
-/// What a session's next request does (`steer`).
-pub(super) enum Steer {
-    /// Dispatched where the session is.
-    Go,
-    /// The session moved at once (nothing in flight), onto the pipes or
-    /// off them; dispatched there.
-    Moved(bool),
-    /// It must move with replies outstanding: it waits at a gate of its
-    /// own until they are in (`Worker::pipe_moved`).
-    Wait,
-}
-
-/// Before a session's next request is dispatched (`yes` and `auto`): its
-/// pipelining score moves, and when it belongs elsewhere it moves there,
-/// at once when nothing of it is in flight, else once its replies are in,
-/// so nothing it sends can overtake what it sent before. On the session
-/// alone: the worker does the rest (`Steer`).
-#[inline]
-pub(super) fn steer(s: &mut Session, mode: Sharding, verdict: bool) -> Steer {
-    if s.moving {
-        // A gate of its own opened meanwhile: it still waits.
-        s.wait_gate();
-        return Steer::Wait;
-    }
-    let busy = !s.ring.is_empty();
-    s.pipe_score = if busy {
-        (s.pipe_score + 1).min(PIPE_SCORE)
-    } else {
-        s.pipe_score.saturating_sub(1)
-    };
-    // A client tracking keys stays on its worker's connections: their
-    // invalidations reach this worker's trackers.
-    let want = s.tracking().is_none()
-        && match mode {
-            Sharding::No => false,
-            Sharding::Yes => true,
-            Sharding::Auto => {
-                verdict
-                    && if s.pipe {
-                        s.pipe_score < PIPE_SCORE
-                    } else {
-                        s.pipe_score == 0
-                    }
-            }
-        };
-    if want == s.pipe {
-        return Steer::Go;
-    }
-    if s.ring.pending() == 0 {
-        s.pipe = want;
-        return Steer::Moved(want);
-    }
-    s.moving = true;
-    s.wait_gate();
-    Steer::Wait
-}
-
 impl Worker {
     /// A session's next request waits for its replies to move
     /// (`Steer::Wait`): counted, and looked at again at each tick.
@@ -269,23 +212,20 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if !s.moving || s.ring.pending() > 0 {
+        let Some(onto) = s.finish_move() else {
             return;
-        }
-        s.moving = false;
-        s.pipe = !s.pipe;
-        self.pipes.moved(s.pipe);
-        s.gate_opened();
+        };
+        self.pipes.moved(onto);
         self.ready_sessions.push(key);
         self.pipes.moving.retain(|&k| k != key);
     }
 
     /// A closing session leaves the count.
     pub(super) fn pipe_session_closed(&mut self, s: &Session) {
-        if s.pipe {
+        if s.on_pipe() {
             self.pipes.moved(false);
         }
-        if s.moving {
+        if s.moving() {
             self.pipes.moving.retain(|&k| k != s.key);
         }
     }
@@ -445,7 +385,7 @@ impl Worker {
     /// pipe (it then fills no cache here: that pipe's tracking is its
     /// owner's).
     pub(super) fn goes_remote(&mut self, session: Key, pool: usize) -> bool {
-        self.sessions.get(session).is_some_and(|s| s.pipe) && self.pipe_owner(pool) != self.id
+        self.sessions.get(session).is_some_and(Session::on_pipe) && self.pipe_owner(pool) != self.id
     }
 
     /// A link's unsent requests, on their way to its owner (at the flush).

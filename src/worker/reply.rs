@@ -405,7 +405,7 @@ impl Worker {
             if (front || cut || s.batch_since != 0) && s.mark_dirty() {
                 self.dirty_sessions.push(session);
             }
-            let (moving, holds) = (s.moving, !s.holds.is_empty());
+            let (moving, holds) = (s.moving(), !s.holds.is_empty());
             if moving {
                 self.pipe_moved(session);
             }

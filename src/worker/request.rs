@@ -9,6 +9,7 @@
 //! everything else queued on it this turn (`flush_backends`, in
 //! `before_sleep`).
 use super::*;
+use crate::session::Steer;
 
 /// What [`Worker::session_read`] left for the session's dispatch.
 enum Taken {
@@ -282,10 +283,10 @@ impl Worker {
                 }
             };
             if self.pipes.on {
-                match super::pipes::steer(s, self.pipes.mode, self.pipes.verdict) {
-                    super::pipes::Steer::Go => {}
-                    super::pipes::Steer::Moved(onto) => self.pipes.moved(onto),
-                    super::pipes::Steer::Wait => {
+                match s.steer(self.pipes.mode, self.pipes.verdict) {
+                    Steer::Go => {}
+                    Steer::Moved(onto) => self.pipes.moved(onto),
+                    Steer::Wait => {
                         // It waits for its replies to move (pipes.rs).
                         return self.pipe_wait_move(key);
                     }
