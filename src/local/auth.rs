@@ -202,7 +202,7 @@ pub fn hello(shared: &Shared, s: &mut Session, args: &Args) -> Outcome {
         return stat(ERR_HELLO_NOAUTH);
     }
     if let Some(n) = name {
-        s.name = (!n.is_empty()).then(|| n.to_vec());
+        s.set_name(n);
     }
     if let Some(p) = proto {
         s.proto = p;
@@ -241,7 +241,7 @@ pub fn reset(shared: &Shared, s: &mut Session) -> Outcome {
 /// owners add them.)
 pub fn reset_session(s: &mut Session, start: SessionStart) {
     s.proto = Proto::Resp2;
-    s.name = None;
+    s.set_name(b"");
     s.log_out(start);
     s.reply_mode = Default::default();
 }

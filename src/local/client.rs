@@ -58,12 +58,12 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
             if !valid_name(name) {
                 return stat(ERR_BAD_NAME);
             }
-            s.name = (!name.is_empty()).then(|| name.to_vec());
+            s.set_name(name);
             stat(super::OK)
         }
         "client|getname" => built(
             |e| {
-                match &s.name {
+                match s.name() {
                     Some(n) => e.bulk(n),
                     None => e.null(),
                 };
@@ -240,10 +240,10 @@ fn caching(s: &mut Session, opt: &[u8]) -> Outcome {
 /// CLIENT SETINFO LIB-NAME|LIB-VER value.
 fn setinfo(s: &mut Session, attr: &[u8], value: &[u8]) -> Outcome {
     let quoted = String::from_utf8_lossy(attr);
-    let slot = if attr.eq_ignore_ascii_case(b"lib-name") {
-        &mut s.lib_name
+    let set = if attr.eq_ignore_ascii_case(b"lib-name") {
+        Session::set_lib_name
     } else if attr.eq_ignore_ascii_case(b"lib-ver") {
-        &mut s.lib_ver
+        Session::set_lib_ver
     } else {
         return error(&format!("ERR Unrecognized option '{quoted}'"));
     };
@@ -252,7 +252,7 @@ fn setinfo(s: &mut Session, attr: &[u8], value: &[u8]) -> Outcome {
             "ERR {quoted} cannot contain spaces, newlines or special characters."
         ));
     }
-    *slot = (!value.is_empty()).then(|| value.to_vec());
+    set(s, value);
     stat(super::OK)
 }
 
@@ -272,9 +272,8 @@ fn current_worker() -> usize {
 /// `redir=-1`).
 pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
     use std::os::fd::AsRawFd;
-    let text = |v: &Option<Vec<u8>>| {
-        v.as_deref()
-            .map(|b| String::from_utf8_lossy(b).into_owned())
+    let text = |v: Option<&[u8]>| {
+        v.map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default()
     };
     let age = now.saturating_duration_since(s.created).as_secs();
@@ -310,7 +309,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         s.peer,
         laddr,
         s.stream.as_raw_fd(),
-        text(&s.name),
+        text(s.name()),
         age,
         idle,
         flags,
@@ -329,8 +328,8 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         s.last_cmd,
         s.user().map_or("default", |u| u.name.as_str()),
         resp,
-        text(&s.lib_name),
-        text(&s.lib_ver),
+        text(s.lib_name()),
+        text(s.lib_ver()),
         worker,
     );
     line

@@ -33,6 +33,7 @@
 pub mod arena;
 mod auth;
 pub mod gate;
+mod identity;
 pub mod input;
 mod output;
 mod pipe;
@@ -250,7 +251,8 @@ pub struct Session {
     /// resends.
     pub gates: Gates,
     pub proto: Proto,
-    pub name: Option<Vec<u8>>,
+    /// Its name, and below its library (`identity.rs`).
+    name: Option<Vec<u8>>,
     pub created: Instant,
     pub last_active: Instant,
     _ticket: Ticket,
@@ -267,8 +269,8 @@ pub struct Session {
     /// Dispatch window and overload bookkeeping (see `pressure`).
     pub pressure: Pressure,
     /// CLIENT SETINFO LIB-NAME / LIB-VER, shown by CLIENT INFO.
-    pub lib_name: Option<Vec<u8>>,
-    pub lib_ver: Option<Vec<u8>>,
+    lib_name: Option<Vec<u8>>,
+    lib_ver: Option<Vec<u8>>,
     /// Full name of the last command that passed the auth gate (`cmd=` of
     /// CLIENT INFO); "NULL" before the first.
     pub last_cmd: &'static str,
