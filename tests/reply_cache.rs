@@ -508,8 +508,7 @@ fn a_failover_flushes_the_cache_and_fills_resume_on_the_new_master() {
     // The replica takes over; write on it directly once it has.
     let new_master = wait_until("a new master for the slot", Duration::from_secs(30), || {
         cluster.refresh_roles();
-        let p = cluster.port_for_slot(slot);
-        (p != port).then_some(p)
+        cluster.try_port_for_slot(slot).filter(|&p| p != port)
     });
     let mut node = Conn::connect(&format!("127.0.0.1:{new_master}"));
     assert_eq!(node.cmd(&["SET", key, "after"]), ok());

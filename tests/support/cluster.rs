@@ -474,11 +474,18 @@ impl RedisCluster {
 
     /// The port of the master that serves `slot`, as the cluster says.
     pub fn port_for_slot(&self, slot: u16) -> u16 {
+        self.try_port_for_slot(slot)
+            .unwrap_or_else(|| panic!("no node serves slot {slot}"))
+    }
+
+    /// `port_for_slot`, or `None` while no node serves it (mid-failover,
+    /// a failed master's slots are missing from CLUSTER SLOTS until its
+    /// replica is promoted): what a wait on a failover polls.
+    pub fn try_port_for_slot(&self, slot: u16) -> Option<u16> {
         self.slot_map()
             .into_iter()
             .find(|&(a, b, _)| (a..=b).contains(&slot))
             .map(|(_, _, port)| port)
-            .unwrap_or_else(|| panic!("no node serves slot {slot}"))
     }
 
     /// The node that serves `slot`, as the cluster says.
