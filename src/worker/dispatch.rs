@@ -133,12 +133,7 @@ impl Worker {
             if self.shared.monitors.on() {
                 self.monitor_dispatch(key, cmd, &args, &decision);
             }
-            if cmd.acl & crate::command::acl::SCRIPTING != 0
-                && matches!(
-                    cmd.name,
-                    "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
-                )
-            {
+            if crate::command::known::script_call(cmd).is_some() {
                 self.arm_script_watch(cx);
             }
         }

@@ -70,11 +70,7 @@ fn fed(cmd: &Command) -> bool {
     }
     // The scripting commands are `skip_monitor` because they feed
     // themselves, before the commands they run.
-    cmd.flags & flags::SKIP_MONITOR == 0
-        || matches!(
-            cmd.name,
-            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
-        )
+    cmd.flags & flags::SKIP_MONITOR == 0 || command::known::script_call(cmd).is_some()
 }
 
 /// `arg` quoted as Redis's `sdscatrepr` quotes it.

@@ -220,12 +220,7 @@ const STALL_LOOK: usize = 16;
 /// A script call (a request unanswered on a stalled connection;
 /// re-scanned, only by the periodic sweep).
 fn is_script_call(req: &Bytes) -> bool {
-    name_and_first(req).is_some_and(|(name, _)| {
-        matches!(
-            name,
-            "eval" | "eval_ro" | "evalsha" | "evalsha_ro" | "fcall" | "fcall_ro"
-        )
-    })
+    name_and_first(req).is_some_and(|(cmd, _)| known::script_call(cmd).is_some())
 }
 
 /// The body of a bulk string reply (RESP2 and RESP3 alike).
@@ -251,7 +246,7 @@ fn load_frame(container: &[u8], text: &[u8]) -> Bytes {
 
 /// The command name and first argument of a request frame (re-scanned:
 /// only on the NOSCRIPT path).
-fn name_and_first(req: &Bytes) -> Option<(&'static str, Bytes)> {
+fn name_and_first(req: &Bytes) -> Option<(&'static Command, Bytes)> {
     let mut sc = RequestScanner::new();
     let limits = Limits {
         max_bulk_len: usize::MAX / 2,
@@ -267,7 +262,7 @@ fn name_and_first(req: &Bytes) -> Option<(&'static str, Bytes)> {
     };
     let cmd = command::resolve(&args).ok()?;
     let first = ranges.get(1)?;
-    Some((cmd.name, req.slice(first.clone())))
+    Some((cmd, req.slice(first.clone())))
 }
 
 /// The closure that makes one reply of every master's, and updates the
@@ -646,15 +641,15 @@ impl Worker {
     /// The load that cures `frame` for `f`, if the registry has its text
     /// (and counts it as a reload).
     fn reload_frame(&self, bkey: Key, f: &InFlight, frame: &[u8]) -> Option<Bytes> {
-        let (name, first) = name_and_first(&f.req)?;
+        let (cmd, first) = name_and_first(&f.req)?;
         let scripts = &self.shared.scripts;
-        match name {
-            "evalsha" | "evalsha_ro" if frame.starts_with(b"-NOSCRIPT") => {
+        match known::script_call(cmd)? {
+            known::ScriptCall::Sha if frame.starts_with(b"-NOSCRIPT") => {
                 let body = scripts.script(&sha1::parse_hex(&first)?)?;
                 scripts.count_script_reload();
                 Some(load_frame(b"SCRIPT", &body))
             }
-            "fcall" | "fcall_ro" if frame == FUNCTION_NOT_FOUND => {
+            known::ScriptCall::Function if frame == FUNCTION_NOT_FOUND => {
                 // A replica refuses FUNCTION LOAD (its master's libraries
                 // reach it by replication).
                 let pool = self.backends.get(bkey)?.conn_set()?;
@@ -791,8 +786,8 @@ mod tests {
             b("*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n$8\r\nreturn 1\r\n")
         );
         let req = b("*3\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\n0\r\n");
-        let (name, first) = name_and_first(&req).unwrap();
-        assert_eq!((name, first.as_ref()), ("evalsha", &b"abc"[..]));
+        let (cmd, first) = name_and_first(&req).unwrap();
+        assert_eq!((cmd.name, first.as_ref()), ("evalsha", &b"abc"[..]));
         assert!(name_and_first(&b("*1\r\n$4\r\nPING\r\n")).is_none());
         assert!(name_and_first(&b("garbage")).is_none());
     }
