@@ -64,6 +64,20 @@ enum Msg {
     Groups(usize, Box<sentinel::GroupsSource>),
 }
 
+/// What the refresher's loop still has to do about a message
+/// `Refresher::take` acted on.
+enum Taken {
+    Stop,
+    /// A refresh was asked for (debounced by the loop).
+    Refresh,
+    /// A sentinel's event, acted on.
+    Event,
+    /// New seeds: a refresh follows at once.
+    Seeds,
+    /// New ring servers or groups, put in place.
+    Applied,
+}
+
 /// A ring pool's servers as `Source::Ring` holds them, and their health.
 pub type RingServers = (Vec<(String, u32, String)>, Arc<health::RingHealth>);
 
@@ -552,6 +566,31 @@ impl Refresher {
         low
     }
 
+    /// Acts on message `m` but for what the loop itself decides (a stop, a
+    /// refresh's debounce): said by what it returns.
+    fn take(&mut self, m: Msg) -> Taken {
+        match m {
+            Msg::Stop => Taken::Stop,
+            Msg::Refresh => Taken::Refresh,
+            Msg::Sentinel(i, channel, payload) => {
+                self.sentinel_event(i, &channel, &payload);
+                Taken::Event
+            }
+            Msg::Seeds(i, seeds) => {
+                self.set_seeds(i, seeds);
+                Taken::Seeds
+            }
+            Msg::Ring(i, servers) => {
+                self.set_ring(i, servers);
+                Taken::Applied
+            }
+            Msg::Groups(i, groups) => {
+                self.set_groups(i, groups);
+                Taken::Applied
+            }
+        }
+    }
+
     /// The thread body: periodic refreshes plus debounced on-demand ones,
     /// and every second the rings' health checks.
     pub fn run(mut self) {
@@ -580,19 +619,14 @@ impl Refresher {
                 wait = wait.min(due.saturating_duration_since(Instant::now()));
             }
             let mut asked = false;
-            match self.rx.recv_timeout(wait) {
-                Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-                Ok(Msg::Sentinel(i, channel, payload)) => {
-                    self.sentinel_event(i, &channel, &payload);
-                    continue;
-                }
-                Ok(Msg::Seeds(i, seeds)) => {
-                    self.set_seeds(i, seeds);
-                    asked = true;
-                }
-                Ok(Msg::Ring(i, servers)) => self.set_ring(i, servers),
-                Ok(Msg::Groups(i, groups)) => self.set_groups(i, groups),
-                Ok(Msg::Refresh) => {
+            match self.rx.recv_timeout(wait).map(|m| self.take(m)) {
+                Ok(Taken::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                // An event is acted on at once (sentinel_event published
+                // what it changed): wait again.
+                Ok(Taken::Event) => continue,
+                Ok(Taken::Seeds) => asked = true,
+                Ok(Taken::Applied) => {}
+                Ok(Taken::Refresh) => {
                     asked = true;
                     // A worker ejected a ring's server: the ring without
                     // it is published at once, before anything that
@@ -604,15 +638,9 @@ impl Refresher {
                     // fetch into this one, but still honour a stop.
                     let deadline = last_fetch + DEBOUNCE;
                     while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-                        match self.rx.recv_timeout(left) {
-                            Ok(Msg::Refresh) => continue,
-                            Ok(Msg::Sentinel(i, channel, payload)) => {
-                                self.sentinel_event(i, &channel, &payload)
-                            }
-                            Ok(Msg::Seeds(i, seeds)) => self.set_seeds(i, seeds),
-                            Ok(Msg::Ring(i, servers)) => self.set_ring(i, servers),
-                            Ok(Msg::Groups(i, groups)) => self.set_groups(i, groups),
-                            Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                        match self.rx.recv_timeout(left).map(|m| self.take(m)) {
+                            Ok(Taken::Stop) | Err(RecvTimeoutError::Disconnected) => return,
+                            Ok(_) => {}
                             Err(RecvTimeoutError::Timeout) => break,
                         }
                     }
@@ -620,18 +648,10 @@ impl Refresher {
                 Err(RecvTimeoutError::Timeout) => {}
             }
             while let Ok(m) = self.rx.try_recv() {
-                match m {
-                    Msg::Stop => return,
-                    Msg::Sentinel(i, channel, payload) => {
-                        self.sentinel_event(i, &channel, &payload)
-                    }
-                    Msg::Seeds(i, seeds) => {
-                        self.set_seeds(i, seeds);
-                        asked = true;
-                    }
-                    Msg::Ring(i, servers) => self.set_ring(i, servers),
-                    Msg::Groups(i, groups) => self.set_groups(i, groups),
-                    Msg::Refresh => {}
+                match self.take(m) {
+                    Taken::Stop => return,
+                    Taken::Seeds => asked = true,
+                    Taken::Event | Taken::Applied | Taken::Refresh => {}
                 }
             }
             self.check_groups();

@@ -298,23 +298,12 @@ fn host_port(ip: &str, port: &str) -> String {
 /// The replicas of a `SENTINEL slaves` reply that can serve reads: not
 /// down, not disconnected, and in sync with their master.
 fn serving_replicas(reply: &Value) -> Vec<SocketAddr> {
-    let text = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(Value::as_bytes)
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    };
     let mut out: Vec<SocketAddr> = reply
         .as_array()
         .unwrap_or(&[])
         .iter()
-        .filter(|r| {
-            let flags = text(r, "flags").unwrap_or_default();
-            !flags
-                .split(',')
-                .any(|f| matches!(f, "s_down" | "o_down" | "disconnected"))
-                && text(r, "master-link-status").map_or(true, |s| s == "ok")
-        })
-        .filter_map(|r| resolve(&host_port(&text(r, "ip")?, &text(r, "port")?)))
+        .filter(|r| !is_down(r) && field(r, "master-link-status").map_or(true, |s| s == "ok"))
+        .filter_map(|r| resolve(&host_port(&field(r, "ip")?, &field(r, "port")?)))
         .collect();
     out.sort_unstable();
     out.dedup();
@@ -324,23 +313,30 @@ fn serving_replicas(reply: &Value) -> Vec<SocketAddr> {
 /// The sentinels a `SENTINEL sentinels` reply names (those not down), as
 /// `HOST:PORT`.
 fn announced(reply: &Value) -> Vec<String> {
-    let text = |v: &Value, k: &str| {
-        v.get(k)
-            .and_then(Value::as_bytes)
-            .map(|b| String::from_utf8_lossy(b).into_owned())
-    };
     reply
         .as_array()
         .unwrap_or(&[])
         .iter()
-        .filter(|r| {
-            !text(r, "flags")
-                .unwrap_or_default()
-                .split(',')
-                .any(|f| matches!(f, "s_down" | "o_down" | "disconnected"))
-        })
-        .filter_map(|r| Some(host_port(&text(r, "ip")?, &text(r, "port")?)))
+        .filter(|r| !is_down(r))
+        .filter_map(|r| Some(host_port(&field(r, "ip")?, &field(r, "port")?)))
         .collect()
+}
+
+/// Field `k` of one entry of a `SENTINEL slaves` / `sentinels` reply, as
+/// text.
+fn field(entry: &Value, k: &str) -> Option<String> {
+    entry
+        .get(k)
+        .and_then(Value::as_bytes)
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+}
+
+/// Whether the entry's flags say it is down or disconnected.
+fn is_down(entry: &Value) -> bool {
+    field(entry, "flags")
+        .unwrap_or_default()
+        .split(',')
+        .any(|f| matches!(f, "s_down" | "o_down" | "disconnected"))
 }
 
 /// The refusal a sentinel gives to `sentinel-password`, worded.
