@@ -243,7 +243,7 @@ pub fn reset_session(s: &mut Session, start: SessionStart) {
     s.proto = Proto::Resp2;
     s.set_name(b"");
     s.log_out(start);
-    s.reply_mode = Default::default();
+    s.set_reply_mode(crate::session::ClientReply::On);
 }
 
 /// The bytes before the first NUL: Redis formats options as C strings.

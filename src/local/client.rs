@@ -21,7 +21,7 @@
 use super::{built, display_name, error, help, Outcome};
 use crate::command::{Args, Command};
 use crate::resp::encode::Proto;
-use crate::session::Session;
+use crate::session::{ClientReply, Session};
 use crate::shared::Shared;
 use crate::stats::gather::{ClientType, KillFilter, ListFilter};
 use bytes::Bytes;
@@ -194,18 +194,16 @@ pub fn client(_shared: &Shared, s: &mut Session, cmd: &'static Command, args: &A
 /// as they leave (`Session::after_command`), this command's own OK under
 /// OFF and SKIP included, as Redis sends none.
 fn reply_mode(s: &mut Session, opt: &[u8]) -> Outcome {
-    let m = &mut s.reply_mode;
-    if opt.eq_ignore_ascii_case(b"on") {
-        *m = Default::default();
+    let to = if opt.eq_ignore_ascii_case(b"on") {
+        ClientReply::On
     } else if opt.eq_ignore_ascii_case(b"off") {
-        m.off = true;
+        ClientReply::Off
     } else if opt.eq_ignore_ascii_case(b"skip") {
-        if !m.off {
-            m.skip_next = true;
-        }
+        ClientReply::Skip
     } else {
         return stat(super::ERR_SYNTAX);
-    }
+    };
+    s.set_reply_mode(to);
     stat(super::OK)
 }
 

@@ -38,6 +38,7 @@ pub mod input;
 mod output;
 mod pipe;
 pub mod pressure;
+mod reply;
 pub mod ring;
 mod roles;
 mod subscriptions;
@@ -55,6 +56,7 @@ pub use pipe::Steer;
 use pressure::Pressure;
 use reactor::read::{read_budgeted_stamped, Growth, ReadEnd};
 use reactor::Key;
+pub use reply::{ClientReply, ReplyMode};
 use ring::ReplyRing;
 use std::collections::VecDeque;
 use std::io;
@@ -143,25 +145,6 @@ pub struct Pin {
     /// The watch can no longer be trusted (a command on it met MOVED or
     /// ASK, or its connection was lost): the next EXEC answers nil.
     pub broken: bool,
-}
-
-/// CLIENT REPLY's state, as Redis's REPLY_OFF, REPLY_SKIP and
-/// REPLY_SKIP_NEXT client flags: OFF silences every reply until ON; SKIP
-/// silences its own and the next command's.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct ReplyMode {
-    pub off: bool,
-    /// The command being dispatched is silenced (set by the SKIP before).
-    pub skip: bool,
-    /// Set by CLIENT REPLY SKIP: the next command becomes `skip`.
-    pub skip_next: bool,
-}
-
-impl ReplyMode {
-    #[inline]
-    fn any(self) -> bool {
-        self.off || self.skip || self.skip_next
-    }
 }
 
 pub use arena::HitArena;
@@ -295,8 +278,8 @@ pub struct Session {
     /// sequence: closed if it leaves before they are answered (a WAIT may
     /// block for ever).
     pub wait_leases: Vec<(Key, u64)>,
-    /// CLIENT REPLY (see `after_command`).
-    pub reply_mode: ReplyMode,
+    /// CLIENT REPLY (`reply.rs`).
+    reply_mode: ReplyMode,
     /// Ring sequences whose replies are dropped as they leave (CLIENT
     /// REPLY OFF / SKIP), in order, adjacent ranges merged. Bounded by the
     /// ring: each range holds at least one slot still in it.
@@ -483,42 +466,6 @@ impl Session {
             monitor: false,
             tls: None,
         }
-    }
-
-    /// After dispatching a command whose ring slots start at `first`:
-    /// under CLIENT REPLY OFF or SKIP its replies are dropped as they
-    /// leave, except when `confirms` (a SUBSCRIBE-family command: Redis
-    /// sends its confirmations as pushes, whatever the mode); then a SKIP
-    /// moves on to the next command. Costs one test when CLIENT REPLY was
-    /// never used.
-    #[inline]
-    pub fn after_command(&mut self, first: u64, confirms: bool) {
-        let m = self.reply_mode;
-        if !m.any() {
-            return;
-        }
-        let end = self.ring.next_seq();
-        if !confirms && first < end {
-            match self.quiet.back_mut() {
-                Some(last) if last.end == first => last.end = end,
-                _ => self.quiet.push_back(first..end),
-            }
-        }
-        self.reply_mode.skip = m.skip_next;
-        self.reply_mode.skip_next = false;
-    }
-
-    /// The reply at ring sequence `seq` (the front's) is to be dropped;
-    /// ranges wholly behind it are forgotten.
-    fn silenced(&mut self, seq: u64) -> bool {
-        while let Some(r) = self.quiet.front() {
-            if r.end <= seq {
-                self.quiet.pop_front();
-            } else {
-                return r.start <= seq;
-            }
-        }
-        false
     }
 
     /// To be flushed this turn: `true` when it was not yet, and the
