@@ -274,8 +274,8 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         v.map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default()
     };
-    let age = now.saturating_duration_since(s.created).as_secs();
-    let idle = now.saturating_duration_since(s.last_active).as_secs();
+    let age = now.saturating_duration_since(s.created()).as_secs();
+    let idle = now.saturating_duration_since(s.last_active()).as_secs();
     let qbuf = s.rbuf.len();
     let rbs = s.rbuf.capacity();
     let omem = s.out_bytes();
@@ -323,7 +323,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         omem,
         rbs + omem,
         events,
-        s.last_cmd,
+        s.last_cmd(),
         s.user().map_or("default", |u| u.name.as_str()),
         resp,
         text(s.lib_name()),

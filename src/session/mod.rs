@@ -30,6 +30,7 @@
 //! that must wait for a slow client is not left pinning a backend buffer
 //! (`output::unpin`).
 
+mod activity;
 pub mod arena;
 mod auth;
 pub mod gate;
@@ -236,8 +237,9 @@ pub struct Session {
     pub proto: Proto,
     /// Its name, and below its library (`identity.rs`).
     name: Option<Vec<u8>>,
-    pub created: Instant,
-    pub last_active: Instant,
+    /// When it was accepted and last read or wrote (`activity.rs`).
+    created: Instant,
+    last_active: Instant,
     _ticket: Ticket,
     /// The login (`auth.rs`): may run commands (true from the start when
     /// no `requirepass` is configured, else once AUTH / HELLO AUTH
@@ -256,7 +258,7 @@ pub struct Session {
     lib_ver: Option<Vec<u8>>,
     /// Full name of the last command that passed the auth gate (`cmd=` of
     /// CLIENT INFO); "NULL" before the first.
-    pub last_cmd: &'static str,
+    last_cmd: &'static str,
     /// observe: bytes read from and written to this client.
     pub net_in: u64,
     pub net_out: u64,

@@ -82,7 +82,7 @@ impl Worker {
                 // start time and command (see crate::stats); CLIENT INFO
                 // shows it.
                 s.ring.stamp = self.obs.stats.stamp(cmd);
-                s.last_cmd = cmd.name;
+                s.ran(cmd.name);
                 let acl = &self.shared.admin.acl;
                 let generation = acl.generation();
                 if s.acl_gen() != generation && super::revoke::refresh_rights(s, acl, false) {

@@ -304,7 +304,7 @@ pub(super) enum AfterFlush {
 pub(super) fn after_flush(o: &mut OverloadState, s: &mut Session, now: Instant) -> AfterFlush {
     if s.pressure.wrote {
         s.pressure.wrote = false;
-        s.last_active = now;
+        s.active(now);
     }
     let unsent = s.unsent();
     s.pressure.update(unsent, o.high_water);
@@ -627,7 +627,7 @@ impl Worker {
                 continue;
             };
             largest = largest.max(s.pressure.held);
-            let idle_for = now.saturating_duration_since(s.last_active);
+            let idle_for = now.saturating_duration_since(s.last_active());
             let exempt = s.input().is_blocked() || s.sub.is_some() || s.input().is_feed();
             if let Some(limit) = self.overload.idle_timeout {
                 if !exempt && idle_for > limit {

@@ -146,7 +146,7 @@ impl Worker {
                     return Taken::Nothing;
                 }
             }
-            s.last_active = cx.now;
+            s.active(cx.now);
             s.batch_start = s.ring.next_seq();
             if let Some(hash) = self.prefetch_gets(key) {
                 return Taken::LoneGet(hash);
