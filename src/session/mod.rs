@@ -33,6 +33,7 @@
 mod activity;
 pub mod arena;
 mod auth;
+mod exec;
 pub mod gate;
 mod identity;
 pub mod input;
@@ -49,6 +50,7 @@ use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
 use crate::shared::Ticket;
 use bytes::{Bytes, BytesMut};
+pub use exec::ExecDenied;
 use gate::Gates;
 pub use input::Input;
 use mio::net::TcpStream;
@@ -122,16 +124,6 @@ pub struct Txn {
     /// The `Acl::generation` at MULTI: EXEC checks the queued commands
     /// again when it moved (`worker/txn.rs`).
     pub acl_gen: u64,
-}
-
-/// The queued commands an ACL change refused at EXEC: their places in
-/// EXEC's reply and their errors, spliced in when the node's reply to
-/// the rest arrives (`worker/txn.rs`).
-pub struct ExecDenied {
-    /// The sequence number of EXEC's reply.
-    pub seq: u64,
-    /// (place in the transaction, NOPERM error line), in order.
-    pub errors: Vec<(usize, bytes::Bytes)>,
 }
 
 /// A session's WATCH: the exclusive connection (a lease) to the master of
@@ -223,8 +215,9 @@ pub struct Session {
     moving: bool,
     /// Commands queued between MULTI and EXEC.
     pub txn: Option<Box<Txn>>,
-    /// An EXEC in flight some of whose commands an ACL change refused.
-    pub exec_denied: Option<Box<ExecDenied>>,
+    /// An EXEC in flight some of whose commands an ACL change refused
+    /// (`exec.rs`).
+    exec_denied: Option<Box<ExecDenied>>,
     /// Subscriptions and the subscriber connection, once subscribed.
     pub sub: Option<Box<Subscriptions>>,
     /// WATCH in force: the pinned connection (see [`Pin`]).

@@ -207,12 +207,9 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return frame;
         };
-        match s.exec_denied.take() {
-            Some(d) if d.seq == seq => spliced(&d, &frame),
-            other => {
-                s.exec_denied = other;
-                frame
-            }
+        match s.take_exec_denied(seq) {
+            Some(d) => spliced(&d, &frame),
+            None => frame,
         }
     }
 
@@ -226,7 +223,7 @@ impl Worker {
         if !t.failed && t.acl_gen != s.acl_gen() && s.restricted() {
             recheck(&self.shared.admin.acl, s, &mut t, self.id, cx.now);
             if t.queued.is_empty() && s.pin.is_none() {
-                if let Some(d) = s.exec_denied.take() {
+                if let Some(d) = s.take_exec_denied(s.ring.next_seq()) {
                     return self.reply(key, spliced(&d, b"*0\r\n"));
                 }
             }
@@ -340,10 +337,7 @@ fn recheck(
     t.queued = kept;
     t.bytes = t.queued.iter().map(|q| q.len()).sum();
     if !errors.is_empty() {
-        s.exec_denied = Some(Box::new(crate::session::ExecDenied {
-            seq: s.ring.next_seq(),
-            errors,
-        }));
+        s.deny_at_exec(errors);
     }
 }
 
