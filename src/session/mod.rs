@@ -45,6 +45,7 @@ pub mod ring;
 mod roles;
 mod subscriptions;
 mod tls;
+mod waits;
 
 use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
@@ -271,8 +272,8 @@ pub struct Session {
     pub written: Written,
     /// Leases carrying its WAIT / WAITAOF parts, with the WAIT's ring
     /// sequence: closed if it leaves before they are answered (a WAIT may
-    /// block for ever).
-    pub wait_leases: Vec<(Key, u64)>,
+    /// block for ever; `waits.rs`).
+    wait_leases: Vec<(Key, u64)>,
     /// CLIENT REPLY (`reply.rs`).
     reply_mode: ReplyMode,
     /// Ring sequences whose replies are dropped as they leave (CLIENT

@@ -286,9 +286,9 @@ impl Worker {
                 );
                 let backends = &self.backends;
                 if let Some(s) = self.sessions.get_mut(session) {
-                    s.wait_leases
-                        .retain(|&(k, _)| backends.get(k).is_some_and(|b| b.carries(session)));
-                    s.wait_leases.push((lease, seq));
+                    s.add_wait_lease(lease, seq, |k| {
+                        backends.get(k).is_some_and(|b| b.carries(session))
+                    });
                 }
             }
             Err(e) => self.collect_part(session, seq, part, e),
@@ -319,12 +319,11 @@ impl Worker {
         // Only the leases still carrying one of its WAITs (the others
         // were answered and went back).
         let backends = &self.backends;
-        s.wait_leases
-            .retain(|&(k, _)| backends.get(k).is_some_and(|b| b.carries(key)));
-        if s.wait_leases.is_empty() {
+        s.keep_wait_leases(|k| backends.get(k).is_some_and(|b| b.carries(key)));
+        if !s.has_wait_leases() {
             return;
         }
-        let leases = std::mem::take(&mut s.wait_leases);
+        let leases = s.take_wait_leases();
         s.close_after_flush();
         for &(_, seq) in &leases {
             self.deliver(key, seq, Bytes::new(), &[]);
@@ -447,8 +446,8 @@ impl Worker {
 /// Session hook: the leases still carrying its WAIT parts are closed.
 #[inline]
 pub(super) fn session_closed(w: &mut Worker, cx: &mut Context<'_, Timer>, s: &mut Session) {
-    if !s.wait_leases.is_empty() {
-        w.close_wait_leases(cx, s.key, std::mem::take(&mut s.wait_leases));
+    if s.has_wait_leases() {
+        w.close_wait_leases(cx, s.key, s.take_wait_leases());
     }
 }
 

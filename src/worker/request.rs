@@ -171,7 +171,7 @@ impl Worker {
         } else {
             s
         };
-        let s = if s.eof && !s.wait_leases.is_empty() && !s.input().is_blocked() {
+        let s = if s.eof && s.has_wait_leases() && !s.input().is_blocked() {
             // Gone mid-WAIT (worker/admin.rs).
             self.abandon_waits(cx, key);
             let Some(s) = self.sessions.get_mut(key) else {
