@@ -1,10 +1,12 @@
-//! When a session was accepted and last active, and the last command it
-//! ran: CLIENT INFO's `age=`, `idle=` and `cmd=`, and what the idle
-//! timeout reads (`worker/overload.rs`).
+//! When a session was accepted and last active, the last command it ran,
+//! and the bytes it read and wrote: CLIENT INFO's `age=`, `idle=` and
+//! `cmd=`, what the idle timeout reads (`worker/overload.rs`), and INFO's
+//! network totals.
 //!
 //! Invariant: `created` is fixed at the accept; `last_active` is the
 //! loop's clock at its latest read or write (`active`); `last_cmd` is a
-//! command table's name (or "NULL" before the first).
+//! command table's name (or "NULL" before the first); `net_in` / `net_out`
+//! are counted only by its own reads and flushes.
 
 use super::Session;
 use std::time::Instant;
@@ -39,5 +41,11 @@ impl Session {
     #[inline]
     pub fn ran(&mut self, name: &'static str) {
         self.last_cmd = name;
+    }
+
+    /// observe: the bytes read from and written to the client so far.
+    #[inline]
+    pub fn net_bytes(&self) -> (u64, u64) {
+        (self.net_in, self.net_out)
     }
 }

@@ -253,9 +253,9 @@ pub struct Session {
     /// Full name of the last command that passed the auth gate (`cmd=` of
     /// CLIENT INFO); "NULL" before the first.
     last_cmd: &'static str,
-    /// observe: bytes read from and written to this client.
-    pub net_in: u64,
-    pub net_out: u64,
+    /// observe: bytes read from and written to this client (`activity.rs`).
+    net_in: u64,
+    net_out: u64,
     /// Reply cache holds of this session's writes in flight: (the write's
     /// ring sequence, the hold as `ReplyCache::release` takes it),
     /// released when it is answered (`worker/cache/mod.rs`).

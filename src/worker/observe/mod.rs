@@ -92,8 +92,9 @@ impl Observe {
 
     /// A session is closing: keep its byte counts.
     pub fn session_closed(&mut self, s: &Session) {
-        self.stats.retired_in += s.net_in;
-        self.stats.retired_out += s.net_out;
+        let (read, written) = s.net_bytes();
+        self.stats.retired_in += read;
+        self.stats.retired_out += written;
         if s.eof {
             self.stats.pool(s.pool()).client_eof += 1;
         }
@@ -270,8 +271,9 @@ impl Worker {
     fn live_totals(&self) -> (u64, u64, u64) {
         let (mut net_in, mut net_out) = (self.obs.stats.retired_in, self.obs.stats.retired_out);
         for (_, s) in self.sessions.iter() {
-            net_in += s.net_in;
-            net_out += s.net_out;
+            let (read, written) = s.net_bytes();
+            net_in += read;
+            net_out += written;
         }
         (self.commands, net_in, net_out)
     }
@@ -296,8 +298,9 @@ impl Worker {
             clients.out += o;
             clients.out_max = clients.out_max.max(o);
             clients.outstanding += s.outstanding() as u64;
-            net_in += s.net_in;
-            net_out += s.net_out;
+            let (read, written) = s.net_bytes();
+            net_in += read;
+            net_out += written;
         }
         clients.tracking_keys = self.cache.table.len() as u64;
         clients.tracking_items = self.cache.table.items() as u64;
