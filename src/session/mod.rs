@@ -33,6 +33,7 @@
 mod activity;
 pub mod arena;
 mod auth;
+mod batch;
 mod exec;
 pub mod gate;
 mod identity;
@@ -143,8 +144,8 @@ pub struct Pin {
 
 pub use arena::HitArena;
 
-/// `Session::batch_since` of a wait that is over.
-pub const BATCH_WAIT_OVER: u64 = 1;
+/// `Session::batch_since` of a wait that is over (`batch.rs`).
+const BATCH_WAIT_OVER: u64 = 1;
 
 /// Dispatches that move a session's pipelining score from one end to the
 /// other (`backend-sharding auto`).
@@ -184,11 +185,12 @@ pub struct Session {
     dirty: bool,
     /// The ring sequence of the first request of its latest read: the
     /// replies to one read leave together when they can (`waits_for_batch`).
-    pub batch_start: u64,
+    batch_start: u64,
     /// Since when (the loop's µs clock, at least 2) its ready replies wait
     /// for the rest of their read's (a batch wait); 0 while none wait,
-    /// `BATCH_WAIT_OVER` once the wait is cut short (`Timer::BatchWait`).
-    pub batch_since: u64,
+    /// `BATCH_WAIT_OVER` once the wait is cut short (`Timer::BatchWait`);
+    /// see `batch.rs`.
+    batch_since: u64,
     /// Whether it reads, whether it dispatches, and what wakes it: open,
     /// paused, at a gate, blocked, closing (see `input`).
     input: Input,
@@ -197,7 +199,7 @@ pub struct Session {
     /// The kernel's arrival stamp (CLOCK_REALTIME ns) of the last bytes
     /// read from the client, 0 if none came (`reactor::stamp`): what orders
     /// blocking commands read by different workers (`worker/blocking.rs`).
-    pub arrived: u64,
+    arrived: u64,
     /// The socket has stamps enabled, so reads are recvmsg(2) calls that
     /// keep `arrived` (two workers or more); else plain read(2).
     stamped: bool,
@@ -336,6 +338,13 @@ impl Written {
 }
 
 impl Session {
+    /// The kernel's arrival stamp of the last bytes read from the client
+    /// (0 if none came, or the socket keeps no stamps).
+    #[inline]
+    pub fn arrived(&self) -> u64 {
+        self.arrived
+    }
+
     /// The pool the session belongs to (`crate::placement::PoolId`).
     #[inline]
     pub fn pool(&self) -> usize {

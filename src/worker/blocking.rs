@@ -117,7 +117,7 @@ impl Worker {
         };
         let seq = s.ring.push_pending();
         s.block(lease, seq);
-        let arrived = s.arrived;
+        let arrived = s.arrived();
         let f = InFlight::new(key, seq, frame, Purpose::Blocking);
         if self.shared.workers.len() > 1 {
             return self.wait_in_order(addr, lease, arrived, f);

@@ -402,7 +402,7 @@ impl Worker {
                 overload::count_held(&mut self.overload, s);
             }
             // A session holding replies back looks again at each one in.
-            if (front || cut || s.batch_since != 0) && s.mark_dirty() {
+            if (front || cut || s.in_batch_wait()) && s.mark_dirty() {
                 self.dirty_sessions.push(session);
             }
             let (moving, holds) = (s.moving(), !s.holds.is_empty());
@@ -428,8 +428,7 @@ impl Worker {
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };
-            if s.batch_since != 0 {
-                s.batch_since = crate::session::BATCH_WAIT_OVER;
+            if s.cut_batch_wait() {
                 self.mark_session_dirty(key);
             }
         }
@@ -482,8 +481,7 @@ impl Worker {
                 continue;
             }
             if s.waits_for_batch(cx.now_us, self.batch_wait_us) {
-                if s.batch_since == 0 {
-                    s.batch_since = cx.now_us.max(crate::session::BATCH_WAIT_OVER + 1);
+                if s.start_batch_wait(cx.now_us) {
                     if self.batch_waiting.is_empty() {
                         cx.schedule_in(Duration::from_micros(self.batch_wait_us), Timer::BatchWait);
                     }
@@ -491,7 +489,7 @@ impl Worker {
                 }
                 continue;
             }
-            s.batch_since = 0;
+            s.end_batch_wait();
             match s.flush(&mut self.obs.stats) {
                 FlushOutcome::Done | FlushOutcome::Blocked => {}
                 FlushOutcome::Error(e) => {

@@ -147,7 +147,7 @@ impl Worker {
                 }
             }
             s.active(cx.now);
-            s.batch_start = s.ring.next_seq();
+            s.batch_begins();
             if let Some(hash) = self.prefetch_gets(key) {
                 return Taken::LoneGet(hash);
             }
