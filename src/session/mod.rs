@@ -47,6 +47,7 @@ mod roles;
 mod subscriptions;
 mod tls;
 mod waits;
+mod written;
 
 use crate::resp::encode::Proto;
 use crate::resp::request::RequestScanner;
@@ -69,6 +70,7 @@ use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Instant;
 pub use subscriptions::{Expect, SubConn, Subscriptions, MAX_SUBSCRIPTIONS, PUSH_WINDOW};
+pub use written::Written;
 
 /// Read buffer growth: 16 KiB steps whenever less than 4 KiB is free.
 const GROWTH: Growth = Growth {
@@ -271,7 +273,7 @@ pub struct Session {
     /// `Shared::named_clients` until it closes (`roles.rs`).
     named: bool,
     /// The masters it wrote to since its last WAIT (`worker/admin.rs`).
-    pub written: Written,
+    written: Written,
     /// Leases carrying its WAIT / WAITAOF parts, with the WAIT's ring
     /// sequence: closed if it leaves before they are answered (a WAIT may
     /// block for ever; `waits.rs`).
@@ -289,52 +291,6 @@ pub struct Session {
     /// buffers (`tls.rs`). `None` for a plain session, whose reads and
     /// flushes test only this.
     tls: Option<Box<tls::TlsState>>,
-}
-
-/// The masters a session wrote to since its last WAIT, as shard indexes
-/// of one topology epoch: a bit each for the first 64, `all` for a later
-/// one, a write to several shards, writes under an older epoch (whose
-/// indexes may name other masters now), or a redirected request (it went
-/// to a master its slot's index does not name). Set at dispatch with a compare
-/// and an OR, nothing allocated.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Written {
-    pub epoch: u64,
-    pub bits: u64,
-    pub all: bool,
-}
-
-impl Written {
-    /// A write dispatched to shard `shard` (`None`: several, or unknown)
-    /// under topology `epoch`.
-    #[inline]
-    pub fn note(&mut self, epoch: u64, shard: Option<usize>) {
-        if self.epoch != epoch {
-            self.all |= self.bits != 0;
-            self.bits = 0;
-            self.epoch = epoch;
-        }
-        match shard {
-            Some(i) if i < 64 => self.bits |= 1 << i,
-            _ => self.all = true,
-        }
-    }
-
-    /// The shards a WAIT must ask under topology `epoch` of the `masters`
-    /// masters from shard `first` on (the session's pool's): `None` for
-    /// every master, an empty list when nothing was written. Clears the
-    /// record (the WAIT covers those writes).
-    pub fn take(&mut self, epoch: u64, first: usize, masters: usize) -> Option<Vec<usize>> {
-        let was = std::mem::take(self);
-        if was.all || (was.bits != 0 && was.epoch != epoch) {
-            return None;
-        }
-        Some(
-            (first..(first + masters).min(64))
-                .filter(|i| was.bits & (1 << i) != 0)
-                .collect(),
-        )
-    }
 }
 
 impl Session {

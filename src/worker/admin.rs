@@ -212,7 +212,7 @@ impl Worker {
         };
         // With no write since the last WAIT, the count one master gives
         // a connection that wrote nothing (its connected replicas).
-        let (targets, wrote) = match s.written.take(epoch, first, masters) {
+        let (targets, wrote) = match s.take_written(epoch, first, masters) {
             None => ((first..first + masters).collect(), true),
             Some(t) if t.is_empty() => (self.place.any_master(pool).into_iter().collect(), false),
             Some(t) => (t, true),

@@ -31,7 +31,7 @@ fn note_write(s: &mut crate::session::Session, place: &crate::placement::Placeme
         | Decision::Txn(TxnOp::Multi | TxnOp::Discard) => return,
         _ => None,
     };
-    s.written.note(place.epoch(), shard);
+    s.note_write(place.epoch(), shard);
 }
 
 impl Worker {

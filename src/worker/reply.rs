@@ -333,7 +333,7 @@ impl Worker {
         let proto = s.proto;
         // A write may now land on a master its session's record does not
         // name: its next WAIT asks every master.
-        s.written.all = true;
+        s.note_redirected_write();
         let (addr, asking) = match r {
             Redirect::Moved { slot, addr } => {
                 self.obs.stats.counters.moved += 1; // observe
