@@ -197,7 +197,7 @@ pub struct Session {
     /// paused, at a gate, blocked, closing (see `input`).
     input: Input,
     /// The client half-closed (EOF): no more reads.
-    pub eof: bool,
+    eof: bool,
     /// The kernel's arrival stamp (CLOCK_REALTIME ns) of the last bytes
     /// read from the client, 0 if none came (`reactor::stamp`): what orders
     /// blocking commands read by different workers (`worker/blocking.rs`).
@@ -206,7 +206,7 @@ pub struct Session {
     /// keep `arrived` (two workers or more); else plain read(2).
     stamped: bool,
     /// A readiness event said the peer closed: read through to the EOF.
-    pub hup: bool,
+    hup: bool,
     /// Picks this session's connection among a node's `backend-conns`
     /// (fixed at the accept).
     sticky: usize,
@@ -294,6 +294,26 @@ pub struct Session {
 }
 
 impl Session {
+    /// The client half-closed: set only by a read that met the EOF, and
+    /// never cleared (no more reads).
+    #[inline]
+    pub fn eof(&self) -> bool {
+        self.eof
+    }
+
+    /// A readiness event said the peer closed (or erred): its reads go
+    /// through to the EOF from now on.
+    #[inline]
+    pub fn hung_up(&mut self) {
+        self.hup = true;
+    }
+
+    /// The peer closed, by a readiness event: read through to the EOF.
+    #[inline]
+    pub fn hup(&self) -> bool {
+        self.hup
+    }
+
     /// The kernel's arrival stamp of the last bytes read from the client
     /// (0 if none came, or the socket keeps no stamps).
     #[inline]

@@ -256,7 +256,7 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(session) else {
             return;
         };
-        if s.eof && !s.input().is_blocked() {
+        if s.eof() && !s.input().is_blocked() {
             // The client left (EOF) before its WAIT could block: as for a
             // blocking command, it is cancelled, not sent.
             s.close_after_flush();

@@ -586,7 +586,7 @@ impl Handler for Worker {
                 }
                 if event.is_read_closed() || event.is_error() {
                     if let Some(s) = self.sessions.get_mut(key) {
-                        s.hup = true;
+                        s.hung_up();
                     }
                 }
                 if event.is_readable() || event.is_read_closed() || event.is_error() {

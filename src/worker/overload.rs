@@ -514,7 +514,7 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        if !s.input().is_paused() || s.eof {
+        if !s.input().is_paused() || s.eof() {
             return;
         }
         match s.read(super::SESSION_READ_BUDGET, limit, true) {

@@ -125,12 +125,12 @@ impl Worker {
         // only stops dispatching, as one at a gate does.
         let reads = match s.input() {
             Input::Open | Input::Backlog | Input::AtGate | Input::Blocked { .. } | Input::Feed => {
-                !s.eof
+                !s.eof()
             }
             Input::Paused { .. } | Input::Closing => false,
         };
         if reads {
-            match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup) {
+            match s.read(SESSION_READ_BUDGET, self.query_limit, s.hup()) {
                 ReadOutcome::Drained => {}
                 ReadOutcome::Eof => {}
                 ReadOutcome::Budget => self.ready_sessions.push(key),
@@ -161,7 +161,7 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(key) else {
             return;
         };
-        let s = if s.eof && s.input().is_blocked() {
+        let s = if s.eof() && s.input().is_blocked() {
             // Gone mid-block (now, or its EOF came with the requests).
             self.abandon_block(cx, key);
             let Some(s) = self.sessions.get_mut(key) else {
@@ -171,7 +171,7 @@ impl Worker {
         } else {
             s
         };
-        let s = if s.eof && s.has_wait_leases() && !s.input().is_blocked() {
+        let s = if s.eof() && s.has_wait_leases() && !s.input().is_blocked() {
             // Gone mid-WAIT (worker/admin.rs).
             self.abandon_waits(cx, key);
             let Some(s) = self.sessions.get_mut(key) else {

@@ -95,7 +95,7 @@ impl Observe {
         let (read, written) = s.net_bytes();
         self.stats.retired_in += read;
         self.stats.retired_out += written;
-        if s.eof {
+        if s.eof() {
             self.stats.pool(s.pool()).client_eof += 1;
         }
     }
