@@ -82,7 +82,7 @@ fn log_refusal(what: &str, s: &Session, user: &[u8]) {
             target: "mithril::auth",
             "client {} ({}): {what} refused for user '{}'{}",
             s.id,
-            s.peer,
+            s.peer(),
             user[..user.len().min(64)].escape_ascii(),
             crate::stats::sample::note(n)
         );
@@ -100,7 +100,7 @@ fn failed(
     reply: &'static [u8],
 ) -> Outcome {
     let throttle = &shared.admin.acl.throttle;
-    throttle.failed(s.peer.ip(), std::time::Instant::now());
+    throttle.failed(s.peer().ip(), std::time::Instant::now());
     let failures = s.auth_failed();
     log_refusal(what, s, user);
     if throttle.conn_spent(failures) {
@@ -113,7 +113,7 @@ fn failed(
 /// unchecked (and counted against the connection's cap).
 fn throttled(shared: &Shared, s: &mut Session) -> Option<Outcome> {
     let throttle = &shared.admin.acl.throttle;
-    if !throttle.refused(s.peer.ip(), std::time::Instant::now()) {
+    if !throttle.refused(s.peer().ip(), std::time::Instant::now()) {
         return None;
     }
     let failures = s.auth_failed();

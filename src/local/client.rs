@@ -293,7 +293,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         (_, true, _) => "x",
         _ => "N",
     };
-    let laddr = s.local.map(|a| a.to_string()).unwrap_or_default();
+    let laddr = s.local_addr().map(|a| a.to_string()).unwrap_or_default();
     let events = if oll > 0 { "rw" } else { "r" };
     let resp = if s.proto == Proto::Resp3 { 3 } else { 2 };
     let mut line = String::with_capacity(320);
@@ -304,7 +304,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
          omem={} tot-mem={} events={} cmd={} user={} redir=-1 resp={} lib-name={} \
          lib-ver={} worker={}",
         s.id,
-        s.peer,
+        s.peer(),
         laddr,
         s.stream.as_raw_fd(),
         text(s.name()),
@@ -419,10 +419,14 @@ impl KillFilter {
         if self.ctype.is_some_and(|t| t != ClientType::of(s)) {
             return false;
         }
-        if self.addr.as_ref().is_some_and(|a| *a != s.peer.to_string()) {
+        if self
+            .addr
+            .as_ref()
+            .is_some_and(|a| *a != s.peer().to_string())
+        {
             return false;
         }
-        let laddr = || s.local.map(|a| a.to_string()).unwrap_or_default();
+        let laddr = || s.local_addr().map(|a| a.to_string()).unwrap_or_default();
         if self.laddr.as_ref().is_some_and(|a| *a != laddr()) {
             return false;
         }

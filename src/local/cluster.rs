@@ -26,14 +26,14 @@ fn announced(shared: &Shared, s: &Session) -> (String, u16) {
     let ip = if !cfg.cluster_announce_ip.is_empty() {
         cfg.cluster_announce_ip.clone()
     } else {
-        s.local
+        s.local_addr()
             .map(|a| canonical(a.ip()).to_string())
             .unwrap_or_default()
     };
     let port = if cfg.cluster_announce_port != 0 {
         cfg.cluster_announce_port
     } else {
-        s.local.map_or(cfg.port, |a| a.port())
+        s.local_addr().map_or(cfg.port, |a| a.port())
     };
     (ip, port)
 }

@@ -160,8 +160,10 @@ pub struct Session {
     pub id: u64,
     pub stream: TcpStream,
     fd: RawFd,
-    pub peer: SocketAddr,
-    pub local: Option<SocketAddr>,
+    /// The client's address and the one it connected to, fixed at the
+    /// accept.
+    peer: SocketAddr,
+    local: Option<SocketAddr>,
     /// The pool whose listener accepted the client: where its requests
     /// go (`crate::placement::PoolId`). Fixed for the session's life.
     pool: usize,
@@ -294,6 +296,18 @@ pub struct Session {
 }
 
 impl Session {
+    /// The client's address.
+    #[inline]
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The address it connected to (`None` if the socket could not say).
+    #[inline]
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.local
+    }
+
     /// The client half-closed: set only by a read that met the EOF, and
     /// never cleared (no more reads).
     #[inline]

@@ -68,7 +68,7 @@ impl Worker {
             let Some(s) = self.sessions.get_mut(key) else {
                 continue;
             };
-            if !came(s.local) || s.input().is_blocked() || s.closing() {
+            if !came(s.local_addr()) || s.input().is_blocked() || s.closing() {
                 continue;
             }
             s.close_after_flush();

@@ -163,7 +163,7 @@ impl Worker {
                         };
                         if let Ok(c) = command::resolve(&qa) {
                             if fed(c) {
-                                line(batch, now, &s.peer, c, &qa);
+                                line(batch, now, &s.peer(), c, &qa);
                             }
                         }
                     }
@@ -172,7 +172,7 @@ impl Worker {
             }
         }
         if fed(cmd) {
-            line(batch, now, &s.peer, cmd, args);
+            line(batch, now, &s.peer(), cmd, args);
         }
         if batch.len() > start && !self.monitor.local.is_empty() {
             // This worker's monitors get the lines at once: a monitor's

@@ -395,7 +395,7 @@ impl Worker {
                     "closing client {} ({}): it held the most output ({} bytes) when the output \
                      held for all clients passed client-output-total-limit ({} bytes)",
                     s.id,
-                    s.peer,
+                    s.peer(),
                     s.output_held(),
                     self.overload.total_limit
                 )
@@ -403,7 +403,7 @@ impl Worker {
                 format!(
                     "closing client {} ({}): {} bytes of output held passed the {why}",
                     s.id,
-                    s.peer,
+                    s.peer(),
                     s.output_held()
                 )
             };
@@ -551,7 +551,7 @@ impl Worker {
                     format!(
                         "closing client {} ({}): query buffer reached query-buffer-limit ({} bytes)",
                         s.id,
-                        s.peer,
+                        s.peer(),
                         s.rbuf.len()
                     ),
                     ERR_QUERY_LIMIT,
@@ -561,7 +561,7 @@ impl Worker {
                         "closing client {} ({}): a request of at least {need} bytes is larger \
                          than query-buffer-limit ({limit} bytes), refused after {} bytes of it",
                         s.id,
-                        s.peer,
+                        s.peer(),
                         s.rbuf.len()
                     ),
                     ERR_REQUEST_TOO_LARGE,

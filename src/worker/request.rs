@@ -274,7 +274,7 @@ impl Worker {
                 Scan::Request { len } => (len, false),
                 Scan::Inline { len } => (len, true),
                 Scan::Error(e) => {
-                    log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer);
+                    log::debug!(target: "mithril::worker", "client {} ({}): {e}", s.id, s.peer());
                     s.rbuf.clear();
                     s.close_after_flush();
                     let reply = e.reply();

@@ -226,7 +226,7 @@ impl Worker {
                             "worker {}: client {} ({}) killed by CLIENT KILL",
                             self.id,
                             s.id,
-                            s.peer
+                            s.peer()
                         );
                     }
                     self.close_session(cx, k);

@@ -174,7 +174,7 @@ pub(super) fn log_slow(
             unix_secs,
             micros: stats.now_us.saturating_sub(stamp_start(stamp)),
             args,
-            addr: s.peer.to_string(),
+            addr: s.peer().to_string(),
             name: s.name().map(<[u8]>::to_vec).unwrap_or_default(),
         },
     );
@@ -236,7 +236,7 @@ impl Worker {
                 .unwrap_or(0),
             micros: 0,
             args: slowlog::trim_args(args),
-            addr: s.peer.to_string(),
+            addr: s.peer().to_string(),
             name: s.name().map(<[u8]>::to_vec).unwrap_or_default(),
         };
         self.obs.stats.counters.slow_entries += 1;
