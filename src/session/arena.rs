@@ -12,6 +12,16 @@
 
 use bytes::{Bytes, BytesMut};
 
+impl super::Session {
+    /// Its hit arena's buffer, with room for `need` bytes and empty: a
+    /// cache hit is written there and split off as a frame; the buffer is
+    /// taken again from its start only after a flush wrote every frame.
+    #[inline]
+    pub fn hit_room(&mut self, need: usize) -> &mut BytesMut {
+        self.hit_arena.room(need)
+    }
+}
+
 /// The arena's first buffer: a batch of small hits (16 of a 39-byte frame
 /// is 624 bytes) fits.
 pub const HIT_ARENA: usize = 2048;

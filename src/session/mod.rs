@@ -178,7 +178,7 @@ pub struct Session {
     out: VecDeque<Bytes>,
     /// Where small reply-cache hits are copied to leave (see
     /// `cache::INLINE_FRAME` and `arena.rs`).
-    pub hit_arena: HitArena,
+    hit_arena: HitArena,
     /// Bytes of `out`'s front already written.
     out_off: usize,
     out_bytes: usize,

@@ -382,7 +382,7 @@ impl Worker {
         if !multi {
             // Full within a batch (its frames not written yet): a new
             // buffer; the old one goes with the last of its frames.
-            let arena = self.sessions.get_mut(session)?.hit_arena.room(INLINE_FRAME);
+            let arena = self.sessions.get_mut(session)?.hit_room(INLINE_FRAME);
             let hit = keys.clone().next().and_then(|k| c.get(k, unit, now, arena));
             let hit_now = hit.is_some();
             c.admission.record(1, hit_now);
@@ -398,8 +398,7 @@ impl Worker {
         let arena = self
             .sessions
             .get_mut(session)?
-            .hit_arena
-            .room(INLINE_FRAME * n.min(8));
+            .hit_room(INLINE_FRAME * n.min(8));
         // (Empty between lookups: each hit splits off what it wrote.)
         debug_assert!(arena.is_empty());
         crate::resp::encode::array_into(arena, n);
