@@ -269,7 +269,6 @@ fn current_worker() -> usize {
 /// counterpart for are 0 (or Redis's "none" value: `multi=-1`,
 /// `redir=-1`).
 pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
-    use std::os::fd::AsRawFd;
     let text = |v: Option<&[u8]>| {
         v.map(|b| String::from_utf8_lossy(b).into_owned())
             .unwrap_or_default()
@@ -306,7 +305,7 @@ pub fn client_info_line(s: &Session, worker: usize, now: Instant) -> String {
         s.id,
         s.peer(),
         laddr,
-        s.stream.as_raw_fd(),
+        s.fd(),
         text(s.name()),
         age,
         idle,

@@ -158,7 +158,9 @@ pub const PIPE: usize = 1 << (usize::BITS - 1);
 pub struct Session {
     pub key: Key,
     pub id: u64,
-    pub stream: TcpStream,
+    /// Its socket: read and written only here; the worker registers it
+    /// before the session exists and takes it off the poll at the close.
+    stream: TcpStream,
     fd: RawFd,
     /// The client's address and the one it connected to, fixed at the
     /// accept.
@@ -296,6 +298,17 @@ pub struct Session {
 }
 
 impl Session {
+    /// Its socket's descriptor (CLIENT INFO's `fd=`).
+    #[inline]
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The close: its socket leaves the worker's poll.
+    pub fn deregister(&mut self, registry: &mio::Registry) -> io::Result<()> {
+        registry.deregister(&mut self.stream)
+    }
+
     /// The client's address.
     #[inline]
     pub fn peer(&self) -> SocketAddr {

@@ -396,7 +396,7 @@ impl Worker {
         if s.tls().is_some_and(|t| !t.is_handshaking()) {
             s.tls_close_notify();
         }
-        let _ = cx.registry.deregister(&mut s.stream);
+        let _ = s.deregister(cx.registry);
         self.unaccount(s.pressure.accounted);
         self.overload.held = self.overload.held.saturating_sub(s.pressure.held);
         self.obs.session_closed(&s); // observe
