@@ -125,21 +125,36 @@ fn mutual_tls_refuses_a_client_without_a_certificate_unless_optional() {
         assert_eq!(stdout(&o), "PONG", "optional, cert {cert}: {o:?}");
     }
     drop(m);
-    // No certificate asked at all; and port 0: only the TLS listener.
+    // No certificate asked at all; and port 0: only the TLS listener, at
+    // 1, 2 and 4 threads (each redis-cli run a new connection, placed on
+    // the workers in turn, writing and reading back a key).
     let cluster = RedisCluster::start(ClusterSpec::default());
-    let port = free_port();
-    let plain = free_port();
-    let conf = format!("threads 1\n{}port 0\n", certs.conf(port, "no"));
-    let mut m = Mithril::spawn(bin(), &cluster.seeds(), &conf);
-    let ready = poll_until(Duration::from_secs(20), || {
-        (stdout(&certs.cli(port, false, &["PING"], None)) == "PONG").then_some(())
-    });
-    assert!(ready.is_some(), "no PONG over TLS with port 0: {}", m.log());
-    assert!(
-        std::net::TcpStream::connect(("127.0.0.1", plain)).is_err() && m.log().contains("(TLS)"),
-        "a plain listener with port 0"
-    );
-    m.stop();
+    for threads in [1, 2, 4] {
+        let port = free_port();
+        let plain = free_port();
+        let conf = format!(
+            "threads {threads}\nplacement round-robin\n{}port 0\n",
+            certs.conf(port, "no")
+        );
+        let mut m = Mithril::spawn(bin(), &cluster.seeds(), &conf);
+        let ready = poll_until(Duration::from_secs(20), || {
+            (stdout(&certs.cli(port, false, &["PING"], None)) == "PONG").then_some(())
+        });
+        assert!(ready.is_some(), "no PONG over TLS with port 0: {}", m.log());
+        for i in 0..threads * 2 {
+            let key = format!("port0:{threads}:{i}");
+            let set = certs.cli(port, false, &["SET", &key, "v"], None);
+            assert_eq!(stdout(&set), "OK", "threads {threads}: {set:?}");
+            let get = certs.cli(port, false, &["GET", &key], None);
+            assert_eq!(stdout(&get), "v", "threads {threads}: {get:?}");
+        }
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", plain)).is_err()
+                && m.log().contains("(TLS)"),
+            "a plain listener with port 0"
+        );
+        m.stop();
+    }
 }
 
 #[test]
