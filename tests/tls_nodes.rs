@@ -51,23 +51,6 @@ fn tls_cluster(certs: &Certs) -> RedisCluster {
     })
 }
 
-/// The local ports of the client connections a node has, but for the one
-/// asking (a plain connection of the test's).
-fn client_ports(node: &RedisNode) -> Vec<u16> {
-    let mut c = node.conn();
-    let list = c.cmd(&["CLIENT", "LIST"]);
-    let text = String::from_utf8_lossy(list.as_bulk().unwrap_or_default()).to_string();
-    text.lines()
-        .filter(|l| !l.contains("cmd=client|list"))
-        .filter_map(|l| {
-            l.split_whitespace()
-                .find_map(|f| f.strip_prefix("laddr="))
-                .and_then(|a| a.rsplit_once(':'))
-                .and_then(|(_, p)| p.parse().ok())
-        })
-        .collect()
-}
-
 fn serves_every_path_over_tls(threads: usize) {
     let certs = Certs::make();
     let cluster = tls_cluster(&certs);
@@ -195,7 +178,7 @@ fn serves_every_path_over_tls(threads: usize) {
     // Every connection mithril holds to a node is on its TLS port.
     for node in cluster.masters() {
         let tls_port = node.tls_port.unwrap();
-        let ports = client_ports(node);
+        let ports = client_local_ports(&mut node.conn());
         assert!(
             ports.contains(&tls_port),
             "node {}: mithril connected on its TLS port {tls_port}: {ports:?}",

@@ -77,22 +77,11 @@ fn pool_over_tls_both_sides(threads: usize) {
     );
 
     for (s, tls_port) in &servers {
-        let list = s.conn().cmd(&["CLIENT", "LIST"]);
-        let text = String::from_utf8_lossy(list.as_bulk().unwrap_or_default()).to_string();
-        let laddrs: Vec<&str> = text
-            .lines()
-            .filter(|l| !l.contains("cmd=client|list"))
-            .filter_map(|l| l.split_whitespace().find(|f| f.starts_with("laddr=")))
-            .collect();
+        let ports = client_local_ports(&mut s.conn());
+        assert!(!ports.is_empty(), "mithril holds connections to {}", s.port);
         assert!(
-            !laddrs.is_empty(),
-            "mithril holds connections to {}",
-            s.port
-        );
-        let want = format!("laddr=127.0.0.1:{tls_port}");
-        assert!(
-            laddrs.iter().all(|a| *a == want),
-            "every connection on the TLS port {tls_port}: {laddrs:?}"
+            ports.iter().all(|p| p == tls_port),
+            "every connection on the TLS port {tls_port}: {ports:?}"
         );
     }
 }

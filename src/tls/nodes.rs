@@ -57,6 +57,15 @@ impl NodeTls {
         ClientConnection::new(self.config.load_full(), name)
     }
 
+    /// [`NodeTls::connect`] when there is TLS toward the nodes (`tls`),
+    /// `Ok(None)` when not: what every connection to a node starts with.
+    pub fn connect_if(
+        tls: Option<&NodeTls>,
+        addr: SocketAddr,
+    ) -> Result<Option<ClientConnection>, rustls::Error> {
+        tls.map(|t| t.connect(addr)).transpose()
+    }
+
     /// A reload's configuration, built from the file's settings: put in
     /// force by [`NodeTls::install`].
     pub fn rebuild(t: &TlsSettings) -> Result<Arc<ClientConfig>, String> {

@@ -10,6 +10,7 @@
 //! `before_sleep`).
 use super::*;
 use crate::session::Steer;
+use crate::tls::nodes::NodeTls;
 
 /// What [`Worker::session_read`] left for the session's dispatch.
 enum Taken {
@@ -381,10 +382,9 @@ impl Worker {
                 "-ERR mithril: cannot register a connection to {addr} ({e})\r\n"
             )));
         }
-        let tls = match self.shared.node_tls.as_deref().map(|t| t.connect(addr)) {
-            None => None,
-            Some(Ok(conn)) => Some(conn),
-            Some(Err(e)) => {
+        let tls = match NodeTls::connect_if(self.shared.node_tls.as_deref(), addr) {
+            Ok(conn) => conn,
+            Err(e) => {
                 let _ = cx.registry.deregister(&mut stream);
                 return Err(Bytes::from(format!(
                     "-CLUSTERDOWN mithril: cannot start TLS toward {addr} ({e})\r\n"

@@ -368,6 +368,23 @@ pub fn start_from_file(
     (child, c)
 }
 
+/// The local ports of the client connections the server behind `c` has,
+/// but for `c` itself (the one running CLIENT LIST): which of its ports
+/// (plain or TLS) a proxy connected to.
+pub fn client_local_ports(c: &mut Conn) -> Vec<u16> {
+    let list = c.cmd(&["CLIENT", "LIST"]);
+    let text = String::from_utf8_lossy(list.as_bulk().unwrap_or_default()).to_string();
+    text.lines()
+        .filter(|l| !l.contains("cmd=client|list"))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .find_map(|f| f.strip_prefix("laddr="))
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| p.parse().ok())
+        })
+        .collect()
+}
+
 /// How many times the server behind `c` ran `command` (lower case, as
 /// INFO commandstats names it): its `cmdstat_<command>:calls`, 0 if none.
 pub fn command_calls(c: &mut Conn, command: &str) -> i64 {

@@ -34,7 +34,8 @@ mod standalone;
 pub use certs::{Certs, SERVER_EXT};
 pub use cluster::{AuthClients, ClusterSpec, NodeTls, RedisCluster, RedisNode};
 pub use mithril::{
-    command_calls, info_text_field, run_mithril, start_from_file, FromFile, Mithril,
+    client_local_ports, command_calls, info_text_field, run_mithril, start_from_file, FromFile,
+    Mithril,
 };
 pub use process::{
     fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb, try_rss_kb, PeakRss,

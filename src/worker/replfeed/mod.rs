@@ -300,14 +300,14 @@ impl Worker {
             Some(a) => a.to_vec(),
             None => SYNC.to_vec(),
         };
-        let tls = match self.shared.node_tls.as_deref().map(|t| t.connect(addr)) {
-            None => None,
-            Some(Ok(conn)) => Some(Box::new(conn)),
-            Some(Err(e)) => {
-                let _ = cx.registry.deregister(&mut stream);
-                return Err(format!("cannot start TLS toward {addr} ({e})"));
-            }
-        };
+        let tls =
+            match crate::tls::nodes::NodeTls::connect_if(self.shared.node_tls.as_deref(), addr) {
+                Ok(conn) => conn.map(Box::new),
+                Err(e) => {
+                    let _ = cx.registry.deregister(&mut stream);
+                    return Err(format!("cannot start TLS toward {addr} ({e})"));
+                }
+            };
         let now = cx.now;
         self.replfeed.links.insert_with(|_| Link {
             session,
