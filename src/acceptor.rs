@@ -105,9 +105,6 @@ pub struct Acceptor {
     shared: Arc<Shared>,
     /// Each listener with the pool it serves, and whether it is a TLS one.
     listeners: Vec<(TcpListener, usize, bool)>,
-    /// Per pool: its open clients and its `client-connections` (0: no
-    /// bound of its own).
-    pool_clients: Vec<(Arc<std::sync::atomic::AtomicUsize>, usize)>,
     poll: Poll,
     placer: Placer,
 }
@@ -126,17 +123,10 @@ impl Acceptor {
             stamp_arrivals(&shared, l);
         }
         let placer = Placer::new(shared.config.placement, shared.workers.len());
-        let pool_clients = shared
-            .config
-            .server_pools()
-            .iter()
-            .map(|p| (Arc::new(Default::default()), p.client_connections))
-            .collect();
         Ok((
             Acceptor {
                 shared,
                 listeners,
-                pool_clients,
                 poll,
                 placer,
             },
@@ -273,14 +263,33 @@ impl Acceptor {
                         let _ = self.poll.registry().deregister(&mut l);
                         log::info!(target: "mithril::acceptor", "no longer accepting on {addr} (a reload removed it); its clients drain");
                     }
-                    for w in &self.shared.workers {
-                        let mut msg = WorkerMsg::ListenerGone(addr);
-                        while let Err(back) = w.tx.send(msg) {
-                            msg = back;
-                            std::thread::sleep(Duration::from_millis(1));
-                        }
+                    self.listener_gone(addr);
+                }
+                ListenerChange::Move(addr, pool, tls) => {
+                    // Every worker hears that the old pool's clients drain
+                    // before any client of the new pool is handed over.
+                    self.listener_gone(addr);
+                    let at = self
+                        .listeners
+                        .iter_mut()
+                        .find(|(l, _, _)| l.local_addr().is_ok_and(|a| a == addr));
+                    if let Some((_, p, t)) = at {
+                        (*p, *t) = (pool, tls);
+                        log::info!(target: "mithril::acceptor", "{addr} serves another pool now (a reload); the old pool's clients drain");
                     }
                 }
+            }
+        }
+    }
+
+    /// Tell every worker that the clients of the listener at `addr`
+    /// drain (in order with the connections it hands over after).
+    fn listener_gone(&self, addr: SocketAddr) {
+        for w in &self.shared.workers {
+            let mut msg = WorkerMsg::ListenerGone(addr);
+            while let Err(back) = w.tx.send(msg) {
+                msg = back;
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
     }
@@ -299,7 +308,13 @@ impl Acceptor {
         self.shared
             .total_connections
             .fetch_add(1, Ordering::Relaxed);
-        let pool_limit = self.pool_clients.get(pool).filter(|(_, max)| *max > 0);
+        // A pool's own bound on its clients (`client-connections`).
+        let pool_limit = self
+            .shared
+            .pools
+            .get(pool)
+            .filter(|p| p.client_connections > 0)
+            .map(|p| (&p.clients, p.client_connections));
         let Some(ticket) = Ticket::acquire(
             &self.shared.clients,
             self.shared
@@ -307,7 +322,7 @@ impl Acceptor {
                 .maxclients
                 .load(Ordering::Relaxed)
                 .min(self.shared.live.fd_room),
-            pool_limit.map(|(n, max)| (n, *max)),
+            pool_limit,
         ) else {
             reject(std_stream);
             self.shared

@@ -233,49 +233,53 @@ fn pool_sources(
     Vec<crate::topology::Source>,
     Vec<crate::shared::PoolRuntime>,
 ) {
+    pools
+        .iter()
+        .map(|pool| {
+            let rt = crate::shared::PoolRuntime::new(cfg, pool);
+            (pool_source(pool, &rt), rt)
+        })
+        .unzip()
+}
+
+/// Where pool `pool`'s part of the map comes from (at start, and for a
+/// pool a reload adds), `rt` being what the workers keep of it.
+pub(crate) fn pool_source(
+    pool: &crate::config::pool::PoolSpec,
+    rt: &crate::shared::PoolRuntime,
+) -> crate::topology::Source {
     use crate::config::pool::PoolKind;
     use crate::topology::Source;
-    let mut sources = Vec::new();
-    let mut runtime = Vec::new();
-    for pool in pools {
-        let rt = crate::shared::PoolRuntime::new(cfg, pool);
-        let auth = rt.probe_auth();
-        match &pool.kind {
-            PoolKind::Cluster { seeds } => sources.push(Source::Cluster {
-                name: pool.name.clone(),
-                seeds: seeds.clone(),
-                auth,
-            }),
-            PoolKind::Ring {
-                servers,
-                hash,
-                hash_tag,
-                distribution,
-                ..
-            } => {
-                sources.push(Source::Ring {
-                    name: pool.name.clone(),
-                    servers: ring_order(servers),
-                    dist: *distribution,
-                    hash: *hash,
-                    tag: *hash_tag,
-                    health: rt
-                        .health
-                        .as_ref()
-                        .map(|h| h.load_full())
-                        .unwrap_or_else(|| {
-                            Arc::new(crate::topology::health::RingHealth::new(0, false, 1, 0))
-                        }),
-                    auth,
-                });
-            }
-            PoolKind::Groups(g) => {
-                sources.push(Source::Groups(Box::new(groups_source(&pool.name, g))));
-            }
-        }
-        runtime.push(rt);
+    let auth = rt.probe_auth();
+    match &pool.kind {
+        PoolKind::Cluster { seeds } => Source::Cluster {
+            name: pool.name.clone(),
+            seeds: seeds.clone(),
+            auth,
+        },
+        PoolKind::Ring {
+            servers,
+            hash,
+            hash_tag,
+            distribution,
+            ..
+        } => Source::Ring {
+            name: pool.name.clone(),
+            servers: ring_order(servers),
+            dist: *distribution,
+            hash: *hash,
+            tag: *hash_tag,
+            health: rt
+                .health
+                .as_ref()
+                .map(|h| h.load_full())
+                .unwrap_or_else(|| {
+                    Arc::new(crate::topology::health::RingHealth::new(0, false, 1, 0))
+                }),
+            auth,
+        },
+        PoolKind::Groups(g) => Source::Groups(Box::new(groups_source(&pool.name, g))),
     }
-    (sources, runtime)
 }
 
 /// Descriptors kept for what is not a client or a node connection: the
@@ -528,7 +532,7 @@ pub fn run_reloadable(
     let scripts = crate::script::Registry::new(cfg.script_registry_size);
     let shared = Arc::new(Shared {
         admin,
-        pools: pool_runtime,
+        pools: crate::shared::PoolTable::new(pool_runtime),
         config: cfg,
         topology: topology.clone(),
         clients: Arc::new(AtomicUsize::new(0)),

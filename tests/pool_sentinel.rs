@@ -353,3 +353,74 @@ fn reads_go_to_replicas_of_higher_priority_and_those_sentinel_drops_leave() {
         },
     );
 }
+
+/// A Sentinel pool's groups changed by a reload: a group the sentinels
+/// watch added to the pool, under clients on every worker that keep their
+/// connections; keys are then placed over both groups by predixy's rule
+/// (crc16 modulo the groups), each found on its group's master.
+fn sentinel_groups_change_live(threads: usize) {
+    let set = StandaloneSet::start(2);
+    let sentinels = SentinelSet::start(
+        3,
+        &[("shard001", set.port(0), 0), ("shard002", set.port(1), 0)],
+    );
+    let port = free_port();
+    let mut conf = format!(
+        "threads {threads}\nport {port}\npool s listen 127.0.0.1:{port}\npool s group shard001\n\
+         pool s refresh-interval 200\n"
+    );
+    for a in sentinels.addrs() {
+        conf.push_str(&format!("pool s sentinel {a}\n"));
+    }
+    let m = Mithril::start(bin(), &[], &conf);
+    let mut clients: Vec<Conn> = (0..2 * threads).map(|_| m.conn()).collect();
+    let (k0, k1) = (key_in(0, "g0-"), key_in(1, "g1-"));
+    // One group: every key on its master.
+    assert_eq!(clients[0].cmd(&["SET", &k1, "before"]), ok());
+    assert_eq!(set.conn(0).cmd(&["GET", &k1]), bulk("before"));
+    let steady = load::Steady::start(m.conn());
+
+    let mut lines = vec![
+        "pool s group shard001".to_string(),
+        "pool s group shard002".to_string(),
+    ];
+    lines.extend(
+        sentinels
+            .addrs()
+            .iter()
+            .map(|a| format!("pool s sentinel {a}")),
+    );
+    m.reload_lines(&mut clients[0], "pool s group ", &lines[..2], "groups now");
+    for (i, c) in clients.iter_mut().enumerate() {
+        let v = format!("after{i}");
+        assert_eq!(c.cmd(&["SET", &k0, &v]), ok());
+        assert_eq!(
+            set.conn(0).cmd(&["GET", &k0]),
+            bulk(&v),
+            "threads {threads}: {k0} on shard001"
+        );
+        assert_eq!(c.cmd(&["SET", &k1, &v]), ok());
+        assert_eq!(
+            set.conn(1).cmd(&["GET", &k1]),
+            bulk(&v),
+            "threads {threads}: {k1} on shard002"
+        );
+        assert_eq!(c.cmd(&["GET", &k1]), bulk(&v));
+    }
+    load::all_kept(&mut clients, steady);
+}
+
+#[test]
+fn sentinel_groups_change_live_threads_1() {
+    sentinel_groups_change_live(1);
+}
+
+#[test]
+fn sentinel_groups_change_live_threads_2() {
+    sentinel_groups_change_live(2);
+}
+
+#[test]
+fn sentinel_groups_change_live_threads_4() {
+    sentinel_groups_change_live(4);
+}

@@ -80,6 +80,11 @@ impl ConnSets {
         }
     }
 
+    /// Pools a reload added get their own figure: `conns[p]` for pool `p`.
+    pub fn set_pool_conns(&mut self, conns: Vec<usize>) {
+        self.conns_per_node = conns;
+    }
+
     pub fn set_for(&mut self, key: SetKey) -> usize {
         if let Some(&i) = self.by_key.get(&key) {
             return i;

@@ -246,6 +246,21 @@ impl Placement {
         p
     }
 
+    /// How many pools the per-pool tables (connections per node,
+    /// databases) cover.
+    #[inline]
+    pub fn pools_known(&self) -> usize {
+        self.dbs.len()
+    }
+
+    /// The per-pool tables again, with pools a reload added: `conns[p]`
+    /// connections per node and database `dbs[p]` for pool `p`.
+    #[cold]
+    pub fn set_pools(&mut self, conns: Vec<usize>, dbs: Vec<u32>) {
+        self.conns.set_pool_conns(conns);
+        self.dbs = dbs;
+    }
+
     /// The map requests are placed by.
     #[inline]
     pub fn map(&self) -> &Arc<Topology> {
@@ -259,15 +274,12 @@ impl Placement {
     }
 
     /// What the router locates keys with, for a session of pool `pool`
-    /// (an unknown pool: the first, so that nothing panics).
+    /// (a pool the map lacks: one that places nothing, so its requests
+    /// get the no-topology error rather than another pool's servers).
     #[inline]
     pub fn locator(&self, pool: PoolId) -> PoolLocator<'_> {
         let map = &*self.map;
-        let pool = map
-            .pools
-            .get(pool)
-            .or(map.pools.first())
-            .unwrap_or(&EMPTY_POOL);
+        let pool = map.pools.get(pool).unwrap_or(&EMPTY_POOL);
         let random = match pool.layout {
             Layout::Ring { random: true, .. } | Layout::Groups { random: true, .. } => {
                 self.next_random()

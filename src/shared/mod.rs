@@ -7,6 +7,9 @@ pub mod admin;
 pub mod block_order;
 pub mod monitor;
 pub mod pipe;
+pub mod pools;
+
+pub use pools::{ring_health, PoolRuntime, PoolTable};
 
 pub use admin::AdminState;
 
@@ -103,6 +106,10 @@ pub enum ListenerChange {
     Add(mio::net::TcpListener, SocketAddr, usize, bool),
     /// Stop accepting there; its clients drain.
     Remove(SocketAddr),
+    /// The listener at this address serves pool `pool` (TLS when the flag
+    /// says so) from now on: a removed pool's address taken over by one
+    /// the same reload added. The clients it had drain as for `Remove`.
+    Move(SocketAddr, usize, bool),
 }
 
 pub enum WorkerMsg {
@@ -181,121 +188,15 @@ pub struct OutputShare {
     pub nudged: AtomicBool,
 }
 
-/// What the workers need of one pool besides its map.
-pub struct PoolRuntime {
-    pub name: String,
-    /// The addresses its clients connect to (`PoolSpec::listen`).
-    pub listen: Vec<String>,
-    /// Sent first on every connection to the pool's nodes: AUTH with the
-    /// pool's `password`, else with `backend-user` / `backend-password`.
-    pub auth: Option<bytes::Bytes>,
-    /// The pool's database (twemproxy's `redis_db`): where its sessions
-    /// start, and what its connections select.
-    pub db: u32,
-    /// How many databases its clients may SELECT among (1: SELECT 0 only).
-    pub databases: u32,
-    /// The password the pool's clients AUTH with (twemproxy's
-    /// `redis_auth`); None: the users of the configuration apply.
-    pub client_password: Option<String>,
-    /// A ring pool's servers in and out of the ring (with
-    /// `auto-eject-hosts`), in twemproxy's order: replaced whole when a
-    /// reload changes the servers (`reload::ring_servers`).
-    pub health: Option<arc_swap::ArcSwap<crate::topology::health::RingHealth>>,
-    /// How long a server may take to answer (None: no limit).
-    pub timeout: Option<std::time::Duration>,
-    /// Connections per node per worker.
-    pub conns: usize,
-    /// Connect to every node at start.
-    pub preconnect: bool,
-    /// A ring pool (its units are servers), not a cluster.
-    pub ring: bool,
-    /// A pool of master-replica groups (predixy's standalone and Sentinel
-    /// pools): its errors are predixy's where they differ.
-    pub groups: bool,
-}
-
-impl PoolRuntime {
-    pub fn new(cfg: &Config, pool: &crate::config::pool::PoolSpec) -> PoolRuntime {
-        use crate::config::pool::PoolKind;
-        let auth = if pool.password.is_empty() {
-            crate::backend::auth::frame(cfg)
-        } else {
-            let mut out = Vec::with_capacity(32 + pool.password.len());
-            crate::resp::encode::request(&mut out, &[b"AUTH", pool.password.as_bytes()]);
-            Some(bytes::Bytes::from(out))
-        };
-        let health = ring_health(pool).map(arc_swap::ArcSwap::new);
-        let timeout_ms = if pool.timeout_ms > 0 {
-            pool.timeout_ms
-        } else {
-            cfg.backend_timeout_ms
-        };
-        PoolRuntime {
-            name: pool.name.clone(),
-            listen: pool.listen.clone(),
-            auth,
-            db: pool.db,
-            databases: pool.databases(),
-            client_password: (!pool.password.is_empty()).then(|| pool.password.clone()),
-            health,
-            timeout: (timeout_ms > 0).then(|| std::time::Duration::from_millis(timeout_ms)),
-            conns: if pool.server_connections > 0 {
-                pool.server_connections
-            } else {
-                cfg.backend_conns
-            },
-            preconnect: pool.preconnect,
-            ring: !pool.is_cluster(),
-            groups: matches!(pool.kind, PoolKind::Groups(_)),
-        }
-    }
-
-    /// The ring's health as it is now (None: not a ring pool).
-    #[inline]
-    pub fn ring_health(&self) -> Option<arc_swap::Guard<Arc<crate::topology::health::RingHealth>>> {
-        self.health.as_ref().map(|h| h.load())
-    }
-
-    /// What the topology thread's probe sends first, and how it words a
-    /// refusal.
-    pub fn probe_auth(&self) -> Option<crate::topology::probe::Auth> {
-        self.auth.clone().map(|frame| crate::topology::probe::Auth {
-            frame,
-            refused: crate::backend::auth::setup_failure,
-        })
-    }
-}
-
-/// A fresh health record for ring pool `pool`'s servers (None: not a
-/// ring pool): at start, and when a reload changes its servers.
-pub fn ring_health(
-    pool: &crate::config::pool::PoolSpec,
-) -> Option<Arc<crate::topology::health::RingHealth>> {
-    match &pool.kind {
-        crate::config::pool::PoolKind::Ring {
-            servers,
-            auto_eject_hosts,
-            server_retry_timeout_ms,
-            server_failure_limit,
-            ..
-        } => Some(Arc::new(crate::topology::health::RingHealth::new(
-            servers.len(),
-            *auto_eject_hosts,
-            *server_failure_limit,
-            *server_retry_timeout_ms,
-        ))),
-        _ => None,
-    }
-}
-
 /// Most leased connections (blocking commands) to one node, process-wide.
 pub const MAX_LEASES_PER_NODE: usize = 512;
 
 pub struct Shared {
     pub config: Config,
-    /// What the workers need of each pool besides its map, by pool index
-    /// (`Config::server_pools`' order).
-    pub pools: Vec<PoolRuntime>,
+    /// What the workers need of each pool besides its map, by pool index:
+    /// the start's pools in `Config::server_pools`' order, then those
+    /// reloads added (a removed pool keeps its index, retired).
+    pub pools: PoolTable,
     pub topology: Arc<TopologyHandle>,
     /// Open client connections (admission tickets outstanding).
     pub clients: Arc<AtomicUsize>,

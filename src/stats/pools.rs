@@ -37,7 +37,7 @@ pub struct PoolView<'a> {
     /// Master-replica groups (predixy's standalone and Sentinel pools).
     pub groups: bool,
     /// The addresses its clients connect to.
-    pub listen: &'a [String],
+    pub listen: Vec<String>,
     pub counters: PoolCounters,
     /// twemproxy's `server_ejects`: for a ring, the ejections of its
     /// servers since start (`RingHealth::ejections`, summed); for a
@@ -101,11 +101,13 @@ fn node_of(t: &Totals, pool: usize, addr: SocketAddr) -> Option<&NodeSnap> {
         .map(|i| &t.nodes[i])
 }
 
-/// Every pool of `topo`, in order, with its servers.
+/// Every pool of `topo`, in order, with its servers (not those a reload
+/// removed).
 pub fn pools<'a>(shared: &'a Shared, topo: &'a Topology, t: &'a Totals) -> Vec<PoolView<'a>> {
     topo.pools
         .iter()
         .enumerate()
+        .filter(|(index, _)| !shared.pools.get(*index).is_some_and(|r| r.is_retired()))
         .map(|(index, map)| {
             let runtime = shared.pools.get(index);
             let health = runtime.and_then(|r| r.ring_health());
@@ -178,7 +180,7 @@ pub fn pools<'a>(shared: &'a Shared, topo: &'a Topology, t: &'a Totals) -> Vec<P
                 name: &map.name,
                 ring: matches!(map.layout, Layout::Ring { .. }),
                 groups: matches!(map.layout, Layout::Groups { .. }),
-                listen: runtime.map_or(&[][..], |r| r.listen.as_slice()),
+                listen: runtime.map(|r| r.listen()).unwrap_or_default(),
                 counters: t.pool(index),
                 server_ejects,
                 servers,

@@ -243,6 +243,13 @@ impl WorkerStats {
         &mut self.pools[pool.min(last)]
     }
 
+    /// Counters for `n` pools (a reload added some).
+    pub fn pools_grow(&mut self, n: usize) {
+        if self.pools.len() < n {
+            self.pools.resize(n, PoolCounters::default());
+        }
+    }
+
     /// The node totals for `addr` as a node of server pool `pool`.
     pub fn node(&mut self, pool: usize, addr: SocketAddr) -> &mut NodeTotals {
         self.nodes.entry((pool, addr)).or_default()

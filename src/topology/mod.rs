@@ -25,6 +25,7 @@
 
 pub mod discover;
 pub mod health;
+mod live;
 pub mod probe;
 mod rings;
 pub mod sentinel;
@@ -62,6 +63,12 @@ enum Msg {
     Ring(usize, RingServers),
     /// New groups for group pool `pool` (a reload).
     Groups(usize, Box<sentinel::GroupsSource>),
+    /// A pool a reload added, at index `pool` (the next): its part is
+    /// published before `done` is answered.
+    AddPool(usize, Box<Source>, Sender<()>),
+    /// A pool a reload removed: its part stays as it is until the
+    /// instant given (its clients drain), then is emptied.
+    RetirePool(usize, Instant),
 }
 
 /// What the refresher's loop still has to do about a message
@@ -142,6 +149,23 @@ impl TopologyHandle {
             .send_timeout(Msg::Groups(pool, Box::new(groups)), Duration::from_secs(1));
     }
 
+    /// Pool `pool` (the next index) is `source` from now on (a reload
+    /// added it): true once its part is published, false when the
+    /// topology thread did not take it within `wait`.
+    pub fn add_pool(&self, pool: usize, source: Source, wait: Duration) -> bool {
+        let (done, took) = crossbeam_channel::bounded(1);
+        let msg = Msg::AddPool(pool, Box::new(source), done);
+        self.tx.send_timeout(msg, wait).is_ok() && took.recv_timeout(wait).is_ok()
+    }
+
+    /// Pool `pool` was removed by a reload: its part stays until `until`
+    /// (its clients drain), then is emptied.
+    pub fn retire_pool(&self, pool: usize, until: Instant) {
+        let _ = self
+            .tx
+            .send_timeout(Msg::RetirePool(pool, until), Duration::from_secs(1));
+    }
+
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Relaxed);
         let _ = self.tx.try_send(Msg::Stop);
@@ -170,12 +194,16 @@ pub enum Source {
     },
     /// Master-replica groups, fixed or learnt from Sentinel.
     Groups(Box<sentinel::GroupsSource>),
+    /// A pool a reload removed: nothing to ask, an empty part.
+    Retired { name: String },
 }
 
 impl Source {
     fn name(&self) -> &str {
         match self {
-            Source::Cluster { name, .. } | Source::Ring { name, .. } => name,
+            Source::Cluster { name, .. } | Source::Ring { name, .. } | Source::Retired { name } => {
+                name
+            }
             Source::Groups(g) => &g.name,
         }
     }
@@ -199,6 +227,11 @@ pub struct Refresher {
     watching: bool,
     /// `tls-cluster yes`: the probes speak TLS to the nodes.
     tls: Option<Arc<crate::tls::nodes::NodeTls>>,
+    /// Per pool: set to stop the watchers of its sentinels (the pool was
+    /// removed, or a reload gave it new groups and sentinels).
+    watch_stops: Vec<Arc<std::sync::atomic::AtomicBool>>,
+    /// Pools a reload removed whose part stays until the instant given.
+    retiring: Vec<(usize, Instant)>,
 }
 
 /// A refresh of a cluster pool that cannot succeed as configured: its
@@ -234,14 +267,17 @@ impl Refresher {
             silent: HashSet::new(),
             watching: false,
             tls: None,
+            watch_stops: Vec::new(),
+            retiring: Vec::new(),
         };
+        r.watch_stops = (0..r.sources.len()).map(|_| Default::default()).collect();
         // A ring's servers are known from the start: its part needs no
         // network (health checks follow in the thread).
         for i in 0..r.sources.len() {
             match &r.sources[i] {
                 Source::Ring { .. } => r.parts[i] = Arc::new(r.ring_part(i)),
                 Source::Groups(g) => r.parts[i] = Arc::new(g.part()),
-                Source::Cluster { .. } => {}
+                Source::Cluster { .. } | Source::Retired { .. } => {}
             }
         }
         r.publish_if_changed(None);
@@ -328,6 +364,7 @@ impl Refresher {
                     self.parts[i] = Arc::new(part);
                 }
                 Source::Groups(_) => self.poll_groups(i),
+                Source::Retired { .. } => {}
             }
         }
         self.publish_if_changed(from);
@@ -426,7 +463,12 @@ impl Refresher {
         if let Some(Source::Groups(g)) = self.sources.get_mut(i) {
             let names: Vec<&str> = new.groups.iter().map(|(n, _)| n.as_str()).collect();
             log::info!(target: "mithril::topology", "pool {}: groups now {}", g.name, names.join(" "));
+            let sentinels = new.uses_sentinel() || g.uses_sentinel();
             *g = new;
+            if sentinels {
+                // The old sentinels' watchers stop; the new list's start.
+                self.rewatch(i);
+            }
             self.poll_groups(i);
             self.publish_if_changed(None);
         }
@@ -444,8 +486,10 @@ impl Refresher {
             if !self.watching {
                 return; // `spawn` watches every sentinel known by then
             }
+            let stop = self.watch_stops.get(i).cloned().unwrap_or_default();
             for addr in std::mem::take(&mut g.fresh) {
-                if let Err(e) = spawn_watcher(&self.handle, i, addr, g.sentinel_auth.clone()) {
+                let auth = g.sentinel_auth.clone();
+                if let Err(e) = spawn_watcher(&self.handle, i, addr, auth, stop.clone()) {
                     log::warn!(target: "mithril::topology", "cannot watch a sentinel: {e}");
                 }
             }
@@ -588,19 +632,35 @@ impl Refresher {
                 self.set_groups(i, groups);
                 Taken::Applied
             }
+            Msg::AddPool(i, source, done) => {
+                let cluster = matches!(*source, Source::Cluster { .. });
+                self.add_pool(i, *source);
+                let _ = done.try_send(());
+                // A cluster's map is asked for at once.
+                if cluster {
+                    Taken::Seeds
+                } else {
+                    Taken::Applied
+                }
+            }
+            Msg::RetirePool(i, until) => {
+                self.retire_pool(i, until);
+                Taken::Applied
+            }
         }
     }
 
     /// The thread body: periodic refreshes plus debounced on-demand ones,
     /// and every second the rings' health checks.
     pub fn run(mut self) {
-        let rings = self
-            .sources
-            .iter()
-            .any(|s| matches!(s, Source::Ring { health, .. } if health.auto_eject()));
         let mut last_fetch = Instant::now();
         let mut last_rings = Instant::now();
         loop {
+            // Asked each turn: a reload may add a ring pool.
+            let rings = self
+                .sources
+                .iter()
+                .any(|s| matches!(s, Source::Ring { health, .. } if health.auto_eject()));
             let known = self
                 .cluster_pools()
                 .iter()
@@ -616,6 +676,9 @@ impl Refresher {
                     wait.min((last_rings + RING_CHECK).saturating_duration_since(Instant::now()));
             }
             if let Some(due) = self.groups_due() {
+                wait = wait.min(due.saturating_duration_since(Instant::now()));
+            }
+            if let Some(due) = self.retiring.iter().map(|r| r.1).min() {
                 wait = wait.min(due.saturating_duration_since(Instant::now()));
             }
             let mut asked = false;
@@ -655,6 +718,7 @@ impl Refresher {
                 }
             }
             self.check_groups();
+            self.end_retirements();
             if rings && (asked || last_rings.elapsed() >= RING_CHECK) {
                 last_rings = Instant::now();
                 if self.check_rings() {
@@ -676,7 +740,8 @@ impl Refresher {
             let Source::Groups(g) = src else { continue };
             g.fresh.clear();
             for addr in &g.sentinels {
-                spawn_watcher(&self.handle, i, addr.clone(), g.sentinel_auth.clone())?;
+                let stop = self.watch_stops[i].clone();
+                spawn_watcher(&self.handle, i, addr.clone(), g.sentinel_auth.clone(), stop)?;
             }
         }
         std::thread::Builder::new()
@@ -686,14 +751,17 @@ impl Refresher {
 }
 
 /// A thread that forwards sentinel `addr`'s events for group pool `i` to
-/// the refresher, until the handle is stopped.
+/// the refresher, until the handle is stopped or `pool_stop` is set (the
+/// pool's sentinels changed, or the pool was removed).
 fn spawn_watcher(
     handle: &TopologyHandle,
     i: usize,
     addr: String,
     auth: Option<probe::Auth>,
+    pool_stop: Arc<std::sync::atomic::AtomicBool>,
 ) -> std::io::Result<()> {
-    let (tx, stop) = (handle.tx.clone(), handle.stopped.clone());
+    let (tx, stopped) = (handle.tx.clone(), handle.stopped.clone());
+    let stop = move || stopped.load(Ordering::Relaxed) || pool_stop.load(Ordering::Relaxed);
     std::thread::Builder::new()
         .name("sentinel".into())
         .spawn(move || {

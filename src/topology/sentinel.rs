@@ -29,8 +29,7 @@ use crate::hashkit::GroupHash;
 use crate::resp::value::Value;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
 /// Longest a group stays without a master after a sentinel said it
@@ -353,10 +352,10 @@ pub fn refused(e: &[u8]) -> String {
 pub fn watch(
     addr: String,
     auth: Option<Auth>,
-    stop: Arc<AtomicBool>,
+    stop: impl Fn() -> bool,
     deliver: impl Fn(String, String),
 ) {
-    while !stop.load(Ordering::Relaxed) {
+    while !stop() {
         if let Err(e) = watch_once(&addr, auth.as_ref(), &stop, &deliver) {
             log::debug!(target: "mithril::topology", "sentinel {addr}: events lost ({e}); reconnecting");
         }
@@ -367,7 +366,7 @@ pub fn watch(
 fn watch_once(
     addr: &str,
     auth: Option<&Auth>,
-    stop: &AtomicBool,
+    stop: &impl Fn() -> bool,
     deliver: &impl Fn(String, String),
 ) -> io::Result<()> {
     let to = resolve(addr).ok_or_else(|| io::Error::other("does not resolve"))?;
@@ -386,7 +385,7 @@ fn watch_once(
             return Err(io::Error::other(refused(&e)));
         }
     }
-    while !stop.load(Ordering::Relaxed) {
+    while !stop() {
         let v = match probe::read_reply(&mut s, &mut buf) {
             Ok(v) => v,
             Err(e)

@@ -147,6 +147,13 @@ impl Topology {
         t
     }
 
+    /// A pool a reload removed, once its clients drained: no nodes and no
+    /// units, and a key of it is placed nowhere (an empty ring).
+    pub fn retired(name: &str) -> Topology {
+        use crate::hashkit::{Distribution, HashFn};
+        Topology::ring(name, &[], &[], Distribution::Modula, HashFn::Md5, None)
+    }
+
     /// One ring pool: `servers` (name, weight, address) in twemproxy's
     /// order, `live[i]` saying whether server `i` is in the ring. Each
     /// server is a master of its own shard and unit.

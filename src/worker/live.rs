@@ -53,6 +53,46 @@ impl Worker {
         }
     }
 
+    /// Pools a reload added: the placement's per-pool tables and the
+    /// statistics' per-pool counters grow to cover them.
+    #[cold]
+    pub(super) fn pools_added(&mut self) {
+        let pools = &self.shared.pools;
+        self.place.set_pools(
+            pools.iter().map(|p| p.conns).collect(),
+            pools.iter().map(|p| p.db).collect(),
+        );
+        self.obs.stats.pools_grow(pools.len()); // observe
+    }
+
+    /// A pool a reload removed had its drain time: once its part of the
+    /// map is emptied, the clients it still has (a blocked one, say) are
+    /// closed, as SIGTERM's `shutdown-timeout` closes them.
+    pub(super) fn close_retired_pools(
+        &mut self,
+        cx: &mut Context<'_, Timer>,
+        old: &crate::topology::Topology,
+    ) {
+        let new = self.place.map().clone();
+        let emptied = |i: usize| {
+            new.pools.get(i).is_some_and(|p| p.units == 0)
+                && old.pools.get(i).is_some_and(|p| p.units > 0)
+                && self.shared.pools.get(i).is_some_and(|p| p.is_retired())
+        };
+        if !(0..new.pools.len()).any(emptied) {
+            return;
+        }
+        let gone: Vec<_> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| emptied(s.pool()))
+            .map(|(k, _)| k)
+            .collect();
+        for key in gone {
+            self.close_session(cx, key);
+        }
+    }
+
     /// A reload removed the listener at `addr`: the sessions that came
     /// through it read nothing more and close once their replies are
     /// written (a blocked one when its block ends). A wildcard listener

@@ -366,6 +366,11 @@ impl Worker {
         let start = self.shared.session_start(a.pool);
         let now = cx.now;
         let db = self.shared.pools.get(a.pool).map_or(0, |p| p.db);
+        if a.pool >= self.place.map().pools.len() {
+            // A pool a reload added, whose map this worker has not taken
+            // yet (it was published before the listener opened).
+            self.check_topology(cx);
+        }
         self.sessions.insert_with(|k| {
             let mut s = Session::new(k, id, stream, a.peer, a.pool, a.ticket, start, now);
             s.set_home_db(db);
@@ -434,9 +439,15 @@ impl Worker {
     #[cold]
     #[inline(never)]
     fn install_topology(&mut self, cx: &mut Context<'_, Timer>) {
+        // A pool a reload added is in the table before its map is
+        // published: its tables are there before anything is placed by it.
+        if self.shared.pools.len() != self.place.pools_known() {
+            self.pools_added();
+        }
         let old = self.place.map().clone();
         let retired = self.place.install(self.shared.topology.load());
         self.retire_connections(cx, retired);
+        self.close_retired_pools(cx, &old);
         self.ring_servers_follow();
         if self.cache.on {
             self.cache_map_changed(&old);

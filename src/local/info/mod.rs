@@ -84,8 +84,7 @@ impl Ctx<'_> {
         self.shared
             .pools
             .get(self.pool)
-            .and_then(|p| p.listen.first())
-            .and_then(|l| l.rsplit_once(':')?.1.parse().ok())
+            .and_then(|p| p.listen().first()?.rsplit_once(':')?.1.parse().ok())
             .unwrap_or(self.shared.config.port)
     }
 }

@@ -28,34 +28,28 @@
 //! or changed user are handled exactly as after `ACL DELUSER` / `ACL
 //! SETUSER` (`acl::replace`, `worker/revoke.rs`).
 //!
-//! Seeds and listeners: `cluster-nodes`, a pool's `cluster-nodes`, `bind`,
-//! `port`, a pool's `listen` and (when a TLS configuration runs, from a
-//! `tls-port` or a `tls-listen` at start) its `tls-listen` change live
-//! when the pools are otherwise
-//! the ones that run: the topology thread tries the new seeds after the
-//! nodes it knows, and refreshes at once; a new listener is bound here
-//! and handed to the acceptor, a removed one closed and its clients
+//! Pools (`pools.rs`): each pool of the file is matched by name with the
+//! running one. A pool's seeds (`cluster-nodes`, a pool's
+//! `cluster-nodes`), servers (`pool NAME server`, a nutcracker.yml
+//! pool's `servers`), groups and sentinels, and listeners (`bind`,
+//! `port`, a pool's `listen` and, when a TLS configuration runs, its
+//! `tls-listen`) change live: the topology thread tries new seeds after
+//! the nodes it knows and refreshes at once, or rebuilds a ring or a
+//! pool of groups from the new list and publishes it with the next epoch
+//! (each worker places what it reads after that by it, and retires its
+//! connections to a node the map no longer has); a new listener is bound
+//! here and handed to the acceptor, a removed one closed and its clients
 //! drained (they read nothing more, get their replies and are closed).
 //! The default pool listens on each `bind` address at `port` and, with a
 //! TLS listener, at `tls-port`: an address added or removed adds or
-//! removes both.
-//!
-//! A pool of servers' servers (`pool NAME server` lines, a nutcracker.yml
-//! pool's `servers`) change live the same way: the topology thread
-//! rebuilds the ring from the new list and publishes it with the next
-//! epoch, so each worker places the requests it reads after that by the
-//! new ring, and retires (drains) its connections to a server the ring no
-//! longer has, as when a cluster node leaves. The ring's health record
-//! (`Shared::pools`, indexed by the list in twemproxy's order) starts
-//! afresh for the new list; a failure a worker counts between that swap
-//! and its next turn (when it takes the new map and renumbers its
-//! connections, `worker/live.rs`) may land on the server the new list
-//! has at the old index: one count toward an ejection, at most. A pool of
-//! groups' groups (`pool NAME group` lines) change the same way when the
-//! pool has no sentinels (its whole truth is the file). Any other change
-//! to the pools is pending: a pool added or removed, its other settings,
-//! and a Sentinel pool's groups (its watchers and the sentinels it learnt
-//! belong to the running source).
+//! removes both. A ring's health record (`Shared::pools`, indexed by the
+//! list in twemproxy's order) starts afresh for a new list; a failure a
+//! worker counts between that swap and its next turn (when it takes the
+//! new map and renumbers its connections, `worker/live.rs`) may land on
+//! the server the new list has at the old index: one count toward an
+//! ejection, at most. Pools are added and removed live too (`pools.rs`
+//! says in what order); a pool's other settings (hash, database,
+//! password, timeouts) are pending.
 //!
 //! TLS (with a `tls-port` at start and in the file): every reload builds
 //! the rustls configuration again from the file's `tls-*` directives and
@@ -83,6 +77,8 @@
 //! content (the parser returns errors), log a password, or apply half a
 //! file.
 
+mod pools;
+
 use crate::config::{Config, ConfigError, DIRECTIVES};
 use crate::shared::Shared;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,8 +91,8 @@ pub type ReadConfig = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>
 /// The directives that make up the users: compared and applied together.
 const USER_DIRECTIVES: &[&str] = &["user", "requirepass"];
 
-/// The directives that say where the pools are (`seeds`): their seeds
-/// change live, the rest of them needs a restart.
+/// The directives that say where the pools are: compared pool by pool
+/// (`pools::apply`), not as whole directives.
 const POOL_DIRECTIVES: &[&str] = &["cluster-nodes", "pool", "bind", "port"];
 
 const T: &str = "mithril::reload";
@@ -235,7 +231,7 @@ impl Reload {
             _ => None,
         };
         let mut applied = Applied::default();
-        seeds(shared, &last.config, &cfg, &mut applied);
+        pools::apply(shared, &cfg, &mut applied);
         for d in DIRECTIVES {
             if USER_DIRECTIVES.contains(&d.name)
                 || POOL_DIRECTIVES.contains(&d.name)
@@ -307,178 +303,6 @@ impl Reload {
         log::info!(target: T, "CONFIG REWRITE: {} written", path.display());
         Ok(())
     }
-}
-
-/// The pools `cfg` serves with their cluster seeds, listeners, ring
-/// servers and fixed groups left out: what must stay as it runs for
-/// those to change live.
-/// A pool's `tls-listen` addresses count among its listeners when a TLS
-/// configuration runs (`tls_live`); without one they wait for a restart.
-fn shape(cfg: &Config, tls_live: bool) -> Vec<crate::config::pool::PoolSpec> {
-    use crate::config::pool::PoolKind;
-    let mut pools = cfg.server_pools();
-    for p in &mut pools {
-        match &mut p.kind {
-            PoolKind::Cluster { seeds } => seeds.clear(),
-            PoolKind::Ring { servers, .. } => servers.clear(),
-            // A Sentinel pool's groups stay as they are: its watchers and
-            // the sentinels it learnt belong to the running source.
-            PoolKind::Groups(g) if !g.uses_sentinel() => g.groups.clear(),
-            PoolKind::Groups(_) => {}
-        }
-        p.listen.clear();
-        if tls_live {
-            p.tls_listen.clear();
-        }
-    }
-    pools
-}
-
-/// Pools whose members the file changed since it was last read (a ring's
-/// servers, a pool of groups' groups): the new list goes to the topology
-/// thread, which rebuilds the pool's part and publishes it with the next
-/// epoch (workers then place by it, and retire the connections to a node
-/// it no longer has as when a cluster node leaves); a ring gets a fresh
-/// health record in place of the old one.
-fn pool_members(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
-    use crate::config::pool::PoolKind;
-    let (before, after) = (last.server_pools(), cfg.server_pools());
-    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
-        match (&a.kind, &b.kind) {
-            (PoolKind::Ring { servers: old, .. }, PoolKind::Ring { servers: new, .. })
-                if old != new =>
-            {
-                let (Some(health), Some(rt)) = (crate::shared::ring_health(b), shared.pools.get(i))
-                else {
-                    continue;
-                };
-                if let Some(h) = &rt.health {
-                    h.store(health.clone());
-                }
-                let servers = crate::server::ring_order(new);
-                shared.topology.set_ring(i, (servers, health));
-            }
-            (PoolKind::Groups(old), PoolKind::Groups(new)) if old.groups != new.groups => {
-                let groups = crate::server::groups_source(&b.name, new);
-                shared.topology.set_groups(i, groups);
-            }
-            _ => continue,
-        }
-        if !applied.live.contains(&"pool") {
-            applied.live.push("pool");
-        }
-    }
-}
-
-/// The cluster seeds of each pool of `cfg`, in the pools' order (empty for
-/// a pool that is not a cluster).
-fn seed_lists(cfg: &Config) -> Vec<Vec<String>> {
-    use crate::config::pool::PoolKind;
-    cfg.server_pools()
-        .into_iter()
-        .map(|p| match p.kind {
-            PoolKind::Cluster { seeds } => seeds,
-            _ => Vec::new(),
-        })
-        .collect()
-}
-
-/// `cluster-nodes` and the `pool` lines: when the pools are the ones that
-/// run but for their seeds, the seeds the file changed since it was last
-/// read go to the topology thread (tried after the nodes it knows); any
-/// other change is pending.
-fn seeds(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
-    let tls_live = shared.tls.is_some();
-    if shape(cfg, tls_live) != shape(&shared.config, tls_live) {
-        for name in POOL_DIRECTIVES {
-            if let Some(d) = DIRECTIVES.iter().find(|d| d.name == *name) {
-                if !d.same_in(&shared.config, cfg) {
-                    applied.pending.push(d.name);
-                }
-            }
-        }
-        return;
-    }
-    listeners(shared, last, cfg, applied);
-    pool_members(shared, last, cfg, applied);
-    let (before, after) = (seed_lists(last), seed_lists(cfg));
-    let declared_from = usize::from(!cfg.cluster_nodes.is_empty());
-    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
-        if a != b {
-            shared.topology.set_seeds(i, b.clone());
-            let name = if i < declared_from {
-                "cluster-nodes"
-            } else {
-                "pool"
-            };
-            if !applied.live.contains(&name) {
-                applied.live.push(name);
-            }
-        }
-    }
-}
-
-/// Listeners the file added (bound here, so that a failure is logged
-/// with the reload) or removed, per pool, handed to the acceptor; the
-/// clients of a removed one drain. The default pool's are its `bind`
-/// addresses at `port` and, when a TLS listener runs, at `tls-port` too.
-fn listeners(shared: &Shared, last: &Config, cfg: &Config, applied: &mut Applied) {
-    use crate::shared::ListenerChange;
-    let (before, after) = (last.server_pools(), cfg.server_pools());
-    let tls_port = match &shared.tls {
-        Some(_) => shared.config.tls.port,
-        None => 0,
-    };
-    let mut changes = Vec::new();
-    for (i, (a, b)) in before.iter().zip(&after).enumerate() {
-        let backlog = if b.backlog > 0 {
-            b.backlog as i32
-        } else {
-            cfg.tcp_backlog
-        };
-        let mut sets = vec![(a.listen.clone(), b.listen.clone(), false)];
-        if shared.tls.is_some() {
-            sets.push((a.tls_listen.clone(), b.tls_listen.clone(), true));
-        }
-        if i == 0 && !cfg.cluster_nodes.is_empty() && tls_port != 0 {
-            sets.push((last.bind_addrs(tls_port), cfg.bind_addrs(tls_port), true));
-        }
-        for (old, new, tls) in sets {
-            for l in new.iter().filter(|l| !old.contains(l)) {
-                let bound = match crate::server::listen_addr(l) {
-                    // `port 0`: no plain listener, as at start.
-                    Some(addr) if addr.port() == 0 => continue,
-                    Some(addr) => crate::upgrade::listen(addr, backlog)
-                        .map(|s| (s, addr))
-                        .map_err(|e| format!("cannot listen on {addr}: {e}")),
-                    None => Err(format!("cannot resolve {l}")),
-                };
-                match bound {
-                    Ok((s, addr)) => changes.push(ListenerChange::Add(s, addr, i, tls)),
-                    Err(e) => {
-                        log::warn!(target: T, "pool {}: {e}; the rest of the reload applies", b.name)
-                    }
-                }
-            }
-            for l in old.iter().filter(|l| !new.contains(l)) {
-                if let Some(addr) = crate::server::listen_addr(l).filter(|a| a.port() != 0) {
-                    changes.push(ListenerChange::Remove(addr));
-                }
-            }
-        }
-    }
-    if changes.is_empty() {
-        return;
-    }
-    shared
-        .listener_changes
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .extend(changes);
-    if let Some(w) = shared.acceptor.get() {
-        let _ = w.wake();
-    }
-    applied.live.push("listeners");
 }
 
 /// One line for what was applied; a warning naming what waits for a
