@@ -455,15 +455,17 @@ pub fn run_reloadable(
     // observe: the metrics and stats ports (off unless configured).
     let metrics = crate::metrics::bind(&cfg).map_err(StartError)?;
 
-    let node_tls =
+    let any_tls =
         crate::tls::nodes::NodeTls::new(&cfg.tls, &pool_seeds(&pools)).map_err(StartError)?;
+    let node_tls = any_tls.clone().filter(|_| cfg.tls.cluster);
+    let sentinel_tls = any_tls.filter(|_| cfg.tls.sentinel);
     let (sources, pool_runtime) = pool_sources(&cfg, &pools);
     let mut refresher = Refresher::new(
         sources,
         Duration::from_secs(cfg.topology_refresh_secs),
         Duration::from_millis(cfg.connect_timeout_ms),
     );
-    refresher.set_tls(node_tls.clone());
+    refresher.set_tls(node_tls.clone(), sentinel_tls.clone());
     if !refresher.refresh_once() {
         // Credentials a cluster refuses, or servers that are not cluster
         // nodes, will not get better by waiting.
@@ -564,6 +566,7 @@ pub fn run_reloadable(
         reload,
         tls,
         node_tls,
+        sentinel_tls,
     });
 
     let mut worker_threads = Vec::new();

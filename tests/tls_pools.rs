@@ -158,3 +158,77 @@ fn a_reload_moves_a_pools_tls_listener() {
         );
     }
 }
+
+/// A Sentinel pool over TLS on both of its sides toward the back: a
+/// master with a `tls-port`, three sentinels with theirs (reaching the
+/// master and each other over TLS, `tls-auth-clients yes`), and mithril
+/// with `tls-cluster yes` and `tls-sentinel yes` given one sentinel's TLS
+/// address: it learns the other two from it, finds the master through
+/// them and writes there, and every sentinel has mithril's watcher
+/// (PSUBSCRIBE) on its TLS port.
+fn sentinel_pool_over_tls(threads: usize) {
+    let certs = Certs::make();
+    let node = certs.node_tls(AuthClients::Yes);
+    let tls_lines = format!(
+        "tls-cert-file {}\ntls-key-file {}\ntls-ca-cert-file {}\ntls-auth-clients yes",
+        node.cert_file, node.key_file, node.ca_cert_file
+    );
+    let master_tls = free_port();
+    let master = Standalone::start_with(&format!("tls-port {master_tls}\n{tls_lines}\n"));
+    let sentinels = SentinelSet::start_tls(3, &[("shard001", master_tls, 0)], Some(&tls_lines));
+    let port = free_port();
+    let conf = format!(
+        "threads {threads}\nport {port}\npool s listen 127.0.0.1:{port}\npool s group shard001\n\
+         pool s sentinel {}\npool s refresh-interval 200\n\
+         tls-cluster yes\ntls-sentinel yes\ntls-ca-cert-file {}\n\
+         tls-client-cert-file {}\ntls-client-key-file {}\n",
+        sentinels.tls_addrs()[0],
+        certs.path("ca.crt"),
+        certs.path("client.crt"),
+        certs.path("client.key"),
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    wait_until(
+        "the other sentinels learnt over TLS",
+        std::time::Duration::from_secs(10),
+        || (m.log().matches("learnt from the others").count() == 2).then_some(()),
+    );
+    let mut clients: Vec<Conn> = (0..2 * threads).map(|_| m.conn()).collect();
+    for (i, c) in clients.iter_mut().enumerate() {
+        let v = format!("v{i}");
+        assert_eq!(c.cmd(&["SET", "sk", &v]), ok(), "threads {threads}");
+        assert_eq!(master.conn().cmd(&["GET", "sk"]), bulk(&v));
+    }
+    for s in &sentinels.sentinels {
+        let tls_port = s.tls_port.unwrap();
+        wait_until(
+            &format!("mithril's watcher on sentinel {}'s TLS port", s.port),
+            std::time::Duration::from_secs(10),
+            || {
+                let list = s.conn().cmd(&["CLIENT", "LIST"]);
+                let text = String::from_utf8_lossy(list.as_bulk()?).into_owned();
+                text.lines()
+                    .any(|l| {
+                        l.contains(&format!("laddr=127.0.0.1:{tls_port}"))
+                            && l.contains("cmd=psubscribe")
+                    })
+                    .then_some(())
+            },
+        );
+    }
+}
+
+#[test]
+fn sentinel_pool_over_tls_threads_1() {
+    sentinel_pool_over_tls(1);
+}
+
+#[test]
+fn sentinel_pool_over_tls_threads_2() {
+    sentinel_pool_over_tls(2);
+}
+
+#[test]
+fn sentinel_pool_over_tls_threads_4() {
+    sentinel_pool_over_tls(4);
+}

@@ -86,6 +86,9 @@ pub struct TlsSettings {
     /// `tls-cluster`: every connection to a node (or a pool's server) is
     /// TLS, the topology's probes included.
     pub cluster: bool,
+    /// `tls-sentinel`: the sentinels of Sentinel pools are asked and
+    /// watched over TLS, verified and authenticated as the nodes are.
+    pub sentinel: bool,
     /// `tls-client-cert-file`, `tls-client-key-file`: the certificate
     /// presented to the nodes (mutual TLS). Empty: `tls-cert-file` and
     /// `tls-key-file` when set (Redis's rule), else none.
@@ -115,6 +118,7 @@ impl Default for TlsSettings {
             session_caching: true,
             handshake_timeout_ms: 10_000,
             cluster: false,
+            sentinel: false,
             client_cert_file: String::new(),
             client_key_file: String::new(),
             client_key_file_pass: String::new(),
@@ -210,12 +214,13 @@ fn validate_nodes(t: &TlsSettings) -> Option<String> {
             t.server_name
         ));
     }
-    if t.cluster && t.ca_cert_file.is_empty() && t.ca_cert_dir.is_empty() {
-        return Some(
-            "tls-cluster yes needs tls-ca-cert-file or tls-ca-cert-dir to verify the nodes' \
-             certificates (tls-ca-cert-dir /etc/ssl/certs for a public CA)"
-                .to_string(),
-        );
+    for (on, name) in [(t.cluster, "tls-cluster"), (t.sentinel, "tls-sentinel")] {
+        if on && t.ca_cert_file.is_empty() && t.ca_cert_dir.is_empty() {
+            return Some(format!(
+                "{name} yes needs tls-ca-cert-file or tls-ca-cert-dir to verify the nodes' \
+                 certificates (tls-ca-cert-dir /etc/ssl/certs for a public CA)"
+            ));
+        }
     }
     None
 }

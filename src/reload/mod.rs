@@ -219,15 +219,18 @@ impl Reload {
                 return Err(ReloadError::Tls(e));
             }
         };
-        let nodes = match shared.node_tls.as_ref() {
-            Some(_) if cfg.tls.cluster => match crate::tls::nodes::NodeTls::rebuild(&cfg.tls) {
-                Ok(c) => Some(c),
-                Err(e) => {
-                    self.failed.fetch_add(1, Ordering::Relaxed);
-                    log::warn!(target: T, "{why}: configuration reload failed: {e}; nothing changed");
-                    return Err(ReloadError::Tls(e));
+        let toward = shared.node_tls.as_ref().or(shared.sentinel_tls.as_ref());
+        let nodes = match toward {
+            Some(_) if cfg.tls.cluster || cfg.tls.sentinel => {
+                match crate::tls::nodes::NodeTls::rebuild(&cfg.tls) {
+                    Ok(c) => Some(c),
+                    Err(e) => {
+                        self.failed.fetch_add(1, Ordering::Relaxed);
+                        log::warn!(target: T, "{why}: configuration reload failed: {e}; nothing changed");
+                        return Err(ReloadError::Tls(e));
+                    }
                 }
-            },
+            }
             _ => None,
         };
         let mut applied = Applied::default();
@@ -252,8 +255,14 @@ impl Reload {
             crate::tls::install(shared.tls.as_ref(), tls);
             applied.tls = true;
         }
-        if let (Some(cfg), Some(node_tls)) = (nodes, shared.node_tls.as_ref()) {
-            node_tls.install(cfg);
+        if let Some(cfg) = nodes {
+            // One object when both are on: installing twice is harmless.
+            for t in [&shared.node_tls, &shared.sentinel_tls]
+                .into_iter()
+                .flatten()
+            {
+                t.install(cfg.clone());
+            }
             applied.tls = true;
         }
         let users = user_lines(&cfg);

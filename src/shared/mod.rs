@@ -258,6 +258,9 @@ pub struct Shared {
     /// TLS toward the nodes (`tls-cluster yes`): what every connection a
     /// worker opens to a node speaks (`crate::tls::nodes`).
     pub node_tls: Option<Arc<crate::tls::nodes::NodeTls>>,
+    /// TLS toward the sentinels (`tls-sentinel yes`): the same client
+    /// configuration as `node_tls` (one object when both are on).
+    pub sentinel_tls: Option<Arc<crate::tls::nodes::NodeTls>>,
 }
 
 /// Directives `CONFIG SET` may change while mithril runs, kept where every

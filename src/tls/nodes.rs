@@ -35,10 +35,11 @@ pub struct NodeTls {
 }
 
 impl NodeTls {
-    /// `None` unless `tls-cluster yes`; an error names the directive or
-    /// file at fault. `seeds` are the `host:port` seeds of every pool.
+    /// `None` unless `tls-cluster yes` or `tls-sentinel yes`; an error
+    /// names the directive or file at fault. `seeds` are the `host:port`
+    /// seeds of every pool.
     pub fn new(t: &TlsSettings, seeds: &[String]) -> Result<Option<Arc<NodeTls>>, String> {
-        if !t.cluster {
+        if !t.cluster && !t.sentinel {
             return Ok(None);
         }
         Ok(Some(Arc::new(NodeTls {

@@ -227,6 +227,8 @@ pub struct Refresher {
     watching: bool,
     /// `tls-cluster yes`: the probes speak TLS to the nodes.
     tls: Option<Arc<crate::tls::nodes::NodeTls>>,
+    /// `tls-sentinel yes`: the sentinels are asked and watched over TLS.
+    sentinel_tls: Option<Arc<crate::tls::nodes::NodeTls>>,
     /// Per pool: set to stop the watchers of its sentinels (the pool was
     /// removed, or a reload gave it new groups and sentinels).
     watch_stops: Vec<Arc<std::sync::atomic::AtomicBool>>,
@@ -267,6 +269,7 @@ impl Refresher {
             silent: HashSet::new(),
             watching: false,
             tls: None,
+            sentinel_tls: None,
             watch_stops: Vec::new(),
             retiring: Vec::new(),
         };
@@ -284,9 +287,15 @@ impl Refresher {
         r
     }
 
-    /// The probes of the nodes go over TLS (`tls-cluster yes`).
-    pub fn set_tls(&mut self, tls: Option<Arc<crate::tls::nodes::NodeTls>>) {
-        self.tls = tls;
+    /// The probes of the nodes go over TLS (`tls-cluster yes`), the
+    /// sentinels' questions and watches too (`tls-sentinel yes`).
+    pub fn set_tls(
+        &mut self,
+        nodes: Option<Arc<crate::tls::nodes::NodeTls>>,
+        sentinels: Option<Arc<crate::tls::nodes::NodeTls>>,
+    ) {
+        self.tls = nodes;
+        self.sentinel_tls = sentinels;
     }
 
     pub fn handle(&self) -> Arc<TopologyHandle> {
@@ -478,22 +487,49 @@ impl Refresher {
     /// part.
     fn poll_groups(&mut self, i: usize) {
         let timeout = self.timeout;
-        if let Source::Groups(g) = &mut self.sources[i] {
-            if g.uses_sentinel() {
-                g.poll(timeout);
-            }
-            self.parts[i] = Arc::new(g.part());
-            if !self.watching {
-                return; // `spawn` watches every sentinel known by then
-            }
-            let stop = self.watch_stops.get(i).cloned().unwrap_or_default();
-            for addr in std::mem::take(&mut g.fresh) {
-                let auth = g.sentinel_auth.clone();
-                if let Err(e) = spawn_watcher(&self.handle, i, addr, auth, stop.clone()) {
-                    log::warn!(target: "mithril::topology", "cannot watch a sentinel: {e}");
-                }
+        let tls = self.sentinel_tls.clone();
+        let Source::Groups(g) = &mut self.sources[i] else {
+            return;
+        };
+        if g.uses_sentinel() {
+            g.poll(timeout, tls.as_deref());
+        }
+        self.parts[i] = Arc::new(g.part());
+        // Before `spawn`, nothing is watched: it watches every sentinel
+        // known by then.
+        if self.watching {
+            if let Err(e) = self.watch_fresh(i) {
+                log::warn!(target: "mithril::topology", "cannot watch a sentinel: {e}");
             }
         }
+    }
+
+    /// A watcher for each sentinel group pool `i` has not watched yet
+    /// (`fresh`): a thread that forwards the sentinel's events to the
+    /// refresher until the handle is stopped or the pool's stop flag is
+    /// set (its sentinels changed, or it was removed).
+    fn watch_fresh(&mut self, i: usize) -> std::io::Result<()> {
+        let Some(Source::Groups(g)) = self.sources.get_mut(i) else {
+            return Ok(());
+        };
+        let fresh = std::mem::take(&mut g.fresh);
+        let auth = g.sentinel_auth.clone();
+        let pool_stop = self.watch_stops.get(i).cloned().unwrap_or_default();
+        for addr in fresh {
+            let (tx, stopped) = (self.handle.tx.clone(), self.handle.stopped.clone());
+            let pool_stop = pool_stop.clone();
+            let stop = move || stopped.load(Ordering::Relaxed) || pool_stop.load(Ordering::Relaxed);
+            let (auth, tls) = (auth.clone(), self.sentinel_tls.clone());
+            std::thread::Builder::new()
+                .name("sentinel".into())
+                .spawn(move || {
+                    sentinel::watch(addr, auth, tls.as_deref(), stop, |channel, payload| {
+                        let msg = Msg::Sentinel(i, channel, payload);
+                        let _ = tx.send_timeout(msg, Duration::from_secs(1));
+                    })
+                })?;
+        }
+        Ok(())
     }
 
     /// A sentinel's event for group pool `i`: applied at once, the
@@ -505,7 +541,7 @@ impl Refresher {
         };
         let (changed, ask) = g.event(channel, payload);
         if ask {
-            g.poll(timeout);
+            g.poll(timeout, self.sentinel_tls.as_deref());
         }
         if changed || ask {
             self.parts[i] = Arc::new(g.part());
@@ -736,40 +772,17 @@ impl Refresher {
         self.watching = true;
         // One watcher per sentinel of each group pool: they only forward
         // what they hear, and end once the handle is stopped.
-        for (i, src) in self.sources.iter_mut().enumerate() {
-            let Source::Groups(g) = src else { continue };
-            g.fresh.clear();
-            for addr in &g.sentinels {
-                let stop = self.watch_stops[i].clone();
-                spawn_watcher(&self.handle, i, addr.clone(), g.sentinel_auth.clone(), stop)?;
-            }
+        for i in 0..self.sources.len() {
+            let Source::Groups(g) = &mut self.sources[i] else {
+                continue;
+            };
+            g.fresh = g.sentinels.clone();
+            self.watch_fresh(i)?;
         }
         std::thread::Builder::new()
             .name("topology".into())
             .spawn(move || self.run())
     }
-}
-
-/// A thread that forwards sentinel `addr`'s events for group pool `i` to
-/// the refresher, until the handle is stopped or `pool_stop` is set (the
-/// pool's sentinels changed, or the pool was removed).
-fn spawn_watcher(
-    handle: &TopologyHandle,
-    i: usize,
-    addr: String,
-    auth: Option<probe::Auth>,
-    pool_stop: Arc<std::sync::atomic::AtomicBool>,
-) -> std::io::Result<()> {
-    let (tx, stopped) = (handle.tx.clone(), handle.stopped.clone());
-    let stop = move || stopped.load(Ordering::Relaxed) || pool_stop.load(Ordering::Relaxed);
-    std::thread::Builder::new()
-        .name("sentinel".into())
-        .spawn(move || {
-            sentinel::watch(addr, auth, stop, |channel, payload| {
-                let _ = tx.send_timeout(Msg::Sentinel(i, channel, payload), Duration::from_secs(1));
-            })
-        })
-        .map(|_| ())
 }
 
 #[cfg(test)]

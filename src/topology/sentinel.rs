@@ -27,7 +27,8 @@ use super::snapshot::Topology;
 use crate::config::ReadFrom;
 use crate::hashkit::GroupHash;
 use crate::resp::value::Value;
-use std::io::{self, Write};
+use crate::tls::nodes::NodeTls;
+use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 
 use std::time::{Duration, Instant};
@@ -158,7 +159,7 @@ impl GroupsSource {
     /// Ask the sentinels for every group's master and replicas (the first
     /// sentinel that answers about a group is believed). True when
     /// something changed.
-    pub fn poll(&mut self, timeout: Duration) -> bool {
+    pub fn poll(&mut self, timeout: Duration, tls: Option<&NodeTls>) -> bool {
         self.last_poll = Some(Instant::now());
         let mut changed = false;
         let sentinels: Vec<SocketAddr> = self.sentinels.iter().filter_map(|s| resolve(s)).collect();
@@ -166,7 +167,7 @@ impl GroupsSource {
             let name = self.groups[i].0.clone();
             let ask = |args: &[&[u8]]| -> Option<Value> {
                 sentinels.iter().find_map(|&addr| {
-                    match probe::query(addr, timeout, self.sentinel_auth.as_ref(), None, args) {
+                    match probe::query(addr, timeout, self.sentinel_auth.as_ref(), tls, args) {
                         Ok(Value::Error(e)) => {
                             log::debug!(target: "mithril::topology", "pool {}: sentinel {addr}: {}", self.name, String::from_utf8_lossy(&e));
                             None
@@ -346,17 +347,19 @@ pub fn refused(e: &[u8]) -> String {
     )
 }
 
-/// Watch one sentinel's events for pool `pool`: connect, authenticate,
-/// `PSUBSCRIBE *`, and hand each message to `deliver`; reconnect after a
-/// failure; stop once `stop` is set (within a second).
+/// Watch one sentinel's events for pool `pool`: connect (over TLS with
+/// `tls`, `tls-sentinel yes`), authenticate, `PSUBSCRIBE *`, and hand
+/// each message to `deliver`; reconnect after a failure; stop once `stop`
+/// says so (within a second).
 pub fn watch(
     addr: String,
     auth: Option<Auth>,
+    tls: Option<&NodeTls>,
     stop: impl Fn() -> bool,
     deliver: impl Fn(String, String),
 ) {
     while !stop() {
-        if let Err(e) = watch_once(&addr, auth.as_ref(), &stop, &deliver) {
+        if let Err(e) = watch_once(&addr, auth.as_ref(), tls, &stop, &deliver) {
             log::debug!(target: "mithril::topology", "sentinel {addr}: events lost ({e}); reconnecting");
         }
         std::thread::sleep(WATCH_RETRY);
@@ -366,19 +369,39 @@ pub fn watch(
 fn watch_once(
     addr: &str,
     auth: Option<&Auth>,
+    tls: Option<&NodeTls>,
     stop: &impl Fn() -> bool,
     deliver: &impl Fn(String, String),
 ) -> io::Result<()> {
     let to = resolve(addr).ok_or_else(|| io::Error::other("does not resolve"))?;
-    let mut s = TcpStream::connect_timeout(&to, Duration::from_secs(1))?;
+    let s = TcpStream::connect_timeout(&to, Duration::from_secs(1))?;
     s.set_nodelay(true)?;
+    // Reads wake every second to look at `stop`.
+    s.set_read_timeout(Some(Duration::from_secs(1)))?;
+    match tls {
+        None => subscribed(s, auth, stop, deliver),
+        Some(t) => {
+            let conn = t
+                .connect(to)
+                .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+            subscribed(rustls::StreamOwned::new(conn, s), auth, stop, deliver)
+        }
+    }
+}
+
+/// `watch_once` on a connected stream.
+fn subscribed(
+    mut s: impl Read + Write,
+    auth: Option<&Auth>,
+    stop: &impl Fn() -> bool,
+    deliver: &impl Fn(String, String),
+) -> io::Result<()> {
     let mut req = Vec::new();
     if let Some(a) = auth {
         req.extend_from_slice(&a.frame);
     }
     crate::resp::encode::request(&mut req, &[b"PSUBSCRIBE", b"*"]);
     s.write_all(&req)?;
-    s.set_read_timeout(Some(Duration::from_secs(1)))?;
     let mut buf = Vec::new();
     if auth.is_some() {
         if let Value::Error(e) = probe::read_reply(&mut s, &mut buf)? {

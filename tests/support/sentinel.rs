@@ -46,6 +46,8 @@ fn memory_dir() -> PathBuf {
 /// One sentinel.
 pub struct Sentinel {
     pub port: u16,
+    /// Its `tls-port` (`SentinelSet::start_tls`).
+    pub tls_port: Option<u16>,
     dir: PathBuf,
     child: Option<Child>,
 }
@@ -72,6 +74,15 @@ impl SentinelSet {
     /// replicas it has) with quorum `n / 2 + 1`, and waits until each knows
     /// the other sentinels and every group's replicas.
     pub fn start(n: usize, groups: &[(&str, u16, usize)]) -> SentinelSet {
+        SentinelSet::start_tls(n, groups, None)
+    }
+
+    /// Like `start`; with `tls` (the lines that name a certificate, its
+    /// key and CA, and `tls-auth-clients`), each sentinel also has a
+    /// `tls-port` and reaches the masters and the other sentinels over
+    /// TLS (`tls-replication yes`: `groups` then give the masters' TLS
+    /// ports).
+    pub fn start_tls(n: usize, groups: &[(&str, u16, usize)], tls: Option<&str>) -> SentinelSet {
         let mut set = SentinelSet {
             sentinels: Vec::new(),
             groups: groups.iter().map(|(g, _, r)| (g.to_string(), *r)).collect(),
@@ -82,6 +93,11 @@ impl SentinelSet {
             let mut conf = String::new();
             let _ = writeln!(conf, "port {port}\nbind 127.0.0.1\nprotected-mode no");
             let _ = writeln!(conf, "daemonize no\ndir {:?}", dir.display().to_string());
+            let tls_port = tls.map(|lines| {
+                let tls_port = free_port();
+                let _ = writeln!(conf, "tls-port {tls_port}\ntls-replication yes\n{lines}");
+                tls_port
+            });
             let _ = writeln!(
                 conf,
                 "logfile {:?}",
@@ -110,6 +126,7 @@ impl SentinelSet {
             let child = spawn_child(cmd).expect("start a sentinel");
             set.sentinels.push(Sentinel {
                 port,
+                tls_port,
                 dir,
                 child: Some(child),
             });
@@ -141,6 +158,14 @@ impl SentinelSet {
 
     pub fn addrs(&self) -> Vec<String> {
         self.sentinels.iter().map(Sentinel::addr).collect()
+    }
+
+    /// Their TLS addresses (`start_tls`).
+    pub fn tls_addrs(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .filter_map(|s| Some(format!("127.0.0.1:{}", s.tls_port?)))
+            .collect()
     }
 
     /// The master address the first sentinel names for `name`.

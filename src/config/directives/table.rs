@@ -557,6 +557,7 @@ pub static DIRECTIVES: &[Directive] = &[
     tls::SESSION_CACHING,
     tls::HANDSHAKE_TIMEOUT,
     tls::CLUSTER,
+    tls::SENTINEL,
     tls::CLIENT_CERT_FILE,
     tls::CLIENT_KEY_FILE,
     tls::CLIENT_KEY_FILE_PASS,

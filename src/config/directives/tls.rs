@@ -25,6 +25,25 @@ macro_rules! text_row {
     };
 }
 
+/// A yes/no setting of `TlsSettings`.
+macro_rules! flag_row {
+    ($name:literal, $field:ident, $default:literal, $summary:literal) => {
+        Directive {
+            name: $name,
+            default: $default,
+            summary: $summary,
+            runtime_settable: false,
+            kind: Kind::Plain,
+            arity: (1, 1),
+            setter: |c, a| {
+                c.tls.$field = parse_bool(first(a)).ok_or(concat!($name, " must be yes or no"))?;
+                Ok(())
+            },
+            getter: |c| vec![if c.tls.$field { "yes" } else { "no" }.to_string()],
+        }
+    };
+}
+
 pub(super) const PORT: Directive = Directive {
     name: "tls-port",
     default: "0",
@@ -131,20 +150,12 @@ pub(super) const CIPHERSUITES: Directive = text_row!(
     Kind::Plain
 );
 
-pub(super) const SESSION_CACHING: Directive = Directive {
-    name: "tls-session-caching",
-    default: "yes",
-    summary: "let TLS clients resume sessions (a session cache and TLS 1.3 tickets)",
-    runtime_settable: false,
-    kind: Kind::Plain,
-    arity: (1, 1),
-    setter: |c, a| {
-        c.tls.session_caching =
-            parse_bool(first(a)).ok_or("tls-session-caching must be yes or no")?;
-        Ok(())
-    },
-    getter: |c| vec![if c.tls.session_caching { "yes" } else { "no" }.to_string()],
-};
+pub(super) const SESSION_CACHING: Directive = flag_row!(
+    "tls-session-caching",
+    session_caching,
+    "yes",
+    "let TLS clients resume sessions (a session cache and TLS 1.3 tickets)"
+);
 
 pub(super) const HANDSHAKE_TIMEOUT: Directive = Directive {
     name: "tls-handshake-timeout",
@@ -160,19 +171,19 @@ pub(super) const HANDSHAKE_TIMEOUT: Directive = Directive {
     getter: |c| vec![c.tls.handshake_timeout_ms.to_string()],
 };
 
-pub(super) const CLUSTER: Directive = Directive {
-    name: "tls-cluster",
-    default: "no",
-    summary: "connect to the nodes (and pools' servers) over TLS, the topology's probes included",
-    runtime_settable: false,
-    kind: Kind::Plain,
-    arity: (1, 1),
-    setter: |c, a| {
-        c.tls.cluster = parse_bool(first(a)).ok_or("tls-cluster must be yes or no")?;
-        Ok(())
-    },
-    getter: |c| vec![if c.tls.cluster { "yes" } else { "no" }.to_string()],
-};
+pub(super) const CLUSTER: Directive = flag_row!(
+    "tls-cluster",
+    cluster,
+    "no",
+    "connect to the nodes (and pools' servers) over TLS, the topology's probes included"
+);
+
+pub(super) const SENTINEL: Directive = flag_row!(
+    "tls-sentinel",
+    sentinel,
+    "no",
+    "ask the sentinels of Sentinel pools over TLS, with tls-cluster's CAs and certificate"
+);
 
 pub(super) const CLIENT_CERT_FILE: Directive = text_row!(
     "tls-client-cert-file",
