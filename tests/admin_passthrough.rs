@@ -120,17 +120,7 @@ fn wait_answers_for_the_masters_written_to() {
     // WAIT waits for the session's own writes: with the replica stopped,
     // a write the replica cannot have gives 0 after the timeout (a WAIT
     // on a connection that wrote nothing would count the replica at once).
-    struct Resume(u32);
-    impl Drop for Resume {
-        fn drop(&mut self) {
-            // SAFETY: kill has no memory preconditions; the pid is our child.
-            unsafe { libc::kill(self.0 as libc::pid_t, libc::SIGCONT) };
-        }
-    }
-    let stopped = Resume(replica.pid);
-    // SAFETY: as above.
-    let sent = unsafe { libc::kill(replica.pid as libc::pid_t, libc::SIGSTOP) };
-    assert_eq!(sent, 0);
+    let stopped = Stopped::stop(replica.pid);
     assert_eq!(c.cmd(&["SET", &keys[1], "unseen"]), ok());
     let t = Instant::now();
     assert_eq!(c.cmd(&["WAIT", "1", "300"]), Reply::Int(0));

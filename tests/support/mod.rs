@@ -39,6 +39,7 @@ pub use mithril::{
 };
 pub use process::{
     fd_count, pid_alive, raise_fd_limit, rss_kb, spawn_child, status_kb, try_rss_kb, PeakRss,
+    Stopped,
 };
 pub use resp::{argv, bulk, encode_command, err, ok, parse_reply, Conn, Reply};
 pub use rng::Rng;

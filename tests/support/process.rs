@@ -107,6 +107,28 @@ pub fn signal_child(child: &Child, sig: libc::c_int) {
     }
 }
 
+/// A child stopped by SIGSTOP: its kernel still accepts connections for
+/// it, and nothing answers them. SIGCONT when dropped, however the test
+/// ends.
+pub struct Stopped(libc::pid_t);
+
+impl Stopped {
+    pub fn stop(pid: u32) -> Stopped {
+        let pid = libc::pid_t::try_from(pid).expect("a pid");
+        // SAFETY: kill has no memory preconditions; the pid is our child's.
+        let rc = unsafe { libc::kill(pid, libc::SIGSTOP) };
+        assert_eq!(rc, 0, "SIGSTOP {pid}: {}", io::Error::last_os_error());
+        Stopped(pid)
+    }
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: as in `stop`.
+        unsafe { libc::kill(self.0, libc::SIGCONT) };
+    }
+}
+
 /// Sends SIGTERM to every child, waits up to `grace` for all of them, then
 /// SIGKILLs and reaps whatever is left. Returns the exit statuses in order.
 pub fn terminate_all(children: &mut [&mut Child], grace: Duration) -> Vec<Option<ExitStatus>> {
