@@ -10,10 +10,21 @@
 //!   its plain one, and are on the servers (each of them has some);
 //! - every connection mithril holds to a server is on its TLS port;
 //! - a reload moves the pool's `tls-listen`: the new address serves, the
-//!   old one is closed, a plain client keeps its connection.
+//!   old one is closed, a plain client keeps its connection;
+//! - (item 3) a server that accepts TCP and never answers the TLS
+//!   handshake, with `backend-timeout 0`: the GETs it would serve get an
+//!   error within `tls-handshake-timeout` instead of hanging, on every
+//!   worker, and a client of the same worker keeps being served by the
+//!   healthy server while another waits on the silent one.
 
 mod support;
 
+use std::io::ErrorKind;
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 use support::*;
 
 fn pool_over_tls_both_sides(threads: usize) {
@@ -231,4 +242,219 @@ fn sentinel_pool_over_tls_threads_2() {
 #[test]
 fn sentinel_pool_over_tls_threads_4() {
     sentinel_pool_over_tls(4);
+}
+
+/// A "server" that accepts TCP connections and never sends a byte: each
+/// connection is held open, what arrives on it unread, until it is
+/// dropped.
+struct Silent {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Silent {
+    fn start() -> Silent {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (accepted, stop) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (count, flag) = (accepted.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut held: Vec<TcpStream> = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        held.push(conn);
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Silent {
+            port,
+            accepted,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `tls-handshake-timeout` in the test, and what a reply may take past it.
+const HANDSHAKE_MS: u64 = 1000;
+const SLACK: Duration = Duration::from_secs(3);
+
+/// The error a refused connect gives (CLUSTERDOWN: the request never
+/// reached the server), the handshake named as the reason.
+fn refused_for_the_handshake(r: &Reply) -> bool {
+    r.is_error()
+        && r.as_error().starts_with("CLUSTERDOWN ")
+        && r.as_error().contains("TLS handshake not finished in time")
+}
+
+/// A ring pool of a TLS server and a silent one, `backend-timeout 0`: no
+/// GET waits past the handshake bound (plus a tick and slack), every
+/// worker's connection to the silent server fails as a refused connect
+/// would, and the healthy server keeps serving the same worker meanwhile.
+fn a_server_that_never_handshakes_fails_in_time(threads: usize) {
+    let certs = Certs::make();
+    let node = certs.node_tls(AuthClients::Yes);
+    let tls_port = free_port();
+    let _healthy = Standalone::start_with(&format!(
+        "tls-port {tls_port}\ntls-cert-file {}\ntls-key-file {}\n\
+         tls-ca-cert-file {}\ntls-auth-clients yes\n",
+        node.cert_file, node.key_file, node.ca_cert_file
+    ));
+    let silent = Silent::start();
+    let plain = free_port();
+    let conf = format!(
+        "threads {threads}\nplacement round-robin\nport {plain}\n\
+         pool p listen 127.0.0.1:{plain}\npool p hash md5\npool p distribution ketama\n\
+         pool p server 127.0.0.1:{tls_port}:1 s0\npool p server 127.0.0.1:{}:1 s1\n\
+         backend-timeout 0\ntls-handshake-timeout {HANDSHAKE_MS}\n\
+         tls-cluster yes\ntls-ca-cert-file {}\n\
+         tls-client-cert-file {}\ntls-client-key-file {}\n",
+        silent.port,
+        certs.path("ca.crt"),
+        certs.path("client.crt"),
+        certs.path("client.key"),
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    let within = Duration::from_millis(HANDSHAKE_MS) + SLACK;
+
+    // Every key's GET pipelined on two connections per worker, all sent
+    // before any is read: each is answered within the bound, nil from
+    // the healthy server, an error naming the handshake from the other.
+    let keys: Vec<String> = (0..24).map(|i| format!("tlshs:{threads}:{i}")).collect();
+    let gets: Vec<u8> = keys
+        .iter()
+        .flat_map(|k| {
+            let mut f = format!("*2\r\n$3\r\nGET\r\n${}\r\n", k.len()).into_bytes();
+            f.extend_from_slice(k.as_bytes());
+            f.extend_from_slice(b"\r\n");
+            f
+        })
+        .collect();
+    let mut conns: Vec<Conn> = (0..threads * 2).map(|_| m.conn()).collect();
+    let sent = Instant::now();
+    for c in conns.iter_mut() {
+        c.write_raw(&gets).unwrap();
+    }
+    let mut on_silent: Option<Vec<bool>> = None;
+    for (i, c) in conns.iter_mut().enumerate() {
+        let mut here = Vec::new();
+        for k in &keys {
+            let left = within.saturating_sub(sent.elapsed());
+            let r = c.try_read_reply(left).unwrap_or_else(|e| {
+                panic!("threads {threads}, connection {i}: GET {k} not answered within {within:?} ({e})")
+            });
+            if r.is_error() {
+                assert!(
+                    refused_for_the_handshake(&r),
+                    "threads {threads}: GET {k}: {r:?}"
+                );
+            } else {
+                assert_eq!(r.as_bulk(), None, "threads {threads}: GET {k}");
+            }
+            here.push(r.is_error());
+        }
+        match &on_silent {
+            None => on_silent = Some(here),
+            Some(first) => assert_eq!(first, &here, "threads {threads}: the same keys fail"),
+        }
+    }
+    let on_silent = on_silent.unwrap();
+    let silent_key = keys
+        .iter()
+        .zip(&on_silent)
+        .find(|(_, &s)| s)
+        .map(|(k, _)| k);
+    let healthy_key = keys
+        .iter()
+        .zip(&on_silent)
+        .find(|(_, &s)| !s)
+        .map(|(k, _)| k);
+    let (Some(silent_key), Some(healthy_key)) = (silent_key, healthy_key) else {
+        panic!("threads {threads}: keys on both servers: {on_silent:?}");
+    };
+    assert!(
+        silent.accepted.load(Ordering::Relaxed) >= threads,
+        "every worker reached the silent server over TCP (the handshake is what failed)"
+    );
+
+    // On each worker: one client waits on the silent server (past the
+    // set's backoff, a GET that is not answered at once) while another
+    // writes and reads on the healthy one.
+    let mut by_worker: std::collections::BTreeMap<String, Vec<Conn>> = Default::default();
+    for mut c in (0..threads * 2).map(|_| m.conn()) {
+        by_worker.entry(worker_of(&mut c)).or_default().push(c);
+    }
+    assert_eq!(by_worker.len(), threads, "connections on every worker");
+    for (w, pair) in by_worker.iter_mut() {
+        let [waiting, served, ..] = pair.as_mut_slice() else {
+            panic!("threads {threads}: two connections on worker {w}");
+        };
+        let since = wait_until(
+            "a GET waiting on the silent server",
+            Duration::from_secs(10),
+            || {
+                waiting.send(&[b"GET", silent_key.as_bytes()]);
+                let t = Instant::now();
+                match waiting.try_read_reply(Duration::from_millis(200)) {
+                    Err(e) if e.kind() == ErrorKind::TimedOut => Some(t),
+                    Err(e) => panic!("worker {w}: {e}"),
+                    // The set's backoff after the last failure: again.
+                    Ok(r) => {
+                        assert!(r.is_error(), "worker {w}: {r:?}");
+                        None
+                    }
+                }
+            },
+        );
+        let value = format!("v-{w}");
+        assert_eq!(served.cmd(&["SET", healthy_key, &value]).as_str(), "OK");
+        assert_eq!(
+            served.cmd(&["GET", healthy_key]).as_bulk(),
+            Some(value.as_bytes()),
+            "threads {threads}, worker {w}: the healthy server serves meanwhile"
+        );
+        let r = waiting
+            .try_read_reply(within.saturating_sub(since.elapsed()))
+            .unwrap_or_else(|e| panic!("threads {threads}, worker {w}: not a hang ({e})"));
+        assert!(
+            refused_for_the_handshake(&r),
+            "threads {threads}, worker {w}: {r:?}"
+        );
+    }
+    let mut c = m.conn();
+    assert_eq!(c.cmd(&["PING"]).as_str(), "PONG");
+}
+
+#[test]
+fn a_server_that_never_handshakes_fails_in_time_threads_1() {
+    a_server_that_never_handshakes_fails_in_time(1);
+}
+
+#[test]
+fn a_server_that_never_handshakes_fails_in_time_threads_2() {
+    a_server_that_never_handshakes_fails_in_time(2);
+}
+
+#[test]
+fn a_server_that_never_handshakes_fails_in_time_threads_4() {
+    a_server_that_never_handshakes_fails_in_time(4);
 }

@@ -678,8 +678,14 @@ impl<T: Tag> Backend<T> {
     /// each with whether all of it reached the socket. One written in
     /// part did not run, whatever it was answered so far: a node runs a
     /// command, or a transaction's EXEC, only once it has all of it.
+    /// Over TLS, nothing reached the node before the handshake ended: what
+    /// rustls took until then waited in its buffer.
     pub fn drain(&mut self) -> impl Iterator<Item = (InFlight<T>, bool)> + '_ {
-        let sent = self.inflight.len() - self.unsent;
+        let sent = if self.tls_handshaking() {
+            0
+        } else {
+            self.inflight.len() - self.unsent
+        };
         self.unsent = 0;
         self.woff = 0;
         self.queued_bytes = 0;
@@ -924,5 +930,25 @@ mod tests {
         b.flush().unwrap();
         let sent: Vec<bool> = b.drain().map(|(_, sent)| sent).collect();
         assert_eq!(sent, [true, false]);
+    }
+
+    #[test]
+    fn requests_taken_by_rustls_before_the_handshake_ended_drain_as_not_sent() {
+        let (mut b, _node) = pair();
+        let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("node.test").unwrap();
+        b.start_tls(rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap());
+        send_get(&mut b);
+        // The ClientHello left; the GET waits in rustls for the node's
+        // answer, which never comes.
+        assert!(!b.has_unsent() && b.tls_handshaking());
+        let sent: Vec<bool> = b.drain().map(|(_, sent)| sent).collect();
+        assert_eq!(sent, [false]);
     }
 }

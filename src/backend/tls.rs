@@ -18,9 +18,13 @@
 //!
 //! Bounds: rustls holds at most its 64 KiB of ciphertext to send (the
 //! FIFO is handed to it only while the ciphertext before left) and one
-//! record of plaintext received beyond what `rbuf` takes. A node that
-//! accepts TCP and never finishes the handshake is a silent node: the
-//! requests waiting on it are failed by the stall sweep as on any other.
+//! record of plaintext received beyond what `rbuf` takes. In time, the
+//! handshake has `tls-handshake-timeout` from the connect's start
+//! (`Timer::TlsHandshake`, armed when the connection opens): a node that
+//! accepts TCP and never finishes it fails the connection like a refused
+//! connect, whatever `backend-timeout` says. Until it is over nothing has
+//! reached the node, however much plaintext rustls took: [`Backend::drain`]
+//! hands every request back as unsent.
 //!
 //! Never: block, or cost a plain connection more than one test of `tls`.
 
@@ -40,6 +44,11 @@ impl<T: Tag> Backend<T> {
     /// Whether this is a TLS connection.
     pub fn is_tls(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// A TLS connection whose handshake is not over.
+    pub fn tls_handshaking(&self) -> bool {
+        self.tls.as_deref().is_some_and(|c| c.is_handshaking())
     }
 
     /// A read left something to write: handshake messages the socket did

@@ -56,7 +56,10 @@ impl Worker {
             // A ring's server: one more failure toward its ejection.
             self.ring_failure(b.server_pool, b.ring_server, addr, reason);
         }
-        if let (State::Connecting, Some(pool)) = (b.state, b.conn_set()) {
+        // Never usable (its TCP connect or its TLS handshake unfinished):
+        // a failed connect, which the set backs off from.
+        let unready = b.state == State::Connecting || b.tls_handshaking();
+        if let Some(pool) = b.conn_set().filter(|_| unready) {
             self.place
                 .conns
                 .mark_failed(pool, cx.now, reason.to_string());

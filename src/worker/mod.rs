@@ -129,6 +129,9 @@ fn resend(mut f: InFlight, asking: bool) -> InFlight {
 pub enum Timer {
     Tick,
     ConnectTimeout(Key),
+    /// A node connection over TLS must have finished its handshake by now
+    /// (`tls-handshake-timeout` after its connect started; `tls.rs`).
+    TlsHandshake(Key),
     /// A TRYAGAIN wait is over (key into `retrying`).
     Retry(Key),
     /// A CLUSTERDOWN wait of this session's requests on this slot is over
@@ -700,6 +703,7 @@ impl Handler for Worker {
                     self.backend_failed(cx, key, "connect timeout");
                 }
             }
+            Timer::TlsHandshake(key) => self.backend_tls_due(cx, key),
         }
     }
 

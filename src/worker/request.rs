@@ -392,10 +392,12 @@ impl Worker {
             }
         };
         let now = cx.now;
+        let handshake = self.tls_handshake_limit();
         self.backends
             .insert_with(|k| Backend::new(k, addr, role, proto, stream, now));
         if let (Some(conn), Some(b)) = (tls, self.backends.get_mut(key)) {
             b.start_tls(conn);
+            cx.schedule_in(handshake, Timer::TlsHandshake(key));
         }
         let ring_server = self.place.ring_server(server_pool, addr);
         let cluster = self.place.is_cluster(server_pool);

@@ -1,5 +1,6 @@
 //! The worker's side of TLS sessions: starting one on a connection the
-//! TLS listener accepted, and bounding its handshake in time.
+//! TLS listener accepted, and bounding its handshake in time; and the
+//! same bound on a node connection's handshake (`tls-cluster yes`).
 //!
 //! A client accepted on `tls-port` gets a rustls server connection from
 //! the shared configuration (`Shared::tls`) and is listed here with its
@@ -15,6 +16,13 @@
 //! The list holds at most one entry per TLS session, added once at its
 //! accept; a plain session is never in it, and a worker without TLS
 //! clients pays one `is_empty` per tick.
+//!
+//! A node connection over TLS gets one timer instead, armed when it opens
+//! (`Timer::TlsHandshake`, `tls-handshake-timeout` from the connect's
+//! start, so the TCP connect counts too): if the handshake is still under
+//! way when it fires, the connection fails as a refused connect would,
+//! whether or not `backend-timeout` bounds a silent node. A plain
+//! connection arms none.
 
 use super::{Timer, Worker};
 use reactor::{Context, Key};
@@ -34,10 +42,27 @@ impl Worker {
         }
     }
 
+    /// How long a handshake may take, a client's or a node's
+    /// (`tls-handshake-timeout`, read at start).
+    pub(super) fn tls_handshake_limit(&self) -> Duration {
+        Duration::from_millis(self.shared.config.tls.handshake_timeout_ms)
+    }
+
     /// Session `key` starts its handshake now.
     pub(super) fn tls_started(&mut self, key: Key, now: Instant) {
-        let limit = Duration::from_millis(self.shared.config.tls.handshake_timeout_ms);
+        let limit = self.tls_handshake_limit();
         self.tls_handshakes.push((key, now + limit));
+    }
+
+    /// Node connection `key`'s handshake time is up: still handshaking, it
+    /// fails as a refused connect does (its requests get the same
+    /// "cannot reach" error, its connection set backs off). Done, or a
+    /// connection gone since (a reused slot has another generation):
+    /// nothing to do.
+    pub(super) fn backend_tls_due(&mut self, cx: &mut Context<'_, Timer>, key: Key) {
+        if self.backends.get(key).is_some_and(|b| b.tls_handshaking()) {
+            self.backend_failed(cx, key, "TLS handshake not finished in time");
+        }
     }
 
     /// Close the sessions whose handshake outlived its deadline; forget
