@@ -19,7 +19,12 @@
 //! - a node whose certificate does not carry `tls-server-name`, and nodes
 //!   that want a client certificate mithril does not have, are refused:
 //!   the client gets an error within its bound, never a hang, and the log
-//!   names the reason.
+//!   names the reason;
+//! - (item 3) a master stopped (SIGSTOP: its kernel still accepts TCP,
+//!   nothing answers the handshake): a SYNC through mithril, whose link
+//!   to it never finishes its handshake, is ended with an error naming
+//!   the handshake within `tls-handshake-timeout`, not after the link's
+//!   60 s load timeout, at threads 1, 2 and 4 with a feed on every worker.
 
 mod support;
 
@@ -323,4 +328,63 @@ fn a_reload_puts_a_new_client_certificate_in_force_for_new_connections() {
         "the good certificate back"
     );
     remove_temp_dir(&dir);
+}
+
+/// A master that accepts TCP and never finishes a handshake: each SYNC
+/// through mithril (one per worker, round-robin placement) gets its
+/// opening newline, then an error naming the handshake, and is closed,
+/// all within `tls-handshake-timeout` and some slack; `backend-timeout 0`.
+#[test]
+fn a_feed_link_that_never_handshakes_ends_the_feed_in_time() {
+    const HANDSHAKE_MS: u64 = 1000;
+    let certs = Certs::make();
+    // Slow failure detection: the stopped master stays a master in the
+    // cluster's view (and mithril's map) for the whole test.
+    let cluster = RedisCluster::start(ClusterSpec {
+        tls: Some(certs.node_tls(AuthClients::Yes)),
+        node_timeout_ms: 60_000,
+        ..Default::default()
+    });
+    let master = cluster.masters()[0];
+    let stopped_at = format!("127.0.0.1:{}", master.tls_port.unwrap());
+    for threads in [1, 2, 4] {
+        let conf = format!(
+            "threads {threads}\nplacement round-robin\nbackend-timeout 0\n\
+             tls-handshake-timeout {HANDSHAKE_MS}\n{}",
+            node_side(&certs, true)
+        );
+        let m = Mithril::start(bin(), &cluster.tls_seeds(), &conf);
+        let paused = Stopped::stop(master.pid);
+        let mut feeds: Vec<Conn> = (0..threads).map(|_| m.conn()).collect();
+        let asked = std::time::Instant::now();
+        for f in feeds.iter_mut() {
+            f.write_raw(b"SYNC\r\n").unwrap();
+        }
+        let within = Duration::from_millis(HANDSHAKE_MS) + Duration::from_secs(3);
+        for (i, f) in feeds.iter_mut().enumerate() {
+            let got = f.read_raw_until_closed(within.saturating_sub(asked.elapsed()));
+            let got = String::from_utf8_lossy(&got);
+            assert!(
+                got.contains(&format!(
+                    "-ERR mithril: the TLS handshake with {stopped_at} did not finish in time"
+                )),
+                "threads {threads}, feed {i}: ended within {within:?} by the handshake: {got:?}"
+            );
+        }
+        drop(paused);
+        // The master back: a new feed gets its RDB (every link handshook).
+        let mut again = m.conn();
+        again.write_raw(b"SYNC\r\n").unwrap();
+        let mut got = Vec::new();
+        wait_until(
+            "a SYNC served once the master is back",
+            Duration::from_secs(20),
+            || {
+                got.extend(again.read_raw_until_closed(Duration::from_millis(300)));
+                let text = String::from_utf8_lossy(&got);
+                assert!(!text.contains("-ERR"), "threads {threads}: {text:?}");
+                text.contains("REDIS").then_some(())
+            },
+        );
+    }
 }

@@ -40,11 +40,12 @@
 //!
 //! The feed ends (the client's connection is closed, as a master drops a
 //! replica that must resynchronise; before the RDB, after an error line
-//! saying why) when a link fails or closes, when a
-//! master stays silent [`LOAD_TIMEOUT`] before its RDB, when the set of
-//! masters changes (a failover, a new master), at SIGTERM, and when the
-//! client closes. Closing the client closes every link, so the masters'
-//! `connected_slaves` goes back down.
+//! saying why) when a link fails or closes, when a master stays silent
+//! [`LOAD_TIMEOUT`] before its RDB, when a link's TLS handshake is not
+//! over `tls-handshake-timeout` after its connect started (`tls.rs`), when
+//! the set of masters changes (a failover, a new master), at SIGTERM, and
+//! when the client closes. Closing the client closes every link, so the
+//! masters' `connected_slaves` goes back down.
 //!
 //! Never: touch the hot path (the only cost elsewhere is one compare of the
 //! input mode in the output limit's class and the idle sweep), or send the
@@ -200,6 +201,8 @@ struct Link {
     scanner: RequestScanner,
     /// The last time the master sent anything (the load timeout).
     heard: Instant,
+    /// When the connect started (the TLS handshake's bound, `tls.rs`).
+    opened: Instant,
     /// A MULTI of this master held until its EXEC, and its bytes.
     block: Option<(Vec<Bytes>, usize)>,
 }
@@ -319,6 +322,7 @@ impl Worker {
             phase: Phase::Connecting,
             scanner: RequestScanner::new(),
             heard: now,
+            opened: now,
             block: None,
         });
         Ok(key)
@@ -537,6 +541,7 @@ impl Worker {
     /// a changed set of masters.
     pub(super) fn feeds_tick(&mut self, cx: &mut Context<'_, Timer>) {
         let now = cx.now;
+        let handshake = self.tls_handshake_limit();
         let mut fail: Vec<(Key, String)> = Vec::new();
         let mut keepalive = Vec::new();
         let topo = self.place.map();
@@ -554,11 +559,16 @@ impl Worker {
             for k in &f.links {
                 if let Some(l) = self.replfeed.links.get(*k) {
                     let loading = !matches!(l.phase, Phase::Stream);
-                    if loading && now.saturating_duration_since(l.heard) > LOAD_TIMEOUT {
-                        fail.push((
-                            f.session,
-                            format!("the master {} sent nothing for 60s before its RDB", l.addr),
-                        ));
+                    let why = if loading && now.saturating_duration_since(l.heard) > LOAD_TIMEOUT {
+                        Some(format!(
+                            "the master {} sent nothing for 60s before its RDB",
+                            l.addr
+                        ))
+                    } else {
+                        l.handshake_overdue(now, handshake)
+                    };
+                    if let Some(why) = why {
+                        fail.push((f.session, why));
                         break;
                     }
                 }
@@ -809,6 +819,7 @@ mod tests {
             phase: Phase::Handshake { auth: true },
             scanner: RequestScanner::new(),
             heard: now,
+            opened: now,
             block: None,
         };
         let feed = Feed {

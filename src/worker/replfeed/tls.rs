@@ -2,16 +2,34 @@
 //! through rustls on their way out, the master's stream through it on its
 //! way into the link's buffer. Same bounds as the plain link: what the
 //! buffer may hold (`hold`) caps what is taken from rustls, which holds a
-//! record more at most.
+//! record more at most. In time, the handshake has `tls-handshake-timeout`
+//! from the link's connect (checked by `feeds_tick`), however the master
+//! trickles it.
 
 use super::Link;
 use reactor::read::ReadEnd;
 use std::io::{self, Write};
+use std::time::{Duration, Instant};
 
 /// Bytes of ciphertext read per pass before the plaintext is taken.
 const CHUNK: usize = 64 * 1024;
 
 impl Link {
+    /// Why the feed must end, if the link's TLS handshake is not over
+    /// `limit` after its connect started. Timed from the connect, not from
+    /// the last bytes (`heard`): a master that trickles its handshake out
+    /// would otherwise keep it going.
+    pub(super) fn handshake_overdue(&self, now: Instant, limit: Duration) -> Option<String> {
+        let late = self.tls.as_deref().is_some_and(|c| c.is_handshaking())
+            && now.saturating_duration_since(self.opened) > limit;
+        late.then(|| {
+            format!(
+                "the TLS handshake with {} did not finish in time",
+                self.addr
+            )
+        })
+    }
+
     /// Whether the link has something to write: handshake bytes, or
     /// ciphertext rustls holds (its ClientHello first of all).
     pub(super) fn wants_write(&self) -> bool {
