@@ -81,7 +81,8 @@ pub struct TlsSettings {
     /// tickets).
     pub session_caching: bool,
     /// `tls-handshake-timeout`: milliseconds a client has to finish its
-    /// handshake.
+    /// handshake, and a node connection (`tls-cluster yes`) from its
+    /// connect's start.
     pub handshake_timeout_ms: u64,
     /// `tls-cluster`: every connection to a node (or a pool's server) is
     /// TLS, the topology's probes included.

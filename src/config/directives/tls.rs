@@ -160,7 +160,7 @@ pub(super) const SESSION_CACHING: Directive = flag_row!(
 pub(super) const HANDSHAKE_TIMEOUT: Directive = Directive {
     name: "tls-handshake-timeout",
     default: "10000",
-    summary: "milliseconds a TLS client has to finish its handshake before it is closed",
+    summary: "milliseconds a TLS handshake may take: a client still handshaking is closed, a node connection fails",
     runtime_settable: false,
     kind: Kind::Plain,
     arity: (1, 1),
