@@ -160,7 +160,7 @@ fn bind_pools(
 
 /// The `HOST:PORT` seeds and servers of every cluster and ring pool, as
 /// written: where `tls-cluster` finds a host name to verify the nodes by.
-fn pool_seeds(pools: &[crate::config::pool::PoolSpec]) -> Vec<String> {
+pub(crate) fn pool_seeds(pools: &[crate::config::pool::PoolSpec]) -> Vec<String> {
     use crate::config::pool::PoolKind;
     let mut out = Vec::new();
     for pool in pools {

@@ -43,9 +43,10 @@ pub const RELOADED: &[&str] = &[
 ];
 
 /// The `tls-*` directives a reload applies to the node side (with
-/// `tls-cluster yes` at start): `tls-cluster` and `tls-server-name` wait
-/// for a restart.
+/// `tls-cluster yes` or `tls-sentinel yes` at start): those two wait for
+/// a restart.
 pub const NODES_RELOADED: &[&str] = &[
+    "tls-server-name",
     "tls-client-cert-file",
     "tls-client-key-file",
     "tls-client-key-file-pass",

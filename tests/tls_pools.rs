@@ -458,3 +458,69 @@ fn a_server_that_never_handshakes_fails_in_time_threads_2() {
 fn a_server_that_never_handshakes_fails_in_time_threads_4() {
     a_server_that_never_handshakes_fails_in_time(4);
 }
+
+/// A server added by a reload under a host name, whose certificate names
+/// only that host (no IP address): the name nodes are verified against
+/// is chosen again from the new file (its first host-name server), so
+/// the new server's keys are served from every worker, and the first
+/// server, whose certificate names `localhost` too, still is.
+fn a_server_added_under_a_host_name_is_verified_by_it(threads: usize) {
+    let certs = Certs::make();
+    let node = certs.node_tls(AuthClients::No);
+    certs.sign(
+        "dnsonly",
+        "localhost",
+        "subjectAltName=DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n",
+    );
+    let tls_server = |cert: &str, key: &str| {
+        let tls_port = free_port();
+        let s = Standalone::start_with(&format!(
+            "tls-port {tls_port}\ntls-cert-file {cert}\ntls-key-file {key}\n\
+             tls-ca-cert-file {}\ntls-auth-clients no\n",
+            node.ca_cert_file
+        ));
+        (s, tls_port)
+    };
+    let (a, a_tls) = tls_server(&node.cert_file, &node.key_file);
+    let (b, b_tls) = tls_server(&certs.path("dnsonly.crt"), &certs.path("dnsonly.key"));
+    let port = free_port();
+    let conf = format!(
+        "threads {threads}\nport {port}\npool p listen 127.0.0.1:{port}\npool p hash md5\n\
+         tls-cluster yes\ntls-ca-cert-file {}\npool p server 127.0.0.1:{a_tls}:1 s0\n",
+        node.ca_cert_file
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    let mut clients: Vec<Conn> = (0..2 * threads).map(|_| m.conn()).collect();
+    m.reload_lines(
+        &mut clients[0],
+        "pool p server ",
+        &[
+            format!("pool p server 127.0.0.1:{a_tls}:1 s0"),
+            format!("pool p server localhost:{b_tls}:1 s1"),
+        ],
+        "servers now",
+    );
+    let keys: Vec<String> = (0..40).map(|i| format!("hn:{i}")).collect();
+    for (i, k) in keys.iter().enumerate() {
+        let c = &mut clients[i % (2 * threads)];
+        assert_eq!(c.cmd(&["SET", k, k]), ok(), "threads {threads}: SET {k}");
+    }
+    let on = |s: &Standalone| s.conn().cmd(&["DBSIZE"]).as_int();
+    assert_eq!(on(&a) + on(&b), keys.len() as i64);
+    assert!(on(&b) > 0, "threads {threads}: the server added has keys");
+}
+
+#[test]
+fn a_server_added_under_a_host_name_is_verified_by_it_threads_1() {
+    a_server_added_under_a_host_name_is_verified_by_it(1);
+}
+
+#[test]
+fn a_server_added_under_a_host_name_is_verified_by_it_threads_2() {
+    a_server_added_under_a_host_name_is_verified_by_it(2);
+}
+
+#[test]
+fn a_server_added_under_a_host_name_is_verified_by_it_threads_4() {
+    a_server_added_under_a_host_name_is_verified_by_it(4);
+}

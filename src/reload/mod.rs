@@ -60,8 +60,10 @@
 //! `tls-port` and `tls-handshake-timeout` wait for a restart. Toward the
 //! nodes (`tls-cluster yes` at start and in the file) likewise: the CAs
 //! and the client certificate are read again, and the connections opened
-//! after the reload use them; `tls-cluster` and `tls-server-name` wait
-//! for a restart.
+//! after the reload use them, verified against the name the file gives
+//! (`tls-server-name`, else its first host-name seed or server: a ring
+//! server added under a new host name is verified by it);
+//! `tls-cluster` and `tls-sentinel` wait for a restart.
 //!
 //! Pending: every other directive is compared, through the directive
 //! table (so a new directive is covered without a list here), with the
@@ -222,7 +224,10 @@ impl Reload {
         let toward = shared.node_tls.as_ref().or(shared.sentinel_tls.as_ref());
         let nodes = match toward {
             Some(_) if cfg.tls.cluster || cfg.tls.sentinel => {
-                match crate::tls::nodes::NodeTls::rebuild(&cfg.tls) {
+                match crate::tls::nodes::NodeTls::rebuild(
+                    &cfg.tls,
+                    &crate::server::pool_seeds(&cfg.server_pools()),
+                ) {
                     Ok(c) => Some(c),
                     Err(e) => {
                         self.failed.fetch_add(1, Ordering::Relaxed);
@@ -261,7 +266,7 @@ impl Reload {
                 .into_iter()
                 .flatten()
             {
-                t.install(cfg.clone());
+                t.install(&cfg);
             }
             applied.tls = true;
         }

@@ -16,8 +16,9 @@
 //! those are set (Redis's rule).
 //!
 //! A reload builds it again from the file's settings and files (a
-//! renewed client certificate or CA): connections opened after it use
-//! the new one, those open keep theirs.
+//! renewed client certificate or CA) and chooses the name again from the
+//! file (a server added under a new host name): connections opened after
+//! it use the new ones, those open keep theirs.
 
 use super::{certificates, private_key_of, provider, roots, versions};
 use crate::config::tls::TlsSettings;
@@ -31,6 +32,13 @@ use std::sync::Arc;
 pub struct NodeTls {
     config: ArcSwap<ClientConfig>,
     /// The name every node is verified against; `None`: its IP address.
+    name: arc_swap::ArcSwapOption<ServerName<'static>>,
+}
+
+/// A reload's client configuration and name, put in force by
+/// [`NodeTls::install`].
+pub struct Rebuilt {
+    config: Arc<ClientConfig>,
     name: Option<ServerName<'static>>,
 }
 
@@ -44,15 +52,15 @@ impl NodeTls {
         }
         Ok(Some(Arc::new(NodeTls {
             config: ArcSwap::from(client_config(t)?),
-            name: server_name(t, seeds),
+            name: arc_swap::ArcSwapOption::from(server_name(t, seeds).map(Arc::new)),
         })))
     }
 
     /// A client connection to the node at `addr`, its handshake to be
     /// driven by the caller.
     pub fn connect(&self, addr: SocketAddr) -> Result<ClientConnection, rustls::Error> {
-        let name = match &self.name {
-            Some(n) => n.clone(),
+        let name = match &*self.name.load() {
+            Some(n) => (**n).clone(),
             None => ServerName::IpAddress(addr.ip().into()),
         };
         ClientConnection::new(self.config.load_full(), name)
@@ -67,15 +75,20 @@ impl NodeTls {
         tls.map(|t| t.connect(addr)).transpose()
     }
 
-    /// A reload's configuration, built from the file's settings: put in
-    /// force by [`NodeTls::install`].
-    pub fn rebuild(t: &TlsSettings) -> Result<Arc<ClientConfig>, String> {
-        client_config(t)
+    /// A reload's configuration and name, built from the file's settings
+    /// and the seeds and servers of its pools by the rules of the start:
+    /// put in force by [`NodeTls::install`].
+    pub fn rebuild(t: &TlsSettings, seeds: &[String]) -> Result<Rebuilt, String> {
+        Ok(Rebuilt {
+            config: client_config(t)?,
+            name: server_name(t, seeds),
+        })
     }
 
-    /// The connections opened from now on use `cfg`.
-    pub fn install(&self, cfg: Arc<ClientConfig>) {
-        self.config.store(cfg);
+    /// The connections opened from now on use `new`.
+    pub fn install(&self, new: &Rebuilt) {
+        self.config.store(new.config.clone());
+        self.name.store(new.name.clone().map(Arc::new));
     }
 }
 
