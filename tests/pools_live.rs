@@ -271,3 +271,63 @@ fn pools_change_live_threads_2() {
 fn pools_change_live_threads_4() {
     pools_change_live(4);
 }
+
+/// `preconnect yes` (twemproxy's `preconnect: true`): with no client yet,
+/// every worker holds `server-connections` connections to each server of
+/// the pool; a pool without it holds none; a preconnect pool added by a
+/// reload is connected to as soon as its map is in force.
+fn preconnect_connects_every_worker(threads: usize) {
+    let set = StandaloneSet::start(3);
+    let (a_port, b_port, c_port) = (free_port(), free_port(), free_port());
+    let mut a = pool_lines("a", a_port, "md5", 0, &set, &[0, 1]);
+    a.push("pool a preconnect yes".into());
+    a.push("pool a server-connections 2".into());
+    let b = pool_lines("b", b_port, "md5", 0, &set, &[2]);
+    let conf = format!(
+        "threads {threads}\nport {a_port}\n{}\n{}\n",
+        a.join("\n"),
+        b.join("\n")
+    );
+    let m = Mithril::start(bin(), &[], &conf);
+    // The asking connection counts itself.
+    let clients = |s: usize| {
+        info_text_field(&mut set.conn(s), "clients", "connected_clients")
+            .parse::<usize>()
+            .unwrap_or(0)
+            - 1
+    };
+    let want = threads * 2;
+    for s in [0, 1] {
+        wait_until(
+            &format!("threads {threads}: {want} connections to server {s}"),
+            Duration::from_secs(10),
+            || (clients(s) == want).then_some(()),
+        );
+    }
+    assert_eq!(clients(2), 0, "threads {threads}: pool b has no preconnect");
+
+    let mut c_lines = pool_lines("c", c_port, "md5", 0, &set, &[2]);
+    c_lines.push("pool c preconnect yes".into());
+    let all: Vec<String> = a.iter().chain(&b).chain(&c_lines).cloned().collect();
+    reload(&m, &mut m.conn(), &all, "pool c: added by a reload", a_port);
+    wait_until(
+        &format!("threads {threads}: pool c's server connected by every worker"),
+        Duration::from_secs(10),
+        || (clients(2) == threads).then_some(()),
+    );
+}
+
+#[test]
+fn preconnect_connects_every_worker_threads_1() {
+    preconnect_connects_every_worker(1);
+}
+
+#[test]
+fn preconnect_connects_every_worker_threads_2() {
+    preconnect_connects_every_worker(2);
+}
+
+#[test]
+fn preconnect_connects_every_worker_threads_4() {
+    preconnect_connects_every_worker(4);
+}

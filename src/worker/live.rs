@@ -53,6 +53,33 @@ impl Worker {
         }
     }
 
+    /// Pools with `preconnect yes`: a connection to each of their masters
+    /// for each connection slot (`server-connections`), opened at the
+    /// first tick and after each new map, as twemproxy connects to every
+    /// server at start. Connections already open are kept; a server that
+    /// refuses is left to the usual backoff.
+    #[cold]
+    pub(super) fn preconnect(&mut self, cx: &mut Context<'_, Timer>) {
+        self.preconnected = self.place.epoch();
+        let (map, shared) = (self.place.map().clone(), self.shared.clone());
+        for (i, pool) in map.pools.iter().enumerate() {
+            let Some(rt) = shared.pools.get(i) else {
+                continue;
+            };
+            if !rt.preconnect || rt.is_retired() {
+                continue;
+            }
+            for shard in pool.shards.clone() {
+                let Some(set) = self.place.shard_master(shard, crate::resp::Proto::Resp2) else {
+                    continue;
+                };
+                for slot in 0..rt.conns {
+                    let _ = self.backend_for(cx, set, slot);
+                }
+            }
+        }
+    }
+
     /// Pools a reload added: the placement's per-pool tables and the
     /// statistics' per-pool counters grow to cover them.
     #[cold]

@@ -205,6 +205,9 @@ pub struct Worker {
     backend_timeout: Option<Duration>,
     /// The `Live::limits_gen` this worker's limits were taken at.
     limits_gen: u64,
+    /// The map whose servers `preconnect` pools were last connected to
+    /// (live.rs).
+    preconnected: u64,
     /// Retry waits a CLUSTERDOWN gets (retry.rs, from backend-timeout).
     clusterdown_waits: u8,
     commands: u64,
@@ -286,6 +289,7 @@ impl Worker {
             downs: HashMap::new(),
             parked: park::ParkLot::default(),
             limits_gen: 0,
+            preconnected: u64::MAX,
             backend_timeout: (cfg.backend_timeout_ms > 0)
                 .then(|| Duration::from_millis(cfg.backend_timeout_ms)),
             clusterdown_waits: retry::clusterdown_waits(
@@ -564,6 +568,9 @@ impl Worker {
         let gen = self.shared.live.limits_gen.load(Ordering::Relaxed);
         if gen != self.limits_gen {
             self.take_limits(cx, gen);
+        }
+        if self.preconnected != self.place.epoch() {
+            self.preconnect(cx);
         }
         if !self.parked.is_empty() {
             self.unpark(cx);
