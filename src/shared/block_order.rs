@@ -23,8 +23,9 @@
 //!   a command, and the acceptor publishes, after each pass, the instant
 //!   that pass began), and
 //! - no blocking command for the same node that arrived earlier is still
-//!   on its way (an entry leaves once its bytes were written to a lease
-//!   the node has already accepted and answered on).
+//!   on its way (an entry leaves once its bytes, written to a lease the
+//!   node has already accepted and answered on, were read by the node: a
+//!   PING sent after them on another connection to it was answered).
 //!
 //! A worker whose command must wait wakes the workers it waits for and
 //! the acceptor; they publish at the end of their turn (pass), and a
@@ -117,7 +118,7 @@ impl BlockOrder {
         });
     }
 
-    /// It was written to the node (or dropped). Returns the workers
+    /// The node has read it (or it was dropped). Returns the workers
     /// waiting (to wake).
     pub fn leave(&self, worker: usize, id: u64) -> u64 {
         self.lock()

@@ -33,7 +33,9 @@
 //! session blocked and its lease taken, until `shared::block_order` lets it go (every worker has
 //! read what arrived before it, no earlier one for that node is on its
 //! way, its lease has been answered on); it is looked at again at the end
-//! of every turn and leaves the order once written. A waiting command
+//! of every turn and leaves the order once the node has read it: once a
+//! PING written after it on the worker's shared connection to that node
+//! is answered (`blocking_read_checks`). A waiting command
 //! whose client left gives its lease back; one whose lease failed is
 //! answered as a request that could not be sent. Nothing waits so with
 //! one worker.
@@ -49,6 +51,9 @@ use crate::router;
 use bytes::Bytes;
 use reactor::{Context, Key};
 use std::net::SocketAddr;
+
+/// The read check after a blocking command sent in arrival order.
+const READ_CHECK: &[u8] = b"*1\r\n$4\r\nPING\r\n";
 
 /// Most idle leased connections a worker keeps per node.
 const IDLE_LEASES: usize = 16;
@@ -70,9 +75,9 @@ pub(super) struct InOrderWait {
 pub(super) struct InOrder {
     /// Blocking commands waiting, oldest first (one per blocked session).
     pub waiting: Vec<InOrderWait>,
-    /// Those queued on their lease this turn: they leave the order once
-    /// written.
-    went: Vec<u64>,
+    /// Those queued on their lease this turn (id, lease): once written,
+    /// each is followed by its read check (`blocking_read_checks`).
+    went: Vec<(u64, Key)>,
     next_id: u64,
     /// When the current turn's poll started (CLOCK_REALTIME ns).
     pub poll_ns: u64,
@@ -183,7 +188,7 @@ impl Worker {
             }
             match order.may_go(self.id, h.id) {
                 Ok(()) => {
-                    self.in_order.went.push(h.id);
+                    self.in_order.went.push((h.id, h.lease));
                     self.send_on(h.lease, h.f);
                 }
                 Err(Wait::Behind(bits)) => {
@@ -204,18 +209,70 @@ impl Worker {
         }
     }
 
-    /// End of turn, after the writes: the commands written leave the
-    /// order; this worker has read everything that arrived before its
-    /// poll started (unless that poll filled its event buffer); the
-    /// workers waiting on either are woken. A worker woken while another
+    /// End of turn, after the writes: each command written on its lease
+    /// this turn is followed by a read check, a PING on this worker's shared
+    /// connection to the same node; the command leaves the order when the
+    /// check is answered (`read_check_answered`), not when written. Written is
+    /// not yet read: the node reads its clients in the order its poll
+    /// reports them, which around a lease it has only just answered (a new
+    /// lease's CLIENT ID) need not be the order the bytes were written in:
+    /// a later command written on another lease right after ours was seen
+    /// blocked first, ours then waiting for ever. The PING's bytes go after
+    /// the lease's, so the node's poll reports the lease in the same turn
+    /// of its loop as the PING's connection or an earlier one, and the PING
+    /// is answered only after that whole turn. Returns the workers to wake
+    /// (commands that left at once: their lease or the node's connection
+    /// gone).
+    pub(super) fn blocking_read_checks(&mut self, cx: &mut Context<'_, Timer>) -> u64 {
+        if self.in_order.went.is_empty() {
+            return 0;
+        }
+        let mut wake = 0;
+        let mut checks = false;
+        for (id, lease) in std::mem::take(&mut self.in_order.went) {
+            let Some(b) = self.backends.get(lease) else {
+                wake |= self.shared.block_order.leave(self.id, id);
+                continue;
+            };
+            if b.has_unsent() || b.tls_wants_flush() {
+                // The rest goes when the socket takes it (its writable
+                // event is a turn of its own).
+                self.in_order.went.push((id, lease));
+                continue;
+            }
+            let (addr, proto, pool) = (b.addr, b.proto, b.server_pool);
+            let pool = self.place.at(addr, proto, pool);
+            match self.backend_for(cx, pool, 0) {
+                Ok(conn) => {
+                    let ping = Bytes::from_static(READ_CHECK);
+                    self.send_on(conn, InFlight::new(Key::NONE, id, ping, Purpose::ReadCheck));
+                    checks = true;
+                }
+                Err(_) => wake |= self.shared.block_order.leave(self.id, id),
+            }
+        }
+        if checks {
+            self.flush_backends(cx);
+        }
+        wake
+    }
+
+    /// The read check after this worker's command `id` was answered (or its
+    /// connection lost): the command leaves the order, and the workers
+    /// waiting are woken (this one looks again at the end of this turn).
+    pub(super) fn read_check_answered(&mut self, id: u64) {
+        let wake = self.shared.block_order.leave(self.id, id);
+        self.wake_workers(wake & !(1u64 << (self.id % 64)));
+    }
+
+    /// End of turn, after the writes and read checks: this worker has read
+    /// everything that arrived before its poll started (unless that poll
+    /// filled its event buffer); the workers waiting on that, or on
+    /// commands that left (`wake`), are woken. A worker woken while another
     /// waits turns once more at once, so what it publishes next is newer
     /// than the command waiting.
-    pub(super) fn blocking_turn_done(&mut self, woken: bool) {
+    pub(super) fn blocking_turn_done(&mut self, woken: bool, mut wake: u64) {
         let order = &self.shared.block_order;
-        let mut wake = 0;
-        for id in self.in_order.went.drain(..) {
-            wake |= order.leave(self.id, id);
-        }
         if self.in_order.events < EVENTS_PER_POLL {
             // A connection registered this turn may hold bytes older than
             // this poll, read only next turn.

@@ -722,7 +722,8 @@ impl Handler for Worker {
         self.flush_backends(cx);
         self.flush_sessions(cx);
         if self.shared.workers.len() > 1 {
-            self.blocking_turn_done(cx.woken);
+            let wake = self.blocking_read_checks(cx);
+            self.blocking_turn_done(cx.woken, wake);
         }
         self.shared.workers[self.id]
             .commands

@@ -33,6 +33,11 @@ pub enum Purpose {
     Txn,
     /// A blocking command on a leased connection.
     Blocking,
+    /// A PING on a shared connection after a blocking command sent in
+    /// arrival order on a lease to the same node: answered, that command
+    /// was read by the node, and the command numbered `seq` leaves
+    /// `shared::block_order` (`worker/blocking.rs`).
+    ReadCheck,
     /// A part of the gathering at `seq` sent on a lease (SCRIPT / FUNCTION
     /// KILL, WAIT, FUNCTION STATS, PING while a script runs long): the
     /// lease goes back when answered.

@@ -169,6 +169,7 @@ impl Worker {
             }
             Purpose::TrackerId => return self.tracker_id(bkey, &frame),
             Purpose::LeaseId => return self.lease_id(bkey, &frame),
+            Purpose::ReadCheck => return self.read_check_answered(f.seq),
             Purpose::Pin(_) => return self.pin_reply(cx, bkey, via, f, frame, head),
             _ => {}
         }
@@ -309,6 +310,7 @@ impl Worker {
             | Purpose::Caching
             | Purpose::TrackerId
             | Purpose::LeaseId => {}
+            Purpose::ReadCheck => self.read_check_answered(f.seq),
             Purpose::Remote(from) => self.pipe_answer(from, f.seq, frame, false),
         }
     }
